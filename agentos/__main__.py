@@ -1,0 +1,3 @@
+from agentos.cli import run
+
+run()

@@ -1,0 +1,70 @@
+"""The ``agentos`` command: a thin click layer over the library.
+
+Subcommands are loaded lazily so that ``agentos --help`` and ``agentos route`` never pay
+for modules they do not use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from agentos import __version__
+from agentos.errors import AgentOSError
+
+# name -> "module:attribute"; one module per command group.
+COMMANDS: dict[str, str] = {
+    "init": "agentos.cli.workspace:init",
+    "hub": "agentos.cli.hub:hub",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--workspace", "-w", metavar="DIR", envvar=None,
+    help="Workspace directory (default: AGENTOS_HOME, then the nearest parent with .agentos/).",
+)
+@click.version_option(__version__, prog_name="agentos")
+@click.pass_context
+def cli(ctx: click.Context, workspace: str | None) -> None:
+    """AgentOS: versioned agents, deterministic routing with receipts, ephemeral task forces
+    in tmux and git worktrees, and a gate that checks the work before it is called done."""
+    ctx.obj = {"workspace": workspace}
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="agentos", standalone_mode=False)
+    except AgentOSError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except click.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""``agentos hub``: install, list, show, use, remove, pack and verify agent packages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from agentos.cli._common import console, fail, json_option, print_json, table, workspace
+from agentos.hub import Hub
+
+
+def _hub() -> Hub:
+    return Hub(workspace().hub_dir)
+
+
+@click.group()
+def hub() -> None:
+    """Versioned agent packages: install, pin, roll back, verify by hash."""
+
+
+@hub.command()
+@click.argument("source")
+@json_option
+def install(source: str, as_json: bool) -> None:
+    """Install a package from SOURCE: a directory, a .tar.gz made by `hub pack`, or a git
+    URL with an optional @ref (e.g. file:///srv/agents/fixer.git@v1.2.0).
+    The installed version becomes the active one."""
+    result = _hub().install(source)
+    if as_json:
+        print_json({"name": result.name, "version": result.version, "sha256": result.sha256,
+                    "source": result.source, "changed": result.changed})
+    elif result.changed:
+        console.print(f"installed {result.name}@{result.version} (sha256 {result.sha256[:12]}) "
+                      f"from {result.source}; now active")
+    else:
+        console.print(f"{result.name}@{result.version} is already installed with the same "
+                      "content; nothing changed")
+
+
+@hub.command("list")
+@json_option
+def list_(as_json: bool) -> None:
+    """List installed packages, every version, and which is active."""
+    versions = _hub().versions()
+    if as_json:
+        print_json({"packages": [v.as_dict() for v in versions]})
+        return
+    table(None, ["name", "version", "active", "sha256", "source"],
+          [(v.name, v.version, "*" if v.active else "", v.sha256[:12], v.source)
+           for v in versions])
+
+
+@hub.command()
+@click.argument("ref", metavar="NAME[@VERSION]")
+@json_option
+def show(ref: str, as_json: bool) -> None:
+    """Show a package's manifest and install record (the active version by default)."""
+    info, manifest = _hub().get(ref)
+    data = {**info.as_dict(), "manifest": manifest.model_dump(mode="json", exclude_none=True)}
+    if as_json:
+        print_json(data)
+        return
+    console.print(f"[bold]{info.name}@{info.version}[/]{' (active)' if info.active else ''}")
+    console.print(f"  {manifest.description}")
+    rows = [("runtime", manifest.runtime), ("entry", manifest.entry),
+            ("capabilities", ", ".join(manifest.capabilities)), ("model", manifest.model),
+            ("env", ", ".join(manifest.env)), ("timeout", f"{manifest.timeout}s"),
+            ("checks", ", ".join(c.name for c in manifest.checks)),
+            ("sha256", info.sha256), ("source", info.source), ("installed", info.installed),
+            ("path", info.path)]
+    for key, value in rows:
+        if value:
+            console.print(f"  {key + ':':14}{value}")
+
+
+@hub.command()
+@click.argument("ref", metavar="NAME@VERSION")
+@json_option
+def use(ref: str, as_json: bool) -> None:
+    """Make NAME@VERSION the active version (this is how you roll back)."""
+    info = _hub().use(ref)
+    if as_json:
+        print_json(info.as_dict())
+    else:
+        console.print(f"{info.name}@{info.version} is now active")
+
+
+@hub.command()
+@click.argument("ref", metavar="NAME@VERSION")
+@json_option
+def remove(ref: str, as_json: bool) -> None:
+    """Remove an installed version. When it was active, the highest remaining one is."""
+    active = _hub().remove(ref)
+    if as_json:
+        print_json({"removed": ref, "active": active})
+    else:
+        console.print(f"removed {ref}" + (f"; active: {active}" if active else ""))
+
+
+@hub.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Archive to write (default: NAME-VERSION.tar.gz here).")
+@json_option
+def pack(directory: Path, output: Path | None, as_json: bool) -> None:
+    """Pack the package in DIRECTORY into a reproducible .tar.gz for `hub install`."""
+    out, manifest = _hub().pack(directory, output)
+    if as_json:
+        print_json({"archive": str(out), "name": manifest.name, "version": manifest.version})
+    else:
+        console.print(f"packed {manifest.ref} into {out}")
+
+
+@hub.command()
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, as_json: bool) -> None:
+    """Recompute every installed package's hashes and report any drift (exit 1)."""
+    problems = _hub().verify()
+    if as_json:
+        print_json({"ok": not problems, "problems": problems})
+    elif problems:
+        for line in problems:
+            console.print(f"[red]drift[/] {line}")
+    else:
+        console.print("hub verified: every installed package matches hub.lock")
+    if problems:
+        fail(ctx)

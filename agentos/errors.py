@@ -1,0 +1,66 @@
+"""The one exception tree of AgentOS.
+
+Every error carries the context a person needs to act on it (the file, the field).
+The CLI maps :class:`BadInput` to exit code 2 and :class:`OperationFailed` to exit
+code 1; the MCP server turns both into tool errors with the same one-line text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class AgentOSError(Exception):
+    """Base of every error AgentOS raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(
+        self, message: str, *, file: str | Path | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = str(file) if file is not None else None
+        self.field = field
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.file, self.field) if p]
+        return ": ".join([*parts, self.message])
+
+
+class BadInput(AgentOSError):
+    """The user gave something we cannot use: exit code 2."""
+
+    exit_code = 2
+
+
+class ValidationFailed(BadInput):
+    """A YAML file or value does not fit its schema."""
+
+
+class NotFound(BadInput):
+    """A named thing (package, card, receipt, run, file) does not exist."""
+
+
+class HostileArchive(BadInput):
+    """An archive tries to write outside its package, or is otherwise unsafe."""
+
+
+class Conflict(BadInput):
+    """The request contradicts what is already recorded (e.g. same version, other content)."""
+
+
+class MissingTool(BadInput):
+    """A program AgentOS needs (tmux, git, a CLI agent) is not installed."""
+
+
+class OperationFailed(AgentOSError):
+    """The operation ran and failed: exit code 1."""
+
+
+class VerifyFailed(OperationFailed):
+    """A verification found drift or tampering."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []

@@ -1,0 +1,412 @@
+"""The hub: versioned agent packages, installed once and never modified.
+
+Layout: ``hub/<name>/<version>/`` holds a package; ``hub/hub.lock`` (YAML) records, for
+every installed version, its source, the sha256 of its content (and of each file, so drift
+can be named), its install time and which version of each package is active.
+
+Every change takes a file lock (``hub/.lock``) and rewrites ``hub.lock`` atomically, so
+concurrent installs leave a consistent lock. Installs stage the package in a temporary
+directory inside the hub, validate it, then move it into place with one rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+from filelock import FileLock
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentos import _archive
+from agentos._fs import atomic_write, sha256_bytes, sha256_file
+from agentos._models import read_yaml, validate, version_key
+from agentos.errors import BadInput, Conflict, NotFound, ValidationFailed
+from agentos.manifest import MANIFEST, Manifest, load_manifest
+
+LOCK_FILE = "hub.lock"
+_STAGING = ".staging"
+_LOCK_HEADER = "# Written by agentos; do not edit by hand. `agentos hub verify` checks it.\n"
+_REF_RE = re.compile(r"^(?P<name>[^@\s]+)(?:@(?P<version>[^@\s]+))?$")
+
+
+# --- hub.lock -----------------------------------------------------------------------------
+
+
+class _LockModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LockedVersion(_LockModel):
+    sha256: str
+    source: str
+    installed: str
+    files: dict[str, str] = Field(default_factory=dict)
+
+
+class LockedPackage(_LockModel):
+    active: str | None = None
+    versions: dict[str, LockedVersion] = Field(default_factory=dict)
+
+
+class LockFile(_LockModel):
+    version: int = 1
+    packages: dict[str, LockedPackage] = Field(default_factory=dict)
+
+
+# --- what the hub returns -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InstalledVersion:
+    name: str
+    version: str
+    active: bool
+    sha256: str
+    source: str
+    installed: str
+    path: Path
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name, "version": self.version, "active": self.active,
+            "sha256": self.sha256, "source": self.source, "installed": self.installed,
+            "path": str(self.path),
+        }
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    name: str
+    version: str
+    sha256: str
+    source: str
+    changed: bool  # False when the same content was already installed
+
+
+def content_digest(package_dir: Path) -> tuple[str, dict[str, str]]:
+    """The sha256 of a package's content and of each of its files (paths are posix)."""
+    files: dict[str, str] = {}
+    for path in _archive.package_files(package_dir):
+        rel = path.relative_to(package_dir).as_posix()
+        files[rel] = (
+            sha256_bytes(f"symlink:{path.readlink()}".encode())
+            if path.is_symlink() else sha256_file(path)
+        )
+    return _tree_digest(files), files
+
+
+def _tree_digest(files: dict[str, str]) -> str:
+    listing = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(files.items()))
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+def parse_ref(ref: str) -> tuple[str, str | None]:
+    """Split ``name[@version]``."""
+    match = _REF_RE.match(ref.strip())
+    if not match:
+        raise BadInput(f"{ref!r} is not NAME or NAME@VERSION", field="package")
+    return match["name"], match["version"]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_GIT_URL = re.compile(r"^(?P<head>[a-z][a-z0-9+.-]*://[^/]*|[\w.-]+@[\w.-]+:)(?P<tail>.+)$")
+
+
+def split_git_source(source: str) -> tuple[str, str | None] | None:
+    """``(url, ref)`` when ``source`` is a git URL, optionally ending in ``@ref``; else None."""
+    match = _GIT_URL.match(source.removeprefix("git+"))
+    if not match:
+        return None
+    tail, _, ref = match["tail"].rpartition("@") if "@" in match["tail"] else (match["tail"], "", "")
+    return match["head"] + tail, ref or None
+
+
+class Hub:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.lock_path = root / LOCK_FILE
+        self._filelock = FileLock(str(root / ".lock"))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_lock(self) -> LockFile:
+        if not self.lock_path.exists():
+            return LockFile()
+        return validate(LockFile, read_yaml(self.lock_path), file=self.lock_path)
+
+    def revision(self) -> str:
+        """sha256 of hub.lock: what receipts record as the hub's revision."""
+        try:
+            return sha256_bytes(self.lock_path.read_bytes())
+        except FileNotFoundError:
+            return sha256_bytes(b"")
+
+    def versions(self) -> list[InstalledVersion]:
+        out = []
+        for name, pkg in sorted(self.read_lock().packages.items()):
+            for version in sorted(pkg.versions, key=version_key):
+                v = pkg.versions[version]
+                out.append(InstalledVersion(
+                    name, version, version == pkg.active, v.sha256, v.source, v.installed,
+                    self.root / name / version,
+                ))
+        return out
+
+    def get(self, ref: str) -> tuple[InstalledVersion, Manifest]:
+        """The installed package ``name[@version]`` (the active version by default)."""
+        name, version = parse_ref(ref)
+        pkg = self.read_lock().packages.get(name)
+        if pkg is None or not pkg.versions:
+            raise NotFound(f"no package {name!r} in the hub", field="package")
+        version = version or pkg.active
+        if version is None or version not in pkg.versions:
+            known = ", ".join(sorted(pkg.versions, key=version_key))
+            raise NotFound(f"{name}@{version} is not installed (installed: {known})",
+                           field="package")
+        v = pkg.versions[version]
+        path = self.root / name / version
+        info = InstalledVersion(name, version, version == pkg.active, v.sha256, v.source,
+                                v.installed, path)
+        return info, load_manifest(path)
+
+    def resolve(self, name: str, constraint: str | None) -> str:
+        """The version of ``name`` a card asks for: the active one, or the highest that fits.
+
+        Raises :class:`NotFound` naming why nothing fits.
+        """
+        pkg = self.read_lock().packages.get(name)
+        if pkg is None or not pkg.versions:
+            raise NotFound(f"agent {name!r} is not installed in the hub")
+        if not constraint:
+            if pkg.active is None:
+                raise NotFound(f"agent {name!r} has no active version")
+            return pkg.active
+        spec = parse_constraint(constraint)
+        if pkg.active and spec.contains(pkg.active, prereleases=True):
+            return pkg.active
+        fitting = [v for v in pkg.versions if spec.contains(v, prereleases=True)]
+        if not fitting:
+            known = ", ".join(sorted(pkg.versions, key=version_key))
+            raise NotFound(f"no installed version of {name} satisfies {constraint!r} "
+                           f"(installed: {known})")
+        return max(fitting, key=version_key)
+
+    # -- changing --------------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[LockFile]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._filelock:
+            lock = self.read_lock()
+            yield lock
+            self._write_lock(lock)
+
+    def _write_lock(self, lock: LockFile) -> None:
+        data = lock.model_dump(mode="json")
+        for pkg in data["packages"].values():
+            pkg["versions"] = dict(sorted(pkg["versions"].items(),
+                                          key=lambda kv: version_key(kv[0])))
+        data["packages"] = dict(sorted(data["packages"].items()))
+        text = _LOCK_HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+        atomic_write(self.lock_path, text)
+
+    def install(self, source: str) -> InstallResult:
+        """Install a package from a directory, a .tar.gz made by ``pack`` or a git URL."""
+        git = split_git_source(source)
+        path = Path(source).expanduser()
+        if git is not None and not path.exists():
+            return self._install_git(*git)
+        if path.is_dir():
+            return self._install_staged(
+                lambda stage: _copy_package(path, stage), f"dir:{path.resolve()}"
+            )
+        if path.is_file():
+            if not path.name.endswith((".tar.gz", ".tgz")):
+                raise BadInput("expected a package directory, a .tar.gz or a git URL",
+                               file=path)
+            # Validate every member before anything is written to the hub.
+            with tempfile.TemporaryDirectory() as probe:
+                _archive.extract(path, Path(probe))
+                _package_root(Path(probe), path)
+            return self._install_staged(
+                lambda stage: _archive.extract(path, stage), f"archive:{path.resolve()}"
+            )
+        raise NotFound("no such package directory, archive or git URL", file=source)
+
+    def _install_git(self, url: str, ref: str | None) -> InstallResult:
+        import git  # gitpython; imported here because only git installs need it
+
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                repo = git.Repo.clone_from(url, tmp, no_checkout=ref is not None)
+                if ref:
+                    repo.git.checkout(ref)
+            except git.GitCommandError as exc:
+                detail = (exc.stderr or str(exc)).strip().splitlines()
+                raise BadInput(f"git: {detail[-1] if detail else exc}",
+                               file=f"{url}@{ref}" if ref else url) from None
+            commit = repo.head.commit.hexsha
+            checkout = Path(tmp)
+            return self._install_staged(
+                lambda stage: _copy_package(checkout, stage), f"git+{url}@{commit}"
+            )
+
+    def _install_staged(self, fill: object, source: str) -> InstallResult:
+        staging_root = self.root / _STAGING
+        staging_root.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(dir=staging_root))
+        try:
+            fill(stage)  # type: ignore[operator]
+            pkg_dir = _package_root(stage, Path(source))
+            manifest = load_manifest(pkg_dir)
+            digest, files = content_digest(pkg_dir)
+            with self._locked() as lock:
+                pkg = lock.packages.setdefault(manifest.name, LockedPackage())
+                existing = pkg.versions.get(manifest.version)
+                if existing is not None:
+                    if existing.sha256 != digest:
+                        raise Conflict(
+                            f"{manifest.ref} is already installed with different content "
+                            f"(sha256 {existing.sha256[:12]}, new {digest[:12]}); "
+                            "bump the version to publish a change",
+                            field="version",
+                        )
+                    return InstallResult(manifest.name, manifest.version, digest,
+                                         existing.source, changed=False)
+                target = self.root / manifest.name / manifest.version
+                if target.exists():
+                    raise Conflict(f"{target} exists but is not in {LOCK_FILE}; remove it "
+                                   "or run `agentos hub verify`", field="version")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _make_read_only(pkg_dir)
+                pkg_dir.rename(target)
+                pkg.versions[manifest.version] = LockedVersion(
+                    sha256=digest, source=source, installed=_now(), files=files
+                )
+                pkg.active = manifest.version
+            return InstallResult(manifest.name, manifest.version, digest, source, changed=True)
+        finally:
+            if stage.exists():
+                shutil.rmtree(stage)
+            _remove_if_empty(staging_root)
+
+    def use(self, ref: str) -> InstalledVersion:
+        """Make ``name@version`` the active version (this is rollback)."""
+        name, version = parse_ref(ref)
+        if version is None:
+            raise BadInput(f"{ref!r}: give the version to use, as NAME@VERSION", field="package")
+        with self._locked() as lock:
+            pkg = lock.packages.get(name)
+            if pkg is None or version not in pkg.versions:
+                raise NotFound(f"{name}@{version} is not installed", field="package")
+            pkg.active = version
+        return self.get(f"{name}@{version}")[0]
+
+    def remove(self, ref: str) -> str | None:
+        """Remove ``name@version``; returns the version now active (if any remains)."""
+        name, version = parse_ref(ref)
+        if version is None:
+            raise BadInput(f"{ref!r}: give the version to remove, as NAME@VERSION",
+                           field="package")
+        with self._locked() as lock:
+            pkg = lock.packages.get(name)
+            if pkg is None or version not in pkg.versions:
+                raise NotFound(f"{name}@{version} is not installed", field="package")
+            del pkg.versions[version]
+            if pkg.active == version:
+                pkg.active = max(pkg.versions, key=version_key) if pkg.versions else None
+            if not pkg.versions:
+                del lock.packages[name]
+            target = self.root / name / version
+            if target.exists():
+                shutil.rmtree(target)
+            _remove_if_empty(self.root / name)
+            return pkg.active
+
+    def pack(self, package_dir: Path, out: Path | None) -> tuple[Path, Manifest]:
+        manifest = load_manifest(package_dir)
+        out = out or Path(f"{manifest.name}-{manifest.version}.tar.gz")
+        _archive.pack(package_dir, f"{manifest.name}-{manifest.version}", out)
+        return out, manifest
+
+    def verify(self) -> list[str]:
+        """Recompute every installed version's hashes; return the drift found, one line each."""
+        problems: list[str] = []
+        lock = self.read_lock()
+        for name, pkg in sorted(lock.packages.items()):
+            if pkg.active is not None and pkg.active not in pkg.versions:
+                problems.append(f"{name}: active version {pkg.active} is not installed")
+            for version, locked in sorted(pkg.versions.items()):
+                where = self.root / name / version
+                if not where.is_dir():
+                    problems.append(f"{name}@{version}: directory {where} is missing")
+                    continue
+                digest, files = content_digest(where)
+                if _tree_digest(locked.files) != locked.sha256:
+                    problems.append(f"{name}@{version}: {LOCK_FILE} entry was edited")
+                if digest == locked.sha256:
+                    continue
+                for rel in sorted(set(files) | set(locked.files)):
+                    if rel not in files:
+                        problems.append(f"{name}@{version}: {rel}: removed")
+                    elif rel not in locked.files:
+                        problems.append(f"{name}@{version}: {rel}: added")
+                    elif files[rel] != locked.files[rel]:
+                        problems.append(f"{name}@{version}: {rel}: modified")
+        for pkg_dir in sorted(p for p in self.root.glob("*/*") if p.is_dir()):
+            name, version = pkg_dir.parent.name, pkg_dir.name
+            if name.startswith(".") or (pkg_dir / MANIFEST).exists() is False:
+                continue
+            if version not in lock.packages.get(name, LockedPackage()).versions:
+                problems.append(f"{name}@{version}: installed but not in {LOCK_FILE}")
+        return problems
+
+
+def parse_constraint(constraint: str) -> SpecifierSet:
+    try:
+        return SpecifierSet(constraint)
+    except InvalidSpecifier:
+        raise ValidationFailed(f"{constraint!r} is not a version constraint like '>=1.0,<2'",
+                               field="version") from None
+
+
+def _copy_package(src: Path, dest: Path) -> None:
+    shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True,
+                    ignore=shutil.ignore_patterns(*_archive.IGNORED_PARTS, "*.pyc"))
+
+
+def _package_root(extracted: Path, source: Path) -> Path:
+    """The directory holding agent.yaml: the root, or its single top-level directory."""
+    if (extracted / MANIFEST).is_file():
+        return extracted
+    entries = [p for p in extracted.iterdir()]
+    if len(entries) == 1 and entries[0].is_dir() and (entries[0] / MANIFEST).is_file():
+        return entries[0]
+    raise ValidationFailed(f"no {MANIFEST} at the package root", file=source, field=MANIFEST)
+
+
+def _make_read_only(root: Path) -> None:
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            mode = path.stat().st_mode
+            path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass

@@ -1,0 +1,81 @@
+"""The ``agent.yaml`` manifest of an agent package."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from agentos._models import Name, SemVer, StrictModel, load_yaml_model
+from agentos.errors import ValidationFailed
+from agentos.checks import CheckSpec
+
+MANIFEST = "agent.yaml"
+
+Runtime = Literal[
+    "shell", "python", "claude-code", "gemini-cli", "codex", "ollama", "langchain", "crewai"
+]
+_ENTRY_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Manifest(StrictModel):
+    name: Name
+    version: SemVer
+    description: str = Field(min_length=1)
+    runtime: Runtime
+    entry: str = Field(min_length=1)
+    capabilities: list[str] = Field(default_factory=list)
+    model: str | None = None
+    env: list[str] = Field(default_factory=list)
+    timeout: int = Field(default=600, gt=0)
+    checks: list[CheckSpec] = Field(default_factory=list)
+    paths: list[str] = Field(default_factory=list)  # what the agent works on (sparse checkout)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return value
+
+    @field_validator("entry")
+    @classmethod
+    def _safe_entry(cls, value: str) -> str:
+        if value.startswith("/") or ".." in Path(value).parts:
+            raise ValueError(f"{value!r} must be a path or module inside the package")
+        return value
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def check_entry(self, package_dir: Path, *, file: Path) -> None:
+        """Check that ``entry`` names something present in the package."""
+        if self.runtime in ("python", "langchain", "crewai"):
+            if not _ENTRY_CALLABLE.match(self.entry):
+                raise ValidationFailed(
+                    f"{self.runtime} entry must be 'module:callable', not {self.entry!r}",
+                    file=file, field="entry",
+                )
+            module = self.entry.split(":")[0].replace(".", "/")
+            if not ((package_dir / f"{module}.py").is_file()
+                    or (package_dir / module / "__init__.py").is_file()):
+                raise ValidationFailed(
+                    f"module {self.entry.split(':')[0]!r} not found in the package",
+                    file=file, field="entry",
+                )
+        elif self.runtime != "ollama" and not (package_dir / self.entry).is_file():
+            raise ValidationFailed(f"{self.entry!r} not found in the package",
+                                   file=file, field="entry")
+
+
+def load_manifest(package_dir: Path) -> Manifest:
+    """Read and fully validate the manifest of the package in ``package_dir``."""
+    path = package_dir / MANIFEST
+    manifest = load_yaml_model(Manifest, path)
+    manifest.check_entry(package_dir, file=path)
+    return manifest

@@ -1,0 +1,129 @@
+"""AgentOS state in SQLite (through apsw): connections and ordered, named migrations.
+
+``state.db`` holds runs, agents and guardian interventions. Each migration runs in its
+own transaction and is recorded by name in ``migrations``, so a database is brought up
+to date by applying the names it has not seen, in order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    sql: str
+
+
+STATE_MIGRATIONS: list[Migration] = [
+    Migration(
+        "001_runs",
+        """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            request TEXT NOT NULL,
+            repo TEXT NOT NULL,
+            target_branch TEXT,
+            base_commit TEXT,
+            status TEXT NOT NULL,
+            decision TEXT,
+            receipt TEXT,
+            pid INTEGER,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            ended_at REAL,
+            message TEXT
+        );
+        CREATE INDEX runs_status ON runs(status);
+        CREATE TABLE run_agents (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            agent TEXT NOT NULL,
+            version TEXT NOT NULL,
+            card TEXT,
+            branch TEXT,
+            worktree TEXT,
+            session TEXT,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            exit_code INTEGER,
+            restarts INTEGER NOT NULL DEFAULT 0,
+            started_at REAL,
+            ended_at REAL,
+            PRIMARY KEY (run_id, agent)
+        );
+        """,
+    ),
+    Migration(
+        "002_interventions",
+        """
+        CREATE TABLE interventions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            action TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            receipt TEXT,
+            at REAL NOT NULL
+        );
+        CREATE INDEX interventions_run ON interventions(run_id, agent);
+        """,
+    ),
+]
+
+
+def connect(path: Path, migrations: Sequence[Migration] = STATE_MIGRATIONS) -> apsw.Connection:
+    """Open (creating if needed) a database in WAL mode with a busy timeout, migrated."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = apsw.Connection(str(path))
+    con.set_busy_timeout(BUSY_TIMEOUT_MS)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("PRAGMA foreign_keys=ON")
+    migrate(con, migrations)
+    return con
+
+
+def migrate(con: apsw.Connection, migrations: Sequence[Migration]) -> list[str]:
+    """Apply the migrations this database has not seen, in order; return their names."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+    )
+    applied = {row[0] for row in con.execute("SELECT name FROM migrations")}
+    done = []
+    for migration in migrations:
+        if migration.name in applied:
+            continue
+        with transaction(con):
+            # Another process may have applied it while we waited for the write lock.
+            if con.execute(
+                "SELECT 1 FROM migrations WHERE name = ?", (migration.name,)
+            ).fetchone():
+                continue
+            con.execute(migration.sql)
+            con.execute(
+                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                (migration.name, time.time()),
+            )
+        done.append(migration.name)
+    return done
+
+
+@contextmanager
+def transaction(con: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A write transaction taken up front (BEGIN IMMEDIATE), committed or rolled back."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
