@@ -7,6 +7,7 @@ for modules they do not use.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 import click
@@ -15,19 +16,38 @@ from agentos import __version__
 from agentos.errors import AgentOSError
 
 # name -> "module:attribute"; one module per command group.
+# A group whose module is not there yet is left out of the listing.
 COMMANDS: dict[str, str] = {
     "init": "agentos.cli.workspace:init",
     "hub": "agentos.cli.hub:hub",
+    "cards": "agentos.cli.cards:cards",
+    "route": "agentos.cli.route:route",
+    "receipts": "agentos.cli.receipts:receipts",
+    "kb": "agentos.cli.kb:kb",
+    "interview": "agentos.cli.interview:interview",
+    "run": "agentos.cli.runs:run",
+    "runs": "agentos.cli.runs:runs",
+    "status": "agentos.cli.runs:status",
+    "attach": "agentos.cli.runs:attach",
+    "gc": "agentos.cli.runs:gc",
+    "gate": "agentos.cli.gate:gate",
+    "guardian": "agentos.cli.guardian:guardian",
+    "mcp": "agentos.cli.mcp:mcp",
+    "doctor": "agentos.cli.doctor:doctor",
 }
+
+
+def _available(target: str) -> bool:
+    return importlib.util.find_spec(target.split(":")[0]) is not None
 
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(name for name, target in COMMANDS.items() if _available(target))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
-        if target is None:
+        if target is None or not _available(target):
             return None
         module, attr = target.split(":")
         command: click.Command = getattr(importlib.import_module(module), attr)
