@@ -69,7 +69,8 @@ def cli(ctx: click.Context, workspace: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cli.main(args=argv, prog_name="agentos", standalone_mode=False)
+        # Without standalone mode, click returns the code given to ctx.exit().
+        code = cli.main(args=argv, prog_name="agentos", standalone_mode=False)
     except AgentOSError as exc:
         click.echo(f"error: {exc}", err=True)
         return exc.exit_code
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except KeyboardInterrupt:
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def run() -> None:

@@ -1,0 +1,90 @@
+"""Shared fixtures: real workspaces, real subprocesses of the CLI, real git repositories."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentos.workspace import Workspace, init_workspace
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Keep agents, git and the CLI in tests away from the developer's own configuration.
+os.environ.setdefault("GIT_AUTHOR_NAME", "AgentOS Test")
+os.environ.setdefault("GIT_AUTHOR_EMAIL", "test@agentos.invalid")
+os.environ.setdefault("GIT_COMMITTER_NAME", "AgentOS Test")
+os.environ.setdefault("GIT_COMMITTER_EMAIL", "test@agentos.invalid")
+os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+os.environ.pop("AGENTOS_HOME", None)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    """A fresh workspace seeded with the bundled agents and cards."""
+    workspace, _ = init_workspace(tmp_path / "ws")
+    return workspace
+
+
+CliRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def cli(ws: Workspace) -> CliRunner:
+    """Run ``agentos`` in a real subprocess against the test workspace."""
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
+            cwd: Path | None = None, workspace: Path | None = ws.root,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "agentos"]
+        if workspace is not None:
+            argv += ["--workspace", str(workspace)]
+        full_env = {**os.environ, **(env or {})}
+        return subprocess.run([*argv, *args], input=input, capture_output=True, text=True,
+                              env=full_env, cwd=cwd, timeout=timeout)
+
+    return run
+
+
+def write_package(directory: Path, name: str = "demo-agent", version: str = "1.0.0",
+                  files: dict[str, str] | None = None, **fields: Any) -> Path:
+    """Write a valid shell agent package (fields override the manifest)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, Any] = {
+        "name": name, "version": version, "description": "A test agent.",
+        "runtime": "shell", "entry": "run.sh",
+    }
+    manifest.update(fields)
+    (directory / "agent.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    for rel, text in {"run.sh": "#!/usr/bin/env bash\necho hello\n", **(files or {})}.items():
+        (directory / rel).parent.mkdir(parents=True, exist_ok=True)
+        (directory / rel).write_text(text)
+    return directory
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    """A real git repository with one commit on branch main."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for rel, text in (files or {"README.md": "# demo\n"}).items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def tree_listing(root: Path) -> list[str]:
+    """Every path under ``root``, for checking that nothing was written."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
