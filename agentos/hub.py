@@ -17,7 +17,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -130,7 +130,9 @@ def split_git_source(source: str) -> tuple[str, str | None] | None:
     match = _GIT_URL.match(source.removeprefix("git+"))
     if not match:
         return None
-    tail, _, ref = match["tail"].rpartition("@") if "@" in match["tail"] else (match["tail"], "", "")
+    tail, ref = match["tail"], None
+    if "@" in tail:
+        tail, _, ref = tail.rpartition("@")
     return match["head"] + tail, ref or None
 
 
@@ -406,7 +408,5 @@ def _make_read_only(root: Path) -> None:
 
 
 def _remove_if_empty(path: Path) -> None:
-    try:
+    with suppress(OSError):
         path.rmdir()
-    except OSError:
-        pass

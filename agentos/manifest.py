@@ -9,8 +9,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from agentos._models import Name, SemVer, StrictModel, load_yaml_model
-from agentos.errors import ValidationFailed
 from agentos.checks import CheckSpec
+from agentos.errors import ValidationFailed
 
 MANIFEST = "agent.yaml"
 

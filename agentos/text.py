@@ -33,7 +33,7 @@ def _tokens(text: str, stem: bool) -> list[str]:
         text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False
     )
     # Each entry is a list of the token and its colocated synonyms; we use the token.
-    return [t[0] if isinstance(t, (list, tuple)) else t for t in out]
+    return [str(t[0]) if isinstance(t, (list, tuple)) else str(t) for t in out]
 
 
 def words(text: str) -> list[str]:

@@ -144,7 +144,10 @@ def checkout_root() -> Path | None:
 
 
 def find_workspace(
-    explicit: str | Path | None = None, *, cwd: Path | None = None, env: dict[str, str] | None = None
+    explicit: str | Path | None = None,
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> Workspace:
     """Find the workspace: ``explicit``, then ``AGENTOS_HOME``, then a parent with ``.agentos/``."""
     env = dict(os.environ) if env is None else env

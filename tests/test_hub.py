@@ -176,7 +176,9 @@ def _manifest_member(prefix: str = "pkg/") -> tuple[tarfile.TarInfo, bytes]:
     return tarfile.TarInfo(prefix + "agent.yaml"), text
 
 
-def _member(name: str, data: bytes | None = b"x", **attrs: object) -> tuple[tarfile.TarInfo, bytes | None]:
+def _member(
+    name: str, data: bytes | None = b"x", **attrs: object
+) -> tuple[tarfile.TarInfo, bytes | None]:
     info = tarfile.TarInfo(name)
     for key, value in attrs.items():
         setattr(info, key, value)

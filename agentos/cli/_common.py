@@ -26,8 +26,10 @@ def workspace(ctx: click.Context | None = None) -> Workspace:
     ws = obj.get("_ws")
     if ws is None:
         ws = obj["_ws"] = find_workspace(obj.get("workspace"))
+        ws.settings  # noqa: B018 -- a broken agentos.yaml fails every command, up front
         ws.ensure()
-    return ws  # type: ignore[no-any-return]
+    assert isinstance(ws, Workspace)
+    return ws
 
 
 def json_option(func: F) -> F:

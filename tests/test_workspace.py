@@ -1,0 +1,120 @@
+"""Workspace discovery, `agentos init`, agentos.yaml validation and state migrations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apsw
+import pytest
+from conftest import REPO_ROOT
+
+from agentos import state
+from agentos.errors import NotFound
+from agentos.hub import Hub
+from agentos.workspace import Workspace, find_workspace, init_workspace
+
+
+def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(cli, tmp_path: Path) -> None:
+    target = tmp_path / "new-ws"
+    first = cli("init", str(target), "--json", workspace=None)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == {
+        "workspace": str(target),
+        "created": ["hub/", "routing_cards/", "receipts/", ".agentos/", "agentos.yaml"],
+    }
+    bundled = {p.name for p in (REPO_ROOT / "routing_cards").glob("*.yaml")}
+    assert {p.name for p in (target / "routing_cards").glob("*.yaml")} == bundled
+    assert Hub(target / "hub").verify() == []
+    assert "ruff-fixer" in {v.name for v in Hub(target / "hub").versions()}
+
+    (target / "agentos.yaml").write_text("run: {retries: 5}\n")
+    again = cli("init", str(target), "--json", workspace=None)
+    assert json.loads(again.stdout)["created"] == []
+    assert (target / "agentos.yaml").read_text() == "run: {retries: 5}\n"
+
+
+def test_workspace_is_found_from_flag_then_env_then_nearest_parent(tmp_path: Path) -> None:
+    a, _ = init_workspace(tmp_path / "a")
+    b, _ = init_workspace(tmp_path / "b")
+    deep = b.root / "x" / "y"
+    deep.mkdir(parents=True)
+    env = {"AGENTOS_HOME": str(a.root)}
+    assert find_workspace(str(b.root), cwd=deep, env=env).root == b.root
+    assert find_workspace(None, cwd=deep, env=env).root == a.root
+    assert find_workspace(None, cwd=deep, env={}).root == b.root
+
+
+def test_without_any_workspace_the_checkout_is_the_workspace(tmp_path: Path) -> None:
+    assert find_workspace(None, cwd=tmp_path, env={}).root == REPO_ROOT
+
+
+def test_a_workspace_flag_pointing_nowhere_is_bad_input(cli, tmp_path: Path) -> None:
+    result = cli("hub", "list", workspace=tmp_path / "missing")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: --workspace: workspace {tmp_path / 'missing'} does not exist "
+        f"(run `agentos init {tmp_path / 'missing'}`)"
+    )
+    with pytest.raises(NotFound):
+        find_workspace(None, cwd=tmp_path, env={"AGENTOS_HOME": str(tmp_path / "nope")})
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        ("run: {retries: 2, colour: red}\n", "run.colour", "unknown field"),
+        ("interview: {threshold: 2}\n", "interview.threshold", "less than or equal to 1"),
+        ("interview: {floors: {goal: 1.5}}\n", "interview", "outside 0..1"),
+        ("interview: {floors: {mood: 0.5}}\n", "interview.floors.mood", "Input should be"),
+        ("guardian: {interval: -1}\n", "guardian.interval", "greater than or equal to 0.05"),
+        ("checks: [{name: x}]\n", "checks[0]", "exactly one of"),
+        ("receipts: [1, 2\n", "line", "invalid YAML"),
+        ("- just\n- a list\n", "(root)", "expected a mapping"),
+    ],
+    ids=["unknown", "threshold", "floor-range", "floor-axis", "interval", "check", "yaml", "list"],
+)
+def test_invalid_settings_fail_every_command_naming_file_and_field(
+    cli, ws: Workspace, text: str, field: str, message: str
+) -> None:
+    ws.settings_file.write_text(text)
+    result = cli("hub", "list")
+    assert result.returncode == 2
+    line = result.stderr.strip()
+    assert line.startswith(f"error: {ws.settings_file}: {field}") and message in line, line
+    assert "\n" not in line
+
+
+def test_settings_defaults_match_the_spec(ws: Workspace) -> None:
+    ws.settings_file.unlink()
+    s = ws.settings
+    assert (s.receipts.redact, s.interview.threshold, s.run.retries, s.run.guardian) == (
+        False, 0.4, 2, True)
+    assert (s.guardian.interval, s.guardian.stuck_after, s.guardian.max_restarts,
+            s.guardian.kill_after) == (60, 300, 1, 900)
+    assert s.checks == []
+
+
+def test_migrations_apply_once_in_order_and_are_recorded(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    extra = [*state.STATE_MIGRATIONS, state.Migration("999_extra", "CREATE TABLE extra (x)")]
+    con = state.connect(db)
+    names = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY rowid")]
+    assert names == [m.name for m in state.STATE_MIGRATIONS]
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+    con = state.connect(db, extra)
+    assert state.migrate(con, extra) == []
+    names = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY rowid")]
+    assert names[-1] == "999_extra" and len(names) == len(extra)
+
+
+def test_a_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None:
+    bad = [state.Migration("001_ok", "CREATE TABLE a (x)"),
+           state.Migration("002_bad", "CREATE TABLE b (x); CREATE TABLE a (y)")]
+    with pytest.raises(apsw.SQLError):
+        state.connect(tmp_path / "s.db", bad)
+    con = apsw.Connection(str(tmp_path / "s.db"))
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "b" not in tables and "a" in tables
+    assert [r[0] for r in con.execute("SELECT name FROM migrations")] == ["001_ok"]
