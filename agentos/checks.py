@@ -5,16 +5,40 @@ The gate that runs them lives in :mod:`agentos.stormbreaker`.
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+import re
+from pathlib import PurePosixPath
+
+from pydantic import Field, field_validator, model_validator
 
 from agentos._models import StrictModel
 
 CHECK_KINDS = ("run", "file_exists", "file_contains", "no_changes_outside", "max_diff_lines")
 
 
+def _relative_path(value: str) -> str:
+    """A path inside the worktree: relative, and never climbing out with ``..``."""
+    if value.startswith(("/", "~")) or ".." in PurePosixPath(value).parts:
+        raise ValueError(f"{value!r} must be a relative path inside the worktree")
+    return value
+
+
 class FileContains(StrictModel):
     path: str = Field(min_length=1)
     pattern: str = Field(min_length=1)
+
+    @field_validator("path")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        return _relative_path(value)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
+        return value
 
 
 class CheckSpec(StrictModel):
@@ -28,6 +52,18 @@ class CheckSpec(StrictModel):
     file_contains: FileContains | None = None
     no_changes_outside: list[str] | None = None
     max_diff_lines: int | None = Field(default=None, ge=0)
+
+    @field_validator("cwd", "file_exists")
+    @classmethod
+    def _inside(cls, value: str | None) -> str | None:
+        return None if value is None else _relative_path(value)
+
+    @field_validator("no_changes_outside")
+    @classmethod
+    def _relative_globs(cls, value: list[str] | None) -> list[str] | None:
+        for glob in value or ():
+            _relative_path(glob)
+        return value
 
     @property
     def kind(self) -> str:

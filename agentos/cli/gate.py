@@ -1,0 +1,169 @@
+"""``agentos gate``: run the Stormbreaker checks, and the Claude Code ``Stop`` hook."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from agentos.cli._common import console, err_console, fail, json_option, print_json, workspace
+from agentos.errors import AgentOSError
+from agentos.stormbreaker import (
+    GateResult,
+    collect_checks,
+    describe,
+    hook_command,
+    install_stop_hook,
+    load_package,
+    parse_hook_input,
+    repo_root,
+    run_gate,
+    select_checks,
+    stop_hook,
+)
+
+_repo_option = click.option(
+    "--repo", type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Repository to check (default: the git repository holding the current directory).")
+_base_option = click.option(
+    "--base", metavar="REV",
+    help="Revision the diff checks compare against (default: HEAD, i.e. uncommitted and "
+         "untracked changes).")
+_package_option = click.option(
+    "--package", "package", metavar="NAME[@VERSION]",
+    help="Also run this hub package's checks (read from the hub, never from the repo).")
+
+
+@click.group()
+def gate() -> None:
+    """The Stormbreaker gate: deterministic checks that must pass before work is done.
+
+    Checks come from the agent package (hub), the routing card and the workspace's
+    agentos.yaml, never from the repository being checked."""
+
+
+@gate.command("list")
+@_package_option
+@json_option
+def list_(package: str | None, as_json: bool) -> None:
+    """List the checks the gate would run: the package's, then the workspace's."""
+    ws = workspace()
+    checks = collect_checks(ws, package=load_package(ws, package))
+    if as_json:
+        print_json({"checks": [{"name": c.name, "kind": c.kind, "definition": describe(c)}
+                               for c in checks]})
+        return
+    if not checks:
+        console.print("no checks configured: add them to agentos.yaml (checks:), "
+                      "an agent package or a routing card")
+    for c in checks:
+        console.print(f"[bold]{escape(c.name)}[/]  {c.kind}  {escape(describe(c))}")
+
+
+def _print_report(result: GateResult) -> None:
+    from rich.table import Table
+
+    t = Table(show_edge=False, header_style="bold", title_justify="left")
+    for col in ("result", "check", "kind", "time", "exit"):
+        t.add_column(col, overflow="fold")
+    for r in result.results:
+        mark = ("[green]PASS[/]" if r.passed
+                else "[red]TIMEOUT[/]" if r.timed_out else "[red]FAIL[/]")
+        exit_code = "" if r.exit_code is None else str(r.exit_code)
+        t.add_row(mark, escape(r.name), r.kind, f"{r.duration:.2f}s", exit_code)
+    if result.results:
+        console.print(t)
+    for r in result.failures:
+        console.print()
+        console.print(f"[red bold]{escape(r.name)}[/] -- {escape(r.definition)}")
+        console.print(r.output_tail.rstrip("\n") or "(no output)", markup=False)
+    console.print()
+    console.print(f"[{'green' if result.passed else 'red'} bold]{escape(result.summary())}[/]")
+
+
+@gate.command("run")
+@_repo_option
+@_base_option
+@_package_option
+@click.argument("names", nargs=-1, metavar="[CHECK]...")
+@json_option
+@click.pass_context
+def run(ctx: click.Context, repo: Path | None, base: str | None, package: str | None,
+        names: tuple[str, ...], as_json: bool) -> None:
+    """Run the gate's checks in a repository (only the CHECKs named, if any) and print a
+    report. Exits 1 when a check fails. A gate with no checks passes, and says so."""
+    ws = workspace()
+    checks = select_checks(collect_checks(ws, package=load_package(ws, package)), names)
+    result = run_gate(checks, repo_root(repo or Path.cwd()), base=base)
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        _print_report(result)
+    if not result.passed:
+        fail(ctx)
+
+
+@gate.command("hook")
+@_base_option
+@_package_option
+@click.option("--check", "names", multiple=True, metavar="NAME",
+              help="Run only this check (repeatable; default: every check).")
+@click.pass_context
+def hook(ctx: click.Context, base: str | None, package: str | None,
+         names: tuple[str, ...]) -> None:
+    """A Claude Code Stop hook: reads the hook JSON on stdin and runs the checks in the
+    repository at its `cwd`. While a check fails it exits 2 with the failing checks and
+    their output on stderr, so Claude keeps working; once all pass it exits 0. When
+    `stop_hook_active` is true it exits 0 at once, so the agent can never loop forever.
+    Exits 1 (a non-blocking hook error) when it cannot run at all, e.g. on a broken
+    agentos.yaml, so a configuration mistake never traps the agent."""
+    try:
+        payload = parse_hook_input(sys.stdin.read())
+        if payload.get("stop_hook_active") is True:
+            outcome = stop_hook(payload, ())
+        else:
+            ws = workspace()
+            checks = select_checks(collect_checks(ws, package=load_package(ws, package)),
+                                   names)
+            outcome = stop_hook(payload, checks, base=base)
+    except AgentOSError as exc:  # exit 2 would block the agent on our own error
+        err_console.print(f"agentos gate hook: {exc}", markup=False)
+        fail(ctx, 1)
+        return
+    if outcome.exit_code == 2:
+        click.echo(outcome.message, err=True, nl=False)
+    else:
+        click.echo(outcome.message)
+    fail(ctx, outcome.exit_code)
+
+
+@gate.command("install-hook")
+@_repo_option
+@_base_option
+@_package_option
+@click.option("--check", "names", multiple=True, metavar="NAME",
+              help="Have the hook run only this check (repeatable).")
+@click.option("--local", is_flag=True,
+              help="Write .claude/settings.local.json (kept out of git through "
+                   ".git/info/exclude) instead of .claude/settings.json.")
+@click.option("--timeout", type=click.IntRange(min=1), default=1800, show_default=True,
+              help="Seconds Claude Code gives the hook.")
+@json_option
+def install_hook(repo: Path | None, base: str | None, package: str | None,
+                 names: tuple[str, ...], local: bool, timeout: int, as_json: bool) -> None:
+    """Add the gate's Stop hook to a repository's .claude/settings.json, keeping every
+    setting and hook already there. Running it again changes nothing."""
+    ws = workspace()
+    checks = collect_checks(ws, package=load_package(ws, package))
+    select_checks(checks, names)  # an unknown check name is an error now, not in the hook
+    command = hook_command(ws, package=package, names=names, base=base)
+    path, changed = install_stop_hook(repo or Path.cwd(), command, timeout=timeout,
+                                      local=local)
+    if as_json:
+        print_json({"settings": str(path), "changed": changed, "command": command})
+    elif changed:
+        console.print(f"installed the gate's Stop hook in {path}")
+    else:
+        console.print(f"the gate's Stop hook is already installed in {path}; nothing changed")

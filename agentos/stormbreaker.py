@@ -1,0 +1,443 @@
+"""The Stormbreaker gate: deterministic checks that decide whether work is done.
+
+Checks come from the agent's package (in the hub), the routing card and the workspace's
+``agentos.yaml`` -- never from the agent's worktree, so an agent cannot edit its own checks.
+They run in the worktree with a scrubbed environment and a timeout; the gate passes only
+when every check passes. An agent's exit code or claim of success never counts.
+
+Library API (the orchestrator, the CLI and the MCP server call these):
+
+- :func:`collect_checks` -- package, then card, then workspace checks.
+- :func:`select_checks` -- keep only the checks named.
+- :func:`run_gate` -- run checks in a worktree, return a :class:`GateResult`.
+- :meth:`GateResult.feedback` / :func:`write_feedback` -- the failures, for the agent.
+- :func:`gate_receipt_fields` -- what a "gate" receipt records.
+- :func:`stop_hook`, :func:`hook_command`, :func:`install_stop_hook` -- the Claude Code
+  ``Stop`` hook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentos import _checks_run as cr
+from agentos._fs import atomic_write
+from agentos.checks import CheckSpec
+from agentos.errors import NotFound, ValidationFailed
+from agentos.hub import Hub
+from agentos.manifest import Manifest
+from agentos.workspace import Workspace
+
+FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
+DEFAULT_LANG = "C.UTF-8"
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    kind: str
+    passed: bool
+    duration: float  # seconds
+    exit_code: int | None  # shell checks that ran to the end; None for built-ins and timeouts
+    output_tail: str  # the last ~4 KB of the output
+    digest: str  # sha256 of the whole output
+    timed_out: bool = False
+    definition: str = ""  # what the check does: its command, or the built-in and argument
+    output_bytes: int = 0  # size of the whole output
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "passed": self.passed,
+                "duration": round(self.duration, 3), "exit_code": self.exit_code,
+                "timed_out": self.timed_out, "definition": self.definition,
+                "digest": self.digest, "output_bytes": self.output_bytes,
+                "output_tail": self.output_tail}
+
+
+@dataclass(frozen=True)
+class GateResult:
+    results: list[CheckResult] = field(default_factory=list)
+    base: str | None = None  # the commit the diff checks compared against, if any ran
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [r for r in self.results if not r.passed]
+
+    def summary(self) -> str:
+        """One line: ``gate passed: 3 of 3 checks passed``, or which failed."""
+        total = len(self.results)
+        if total == 0:
+            return "gate passed: no checks configured (nothing was verified)"
+        if self.passed:
+            return f"gate passed: {total} of {total} checks passed"
+        names = ", ".join(r.name for r in self.failures)
+        return f"gate failed: {len(self.failures)} of {total} checks failed ({names})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "summary": self.summary(), "base": self.base,
+                "checks": [r.as_dict() for r in self.results]}
+
+    def feedback(self) -> str:
+        """Markdown for the agent: each failing check, what it does, and its output tail."""
+        if self.passed:
+            return f"# Stormbreaker gate\n\n{self.summary()}.\n"
+        lines = [
+            "# Stormbreaker gate: your work is not done yet",
+            "",
+            f"{self.summary()}.",
+            "",
+            "These checks are run by AgentOS, not by you: editing their definitions changes",
+            "nothing. Fix the work so that every failing check below passes, then finish.",
+        ]
+        for r in self.failures:
+            status = ("timed out" if r.timed_out
+                      else f"exit {r.exit_code}" if r.exit_code is not None else "failed")
+            lines += ["", f"## FAILED: {r.name} ({r.kind}, {status})", "",
+                      f"Check: {r.definition}", ""]
+            shown = len(r.output_tail.encode("utf-8"))
+            if r.output_bytes > shown:
+                lines += [f"Last {shown} of {r.output_bytes} bytes of output:", ""]
+            fence = "`" * max(3, _longest_backtick_run(r.output_tail) + 1)
+            tail = r.output_tail if r.output_tail.endswith("\n") else r.output_tail + "\n"
+            lines += [f"{fence}text", tail.rstrip("\n") if r.output_tail else "(no output)",
+                      fence]
+        return "\n".join(lines) + "\n"
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return longest
+
+
+# --- which checks --------------------------------------------------------------------------
+
+
+def collect_checks(ws: Workspace, *, package: Manifest | None = None,
+                   card_checks: Sequence[CheckSpec] = ()) -> list[CheckSpec]:
+    """The checks of a run: the package's, then the card's, then the workspace's.
+
+    They are read from the hub (``package``, as loaded from the hub), the card and
+    ``agentos.yaml`` at the workspace root -- never from an agent's worktree.
+
+    Duplicate names: a check identical to one already collected (same name, same
+    definition) runs once. A check with a name already taken but a *different* definition
+    is kept as well -- a later source never replaces or weakens an earlier one -- and is
+    renamed ``NAME [card]`` or ``NAME [workspace]`` (``[card 2]``... if needed) so every
+    result and receipt line names one check.
+    """
+    sources: list[tuple[str, Sequence[CheckSpec]]] = [
+        ("package", package.checks if package is not None else ()),
+        ("card", card_checks),
+        ("workspace", ws.settings.checks),
+    ]
+    out: list[CheckSpec] = []
+    taken: dict[str, CheckSpec] = {}
+    for source, checks in sources:
+        for check in checks:
+            first = taken.get(check.name)
+            if first is None:
+                taken[check.name] = check
+                out.append(check)
+                continue
+            if first == check:
+                continue
+            n = 1
+            while (new := f"{check.name} [{source}{f' {n}' if n > 1 else ''}]") in taken:
+                n += 1
+            renamed = check.model_copy(update={"name": new})
+            taken[new] = renamed
+            out.append(renamed)
+    return out
+
+
+def select_checks(checks: Sequence[CheckSpec], names: Sequence[str]) -> list[CheckSpec]:
+    """The checks named in ``names`` (all of them when ``names`` is empty), in gate order."""
+    if not names:
+        return list(checks)
+    known = {c.name for c in checks}
+    missing = [n for n in names if n not in known]
+    if missing:
+        have = ", ".join(repr(n) for n in sorted(known)) or "none"
+        raise NotFound(f"no check named {missing[0]!r} (checks: {have})", field="check")
+    wanted = set(names)
+    return [c for c in checks if c.name in wanted]
+
+
+def describe(check: CheckSpec) -> str:
+    """What a check does, in one line."""
+    if check.run is not None:
+        where = f" (in {check.cwd})" if check.cwd else ""
+        return f"`{check.run}`{where}, timeout {check.timeout:g}s"
+    if check.file_exists is not None:
+        return f"file_exists {check.file_exists}"
+    if check.file_contains is not None:
+        return f"file_contains {check.file_contains.path} /{check.file_contains.pattern}/"
+    if check.no_changes_outside is not None:
+        return f"no_changes_outside {', '.join(check.no_changes_outside) or '(nothing)'}"
+    return f"max_diff_lines {check.max_diff_lines}"
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment of a shell check: ``env`` only, plus PATH, HOME and LANG defaults.
+
+    PATH and HOME default to this process's (tools such as ruff or pytest must be found);
+    LANG defaults to C.UTF-8. Nothing else leaks in.
+    """
+    out = dict(env or {})
+    out.setdefault("PATH", os.environ.get("PATH", os.defpath))
+    out.setdefault("HOME", os.environ.get("HOME", "/"))
+    out.setdefault("LANG", DEFAULT_LANG)
+    return out
+
+
+def _run_one(check: CheckSpec, worktree: Path, base: str | None,
+             env: dict[str, str]) -> cr.Outcome:
+    if check.run is not None:
+        cwd = cr.inside(worktree, check.cwd or ".")
+        if cwd is None:
+            return cr.reported(False, f"cwd {check.cwd} leads outside the worktree (symlink)\n")
+        if not cwd.is_dir():
+            return cr.reported(False, f"cwd {check.cwd} is not a directory in the worktree\n")
+        return cr.run_shell(check.run, cwd, env, check.timeout)
+    if check.file_exists is not None:
+        return cr.file_exists(worktree, check.file_exists)
+    if check.file_contains is not None:
+        return cr.file_contains(worktree, check.file_contains.path,
+                                check.file_contains.pattern)
+    assert base is not None  # run_gate resolves it whenever a diff check is present
+    if check.no_changes_outside is not None:
+        return cr.no_changes_outside(worktree, base, check.no_changes_outside)
+    assert check.max_diff_lines is not None
+    return cr.max_diff_lines(worktree, base, check.max_diff_lines)
+
+
+def run_gate(checks: Sequence[CheckSpec], worktree: Path, *, base: str | None = None,
+             env: Mapping[str, str] | None = None) -> GateResult:
+    """Run every check, in order, in ``worktree``; the gate passes when all of them pass.
+
+    ``base`` is the revision the diff checks compare against (the run's base commit);
+    ``None`` means ``HEAD``, i.e. only uncommitted and untracked changes count. Shell checks
+    get ``env`` plus PATH/HOME/LANG defaults (see :func:`check_env`) and run as
+    ``bash -c`` in their own process group, killed whole at the check's timeout.
+
+    A missing worktree, or a base that is not a commit when a diff check needs one, is
+    :class:`BadInput`; everything the checks find is a result.
+    """
+    worktree = Path(worktree)
+    if not worktree.is_dir():
+        raise NotFound(f"worktree {worktree} does not exist", field="worktree")
+    resolved: str | None = None
+    if any(c.kind in ("no_changes_outside", "max_diff_lines") for c in checks):
+        resolved = cr.resolve_base(worktree, base or "HEAD")
+    full_env = check_env(env)
+    results: list[CheckResult] = []
+    for check in checks:
+        started = time.monotonic()
+        outcome = _run_one(check, worktree, resolved, full_env)
+        results.append(CheckResult(
+            name=check.name, kind=check.kind, passed=outcome.passed,
+            duration=time.monotonic() - started, exit_code=outcome.exit_code,
+            output_tail=outcome.tail, digest=outcome.digest, timed_out=outcome.timed_out,
+            definition=describe(check), output_bytes=outcome.size,
+        ))
+    return GateResult(results, resolved)
+
+
+def write_feedback(worktree: Path, result: GateResult) -> Path:
+    """Write ``result.feedback()`` to AGENTOS_FEEDBACK.md in the worktree.
+
+    Root-level ``AGENTOS_*`` files are not counted by the diff checks; do not commit them.
+    """
+    path = Path(worktree) / FEEDBACK_FILE
+    atomic_write(path, result.feedback())
+    return path
+
+
+def gate_receipt_fields(result: GateResult, attempt: int) -> dict[str, Any]:
+    """The fields of a "gate" receipt: for each check its name, pass/fail, duration and
+    output digest; failing checks also carry their output tail."""
+    checks: list[dict[str, Any]] = []
+    for r in result.results:
+        entry: dict[str, Any] = {"name": r.name, "kind": r.kind,
+                                 "result": "pass" if r.passed else "fail",
+                                 "duration": round(r.duration, 3), "digest": r.digest}
+        if r.exit_code is not None:
+            entry["exit_code"] = r.exit_code
+        if r.timed_out:
+            entry["timed_out"] = True
+        if not r.passed:
+            entry["output_tail"] = r.output_tail
+        checks.append(entry)
+    return {"attempt": attempt, "passed": result.passed, "summary": result.summary(),
+            "base": result.base, "checks": checks}
+
+
+# --- the Claude Code Stop hook -----------------------------------------------------------
+
+HOOK_EVENT = "Stop"
+HOOK_TIMEOUT = 1800  # seconds Claude Code gives the hook; the checks' own timeouts still apply
+
+
+def repo_root(path: Path) -> Path:
+    """The top of the git working tree holding ``path``; ``path`` itself outside git."""
+    path = Path(path).resolve()
+    if not path.is_dir():
+        raise NotFound(f"{path} is not a directory", field="repo")
+    return cr.toplevel(path) or path
+
+
+def parse_hook_input(text: str) -> dict[str, Any]:
+    """The JSON Claude Code sends a hook on stdin (session_id, transcript_path, cwd,
+    hook_event_name, stop_hook_active, ...)."""
+    try:
+        payload = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise ValidationFailed(f"hook input is not JSON: {exc.msg}", file="<stdin>") from None
+    if not isinstance(payload, dict):
+        raise ValidationFailed("hook input must be a JSON object", file="<stdin>")
+    for key, kind in _HOOK_FIELDS.items():
+        if key in payload and not isinstance(payload[key], kind):
+            raise ValidationFailed(f"expected {kind.__name__}", file="<stdin>", field=key)
+    return payload
+
+
+_HOOK_FIELDS: dict[str, type] = {"session_id": str, "cwd": str, "hook_event_name": str,
+                                 "stop_hook_active": bool}
+
+
+@dataclass(frozen=True)
+class HookOutcome:
+    exit_code: int  # 0 lets the agent stop; 2 blocks it, with ``message`` as the reason
+    message: str
+    result: GateResult | None = None
+
+
+def stop_hook(payload: Mapping[str, Any], checks: Sequence[CheckSpec], *,
+              base: str | None = None, env: Mapping[str, str] | None = None) -> HookOutcome:
+    """Decide a Claude Code ``Stop`` hook: run ``checks`` in the repository at ``cwd``.
+
+    When ``stop_hook_active`` is true, Claude is already continuing because of a Stop hook:
+    the agent may stop (exit 0) without running anything, so it can never loop forever.
+    """
+    if payload.get("stop_hook_active") is True:
+        return HookOutcome(0, "stop_hook_active: letting the agent stop")
+    where = payload.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    result = run_gate(checks, repo_root(Path(where)), base=base, env=env)
+    if result.passed:
+        return HookOutcome(0, result.summary(), result)
+    return HookOutcome(2, result.feedback(), result)
+
+
+def hook_command(ws: Workspace, *, package: str | None = None, names: Sequence[str] = (),
+                 base: str | None = None) -> str:
+    """The shell command Claude Code runs for the hook: this Python, this workspace."""
+    argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "gate", "hook"]
+    if package:
+        argv += ["--package", package]
+    for name in names:
+        argv += ["--check", name]
+    if base:
+        argv += ["--base", base]
+    return shlex.join(argv)
+
+
+def _is_ours(hook: Any) -> bool:
+    command = hook.get("command") if isinstance(hook, dict) else None
+    return isinstance(command, str) and "agentos" in command and " gate hook" in command
+
+
+def install_stop_hook(repo: Path, command: str, *, timeout: int = HOOK_TIMEOUT,
+                      local: bool = False) -> tuple[Path, bool]:
+    """Merge the gate's Stop hook into ``repo/.claude/settings.json`` (or
+    ``settings.local.json`` with ``local``), keeping everything already there.
+
+    An AgentOS gate hook already present is updated in place, so installing twice changes
+    nothing. Returns the settings file and whether it changed.
+    """
+    repo = repo_root(repo)
+    path = repo / ".claude" / ("settings.local.json" if local else "settings.json")
+    settings: Any = {}
+    if path.exists():
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8") or "{}")
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValidationFailed(f"not valid JSON: {exc}", file=path) from None
+    if not isinstance(settings, dict):
+        raise ValidationFailed("expected a JSON object", file=path, field="(root)")
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ValidationFailed("expected an object", file=path, field="hooks")
+    stop = hooks.setdefault(HOOK_EVENT, [])
+    if not isinstance(stop, list):
+        raise ValidationFailed("expected a list", file=path, field=f"hooks.{HOOK_EVENT}")
+    ours = {"type": "command", "command": command, "timeout": timeout}
+    placed = False
+    emptied: list[Any] = []
+    for group in stop:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(inner, list) or not any(_is_ours(h) for h in inner):
+            continue
+        kept: list[Any] = []
+        for hook in inner:
+            if not _is_ours(hook):
+                kept.append(hook)
+            elif not placed:  # the first copy of our hook is updated, any other dropped
+                kept.append(ours)
+                placed = True
+        inner[:] = kept
+        if not kept:
+            emptied.append(group)
+    stop[:] = [g for g in stop if not any(g is e for e in emptied)]
+    if not placed:
+        stop.append({"hooks": [ours]})
+    text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    before = path.read_text(encoding="utf-8") if path.exists() else None
+    if text == before:
+        return path, False
+    atomic_write(path, text)
+    if local:
+        _exclude_locally(repo, ".claude/settings.local.json")
+    return path, True
+
+
+def _exclude_locally(repo: Path, rel: str) -> None:
+    """Add ``rel`` to the repository's ``info/exclude`` so diff checks and ``git add -A``
+    never see it."""
+    out = cr.git(repo, "rev-parse", "--git-path", "info/exclude")
+    if out.returncode != 0:
+        return
+    exclude = Path(os.fsdecode(out.stdout.strip()))
+    exclude = exclude if exclude.is_absolute() else repo / exclude
+    line = "/" + rel
+    existing = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+    if line not in existing.splitlines():
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        sep = "" if not existing or existing.endswith("\n") else "\n"
+        exclude.write_text(existing + sep + line + "\n", encoding="utf-8")
+
+
+def load_package(ws: Workspace, ref: str | None) -> Manifest | None:
+    """The manifest of hub package ``name[@version]`` (None when ``ref`` is None)."""
+    if not ref:
+        return None
+    return Hub(ws.hub_dir).get(ref)[1]
