@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from agentos.cli._common import console, err_console, fail, json_option, print_json, workspace
+from agentos.cli._common import console, fail, json_option, print_json, workspace
 from agentos.errors import AgentOSError
 from agentos.stormbreaker import (
     GateResult,
@@ -129,7 +129,7 @@ def hook(ctx: click.Context, base: str | None, package: str | None,
                                    names)
             outcome = stop_hook(payload, checks, base=base)
     except AgentOSError as exc:  # exit 2 would block the agent on our own error
-        err_console.print(f"agentos gate hook: {exc}", markup=False)
+        click.echo(f"agentos gate hook: {exc}", err=True)
         fail(ctx, 1)
         return
     if outcome.exit_code == 2:

@@ -1,0 +1,496 @@
+"""The Stormbreaker gate: shell checks with timeouts, built-in kinds, diffs, collection,
+feedback for the agent, receipt fields and ``agentos gate run``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import git, make_repo, write_package
+
+from agentos._checks_run import TAIL_BYTES, glob_regex
+from agentos._models import validate
+from agentos.checks import CheckSpec
+from agentos.errors import BadInput, NotFound, ValidationFailed
+from agentos.manifest import load_manifest
+from agentos.stormbreaker import (
+    FEEDBACK_FILE,
+    GateResult,
+    collect_checks,
+    gate_receipt_fields,
+    run_gate,
+    select_checks,
+    write_feedback,
+)
+from agentos.workspace import Workspace
+
+
+def check(**fields: Any) -> CheckSpec:
+    return validate(CheckSpec, fields, file="test")
+
+
+def set_workspace_checks(ws: Workspace, checks: list[dict[str, Any]]) -> Workspace:
+    ws.settings_file.write_text(yaml.safe_dump({"checks": checks}, sort_keys=False))
+    return Workspace(ws.root)  # settings are cached per Workspace object
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie waiting to be reaped is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def wait_until(condition: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {"README.md": "# demo\n", "src/app.py": "x = 1\n"})
+
+
+# --- shell checks ------------------------------------------------------------------------
+
+
+def test_a_hanging_check_is_killed_with_its_process_group_at_its_timeout_and_fails(
+        repo: Path) -> None:
+    hang = check(name="hangs", timeout=1,
+                 run="echo started; sleep 600 & echo $! > bg.pid; sleep 600; echo never")
+    result = run_gate([hang], repo)
+
+    assert result.passed is False
+    [r] = result.results
+    assert (r.passed, r.timed_out, r.exit_code) == (False, True, None)
+    assert r.output_tail.startswith("started\n")
+    assert "never" not in r.output_tail
+    assert "timed out after 1s: process group killed" in r.output_tail
+    background = int((repo / "bg.pid").read_text())
+    assert wait_until(lambda: not alive(background)), "the check's background child survived"
+
+
+def test_processes_a_passing_check_leaves_behind_are_killed(repo: Path) -> None:
+    leaver = check(name="leaves a daemon", run="sleep 600 & echo $! > bg.pid; echo done")
+    result = run_gate([leaver], repo)
+
+    assert result.passed is True
+    assert result.results[0].output_tail == "done\n"
+    background = int((repo / "bg.pid").read_text())
+    assert wait_until(lambda: not alive(background))
+
+
+def test_a_check_that_closes_its_output_but_keeps_running_still_times_out(repo: Path) -> None:
+    result = run_gate([check(name="silent", run="exec >/dev/null 2>&1; sleep 600",
+                             timeout=1)], repo)
+    assert result.results[0].timed_out is True
+
+
+def test_exit_code_decides_and_output_interleaves_stdout_and_stderr(repo: Path) -> None:
+    result = run_gate([check(name="ok", run="echo out; echo err >&2"),
+                       check(name="bad", run="echo broken >&2; exit 3")], repo)
+
+    ok, bad = result.results
+    assert (ok.passed, ok.exit_code, ok.output_tail) == (True, 0, "out\nerr\n")
+    assert (bad.passed, bad.exit_code, bad.output_tail, bad.timed_out) == (
+        False, 3, "broken\n", False)
+    assert result.passed is False
+    assert [r.name for r in result.failures] == ["bad"]
+
+
+def test_output_tail_is_the_last_4kb_and_digest_covers_the_whole_output(repo: Path) -> None:
+    result = run_gate([check(name="loud", run="seq 1 50000")], repo)
+
+    full = "".join(f"{i}\n" for i in range(1, 50001)).encode()
+    [r] = result.results
+    assert r.digest == hashlib.sha256(full).hexdigest()
+    assert r.output_bytes == len(full)
+    assert r.output_tail.encode() == full[-TAIL_BYTES:]
+
+
+def test_shell_checks_get_a_scrubbed_environment(repo: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTOS_TEST_SECRET", "leaked")
+    result = run_gate([check(name="env", run="env | cut -d= -f1 | sort | tr '\\n' ' '")],
+                      repo, env={"GIVEN": "1"})
+
+    names = set(result.results[0].output_tail.split())
+    assert "AGENTOS_TEST_SECRET" not in names
+    assert {"GIVEN", "PATH", "HOME", "LANG"} <= names
+    assert names <= {"GIVEN", "PATH", "HOME", "LANG", "PWD", "SHLVL", "_", "OLDPWD"}
+
+
+def test_shell_checks_run_in_their_cwd_inside_the_worktree(repo: Path) -> None:
+    result = run_gate([check(name="where", run="pwd", cwd="src"),
+                       check(name="missing dir", run="pwd", cwd="nope")], repo)
+
+    where, missing = result.results
+    assert where.output_tail == f"{(repo / 'src').resolve()}\n"
+    assert (missing.passed, missing.output_tail) == (
+        False, "cwd nope is not a directory in the worktree\n")
+
+
+def test_a_cwd_symlinked_out_of_the_worktree_fails_the_check(repo: Path,
+                                                             tmp_path: Path) -> None:
+    (repo / "out").symlink_to(tmp_path)
+    result = run_gate([check(name="escape", run="pwd", cwd="out")], repo)
+    assert (result.passed, result.results[0].output_tail) == (
+        False, "cwd out leads outside the worktree (symlink)\n")
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"run": "true", "cwd": "../elsewhere"}, "cwd"),
+    ({"run": "true", "cwd": "/tmp"}, "cwd"),
+    ({"file_exists": "../../etc/passwd"}, "file_exists"),
+    ({"file_contains": {"path": "a", "pattern": "(unclosed"}}, "file_contains.pattern"),
+    ({"file_contains": {"path": "/etc/passwd", "pattern": "x"}}, "file_contains.path"),
+    ({"no_changes_outside": ["/etc/**"]}, "no_changes_outside"),
+], ids=["cwd-dotdot", "cwd-absolute", "file-exists-dotdot", "bad-regex", "abs-path",
+        "abs-glob"])
+def test_checks_that_escape_the_worktree_or_have_a_bad_regex_are_bad_input(
+        fields: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationFailed) as err:
+        check(name="x", **fields)
+    assert str(err.value).startswith(f"test: {field}: ")
+
+
+# --- file checks ---------------------------------------------------------------------------
+
+
+def test_file_exists_and_file_contains(repo: Path) -> None:
+    result = run_gate([
+        check(name="readme", file_exists="README.md"),
+        check(name="changelog", file_exists="CHANGES.md"),
+        check(name="assigns x", file_contains={"path": "src/app.py", "pattern": r"^x = \d+$"}),
+        check(name="assigns y", file_contains={"path": "src/app.py", "pattern": r"^y ="}),
+        check(name="no file", file_contains={"path": "nope.py", "pattern": "x"}),
+    ], repo)
+
+    assert [(r.name, r.passed, r.output_tail) for r in result.results] == [
+        ("readme", True, "README.md exists\n"),
+        ("changelog", False, "CHANGES.md does not exist\n"),
+        ("assigns x", True, "/^x = \\d+$/ matches src/app.py at line 1\n"),
+        ("assigns y", False, "no match for /^y =/ in src/app.py\n"),
+        ("no file", False, "nope.py does not exist\n"),
+    ]
+    assert all(r.exit_code is None and r.kind.startswith("file_") for r in result.results)
+
+
+# --- diff checks -----------------------------------------------------------------------------
+
+
+def test_no_changes_outside_counts_untracked_files(repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    only_src = check(name="only src", no_changes_outside=["src/**"])
+    (repo / "src" / "app.py").write_text("x = 2\n")
+    (repo / "src" / "new.py").write_text("y = 1\n")
+    assert run_gate([only_src], repo, base=base).passed is True
+
+    (repo / "notes.txt").write_text("an untracked file outside src\n")
+    result = run_gate([only_src], repo, base=base)
+    assert result.passed is False
+    assert result.results[0].output_tail == (
+        f"1 file(s) changed outside src/** (against {base[:12]}):\n"
+        "  notes.txt (untracked)\n")
+
+
+def test_no_changes_outside_counts_commits_since_the_base_and_deletions(repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / "README.md").unlink()
+    git(repo, "commit", "-qam", "remove readme")
+    result = run_gate([check(name="only src", no_changes_outside=["src"])], repo, base=base)
+    assert "  README.md\n" in result.results[0].output_tail
+    # Against HEAD (the default) the committed deletion is no longer a change.
+    assert run_gate([check(name="only src", no_changes_outside=["src"])], repo).passed
+
+
+def test_max_diff_lines_counts_untracked_files(repo: Path) -> None:
+    (repo / "src" / "app.py").write_text("x = 2\n")  # +1 -1
+    (repo / "src" / "new.py").write_text("a\nb\nc")  # 3 lines, no final newline
+    assert run_gate([check(name="small", max_diff_lines=5)], repo).passed is True
+
+    result = run_gate([check(name="tiny", max_diff_lines=4)], repo)
+    base = git(repo, "rev-parse", "HEAD")
+    assert result.passed is False
+    assert result.results[0].output_tail == (
+        f"5 line(s) changed in 2 file(s) against {base[:12]} (limit 4)\n"
+        "  +3 -0  src/new.py (untracked)\n"
+        "  +1 -1  src/app.py\n")
+
+
+def test_diff_checks_ignore_gitignored_files_and_agentos_files(repo: Path) -> None:
+    (repo / ".gitignore").write_text("build/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore build")
+    (repo / "build").mkdir()
+    (repo / "build" / "out.txt").write_text("generated\n" * 100)
+    write_feedback(repo, GateResult([]))
+    (repo / "AGENTOS_CONTEXT.md").write_text("context\n" * 100)
+
+    result = run_gate([check(name="nothing", max_diff_lines=0),
+                       check(name="nowhere", no_changes_outside=[])], repo)
+    assert result.passed is True, result.feedback()
+
+
+def test_diff_checks_need_a_git_repository_and_a_real_base(repo: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(BadInput, match="not a git repository"):
+        run_gate([check(name="d", max_diff_lines=1)], plain)
+    with pytest.raises(BadInput, match="'no-such-rev' is not a commit"):
+        run_gate([check(name="d", max_diff_lines=1)], repo, base="no-such-rev")
+    with pytest.raises(NotFound):
+        run_gate([], tmp_path / "missing")
+
+
+@pytest.mark.parametrize("glob, path, matches", [
+    ("src/**", "src/a/b.py", True),
+    ("src/**", "srcx/a.py", False),
+    ("src", "src/a/b.py", True),
+    ("docs/", "docs/index.md", True),
+    ("*.md", "README.md", True),
+    ("*.md", "docs/README.md", False),
+    ("**/*.md", "docs/deep/README.md", True),
+    ("**/*.md", "README.md", True),
+    ("src/*.py", "src/a.py", True),
+    ("src/*.py", "src/pkg/a.py", False),
+    ("test_?.py", "test_a.py", True),
+    ("[!a]*.txt", "b.txt", True),
+    ("[!a]*.txt", "a.txt", False),
+    ("./tests/**", "tests/x.py", True),
+])
+def test_glob_matching(glob: str, path: str, matches: bool) -> None:
+    assert bool(glob_regex(glob).match(path)) is matches
+
+
+# --- collecting checks -------------------------------------------------------------------
+
+
+def test_checks_come_from_package_then_card_then_workspace_and_duplicates_are_kept(
+        ws: Workspace, tmp_path: Path) -> None:
+    pkg = write_package(tmp_path / "pkg", checks=[
+        {"name": "tests", "run": "pytest -q"}, {"name": "lint", "run": "ruff check ."}])
+    manifest = load_manifest(pkg)
+    ws = set_workspace_checks(ws, [{"name": "tests", "run": "pytest -q"},  # identical
+                                   {"name": "lint", "run": "flake8"},  # same name, different
+                                   {"name": "small", "max_diff_lines": 200}])
+    card = [check(name="lint", run="pylint src"), check(name="readme", file_exists="README.md")]
+
+    checks = collect_checks(ws, package=manifest, card_checks=card)
+
+    assert [(c.name, c.kind) for c in checks] == [
+        ("tests", "run"), ("lint", "run"), ("lint [card]", "run"), ("readme", "file_exists"),
+        ("lint [workspace]", "run"), ("small", "max_diff_lines")]
+    assert [c.run for c in checks if c.name.startswith("lint")] == [
+        "ruff check .", "pylint src", "flake8"]
+
+
+def test_checks_written_inside_the_worktree_are_not_collected(ws: Workspace,
+                                                              repo: Path) -> None:
+    ws = set_workspace_checks(ws, [{"name": "real", "run": "false"}])
+    (repo / "agentos.yaml").write_text(yaml.safe_dump({"checks": []}))
+    (repo / "agent.yaml").write_text("name: x\nchecks: []\n")
+    result = run_gate(collect_checks(ws), repo)
+    assert [r.name for r in result.results] == ["real"]
+    assert result.passed is False
+
+
+def test_select_checks_keeps_gate_order_and_rejects_unknown_names() -> None:
+    checks = [check(name="a", run="true"), check(name="b", run="true"),
+              check(name="c", run="true")]
+    assert [c.name for c in select_checks(checks, ["c", "a"])] == ["a", "c"]
+    assert select_checks(checks, []) == checks
+    with pytest.raises(NotFound, match="no check named 'z' \\(checks: 'a', 'b', 'c'\\)"):
+        select_checks(checks, ["z"])
+
+
+# --- results for the agent and for receipts ------------------------------------------------
+
+
+def test_a_gate_with_no_checks_passes_and_says_nothing_was_verified(repo: Path) -> None:
+    result = run_gate([], repo)
+    assert result.passed is True
+    assert result.summary() == "gate passed: no checks configured (nothing was verified)"
+    assert result.as_dict() == {"passed": True, "summary": result.summary(), "base": None,
+                                "checks": []}
+
+
+def test_feedback_names_each_failing_check_with_its_output_tail(repo: Path) -> None:
+    result = run_gate([check(name="ok", run="true"),
+                       check(name="tests", run="echo 'FAILED test_x - assert 1 == 2'; exit 1"),
+                       check(name="fences", run="printf '```\\nlooks like markdown\\n'; false"),
+                       check(name="changelog", file_exists="CHANGES.md")], repo)
+
+    assert result.feedback() == (
+        "# Stormbreaker gate: your work is not done yet\n"
+        "\n"
+        "gate failed: 3 of 4 checks failed (tests, fences, changelog).\n"
+        "\n"
+        "These checks are run by AgentOS, not by you: editing their definitions changes\n"
+        "nothing. Fix the work so that every failing check below passes, then finish.\n"
+        "\n"
+        "## FAILED: tests (run, exit 1)\n"
+        "\n"
+        "Check: `echo 'FAILED test_x - assert 1 == 2'; exit 1`, timeout 300s\n"
+        "\n"
+        "```text\n"
+        "FAILED test_x - assert 1 == 2\n"
+        "```\n"
+        "\n"
+        "## FAILED: fences (run, exit 1)\n"
+        "\n"
+        "Check: `printf '```\\nlooks like markdown\\n'; false`, timeout 300s\n"
+        "\n"
+        "````text\n"
+        "```\n"
+        "looks like markdown\n"
+        "````\n"
+        "\n"
+        "## FAILED: changelog (file_exists, failed)\n"
+        "\n"
+        "Check: file_exists CHANGES.md\n"
+        "\n"
+        "```text\n"
+        "CHANGES.md does not exist\n"
+        "```\n")
+    path = write_feedback(repo, result)
+    assert path == repo / FEEDBACK_FILE
+    assert path.read_text() == result.feedback()
+
+
+def test_gate_receipt_fields_record_each_check_with_its_digest(repo: Path) -> None:
+    result = run_gate([check(name="ok", run="echo fine"),
+                       check(name="bad", run="echo broken; exit 1")], repo)
+    fields = gate_receipt_fields(result, attempt=2)
+    for entry in fields["checks"]:
+        assert entry.pop("duration") >= 0
+    assert fields == {
+        "attempt": 2, "passed": False, "base": None,
+        "summary": "gate failed: 1 of 2 checks failed (bad)",
+        "checks": [
+            {"name": "ok", "kind": "run", "result": "pass", "exit_code": 0,
+             "digest": hashlib.sha256(b"fine\n").hexdigest()},
+            {"name": "bad", "kind": "run", "result": "fail", "exit_code": 1,
+             "digest": hashlib.sha256(b"broken\n").hexdigest(), "output_tail": "broken\n"},
+        ],
+    }
+    json.dumps(fields)  # a receipt can store it as is
+
+
+# --- agentos gate run ----------------------------------------------------------------------
+
+
+def _blank(doc: dict[str, Any]) -> dict[str, Any]:
+    for c in doc["checks"]:
+        c["duration"] = 0
+    return doc
+
+
+def test_gate_run_prints_a_json_report_and_exits_1_on_failure(cli: Any, ws: Workspace,
+                                                             repo: Path) -> None:
+    set_workspace_checks(ws, [{"name": "readme", "file_exists": "README.md"},
+                              {"name": "tests", "run": "echo 2 failed; exit 1"}])
+    out = cli("gate", "run", "--repo", str(repo), "--json")
+    assert out.returncode == 1, out.stderr
+    assert _blank(json.loads(out.stdout)) == {
+        "passed": False, "summary": "gate failed: 1 of 2 checks failed (tests)", "base": None,
+        "checks": [
+            {"name": "readme", "kind": "file_exists", "passed": True, "duration": 0,
+             "exit_code": None, "timed_out": False, "definition": "file_exists README.md",
+             "digest": hashlib.sha256(b"README.md exists\n").hexdigest(), "output_bytes": 17,
+             "output_tail": "README.md exists\n"},
+            {"name": "tests", "kind": "run", "passed": False, "duration": 0, "exit_code": 1,
+             "timed_out": False, "definition": "`echo 2 failed; exit 1`, timeout 300s",
+             "digest": hashlib.sha256(b"2 failed\n").hexdigest(), "output_bytes": 9,
+             "output_tail": "2 failed\n"},
+        ]}
+
+    only = cli("gate", "run", "--repo", str(repo), "readme")
+    assert only.returncode == 0, only.stdout
+    assert only.stdout.rstrip().endswith("gate passed: 1 of 1 checks passed")
+
+
+def test_gate_run_readable_report_shows_failures_and_their_output(cli: Any, ws: Workspace,
+                                                                 repo: Path) -> None:
+    set_workspace_checks(ws, [{"name": "tests", "run": "echo 'E   assert [1] == []'; exit 1"}])
+    out = cli("gate", "run", cwd=repo / "src")  # the repository holding the current directory
+    assert out.returncode == 1
+    report = re.sub(r"\d+\.\d\ds", "0.00s", out.stdout)
+    assert [line.rstrip() for line in report.splitlines()] == [
+        " result ┃ check ┃ kind ┃ time  ┃ exit",
+        "━━━━━━━━╇━━━━━━━╇━━━━━━╇━━━━━━━╇━━━━━━",
+        " FAIL   │ tests │ run  │ 0.00s │ 1",
+        "",
+        "tests -- `echo 'E   assert [1] == []'; exit 1`, timeout 300s",
+        "E   assert [1] == []",
+        "",
+        "gate failed: 1 of 1 checks failed (tests)",
+    ]
+
+
+def test_gate_run_with_no_checks_passes_and_says_so(cli: Any, repo: Path) -> None:
+    out = cli("gate", "run", "--repo", str(repo))
+    assert (out.returncode, out.stdout.strip()) == (
+        0, "gate passed: no checks configured (nothing was verified)")
+
+
+def test_gate_run_adds_a_hub_packages_checks(cli: Any, ws: Workspace, repo: Path,
+                                            tmp_path: Path) -> None:
+    pkg = write_package(tmp_path / "pkg", name="checked", checks=[
+        {"name": "has changelog", "file_exists": "CHANGES.md"}])
+    assert cli("hub", "install", str(pkg)).returncode == 0
+    out = cli("gate", "run", "--repo", str(repo), "--package", "checked", "--json")
+    assert out.returncode == 1
+    assert [c["name"] for c in json.loads(out.stdout)["checks"]] == ["has changelog"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nope"], "error: check: no check named 'nope' (checks: none)\n"),
+    (["--base", "no-such-rev", "--package", "test-runner", "no code changed"],
+     "error: base: 'no-such-rev' is not a commit in {repo}\n"),
+    (["--package", "ghost"], "error: package: no package 'ghost' in the hub\n"),
+], ids=["unknown-check", "bad-base", "unknown-package"])
+def test_gate_run_bad_input_is_one_line_and_exit_2(cli: Any, repo: Path, args: list[str],
+                                                  message: str) -> None:
+    out = cli("gate", "run", "--repo", str(repo), *args)
+    assert (out.returncode, out.stderr) == (2, message.format(repo=repo))
+
+
+def test_a_bad_regex_in_agentos_yaml_is_bad_input_naming_file_and_field(
+        cli: Any, ws: Workspace, repo: Path) -> None:
+    set_workspace_checks(ws, [{"name": "r", "file_contains": {"path": "a", "pattern": "(x"}}])
+    out = cli("gate", "run", "--repo", str(repo))
+    assert out.returncode == 2
+    assert out.stderr.startswith(
+        f"error: {ws.settings_file}: checks[0].file_contains.pattern: '(x' is not a valid "
+        "regular expression")
+    assert "Traceback" not in out.stderr
+
+
+def test_gate_list_shows_the_checks_in_gate_order(cli: Any, ws: Workspace) -> None:
+    set_workspace_checks(ws, [{"name": "small", "max_diff_lines": 10}])
+    out = cli("gate", "list", "--package", "ruff-fixer", "--json")
+    assert json.loads(out.stdout) == {"checks": [
+        {"name": "lint clean", "kind": "run", "definition": "`ruff check .`, timeout 120s"},
+        {"name": "small", "kind": "max_diff_lines", "definition": "max_diff_lines 10"}]}
+
+
+def test_gate_run_does_not_need_the_environment_of_its_caller(cli: Any, ws: Workspace,
+                                                             repo: Path) -> None:
+    set_workspace_checks(ws, [{"name": "secret", "run": 'test -z "$AGENTOS_TEST_SECRET"'}])
+    out = cli("gate", "run", "--repo", str(repo), env={"AGENTOS_TEST_SECRET": "x"})
+    assert out.returncode == 0, out.stdout
+    assert os.environ.get("AGENTOS_TEST_SECRET") is None
