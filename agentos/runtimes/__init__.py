@@ -1,0 +1,77 @@
+"""Runtimes: how an agent package is started inside its tmux pane.
+
+A runtime turns an :class:`AgentTask` into the argv the pane's wrapper runs (cwd = the
+agent's worktree), and checks before anything starts that what it needs is installed.
+Runtimes are loaded lazily: the heavy frameworks are imported only by the agent process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from agentos.manifest import Manifest
+
+CONTEXT_FILE = "AGENTOS_CONTEXT.md"
+FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
+
+_RUNTIMES = {
+    "shell": "agentos.runtimes.shell",
+    "python": "agentos.runtimes.python",
+    "claude-code": "agentos.runtimes.claude_code",
+    "gemini-cli": "agentos.runtimes.gemini_cli",
+    "codex": "agentos.runtimes.codex",
+    "ollama": "agentos.runtimes.ollama",
+    "langchain": "agentos.runtimes.langchain",
+    "crewai": "agentos.runtimes.crewai",
+}
+
+
+@dataclass(frozen=True)
+class AgentTask:
+    run_id: str
+    agent: str
+    manifest: Manifest
+    package_dir: Path
+    worktree: Path
+    repo: Path
+    workspace: Path
+    request: str
+    run_dir: Path  # outside the worktree: wrapper, env file, exit status, prompt
+    attempt: int = 1
+
+    @property
+    def context_file(self) -> Path:
+        return self.worktree / CONTEXT_FILE
+
+    @property
+    def feedback_file(self) -> Path:
+        return self.worktree / FEEDBACK_FILE
+
+
+class Runtime(Protocol):
+    def preflight(self, manifest: Manifest, package_dir: Path) -> None:
+        """Raise MissingTool (naming the fix) when this runtime cannot start here."""
+
+    def command(self, task: AgentTask) -> list[str]:
+        """The argv to run in the agent's pane."""
+
+    def path_dirs(self) -> list[str]:
+        """Directories the agent's PATH needs for this runtime's programs."""
+
+
+def get_runtime(name: str) -> Runtime:
+    module = _RUNTIMES.get(name)
+    if module is None:
+        from agentos.errors import BadInput
+
+        raise BadInput(f"unknown runtime {name!r}", field="runtime")
+    runtime: Runtime = importlib.import_module(module).RUNTIME
+    return runtime
+
+
+def available_runtimes() -> list[str]:
+    return [name for name, module in _RUNTIMES.items() if importlib.util.find_spec(module)]

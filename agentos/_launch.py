@@ -1,0 +1,114 @@
+"""Starting one agent in its tmux pane: the scrubbed environment, the wrapper, the exit file.
+
+The pane runs ``env -i bash --noprofile --norc wrapper.sh``. The wrapper loads the agent's
+environment from a 0600 file (so secrets never appear on a command line), runs the
+runtime's command in the worktree with its output also appended to the agent's log, and
+writes the exit status to a file with an atomic rename: that file, not the screen, is how
+AgentOS knows the agent has ended.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentos.runtimes import AgentTask, get_runtime
+
+# Variables every agent gets besides those its package lists and the AGENTOS_* ones.
+BASE_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+
+
+@dataclass(frozen=True)
+class AgentFiles:
+    run_dir: Path  # .agentos/runs/<run>/<agent>: wrapper, env file, exit status
+    log: Path  # .agentos/logs/<run>/<agent>.log: the pane's output, kept after the run
+
+    @property
+    def wrapper(self) -> Path:
+        return self.run_dir / "wrapper.sh"
+
+    @property
+    def env_file(self) -> Path:
+        return self.run_dir / "agent.env"
+
+    @property
+    def exit_file(self) -> Path:
+        return self.run_dir / "exit"
+
+    @property
+    def heartbeat(self) -> Path:
+        return self.run_dir / "heartbeat"
+
+    def exit_code(self) -> int | None:
+        """The agent's exit status, once the wrapper has written it."""
+        try:
+            return int(self.exit_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+
+def agent_env(task: AgentTask, files: AgentFiles, path_dirs: list[str],
+              parent: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of an agent: nothing of the parent's leaks unless listed."""
+    parent = os.environ if parent is None else parent
+    dirs = [*path_dirs, str(Path(sys.executable).parent), *BASE_PATH]
+    env = {
+        "PATH": ":".join(dict.fromkeys(dirs)),
+        "HOME": parent.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "TERM": "tmux-256color",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    env.update({name: parent[name] for name in task.manifest.env if name in parent})
+    env.update({
+        "AGENTOS_RUN_ID": task.run_id,
+        "AGENTOS_AGENT": task.agent,
+        "AGENTOS_AGENT_VERSION": task.manifest.version,
+        "AGENTOS_PACKAGE_DIR": str(task.package_dir),
+        "AGENTOS_WORKSPACE": str(task.workspace),
+        "AGENTOS_REPO": str(task.repo),
+        "AGENTOS_WORKTREE": str(task.worktree),
+        "AGENTOS_REQUEST": task.request,
+        "AGENTOS_CONTEXT_FILE": str(task.context_file),
+        "AGENTOS_FEEDBACK_FILE": str(task.feedback_file),
+        "AGENTOS_ATTEMPT": str(task.attempt),
+        "AGENTOS_HEARTBEAT_FILE": str(files.heartbeat),
+    })
+    return env
+
+
+def prepare(task: AgentTask, files: AgentFiles) -> tuple[list[str], dict[str, str]]:
+    """Write the env file and wrapper; return the pane's argv and the agent's environment."""
+    runtime = get_runtime(task.manifest.runtime)
+    env = agent_env(task, files, runtime.path_dirs())
+    command = runtime.command(task)
+    files.run_dir.mkdir(parents=True, exist_ok=True)
+    files.log.parent.mkdir(parents=True, exist_ok=True)
+    files.exit_file.unlink(missing_ok=True)
+    fd = os.open(files.env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.writelines(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    exit_tmp = f"{files.exit_file}.tmp"
+    files.wrapper.write_text(
+        "#!/usr/bin/env bash\n"
+        f"# AgentOS wrapper for {task.agent} (run {task.run_id}, attempt {task.attempt})\n"
+        f"set -a; . {shlex.quote(str(files.env_file))}; set +a\n"
+        f"cd {shlex.quote(str(task.worktree))} || exit 1\n"
+        f"printf '\\n== AgentOS: {task.agent} attempt {task.attempt} ==\\n' "
+        f">> {shlex.quote(str(files.log))}\n"
+        f"{shlex.join(command)} 2>&1 | tee -a {shlex.quote(str(files.log))}\n"
+        "status=${PIPESTATUS[0]}\n"
+        f"printf '%s\\n' \"$status\" > {shlex.quote(exit_tmp)} && "
+        f"mv {shlex.quote(exit_tmp)} {shlex.quote(str(files.exit_file))}\n",
+        encoding="utf-8",
+    )
+    bash = shutil.which("bash") or "/bin/bash"
+    pane = [shutil.which("env") or "/usr/bin/env", "-i", bash, "--noprofile", "--norc",
+            str(files.wrapper)]
+    return pane, env

@@ -1,0 +1,263 @@
+"""``agentos run``, ``runs``, ``status``, ``attach`` and ``gc``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from agentos.cli._common import console, err_console, fail, json_option, print_json, table
+from agentos.cli._common import workspace as current_workspace
+from agentos.errors import BadInput, OperationFailed
+from agentos.runs import ACTIVE, RunRecord, RunStore, new_run_id, pid_alive
+
+
+def _ago(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+@click.command()
+@click.argument("request")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=".",
+              show_default=True, help="The git repository the agents work on.")
+@click.option("--force", is_flag=True, help="Start even when the interview blocks the request "
+                                            "(the receipt records the override).")
+@click.option("--detach", is_flag=True, help="Start the run in the background and print its id.")
+@click.option("--run-id", hidden=True)
+@json_option
+@click.pass_context
+def run(ctx: click.Context, request: str, repo: Path, force: bool, detach: bool,
+        run_id: str | None, as_json: bool) -> None:
+    """Run REQUEST as a task force: interview, route, agents in tmux sessions on their own
+    git worktrees, the Stormbreaker gate, then merge into the current branch.
+
+    Exit code 0 only when every agent's checks passed and the work merged."""
+    from agentos.orchestrator import start_run
+
+    ws = current_workspace()
+    if detach:
+        run_id = new_run_id()
+        log = ws.logs_dir / run_id / "orchestrator.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "run", request,
+                "--repo", str(repo.resolve()), "--run-id", run_id, "--json"]
+        if force:
+            argv.append("--force")
+        with log.open("ab") as out:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                             start_new_session=True)
+        if as_json:
+            print_json({"run": run_id, "status": "started", "log": str(log)})
+        else:
+            console.print(f"run {run_id} started in the background; follow it with "
+                          f"`agentos runs logs {run_id} --follow` or `agentos status`")
+        return
+
+    def event(message: str) -> None:
+        if not as_json:
+            err_console.print(f"[dim]•[/] {message}")
+
+    report = start_run(ws, request, repo, force=force, run_id=run_id, on_event=event)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        colour = "green" if report.status == "succeeded" else "red"
+        console.print(f"run [bold]{report.run_id}[/]: [{colour}]{report.status}[/] — "
+                      f"{report.message}")
+        for agent in report.agents:
+            gate = agent["gate"]["summary"] if agent["gate"] else "no gate"
+            console.print(f"  {agent['agent']}@{agent['version']} via {agent['card']}: "
+                          f"{agent['status']} after {agent['attempts']} attempt(s); {gate}")
+        console.print(f"  receipts: {', '.join(report.receipts)}")
+    if report.exit_code:
+        fail(ctx, report.exit_code)
+
+
+@click.group()
+def runs() -> None:
+    """Runs recorded in state.db: list, show, cancel, logs."""
+
+
+@runs.command("list")
+@click.option("--limit", default=20, show_default=True)
+@json_option
+def list_(limit: int, as_json: bool) -> None:
+    """List recent runs, newest first."""
+    store = RunStore(current_workspace())
+    records = store.list(limit=limit)
+    if as_json:
+        print_json({"runs": [r.as_dict() for r in records]})
+        return
+    table(None, ["run", "status", "agents", "started", "request"],
+          [(r.id, r.status, ", ".join(a.agent for a in r.agents), _ago(r.created_at),
+            r.request[:60]) for r in records])
+
+
+@runs.command()
+@click.argument("run_id", metavar="ID")
+@json_option
+def show(run_id: str, as_json: bool) -> None:
+    """Show a run: status, agents, branches, exit codes, receipts."""
+    from agentos.receipts import list_receipts
+
+    ws = current_workspace()
+    record = RunStore(ws).get(run_id)
+    receipts = [r.id for r in list_receipts(ws, run_id=record.id)]
+    if as_json:
+        print_json({**record.as_dict(), "receipts": receipts})
+        return
+    _print_run(record)
+    console.print(f"  receipts: {', '.join(receipts) or '(none)'}")
+
+
+def _print_run(record: RunRecord) -> None:
+    console.print(f"run [bold]{record.id}[/]: {record.status}"
+                  + (f" — {record.message}" if record.message else ""))
+    console.print(f"  request: {record.request}")
+    console.print(f"  repo:    {record.repo} ({record.target_branch} at "
+                  f"{(record.base_commit or '')[:12]})")
+    for a in record.agents:
+        console.print(f"  {a.agent}@{a.version}: {a.status}, attempts {a.attempts}, exit "
+                      f"{a.exit_code}, branch {a.branch}")
+
+
+@runs.command()
+@click.argument("run_id", metavar="ID")
+@click.option("--wait", "wait_s", default=30.0, show_default=True,
+              help="Seconds to wait for the run to tear down.")
+@json_option
+def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
+    """Cancel a running run: its orchestrator tears down and keeps the agents' work on
+    their branches. A run whose orchestrator is gone is marked aborted by gc."""
+    ws = current_workspace()
+    store = RunStore(ws)
+    record = store.get(run_id)
+    if record.status not in ACTIVE:
+        raise BadInput(f"run {record.id} is already {record.status}", field="ID")
+    if pid_alive(record.pid):
+        os.kill(record.pid or 0, signal.SIGTERM)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and store.get(record.id).status in ACTIVE:
+            time.sleep(0.1)
+    else:
+        from agentos.gc import collect_garbage
+
+        collect_garbage(ws)
+    status = store.get(record.id).status
+    if as_json:
+        print_json({"run": record.id, "status": status})
+    else:
+        console.print(f"run {record.id}: {status}")
+    if status in ACTIVE:
+        raise OperationFailed(f"run {record.id} did not stop within {wait_s}s")
+
+
+@runs.command()
+@click.argument("run_id", metavar="ID")
+@click.argument("agent", required=False)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing output as it comes.")
+def logs(run_id: str, agent: str | None, follow: bool) -> None:
+    """Print an agent's pane output (every agent's, when AGENT is not given)."""
+    ws = current_workspace()
+    record = RunStore(ws).get(run_id)
+    names = [agent] if agent else [a.agent for a in record.agents]
+    paths = [ws.logs_dir / record.id / f"{name}.log" for name in names]
+    if agent and not paths[0].exists():
+        raise BadInput(f"no log for agent {agent!r} in run {record.id}", field="AGENT")
+    offsets = dict.fromkeys(paths, 0)
+    while True:
+        for path in paths:
+            if path.exists():
+                with path.open("rb") as fh:
+                    fh.seek(offsets[path])
+                    chunk = fh.read()
+                offsets[path] += len(chunk)
+                if chunk:
+                    prefix = f"[{path.stem}] " if len(paths) > 1 else ""
+                    text = chunk.decode("utf-8", errors="replace")
+                    sys.stdout.write("".join(prefix + line for line in
+                                             text.splitlines(keepends=True)))
+                    sys.stdout.flush()
+        if not follow or RunStore(ws).get(record.id).status not in ACTIVE:
+            return
+        time.sleep(0.25)
+
+
+@click.command()
+@json_option
+def status(as_json: bool) -> None:
+    """Live runs and the health of each agent."""
+    ws = current_workspace()
+    records = RunStore(ws).list(statuses=ACTIVE)
+    health = _health(ws)
+    if as_json:
+        print_json({"runs": [{**r.as_dict(), "health": {a.agent: health.get(a.session or "")
+                                                        for a in r.agents}}
+                             for r in records]})
+        return
+    if not records:
+        console.print("no run is in progress")
+        return
+    rows = []
+    for r in records:
+        for a in r.agents:
+            h = health.get(a.session or "") or {}
+            rows.append((r.id, a.agent, a.status, h.get("health", "unknown"),
+                         h.get("output_age", ""), a.attempts))
+    table(None, ["run", "agent", "status", "health", "last output", "attempt"], rows)
+
+
+def _health(ws: object) -> dict[str, dict[str, object]]:
+    """Per-session health from the guardian's last cycle, when the guardian exists."""
+    try:
+        from guardian.monitor import last_health
+    except ImportError:
+        return {}
+    result: dict[str, dict[str, object]] = last_health(ws)
+    return result
+
+
+@click.command()
+@click.argument("run_id", metavar="ID")
+@click.argument("agent", required=False)
+def attach(run_id: str, agent: str | None) -> None:
+    """Attach this terminal to an agent's tmux session, to watch or take over
+    (detach with the tmux prefix, then d)."""
+    from agentos.sessions import Sessions
+
+    ws = current_workspace()
+    record = RunStore(ws).get(run_id)
+    agents = [a for a in record.agents if agent is None or a.agent == agent]
+    if not agents or not agents[0].session:
+        raise BadInput(f"no agent {agent!r} in run {record.id}", field="AGENT")
+    sessions = Sessions(ws.root)
+    if not sessions.exists(agents[0].session):
+        raise OperationFailed(f"the session of {agents[0].agent} is not running "
+                              f"(run {record.id} is {record.status})")
+    argv = sessions.attach_argv(agents[0].session)
+    os.execvp(argv[0], argv)
+
+
+@click.command()
+@json_option
+def gc(as_json: bool) -> None:
+    """Clean up after crashed runs: abort runs whose orchestrator died (their work is kept
+    on branches), end orphaned tmux sessions, remove orphaned worktrees."""
+    from agentos.gc import collect_garbage
+
+    report = collect_garbage(current_workspace())
+    if as_json:
+        print_json(report.as_dict())
+        return
+    if report.empty:
+        console.print("nothing to clean up")
+    for key, values in report.as_dict().items():
+        for value in values:
+            console.print(f"{key.replace('_', ' ')}: {value}")

@@ -1,0 +1,159 @@
+"""Runs and their agents as recorded in state.db."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from agentos import state
+from agentos.errors import NotFound
+from agentos.workspace import Workspace
+
+# A run in one of these states has (or had) a live orchestrator.
+ACTIVE = ("pending", "running", "gating", "merging")
+FINAL = ("succeeded", "failed", "conflict", "blocked", "no_match", "clarify", "cancelled",
+         "aborted")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    run_id: str
+    agent: str
+    version: str
+    card: str | None
+    branch: str | None
+    worktree: str | None
+    session: str | None
+    status: str
+    attempts: int
+    exit_code: int | None
+    restarts: int
+    started_at: float | None
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    request: str
+    repo: str
+    target_branch: str | None
+    base_commit: str | None
+    status: str
+    decision: str | None
+    receipt: str | None
+    pid: int | None
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    message: str | None
+    agents: tuple[AgentRecord, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["agents"] = [asdict(a) for a in self.agents]
+        return data
+
+
+_RUN_COLS = ("id, request, repo, target_branch, base_commit, status, decision, receipt, pid, "
+             "created_at, started_at, ended_at, message")
+_AGENT_COLS = ("run_id, agent, version, card, branch, worktree, session, status, attempts, "
+               "exit_code, restarts, started_at, ended_at")
+
+
+class RunStore:
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.con: apsw.Connection = state.connect(ws.state_db)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def create(self, run_id: str, request: str, repo: Path, *, status: str = "pending") -> None:
+        with state.transaction(self.con):
+            self.con.execute(
+                "INSERT INTO runs (id, request, repo, status, pid, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, request, str(repo), status, os.getpid(), time.time()),
+            )
+
+    def update(self, run_id: str, **fields: Any) -> None:
+        if not fields:
+            return
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with state.transaction(self.con):
+            self.con.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
+
+    def add_agent(self, run_id: str, agent: str, version: str, **fields: Any) -> None:
+        data = {"run_id": run_id, "agent": agent, "version": version, "status": "pending",
+                **fields}
+        cols = ", ".join(data)
+        marks = ", ".join("?" for _ in data)
+        with state.transaction(self.con):
+            self.con.execute(f"INSERT OR REPLACE INTO run_agents ({cols}) VALUES ({marks})",
+                             tuple(data.values()))
+
+    def update_agent(self, run_id: str, agent: str, **fields: Any) -> None:
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with state.transaction(self.con):
+            self.con.execute(f"UPDATE run_agents SET {cols} WHERE run_id = ? AND agent = ?",
+                             (*fields.values(), run_id, agent))
+
+    def get(self, run_id: str) -> RunRecord:
+        row = self.con.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?",
+                               (run_id,)).fetchone()
+        if row is None:
+            matches = [r[0] for r in self.con.execute(
+                "SELECT id FROM runs WHERE id LIKE ? ORDER BY id", (f"%{run_id}%",))]
+            if len(matches) != 1:
+                raise NotFound(f"no run {run_id!r}", field="run")
+            return self.get(matches[0])
+        return self._record(row)
+
+    def list(self, *, statuses: tuple[str, ...] | None = None, limit: int = 50
+             ) -> list[RunRecord]:
+        sql = f"SELECT {_RUN_COLS} FROM runs"
+        args: tuple[Any, ...] = ()
+        if statuses:
+            sql += f" WHERE status IN ({', '.join('?' for _ in statuses)})"
+            args = statuses
+        sql += " ORDER BY created_at DESC LIMIT ?"
+        return [self._record(row) for row in self.con.execute(sql, (*args, limit))]
+
+    def _record(self, row: tuple[Any, ...]) -> RunRecord:
+        agents = tuple(
+            AgentRecord(*a) for a in self.con.execute(
+                f"SELECT {_AGENT_COLS} FROM run_agents WHERE run_id = ? ORDER BY agent",
+                (row[0],))
+        )
+        return RunRecord(**dict(zip(_RUN_COLS.split(", "), row, strict=True)), agents=agents)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a live AgentOS process (not a zombie, not a reused pid)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+        if status.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc (macOS): trust kill(0)
+    return b"agentos" in cmdline

@@ -1,0 +1,22 @@
+"""``shell``: run the package's script with bash, in the worktree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentos.manifest import Manifest
+from agentos.runtimes import AgentTask
+
+
+class ShellRuntime:
+    def preflight(self, manifest: Manifest, package_dir: Path) -> None:
+        return None
+
+    def command(self, task: AgentTask) -> list[str]:
+        return ["bash", str(task.package_dir / task.manifest.entry)]
+
+    def path_dirs(self) -> list[str]:
+        return []
+
+
+RUNTIME = ShellRuntime()

@@ -1,0 +1,136 @@
+"""tmux sessions for agents, on AgentOS's own tmux server (through libtmux).
+
+Each workspace has its own tmux socket (``-L agentos-<hash>``), so AgentOS never touches
+the user's own tmux sessions and tests never touch the user's AgentOS. Sessions are named
+``agentos-<run-id>-<agent>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentos.errors import MissingTool, OperationFailed
+
+if TYPE_CHECKING:
+    import libtmux
+
+SESSION_PREFIX = "agentos-"
+
+
+def socket_name(workspace_root: Path) -> str:
+    """The tmux socket of a workspace (``AGENTOS_TMUX_SOCKET`` overrides it)."""
+    override = os.environ.get("AGENTOS_TMUX_SOCKET")
+    if override:
+        return override
+    digest = hashlib.sha256(str(workspace_root.resolve()).encode()).hexdigest()[:10]
+    return f"agentos-{digest}"
+
+
+def session_name(run_id: str, agent: str) -> str:
+    return f"{SESSION_PREFIX}{run_id}-{agent}"
+
+
+def require_tmux() -> str:
+    path = shutil.which("tmux")
+    if path is None:
+        raise MissingTool(
+            "tmux is not installed: AgentOS runs each agent in a tmux session "
+            "(install it: apt-get install tmux, or brew install tmux)",
+            field="tmux",
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class PaneInfo:
+    session: str
+    pane_pid: int | None
+    dead: bool
+    current_command: str
+
+
+class Sessions:
+    """The AgentOS tmux server of one workspace."""
+
+    def __init__(self, workspace_root: Path) -> None:
+        self.socket = socket_name(workspace_root)
+        self._server: libtmux.Server | None = None
+
+    @property
+    def server(self) -> libtmux.Server:
+        if self._server is None:
+            require_tmux()
+            import libtmux
+
+            self._server = libtmux.Server(socket_name=self.socket)
+        return self._server
+
+    def start(self, name: str, command: list[str], cwd: Path) -> int | None:
+        """Start a detached session running ``command`` in ``cwd``; returns the pane's pid."""
+        self.kill(name)
+        from libtmux.exc import LibTmuxException
+
+        try:
+            session = self.server.new_session(
+                session_name=name, start_directory=str(cwd), attach=False,
+                window_command=shlex.join(command), x=200, y=50,
+            )
+        except LibTmuxException as exc:
+            raise OperationFailed(f"tmux could not start session {name}: {exc}") from None
+        pane = session.active_pane
+        return int(pane.pane_pid) if pane is not None and pane.pane_pid else None
+
+    def exists(self, name: str) -> bool:
+        return name in self.names()
+
+    def names(self) -> list[str]:
+        """AgentOS sessions on this server (an absent server has none)."""
+        return [p.session for p in self.panes()]
+
+    def panes(self) -> list[PaneInfo]:
+        """One batched tmux query for every AgentOS pane on the server."""
+        if shutil.which("tmux") is None:
+            return []
+        fmt = "#{session_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}"
+        result = self.server.cmd("list-panes", "-a", "-F", fmt)
+        if result.returncode != 0:
+            return []
+        out = []
+        for line in result.stdout:
+            parts = line.split("\t")
+            if len(parts) != 4 or not parts[0].startswith(SESSION_PREFIX):
+                continue
+            pid = int(parts[1]) if parts[1].isdigit() else None
+            out.append(PaneInfo(parts[0], pid, parts[2] == "1", parts[3]))
+        return out
+
+    def kill(self, name: str) -> bool:
+        if shutil.which("tmux") is None:
+            return False
+        result = self.server.cmd("kill-session", "-t", f"={name}")
+        return result.returncode == 0
+
+    def capture(self, name: str, lines: int = 200) -> str:
+        result = self.server.cmd("capture-pane", "-p", "-J", "-t", f"={name}:",
+                                 "-S", f"-{lines}")
+        return "\n".join(result.stdout) if result.returncode == 0 else ""
+
+    def send_text(self, name: str, text: str) -> bool:
+        """Type ``text`` into a session, then Enter (the guardian's nudge)."""
+        target = f"={name}:"
+        literal = self.server.cmd("send-keys", "-t", target, "-l", text)
+        enter = self.server.cmd("send-keys", "-t", target, "Enter")
+        return literal.returncode == 0 and enter.returncode == 0
+
+    def kill_server_if_idle(self) -> None:
+        if shutil.which("tmux") is not None and not self.names():
+            self.server.cmd("kill-server")
+
+    def attach_argv(self, name: str) -> list[str]:
+        return [require_tmux(), "-L", self.socket, "attach-session", "-t", f"={name}"]
