@@ -209,15 +209,17 @@ def toplevel(path: Path) -> Path | None:
     return Path(os.fsdecode(out.stdout.strip())) if out.returncode == 0 else None
 
 
-def resolve_base(worktree: Path, base: str) -> str:
-    """The commit id ``base`` names in ``worktree``'s repository, or :class:`BadInput`."""
-    if toplevel(worktree) is None:
+def resolve_base(worktree: Path, base: str) -> tuple[Path, str]:
+    """The top of ``worktree``'s git working tree and the commit id ``base`` names there;
+    :class:`BadInput` when either does not exist."""
+    top = toplevel(worktree)
+    if top is None:
         raise BadInput(f"{worktree} is not a git repository; diff checks need one",
                        field="worktree")
-    out = git(worktree, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
+    out = git(top, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
     if out.returncode != 0:
         raise BadInput(f"{base!r} is not a commit in {worktree}", field="base")
-    return out.stdout.decode().strip()
+    return top, out.stdout.decode().strip()
 
 
 def _count_lines(path: Path) -> tuple[int, bool]:
@@ -239,16 +241,13 @@ def _count_lines(path: Path) -> tuple[int, bool]:
     return lines, False
 
 
-def changes(worktree: Path, base: str) -> list[Change]:
-    """Every file that differs from ``base``: committed, staged, unstaged and untracked.
+def changes(top: Path, base: str) -> list[Change]:
+    """Every file of the working tree at ``top`` that differs from commit ``base``:
+    committed, staged, unstaged and untracked.
 
     Files ignored by git (``.gitignore``, ``info/exclude``) and the root-level ``AGENTOS_*``
     files AgentOS writes into a worktree are not counted.
     """
-    top = toplevel(worktree)
-    if top is None:
-        raise BadInput(f"{worktree} is not a git repository; diff checks need one",
-                       field="worktree")
     diff = git(top, "-c", "core.quotepath=off", "diff", "--numstat", "-z", "--no-renames",
                "--no-ext-diff", "--no-textconv", base, "--")
     if diff.returncode != 0:
@@ -304,8 +303,7 @@ def glob_regex(glob: str) -> re.Pattern[str]:
     return re.compile("(?:" + "".join(out) + r")(?:/.*)?\Z")
 
 
-def no_changes_outside(worktree: Path, base: str, globs: list[str]) -> Outcome:
-    found = changes(worktree, base)
+def no_changes_outside(found: list[Change], base: str, globs: list[str]) -> Outcome:
     patterns = [glob_regex(g) for g in globs]
     outside = [c for c in found if not any(p.match(c.path) for p in patterns)]
     allowed = ", ".join(globs) if globs else "(nothing)"
@@ -316,8 +314,7 @@ def no_changes_outside(worktree: Path, base: str, globs: list[str]) -> Outcome:
     return reported(False, "\n".join(lines) + "\n")
 
 
-def max_diff_lines(worktree: Path, base: str, limit: int) -> Outcome:
-    found = changes(worktree, base)
+def max_diff_lines(found: list[Change], base: str, limit: int) -> Outcome:
     total = sum(c.lines for c in found)
     head = f"{total} line(s) changed in {len(found)} file(s) against {base[:12]} (limit {limit})"
     body = [f"  +{c.added} -{c.removed}  {c.path}"

@@ -210,25 +210,42 @@ def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
-def _run_one(check: CheckSpec, worktree: Path, base: str | None,
-             env: dict[str, str]) -> cr.Outcome:
-    if check.run is not None:
-        cwd = cr.inside(worktree, check.cwd or ".")
-        if cwd is None:
-            return cr.reported(False, f"cwd {check.cwd} leads outside the worktree (symlink)\n")
-        if not cwd.is_dir():
-            return cr.reported(False, f"cwd {check.cwd} is not a directory in the worktree\n")
-        return cr.run_shell(check.run, cwd, env, check.timeout)
-    if check.file_exists is not None:
-        return cr.file_exists(worktree, check.file_exists)
-    if check.file_contains is not None:
-        return cr.file_contains(worktree, check.file_contains.path,
-                                check.file_contains.pattern)
-    assert base is not None  # run_gate resolves it whenever a diff check is present
-    if check.no_changes_outside is not None:
-        return cr.no_changes_outside(worktree, base, check.no_changes_outside)
-    assert check.max_diff_lines is not None
-    return cr.max_diff_lines(worktree, base, check.max_diff_lines)
+class _Runner:
+    """Runs checks one by one; the diff against the base is computed once and reused
+    until a shell check (which may change files) has run."""
+
+    def __init__(self, worktree: Path, base: tuple[Path, str] | None,
+                 env: dict[str, str]) -> None:
+        self.worktree, self.base, self.env = worktree, base, env
+        self._changes: list[cr.Change] | None = None
+
+    def changes(self) -> tuple[list[cr.Change], str]:
+        assert self.base is not None  # run_gate resolves it whenever a diff check is present
+        top, commit = self.base
+        if self._changes is None:
+            self._changes = cr.changes(top, commit)
+        return self._changes, commit
+
+    def run(self, check: CheckSpec) -> cr.Outcome:
+        if check.run is not None:
+            self._changes = None
+            cwd = cr.inside(self.worktree, check.cwd or ".")
+            if cwd is None:
+                return cr.reported(False,
+                                   f"cwd {check.cwd} leads outside the worktree (symlink)\n")
+            if not cwd.is_dir():
+                return cr.reported(False,
+                                   f"cwd {check.cwd} is not a directory in the worktree\n")
+            return cr.run_shell(check.run, cwd, self.env, check.timeout)
+        if check.file_exists is not None:
+            return cr.file_exists(self.worktree, check.file_exists)
+        if check.file_contains is not None:
+            return cr.file_contains(self.worktree, check.file_contains.path,
+                                    check.file_contains.pattern)
+        if check.no_changes_outside is not None:
+            return cr.no_changes_outside(*self.changes(), check.no_changes_outside)
+        assert check.max_diff_lines is not None
+        return cr.max_diff_lines(*self.changes(), check.max_diff_lines)
 
 
 def run_gate(checks: Sequence[CheckSpec], worktree: Path, *, base: str | None = None,
@@ -246,21 +263,21 @@ def run_gate(checks: Sequence[CheckSpec], worktree: Path, *, base: str | None = 
     worktree = Path(worktree)
     if not worktree.is_dir():
         raise NotFound(f"worktree {worktree} does not exist", field="worktree")
-    resolved: str | None = None
+    resolved: tuple[Path, str] | None = None
     if any(c.kind in ("no_changes_outside", "max_diff_lines") for c in checks):
         resolved = cr.resolve_base(worktree, base or "HEAD")
-    full_env = check_env(env)
+    runner = _Runner(worktree, resolved, check_env(env))
     results: list[CheckResult] = []
     for check in checks:
         started = time.monotonic()
-        outcome = _run_one(check, worktree, resolved, full_env)
+        outcome = runner.run(check)
         results.append(CheckResult(
             name=check.name, kind=check.kind, passed=outcome.passed,
             duration=time.monotonic() - started, exit_code=outcome.exit_code,
             output_tail=outcome.tail, digest=outcome.digest, timed_out=outcome.timed_out,
             definition=describe(check), output_bytes=outcome.size,
         ))
-    return GateResult(results, resolved)
+    return GateResult(results, resolved[1] if resolved else None)
 
 
 def write_feedback(worktree: Path, result: GateResult) -> Path:

@@ -245,6 +245,14 @@ def test_diff_checks_ignore_gitignored_files_and_agentos_files(repo: Path) -> No
     assert result.passed is True, result.feedback()
 
 
+def test_diff_checks_see_files_an_earlier_shell_check_wrote(repo: Path) -> None:
+    result = run_gate([check(name="before", max_diff_lines=0),
+                       check(name="writes", run="echo generated > new.txt"),
+                       check(name="after", max_diff_lines=0)], repo)
+    assert [r.passed for r in result.results] == [True, True, False]
+    assert result.base == git(repo, "rev-parse", "HEAD")
+
+
 def test_diff_checks_need_a_git_repository_and_a_real_base(repo: Path, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
