@@ -39,6 +39,7 @@ class InterviewSettings(StrictModel):
     threshold: float = Field(default=0.4, ge=0, le=1)
     floors: dict[Axis, float] = Field(default_factory=dict)
     weights: dict[Axis, float] = Field(default_factory=dict)
+    rewrite_model: str | None = None   # an Ollama model that proposes clearer rewrites
 
     @model_validator(mode="after")
     def _in_unit_range(self) -> InterviewSettings:

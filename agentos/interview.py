@@ -1,0 +1,552 @@
+"""The interview engine: refuse a request too vague to succeed, and ask what is missing.
+
+A request is read on five axes, each 0..1, from its text alone:
+
+- **goal**: an action verb and its object ("fix the KeyError in route()"), less for vague
+  words ("better", "stuff");
+- **constraints**: what must not change and limits ("only", "do not", "keep", versions,
+  "under 200 ms");
+- **scope**: named files, paths, symbols, commands, endpoints, or at least an area of code;
+- **context**: errors seen, current versus expected behaviour, the reason for the change;
+- **success**: acceptance criteria ("done when", "tests pass", "returns 400").
+
+``ambiguity = 1 - weighted mean of the axes``. A request passes when the ambiguity is at or
+under the threshold and no axis is under its floor; a blocked request gets one specific
+question per weak axis. The score is deterministic (no model, no randomness, rounded); an
+LLM may only propose a rewrite (:func:`with_rewrite`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agentos import _interview_lexicon as lex
+from agentos._interview_checks import propose_checks
+from agentos.checks import CheckSpec
+from agentos.errors import BadInput, OperationFailed
+from agentos.text import stem_phrase, stems, words
+from agentos.workspace import Axis, InterviewSettings
+
+log = logging.getLogger(__name__)
+
+AXES: tuple[Axis, ...] = ("goal", "constraints", "scope", "context", "success")
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "goal": 0.30, "constraints": 0.15, "scope": 0.20, "context": 0.15, "success": 0.20}
+DEFAULT_FLOORS: dict[str, float] = {
+    "goal": 0.5, "constraints": 0.0, "scope": 0.0, "context": 0.0, "success": 0.0}
+WEAK_BELOW = 0.5          # an axis under this (or under its floor) gets a question
+MAX_CANDIDATES = 5
+_DIGITS = 3               # scores are rounded so every process prints the same numbers
+
+
+@dataclass(frozen=True)
+class Question:
+    axis: str
+    text: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"axis": self.axis, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Interview:
+    axes: dict[str, float]
+    ambiguity: float
+    passed: bool
+    questions: list[Question]
+    proposed_checks: list[CheckSpec]
+    request: str = ""
+    threshold: float = 0.4
+    floors: dict[str, float] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)      # why it is blocked
+    evidence: dict[str, list[str]] = field(default_factory=dict)
+    rewrite: str | None = None
+
+    @property
+    def weak(self) -> list[str]:
+        return [q.axis for q in self.questions]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "request": self.request,
+            "passed": self.passed,
+            "ambiguity": self.ambiguity,
+            "threshold": self.threshold,
+            "axes": {a: self.axes[a] for a in AXES},
+            "weights": {a: self.weights.get(a, DEFAULT_WEIGHTS[a]) for a in AXES},
+            "floors": {a: self.floors.get(a, 0.0) for a in AXES},
+            "reasons": list(self.reasons),
+            "questions": [q.as_dict() for q in self.questions],
+            "proposed_checks": [c.model_dump(mode="json", exclude_none=True)
+                                for c in self.proposed_checks],
+            "evidence": {a: list(self.evidence.get(a, [])) for a in AXES},
+            "rewrite": self.rewrite,
+        }
+
+
+def interview(request: str, settings: InterviewSettings, *,
+              candidates: Callable[[str], list[str]] | None = None) -> Interview:
+    """Score ``request`` and, when it is blocked, ask one question per weak axis.
+
+    ``candidates(request)`` returns file paths the knowledge store finds for the request;
+    the scope question names them. It is called only when scope is weak.
+    """
+    if not request or not request.strip():
+        raise BadInput("the request is empty: say what should be done", field="request")
+    reading = _Reading(request)
+    scored = {
+        "goal": _goal(reading), "constraints": _constraints(reading), "scope": _scope(reading),
+        "context": _context(reading), "success": _success(reading),
+    }
+    axes: dict[str, float] = {a: round(min(1.0, max(0.0, scored[a][0])), _DIGITS) for a in AXES}
+    evidence: dict[str, list[str]] = {a: scored[a][1] for a in AXES}
+    weights: dict[str, float] = {a: settings.weights.get(a, DEFAULT_WEIGHTS[a]) for a in AXES}
+    floors: dict[str, float] = {a: settings.floors.get(a, DEFAULT_FLOORS[a]) for a in AXES}
+    total = sum(weights.values())
+    covered = sum(weights[a] * axes[a] for a in AXES) / total if total else 0.0
+    ambiguity = round(1.0 - covered, _DIGITS)
+
+    reasons = []
+    if ambiguity > settings.threshold:
+        reasons.append(f"ambiguity {ambiguity:.3f} is over the threshold {settings.threshold}")
+    reasons += [f"{a} {axes[a]:.3f} is under its floor {floors[a]}"
+                for a in AXES if axes[a] < floors[a]]
+    passed = not reasons
+
+    questions: list[Question] = []
+    if not passed:
+        weak = [a for a in AXES if axes[a] < floors[a] or axes[a] < WEAK_BELOW]
+        if not weak:   # blocked on the total alone: ask about the biggest gap
+            weak = [max(AXES, key=lambda a: (weights[a] * (1 - axes[a]), -AXES.index(a)))]
+        found = _candidates(request, candidates) if "scope" in weak else []
+        questions = [Question(a, _ask(a, reading, found)) for a in weak]
+
+    return Interview(axes=axes, ambiguity=ambiguity, passed=passed, questions=questions,
+                     proposed_checks=reading.checks, request=request,
+                     threshold=settings.threshold, floors=floors, weights=weights,
+                     reasons=reasons, evidence=evidence)
+
+
+def amend(request: str, answers: Mapping[str, str]) -> str:
+    """The request with the answers to its questions appended, ready to score again."""
+    extra = [a.strip() for a in answers.values() if a and a.strip()]
+    lines = [request.rstrip()]
+    lines += [a if a.endswith((".", "!", "?")) else a + "." for a in extra]
+    return "\n".join(lines)
+
+
+# --- reading a request --------------------------------------------------------------------
+
+_CLAUSE_SPLIT = re.compile(r"[.;:!?]+(?=\s|$)|[\n;]|,\s+")
+_LEAD = frozenset(stems("please can could would you we i need needs want like let us also "
+                        "then and just kindly now d ll should must to will go ahead probably "
+                        "maybe perhaps really quickly simply first finally"))
+_PRE_VERB = frozenset(stems("to should must will please and then"))
+_STOP = lex.stem_set(lex.STOPWORDS)
+_DETERMINERS = frozenset(lex.DETERMINERS)      # compared with words, not stems ("its"/"it")
+_PRONOUNS = frozenset(lex.PRONOUNS)
+_EMPTY_OBJECTS = lex.stem_set(lex.PRONOUNS) | lex.stem_set(lex.GENERIC_OBJECTS)
+_VAGUE_WORDS = lex.stem_set(p for p in lex.VAGUE if " " not in p)
+_OBJECT_HEADS = frozenset(stems("the a an it this that them these those all every each its "
+                                 "their our my your"))
+UNKNOWN_VERB = 0.4        # an unlisted word used as an imperative verb
+_VERBS = tuple((s, p) for s, group in ((0.5, lex.STRONG_VERBS), (0.4, lex.MEDIUM_VERBS),
+                                        (0.2, lex.WEAK_VERBS)) for p in group)
+
+
+class _Reading:
+    """A request split into entities, masked text, stems and clauses."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.entities = lex.find_entities(text)
+        parts, last = [], 0
+        for i, e in enumerate(self.entities):
+            parts += [text[last:e.start], f" qqref{i} "]
+            last = e.end
+        parts.append(text[last:])
+        self.masked = "".join(parts)
+        self.tokens = stems(self.masked)
+        self.words = words(self.masked)
+        if len(self.words) != len(self.tokens):   # never seen; keep the stems to be safe
+            self.words = list(self.tokens)
+        self.clauses = [c for c in (_tokens_of(s) for s in _CLAUSE_SPLIT.split(self.masked))
+                        if c[0]]
+        self.checks = propose_checks(text, self.entities)
+
+    def kinds(self, *kinds: str) -> list[str]:
+        seen: dict[str, None] = {}
+        for e in self.entities:
+            if e.kind in kinds:
+                seen.setdefault(e.text, None)
+        return list(seen)
+
+    def find(self, phrases: tuple[str, ...]) -> list[str]:
+        return lex.distinct(lex.find_phrases(self.tokens, phrases))
+
+    def entity(self, token: str) -> lex.Entity | None:
+        if token.startswith("qqref") and token[5:].isdigit():
+            return self.entities[int(token[5:])]
+        return None
+
+    def surface(self, ws: list[str]) -> str:
+        """Words of the request as written, with named things restored."""
+        return " ".join((e.text if (e := self.entity(w)) is not None else w) for w in ws)
+
+    def said(self, phrases: tuple[str, ...]) -> list[str]:
+        """The words the request used for each phrase found ("tests" for "test")."""
+        seen: dict[str, None] = {}
+        for pos, phrase in lex.find_phrases(self.tokens, phrases):
+            seen.setdefault(self.surface(self.words[pos:pos + len(stem_phrase(phrase))]), None)
+        return list(seen)
+
+    def content(self) -> list[str]:
+        return [t for t in self.tokens if t not in _STOP and t not in _VAGUE_WORDS]
+
+
+def _tokens_of(clause: str) -> tuple[list[str], list[str]]:
+    toks, ws = stems(clause), words(clause)
+    return toks, (ws if len(ws) == len(toks) else toks)
+
+
+@dataclass
+class _Verb:
+    phrase: str
+    strength: float
+    obj: str | None           # the object's words, or an entity's text
+    obj_is_entity: bool
+    empty_object: str | None  # "it", "stuff": an object that names nothing
+    span: str                 # the words of the request: "make it better"
+
+    @property
+    def score(self) -> float:
+        return self.strength + (0.35 if self.obj_is_entity else 0.25 if self.obj else 0.0)
+
+
+def _verbs(r: _Reading) -> list[_Verb]:
+    """Action verbs at the head of a clause, or after "to"/"should"/"must", with objects."""
+    found: list[_Verb] = []
+    for toks, ws in r.clauses:
+        start = 0
+        while start < len(toks) and toks[start] in _LEAD:
+            start += 1
+        for i in range(start, len(toks)):
+            if i != start and toks[i - 1] not in _PRE_VERB:
+                continue
+            for strength, phrase in _VERBS:
+                key = stem_phrase(phrase)
+                if tuple(toks[i:i + len(key)]) == key:
+                    found.append(_object(r, phrase, strength, toks, ws, i, i + len(key)))
+                    break
+            else:
+                if i == start and _imperative(r, toks, i):
+                    found.append(_object(r, ws[i], UNKNOWN_VERB, toks, ws, i, i + 1))
+    return found
+
+
+def _imperative(r: _Reading, toks: list[str], i: int) -> bool:
+    """An unlisted word heading a clause and followed by a determiner, pronoun or named
+    thing reads as an imperative verb: "Position it ...", "Cap the snippet ..."."""
+    word = toks[i]
+    if word in _STOP or r.entity(word) is not None or word.isdigit() or i + 1 >= len(toks):
+        return False
+    nxt = toks[i + 1]
+    return nxt in _OBJECT_HEADS or r.entity(nxt) is not None
+
+
+def _object(r: _Reading, phrase: str, strength: float, toks: list[str], ws: list[str],
+            verb_at: int, at: int) -> _Verb:
+    def span(end: int) -> str:
+        return r.surface(ws[verb_at:min(end, len(ws))])
+
+    j = at
+    while j < len(toks) and ws[j] in _DETERMINERS:
+        j += 1
+    if j >= len(toks):
+        return _Verb(phrase, strength, None, False, None, span(j))
+    if toks[j] in _EMPTY_OBJECTS or toks[j] in _VAGUE_WORDS:
+        end = j + 2 if j + 1 < len(toks) and toks[j + 1] in _VAGUE_WORDS else j + 1
+        return _Verb(phrase, strength, None, False, ws[j], span(end))
+    # An entity within a few words ("fix in agentos/hub.py", "add a test for parse()").
+    for k in range(j, min(j + 4, len(toks))):
+        e = r.entity(toks[k])
+        if e is not None:
+            return _Verb(phrase, strength, e.text, True, None, span(k + 1))
+    if toks[j] in _STOP:
+        return _Verb(phrase, strength, None, False, None, span(j))
+    obj = [w for t, w in zip(toks[j:j + 3], ws[j:j + 3], strict=False)
+           if t not in _STOP and not t.startswith("qqref")][:2]
+    return _Verb(phrase, strength, " ".join(obj) or None, False, None,
+                 span(j + len(obj) if obj else j))
+
+
+# --- the five axes: each returns (score, evidence) ----------------------------------------
+
+Scored = tuple[float, list[str]]
+
+
+def _steps(n: int, steps: tuple[float, ...]) -> float:
+    """Diminishing credit for the n-th distinct signal: steps[0] + steps[1] + ..."""
+    return sum(steps[min(i, len(steps) - 1)] for i in range(n))
+
+
+def _goal(r: _Reading) -> Scored:
+    ev: list[str] = []
+    verbs = _verbs(r)
+    best = max(verbs, key=lambda v: v.score, default=None)
+    score = 0.0
+    if best is not None:
+        score = best.score
+        ev.append(f"action: {best.phrase}" + (f" {best.obj}" if best.obj else ""))
+    elif r.find(lex.BUG_WORDS) or r.find(lex.SYMPTOMS):
+        # A problem described without an action: fixing it is implied, and clearer when
+        # the expected behaviour is said too.
+        score = 0.5 if r.find(lex.EXPECTED_WORDS) else 0.35
+        ev.append("problem described: " + ", ".join(r.find(lex.BUG_WORDS)
+                                                      or r.find(lex.SYMPTOMS)))
+    content = len(r.content())
+    score += 0.15 if content >= 12 else 0.1 if content >= 6 else 0.0
+    vague = r.find(lex.VAGUE)
+    if vague:
+        score -= min(0.45, 0.15 * len(vague))
+        ev.append("vague: " + ", ".join(vague))
+    return score, ev
+
+
+def _scope(r: _Reading) -> Scored:
+    ev: list[str] = []
+    paths = r.kinds("path", "endpoint")
+    symbols = r.kinds("symbol", "command")
+    areas = r.find(lex.AREA_NOUNS)
+    score = 0.0
+    if paths:
+        score += min(0.9, 0.7 + 0.1 * (len(paths) - 1))
+        ev.append("paths: " + ", ".join(paths))
+    if symbols:
+        score += min(0.5, 0.25 * len(symbols))
+        ev.append("symbols: " + ", ".join(symbols))
+    if areas:
+        score += _steps(len(areas), (0.25, 0.1, 0.05))
+        ev.append("areas: " + ", ".join(areas))
+    whole = r.find(lex.WHOLE_SCOPE)
+    if whole and not (paths or symbols):
+        score = max(0.0, score - 0.35 * len(whole))
+        ev.append("everything-scope: " + ", ".join(whole))
+    return score, ev
+
+
+_NO_CHANGE = re.compile(r"\bno(?:\s+\w+){0,2}\s+(?:changes?|other|new)\b|\bnothing\s+else\b",
+                        re.IGNORECASE)
+
+
+def _constraints(r: _Reading) -> Scored:
+    ev: list[str] = []
+    found = r.find(lex.CONSTRAINTS)
+    found += [m.group(0).lower() for m in _NO_CHANGE.finditer(r.masked)
+              if m.group(0).lower() not in found]
+    found += [m.group(0).lower() for m in lex.LIMIT_RE.finditer(r.text)]
+    limits = r.kinds("version", "quantity")
+    score = _steps(len(found), (0.45, 0.3, 0.25)) + min(0.4, 0.2 * len(limits))
+    if found:
+        ev.append("constraints: " + ", ".join(found))
+    if limits:
+        ev.append("limits: " + ", ".join(limits))
+    return score, ev
+
+
+def _errors_seen(r: _Reading) -> list[str]:
+    seen = r.kinds("error", "exit")
+    seen += [e.text for e in r.entities if e.kind == "status" and e.text[0] in "45"
+             and e.text not in seen]
+    return seen
+
+
+def _context(r: _Reading) -> Scored:
+    ev: list[str] = []
+    errors = _errors_seen(r)
+    symptoms = r.find(lex.SYMPTOMS)
+    current = r.find(lex.CURRENT_EXPECTED)
+    reasons = r.find(lex.REASONS)
+    repro = r.find(lex.REPRODUCE)
+    score = 0.0
+    if errors:
+        score += 0.45
+        ev.append("errors: " + ", ".join(errors))
+    if symptoms:
+        score += 0.1 if errors else 0.25
+        ev.append("symptoms: " + ", ".join(symptoms))
+    score += _steps(len(current), (0.3, 0.15, 0.05)) + _steps(len(reasons), (0.25, 0.1))
+    score += 0.15 if repro else 0.0
+    for label, found in (("current vs expected", current), ("reasons", reasons),
+                         ("reproduction", repro)):
+        if found:
+            ev.append(f"{label}: " + ", ".join(found))
+    return score, ev
+
+
+_STRONG_ACCEPTANCE = ("done when", "acceptance", "definition of done", "acceptance criteria")
+
+
+def _success(r: _Reading) -> Scored:
+    ev: list[str] = []
+    strong = r.find(_STRONG_ACCEPTANCE)
+    accept = [p for p in r.find(lex.ACCEPTANCE) if p not in strong]
+    tests = r.find(lex.TEST_WORDS)
+    expected = r.find(lex.EXPECTED_WORDS)
+    measurable = r.kinds("status", "quantity", "exit", "quote")
+    score = (0.5 if strong else 0.0) + _steps(len(accept), (0.35, 0.15, 0.1))
+    score += 0.3 if r.checks else 0.0
+    score += 0.2 if tests else 0.0
+    score += 0.15 if expected else 0.0
+    score += 0.15 if measurable else 0.0
+    for label, found in (("acceptance", strong + accept), ("tests", tests),
+                         ("expected", expected), ("measurable", measurable),
+                         ("checks", [c.name for c in r.checks])):
+        if found:
+            ev.append(f"{label}: " + ", ".join(found))
+    return score, ev
+
+
+# --- questions ----------------------------------------------------------------------------
+
+
+def _candidates(request: str, candidates: Callable[[str], list[str]] | None) -> list[str]:
+    if candidates is None:
+        return []
+    seen: dict[str, None] = {}
+    for path in candidates(request):
+        seen.setdefault(path, None)
+    return list(seen)[:MAX_CANDIDATES]
+
+
+def _quoted(items: list[str]) -> str:
+    return ", ".join(f"“{i}”" for i in items)
+
+
+def _is_are(items: list[str]) -> str:
+    return "is" if len(items) == 1 else "are"
+
+
+def _ask(axis: str, r: _Reading, found: list[str]) -> str:
+    if axis == "goal":
+        return _ask_goal(r)
+    if axis == "scope":
+        return _ask_scope(r, found)
+    if axis == "constraints":
+        named = r.kinds("path", "endpoint", "symbol")
+        where = f"Besides {', '.join(named[:2])}, may other files change? " if named else ""
+        return (f"{where}What must stay as it is (public API, output format, other files, "
+                "dependencies), and within which limits (versions, size, time)?")
+    if axis == "context":
+        if r.find(lex.BUG_WORDS) or r.find(lex.SYMPTOMS):
+            return ("What happens now, and what did you expect instead? Paste the exact "
+                    "error message or the command that shows it.")
+        return ("Why is this needed, and how does it behave today? A sentence of background "
+                "(who needs it, what it replaces) is enough.")
+    return _ask_success(r)
+
+
+def _ask_scope(r: _Reading, found: list[str]) -> str:
+    whole = r.said(lex.WHOLE_SCOPE)
+    areas = r.said(lex.AREA_NOUNS)
+    if whole:
+        head = f"{_quoted(whole)} {_is_are(whole)} not a scope: which"
+    elif areas:
+        head = f"You mention {_quoted(areas[:3])}: which"
+    else:
+        head = "Which"
+    if found:
+        return f"{head} files or modules should change? Candidates: {', '.join(found)}."
+    return (f"{head} files, modules or functions should change? Name a path or a symbol "
+            "(a function, class or command).")
+
+
+_BARE_VERBS = ("make", "do", "help", "look", "look into", "check", "work on", "deal with")
+
+
+def _ask_goal(r: _Reading) -> str:
+    best = max(_verbs(r), key=lambda v: v.score, default=None)
+    if best is not None and best.phrase in _BARE_VERBS:
+        best = replace(best, phrase="change")
+    vague = r.said(lex.VAGUE)
+    if best is None:
+        return ("What should be done? Start with an action and its object, e.g. “fix the "
+                "KeyError in route()” or “add a --json flag to hub list”.")
+    if best.empty_object in _PRONOUNS:
+        return (f"What does “{best.empty_object}” refer to in “{best.span}”? Name the thing "
+                f"to {best.phrase} and what should be different afterwards.")
+    if best.empty_object is not None:
+        return (f"“{best.span}” does not say which {best.empty_object} or what is wrong with "
+                f"it: name the part to {best.phrase} and what should be different afterwards.")
+    if best.obj is None:
+        return (f"“{best.span}” has no object: {best.phrase} what, exactly, and what should be "
+                "different afterwards?")
+    if vague:
+        return (f"{_quoted(vague)} {_is_are(vague)} vague: what exactly should be "
+                f"different after you {best.span}, and how would you measure it?")
+    return (f"“{best.span}” is open-ended: what exactly should change in {best.obj}, and how "
+            "should it behave afterwards?")
+
+
+def _ask_success(r: _Reading) -> str:
+    if r.find(("speed up", "faster", "slow", "performance", "optimize", "optimise")):
+        return ("How will we know it is done? Name the operation, how long it takes now and "
+                "the target (e.g. “under 200 ms for 10k rows”), or the benchmark to run.")
+    if r.find(lex.TEST_WORDS):
+        return ("How will we know it is done? Say which tests must pass (a file or test name) "
+                "or which command must succeed.")
+    return ("How will we know it is done? Name a check: tests that must pass, a command and "
+            "its expected output or exit code, a status code, or a file that must exist.")
+
+
+# --- an optional rewrite through Ollama ---------------------------------------------------
+
+_REWRITE_PROMPT = """\
+You help a developer turn a vague request to a coding agent into a clear one. Rewrite the
+request so that it states what to do, where (files, modules), what must not change, the
+current and expected behaviour, and how we will know it is done. Keep every fact of the
+original; never invent file names, errors or numbers: write <...> where the developer must
+fill something in. Answer with the rewritten request only."""
+
+
+def with_rewrite(result: Interview, settings: InterviewSettings, *,
+                 host: str | None = None, timeout: float = 60.0) -> Interview:
+    """``result`` with a clearer rewrite proposed by the configured Ollama model.
+
+    Nothing is asked when no ``rewrite_model`` is configured or the request passed. The
+    scores are not touched: the rewrite is a suggestion for the person, never the score.
+    Raises :class:`OperationFailed` when the model cannot be reached.
+    """
+    model = settings.rewrite_model
+    if not model or result.passed:
+        return result
+    return replace(result, rewrite=propose_rewrite(result, model, host=host, timeout=timeout))
+
+
+def propose_rewrite(result: Interview, model: str, *, host: str | None = None,
+                    timeout: float = 60.0) -> str:
+    """Ask ``model`` (through the ``ollama`` client) for a clearer version of the request."""
+    import httpx  # heavy and optional: only a configured rewrite pays for them
+    import ollama
+
+    asks = "\n".join(f"- {q.axis}: {q.text}" for q in result.questions)
+    user = f"Request:\n{result.request}\n\nWhat is missing:\n{asks or '- nothing'}"
+    client = ollama.Client(host=host, timeout=timeout)
+    try:
+        reply = client.chat(model=model, messages=[
+            {"role": "system", "content": _REWRITE_PROMPT},
+            {"role": "user", "content": user},
+        ], options={"temperature": 0})
+    except (ollama.ResponseError, ConnectionError, httpx.HTTPError) as exc:
+        raise OperationFailed(f"no rewrite from Ollama model {model}: {exc}",
+                              field="interview.rewrite_model") from exc
+    text = (reply.message.content or "").strip()
+    if not text:
+        raise OperationFailed(f"Ollama model {model} returned an empty rewrite",
+                              field="interview.rewrite_model")
+    return text
