@@ -44,6 +44,18 @@ class AgentFiles:
     def heartbeat(self) -> Path:
         return self.run_dir / "heartbeat"
 
+    @property
+    def stopped(self) -> Path:
+        """Written (with the reason) by the guardian when it kills the agent for good."""
+        return self.run_dir / "stopped"
+
+    @property
+    def pane_command(self) -> list[str]:
+        """What the pane runs; the guardian respawns it to restart the agent."""
+        bash = shutil.which("bash") or "/bin/bash"
+        return [shutil.which("env") or "/usr/bin/env", "-i", bash, "--noprofile", "--norc",
+                str(self.wrapper)]
+
     def exit_code(self) -> int | None:
         """The agent's exit status, once the wrapper has written it."""
         try:
@@ -108,7 +120,5 @@ def prepare(task: AgentTask, files: AgentFiles) -> tuple[list[str], dict[str, st
         f"mv {shlex.quote(exit_tmp)} {shlex.quote(str(files.exit_file))}\n",
         encoding="utf-8",
     )
-    bash = shutil.which("bash") or "/bin/bash"
-    pane = [shutil.which("env") or "/usr/bin/env", "-i", bash, "--noprofile", "--norc",
-            str(files.wrapper)]
-    return pane, env
+    files.stopped.unlink(missing_ok=True)
+    return files.pane_command, env

@@ -9,6 +9,8 @@ committed to its branch, worktrees removed. Every step that decides something is
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -71,7 +73,7 @@ class AgentState:
             "runtime": self.manifest.runtime, "branch": self.branch, "status": self.status,
             "attempts": self.attempts, "exit_code": self.exit_code,
             "gate": self.gate.as_dict() if self.gate else None, "commits": self.commits,
-            "log": str(self.files.log),
+            "log": str(self.files.log), "output_tail": _tail(self.files.log, OUTPUT_TAIL),
         }
 
 
@@ -100,6 +102,31 @@ def start_run(ws: Workspace, request: str, repo: Path, *, force: bool = False,
               run_id: str | None = None, on_event: Event | None = None) -> RunReport:
     """Run ``request`` against ``repo`` from start to teardown; the report says how it went."""
     return Orchestrator(ws, request, repo, force=force, run_id=run_id, on_event=on_event).run()
+
+
+def start_detached(ws: Workspace, request: str, repo: Path, *, force: bool = False
+                   ) -> tuple[str, Path]:
+    """Start a run in a background process; returns its id and the orchestrator's log.
+
+    The run is in state.db (and visible to ``runs show``) as soon as its orchestrator has
+    checked the repository, within a second or so.
+    """
+    if not request.strip():
+        raise BadInput("the request is empty", field="REQUEST")
+    repo = repo.expanduser().resolve()
+    if not repo.is_dir():
+        raise BadInput("repository not found", file=repo, field="repo")
+    run_id = new_run_id()
+    log = ws.logs_dir / run_id / "orchestrator.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "run", request,
+            "--repo", str(repo), "--run-id", run_id, "--json"]
+    if force:
+        argv.append("--force")
+    with log.open("ab") as out:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                         start_new_session=True)
+    return run_id, log
 
 
 class Orchestrator:
@@ -290,6 +317,12 @@ class Orchestrator:
             commit = wt.commit_all(agent.worktree, self._commit_message(agent), agent.name)
             if commit:
                 agent.commits.append(commit)
+            if agent.files.stopped.exists():
+                # The guardian killed it: no gate, no retry.
+                agent.status = "killed"
+                self.emit(f"{agent.name}: stopped by the guardian: "
+                          f"{agent.files.stopped.read_text().strip()}")
+                break
             agent.status = "gating"
             self.store.update_agent(self.run_id, agent.name, status="gating",
                                     exit_code=agent.exit_code)
@@ -404,7 +437,7 @@ class Orchestrator:
             "status": self.report.status, "message": self.report.message,
             "repo": str(self.repo), "target": self.target, "base": self.base,
             "agents": [{k: a[k] for k in ("agent", "version", "card", "branch", "status",
-                                          "attempts", "exit_code", "commits")}
+                                          "attempts", "exit_code", "commits", "output_tail")}
                        for a in self.report.agents],
             "kept_branches": [a["branch"] for a in self.report.agents
                               if wt.branch_exists(self.repo, a["branch"])],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ import click
 from agentos.cli._common import console, err_console, fail, json_option, print_json, table
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
-from agentos.runs import ACTIVE, RunRecord, RunStore, new_run_id, pid_alive
+from agentos.runs import ACTIVE, RunRecord, RunStore, pid_alive
 
 
 def _ago(ts: float | None) -> str:
@@ -43,16 +42,9 @@ def run(ctx: click.Context, request: str, repo: Path, force: bool, detach: bool,
 
     ws = current_workspace()
     if detach:
-        run_id = new_run_id()
-        log = ws.logs_dir / run_id / "orchestrator.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "run", request,
-                "--repo", str(repo.resolve()), "--run-id", run_id, "--json"]
-        if force:
-            argv.append("--force")
-        with log.open("ab") as out:
-            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                             start_new_session=True)
+        from agentos.orchestrator import start_detached
+
+        run_id, log = start_detached(ws, request, repo, force=force)
         if as_json:
             print_json({"run": run_id, "status": "started", "log": str(log)})
         else:

@@ -1,0 +1,327 @@
+"""The orchestrator end to end: real git repositories, a real tmux server, real agents."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import git, make_repo, write_package
+
+from agentos.hub import Hub
+from agentos.orchestrator import start_run
+from agentos.receipts import read_receipt
+from agentos.runs import RunStore
+from agentos.workspace import Workspace
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
+    reason="tmux is not installed (scripts/setup installs it)",
+)
+
+
+@pytest.fixture(autouse=True)
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private tmux server for each test, killed afterwards."""
+    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
+    yield name
+    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+
+
+def tmux_sessions(socket: str) -> list[str]:
+    out = subprocess.run(["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
+                         capture_output=True, text=True)
+    return out.stdout.split() if out.returncode == 0 else []
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [line.split()[1] for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")]
+
+
+def branches(repo: Path) -> list[str]:
+    return git(repo, "branch", "--format=%(refname:short)").split()
+
+
+def add_agent(ws: Workspace, tmp_path: Path, name: str, script: str, *, card: dict | None = None,
+              **fields: object) -> None:
+    """Install a shell agent running ``script`` and a card routing ``name-task`` to it."""
+    src = write_package(tmp_path / "src" / name, name=name, files={"run.sh": script}, **fields)
+    Hub(ws.hub_dir).install(str(src))
+    card_data = {"id": f"{name}-card", "agent": name, "description": f"route to {name}",
+                 "group": name, "triggers": {"keywords": [f"{name}-task"]}}
+    card_data.update(card or {})
+    (ws.cards_dir / f"{name}.yaml").write_text(yaml.safe_dump(card_data))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {"README.md": "# target\n", "shared.txt": "original\n"})
+
+
+def test_two_agents_run_in_parallel_and_their_work_is_merged(
+    ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+) -> None:
+    for name in ("alpha", "beta"):
+        add_agent(ws, tmp_path, name,
+                  f"date +%s.%N > {name}.start\nsleep 1\necho {name} > {name}.txt\n"
+                  f"date +%s.%N > {name}.end\n",
+                  checks=[{"name": f"{name} wrote its file", "file_exists": f"{name}.txt"}])
+
+    report = start_run(ws, "alpha-task and beta-task please", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    assert sorted(a["agent"] for a in report.agents) == ["alpha", "beta"]
+    assert (repo / "alpha.txt").read_text() == "alpha\n"
+    assert (repo / "beta.txt").read_text() == "beta\n"
+    start_a, end_a = (float((repo / f"alpha.{x}").read_text()) for x in ("start", "end"))
+    start_b, end_b = (float((repo / f"beta.{x}").read_text()) for x in ("start", "end"))
+    assert start_b < end_a and start_a < end_b, "the two agents did not overlap"
+    assert git(repo, "status", "--porcelain") == ""
+    assert "AGENTOS_CONTEXT.md" not in git(repo, "ls-files")
+    # Nothing is left behind: no session, no extra worktree, no agent branch.
+    assert tmux_sessions(tmux_socket) == []
+    assert worktrees(repo) == [str(repo)]
+    assert branches(repo) == ["main"]
+    assert not (ws.worktrees_dir / report.run_id).exists()
+    kinds = [read_receipt(ws, rid) for rid in report.receipts]
+    assert len(kinds) == len(report.receipts) >= 5  # route, 2 gates, merge, run
+    record = RunStore(ws).get(report.run_id)
+    assert record.status == "succeeded"
+    assert {a.agent: (a.status, a.exit_code) for a in record.agents} == {
+        "alpha": ("passed", 0), "beta": ("passed", 0)}
+
+
+def test_an_agent_never_sees_parent_environment_it_did_not_list(
+    ws: Workspace, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARENT_SECRET", "do-not-leak")
+    monkeypatch.setenv("LISTED_VAR", "passed-through")
+    add_agent(ws, tmp_path, "envdump", "env | sort > env.txt\n", env=["LISTED_VAR"])
+
+    report = start_run(ws, "envdump-task", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    seen = dict(line.split("=", 1) for line in (repo / "env.txt").read_text().splitlines()
+                if "=" in line)
+    assert seen["LISTED_VAR"] == "passed-through"
+    assert "PARENT_SECRET" not in seen
+    assert seen["AGENTOS_RUN_ID"] == report.run_id
+    assert not {k for k in seen if k not in
+                {"PATH", "HOME", "LANG", "TERM", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
+                 "PWD", "SHLVL", "_", "OLDPWD", "LISTED_VAR"} and not k.startswith("AGENTOS_")}
+
+
+def test_an_agent_that_claims_success_without_the_work_fails_and_nothing_merges(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "liar", "echo SUCCESS: all done\nexit 0\n",
+              checks=[{"name": "feature exists", "file_contains":
+                       {"path": "shared.txt", "pattern": "^feature$"}}])
+    head_before = git(repo, "rev-parse", "HEAD")
+
+    report = start_run(ws, "liar-task", repo, force=True)
+
+    assert report.status == "failed"
+    assert report.agents[0]["attempts"] == 3  # retries: 2 by default
+    assert git(repo, "rev-parse", "HEAD") == head_before
+    assert report.merge is None
+
+
+def test_an_agent_that_reads_the_fed_back_failure_succeeds_on_attempt_two(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    script = ('if [ -f AGENTOS_FEEDBACK.md ] && grep -q "FAILED: has feature" AGENTOS_FEEDBACK.md;'
+              ' then echo feature > shared.txt; else echo "first try: doing nothing"; fi\n')
+    add_agent(ws, tmp_path, "learner", script,
+              checks=[{"name": "has feature", "file_contains":
+                       {"path": "shared.txt", "pattern": "^feature$"}}])
+
+    report = start_run(ws, "learner-task", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    assert report.agents[0]["attempts"] == 2
+    assert (repo / "shared.txt").read_text() == "feature\n"
+    gates = [read_receipt(ws, r) for r in report.receipts]
+    gates = [g for g in gates if "kind: gate" in g]
+    assert len(gates) == 2
+    assert "attempt: 1" in gates[0] and "fail" in gates[0]
+    assert "attempt: 2" in gates[1] and "pass" in gates[1]
+
+
+def test_checks_written_inside_the_worktree_do_not_change_the_gate(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    script = ("printf 'checks: []\\n' > agentos.yaml\n"
+              "mkdir -p hub/cheat/1.0.0 && printf 'checks: []\\n' > agent.yaml\n")
+    add_agent(ws, tmp_path, "cheat", script,
+              checks=[{"name": "must exist", "file_exists": "never-created.txt"}])
+    ws.settings_file.write_text("run: {retries: 0}\n")
+
+    report = start_run(ws, "cheat-task", repo, force=True)
+
+    assert report.status == "failed"
+    assert report.agents[0]["gate"]["checks"][0]["name"] == "must exist"
+
+
+def test_conflicting_agents_stop_the_run_and_keep_both_branches(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "left", "echo left > shared.txt\n")
+    add_agent(ws, tmp_path, "right", "echo right > shared.txt\n")
+    head_before = git(repo, "rev-parse", "HEAD")
+
+    report = start_run(ws, "left-task right-task", repo, force=True)
+
+    assert report.status == "conflict"
+    assert report.merge is not None and report.merge["conflicts"] == ["shared.txt"]
+    assert git(repo, "rev-parse", "HEAD") == head_before
+    assert (repo / "shared.txt").read_text() == "original\n"
+    kept = {b for b in branches(repo) if b.startswith("agentos/")}
+    assert kept == {f"agentos/{report.run_id}/left", f"agentos/{report.run_id}/right"}
+    assert git(repo, "show", f"agentos/{report.run_id}/left:shared.txt") == "left"
+    assert git(repo, "show", f"agentos/{report.run_id}/right:shared.txt") == "right"
+    assert worktrees(repo) == [str(repo)]
+
+
+def test_an_agent_past_its_timeout_is_killed_and_fails(
+    ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+) -> None:
+    add_agent(ws, tmp_path, "sleeper", "sleep 60\n", timeout=1)
+    ws.settings_file.write_text("run: {retries: 0}\n")
+
+    report = start_run(ws, "sleeper-task", repo, force=True)
+
+    assert report.status == "failed"
+    assert report.agents[0]["exit_code"] == 124
+    assert tmux_sessions(tmux_socket) == []
+
+
+def test_a_missing_cli_is_a_clear_error_before_anything_starts(
+    cli, ws: Workspace, repo: Path, tmux_socket: str
+) -> None:
+    result = cli("run", "claude: implement the feature with claude code", "--repo", str(repo),
+                 "--force", env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    assert result.returncode == 2
+    assert "needs the `claude` CLI" in result.stderr
+    assert "npm install -g @anthropic-ai/claude-code" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert worktrees(repo) == [str(repo)] and branches(repo) == ["main"]
+    assert tmux_sessions(tmux_socket) == []
+
+
+def test_uncommitted_changes_in_the_target_are_refused(cli, repo: Path) -> None:
+    (repo / "shared.txt").write_text("local edit\n")
+    result = cli("run", "fix the lint errors", "--repo", str(repo), "--force")
+    assert result.returncode == 2
+    assert "uncommitted changes (shared.txt)" in result.stderr
+
+
+def test_a_request_no_card_matches_ends_as_no_match(cli, repo: Path) -> None:
+    result = cli("run", "bake a chocolate cake", "--repo", str(repo), "--force", "--json")
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert (data["status"], data["decision"]["decision"]) == ("no_match", "no_match")
+    assert branches(repo) == ["main"]
+
+
+def _start_in_background(ws: Workspace, request: str, repo: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "run", request,
+         "--repo", str(repo), "--force", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _worktree_of(ws: Workspace, name: str) -> Path:
+    found: list[Path] = []
+
+    def present() -> bool:
+        found[:] = list(ws.worktrees_dir.glob(f"*/{name}/progress.txt"))
+        return bool(found)
+
+    wait_until(present)
+    return found[0].parent
+
+
+def test_kill_9_of_the_orchestrator_then_gc_leaves_nothing_orphaned(
+    ws: Workspace, tmp_path: Path, repo: Path, cli, tmux_socket: str
+) -> None:
+    add_agent(ws, tmp_path, "worker", "echo halfway > progress.txt\nsleep 120\n")
+    proc = _start_in_background(ws, "worker-task", repo)
+    worktree = _worktree_of(ws, "worker")
+    run_id = worktree.parent.name
+    wait_until(lambda: tmux_sessions(tmux_socket) != [])
+
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert tmux_sessions(tmux_socket) != []  # the crash left the session behind
+
+    result = cli("gc", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["aborted_runs"] == [run_id]
+    assert tmux_sessions(tmux_socket) == []
+    assert worktrees(repo) == [str(repo)]
+    assert not worktree.exists()
+    assert RunStore(ws).get(run_id).status == "aborted"
+    assert git(repo, "show", f"agentos/{run_id}/worker:progress.txt") == "halfway"
+    for lock in (ws.hub_dir / ".lock", ws.receipts_dir / ".lock"):
+        if lock.exists():
+            with lock.open("a") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if still held
+    assert json.loads(cli("gc", "--json").stdout)["aborted_runs"] == []
+
+
+def test_sigterm_cancels_the_run_tears_down_and_keeps_the_work(
+    ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+) -> None:
+    add_agent(ws, tmp_path, "patient", "echo started > progress.txt\nsleep 120\n")
+    proc = _start_in_background(ws, "patient-task", repo)
+    worktree = _worktree_of(ws, "patient")
+    run_id = worktree.parent.name
+
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 1, err
+    assert json.loads(out)["status"] == "cancelled"
+    assert tmux_sessions(tmux_socket) == []
+    assert worktrees(repo) == [str(repo)]
+    assert git(repo, "show", f"agentos/{run_id}/patient:progress.txt") == "started"
+    assert RunStore(ws).get(run_id).status == "cancelled"
+
+
+def test_runs_list_show_and_logs_report_a_finished_run(
+    cli, ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "talker", "echo hello from the pane\necho done > out.txt\n")
+    report = start_run(ws, "talker-task", repo, force=True)
+    assert report.status == "succeeded"
+
+    listed = json.loads(cli("runs", "list", "--json").stdout)["runs"]
+    assert [r["id"] for r in listed] == [report.run_id]
+    shown = json.loads(cli("runs", "show", report.run_id, "--json").stdout)
+    assert shown["status"] == "succeeded"
+    assert shown["receipts"] == sorted(report.receipts)
+    logs = cli("runs", "logs", report.run_id, "talker")
+    assert "hello from the pane" in logs.stdout
+    assert cli("runs", "cancel", report.run_id).returncode == 2
+    assert os.environ.get("PARENT_SECRET") is None
