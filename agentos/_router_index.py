@@ -1,0 +1,319 @@
+"""The router's compiled index over a card set, and the reference evaluator it must equal.
+
+Compiling turns every trigger into data looked up by the request's own words:
+
+- every keyword, phrase, ``require`` and ``exclude`` entry becomes a *term* (its tuple of
+  Porter stems); a term is filed under its rarest stem (its *anchor*), and a posting list
+  says which cards use it and how. A request's distinct stems find exactly the terms that
+  could be present, so the cost follows the request, not the number of cards.
+- every regex is filed under a short literal (at most 3 characters) that any match must
+  contain, read from the parsed pattern; a request only runs the regexes whose literal
+  occurs in it (plus those where no literal could be found). Patterns are compiled on
+  first use and kept for the life of the process.
+
+The index is plain tuples, lists, dicts and strings, so it is cached with :mod:`marshal`
+(no code runs on load, unlike pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from re import _constants as sre_c  # type: ignore[attr-defined]  # no public parser API
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import TYPE_CHECKING, Any
+
+from agentos.text import stem_phrase, stems
+
+if TYPE_CHECKING:
+    from agentos.cards import Card
+
+FORMAT = 1
+KEYWORD, PHRASE, REQUIRE, EXCLUDE = 0, 1, 2, 3
+_POINTS = {KEYWORD: 1, PHRASE: 3}
+_REGEX_POINTS = 3
+_LABEL = {KEYWORD: "keyword", PHRASE: "phrase"}
+_ORDER = {KEYWORD: 0, PHRASE: 1_000_000}
+_REGEX_ORDER = 2_000_000
+_MAX_KEY = 3
+
+# Characters that match an ASCII literal under re.IGNORECASE and are not ASCII themselves
+# (checked over all of Unicode): mapped to it, then lowercased, one character for one.
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def normalize(text: str) -> str:
+    """The text regex literals are looked up in: ASCII-equivalent letters lowercased."""
+    return text.translate(_FOLD).lower()
+
+
+# --- literals a regex needs ---------------------------------------------------------------
+
+_REPEATS = {sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, getattr(sre_c, "POSSESSIVE_REPEAT", None)}
+
+
+def _best(options: list[frozenset[str]]) -> frozenset[str] | None:
+    """The most selective alternative: longest shortest key, then fewest keys."""
+    if not options:
+        return None
+    return max(options, key=lambda keys: (min(map(len, keys)), -len(keys), sorted(keys)))
+
+
+def _necessary(items: Sequence[tuple[Any, Any]]) -> frozenset[str] | None:
+    options: list[frozenset[str]] = []
+    run: list[str] = []
+    for op, av in items:
+        if op is sre_c.LITERAL and 32 <= av < 127:
+            run.append(chr(av).lower())
+            continue
+        if run:
+            options.append(frozenset({"".join(run)[:_MAX_KEY]}))
+            run = []
+        sub: frozenset[str] | None = None
+        if op is sre_c.SUBPATTERN:
+            sub = _necessary(av[3])
+        elif op in _REPEATS and av[0] >= 1:
+            sub = _necessary(av[2])
+        elif op is getattr(sre_c, "ATOMIC_GROUP", None):
+            sub = _necessary(av)
+        elif op is sre_c.BRANCH:
+            branches = [_necessary(b) for b in av[1]]
+            if all(branches):
+                sub = frozenset().union(*branches)  # type: ignore[arg-type]
+        if sub:
+            options.append(sub)
+    if run:
+        options.append(frozenset({"".join(run)[:_MAX_KEY]}))
+    return _best(options)
+
+
+def necessary_keys(pattern: str) -> frozenset[str] | None:
+    """Short lowercase literals, one of which every match of ``pattern`` contains.
+
+    ``None`` when no such literal can be read off the pattern (the regex then runs on
+    every request). Sound by construction: keys come only from ASCII literals that every
+    match passes through, compared against :func:`normalize` of the request.
+    """
+    try:
+        return _necessary(sre_parse.parse(pattern))
+    except (re.error, RecursionError):
+        return None
+
+
+# --- the index ----------------------------------------------------------------------------
+
+
+@dataclass
+class Hit:
+    """What one card scored on a request, and why it may not match."""
+
+    card: int
+    score: int
+    fired: list[str]
+    reason: str | None  # None: the card matches
+
+
+CardRow = tuple[str, str, str | None, int, str, int, str]  # id agent version prio group min checks
+
+
+class Index:
+    def __init__(self, data: tuple[Any, ...]) -> None:
+        (fmt, self.revision, self.cards, self.terms, self.anchors, self.postings,
+         self.requires, self.patterns, self.pattern_cards, self.grams, self.gram_lens,
+         self.always) = data
+        if fmt != FORMAT:
+            raise ValueError(f"index format {fmt}, expected {FORMAT}")
+        self._data = data
+        self._compiled: dict[int, re.Pattern[str]] = {}
+
+    # -- building --------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, cards: Sequence[Card], revision: str) -> Index:
+        ordered = sorted(cards, key=lambda c: c.id)
+        term_ids: dict[tuple[str, ...], int] = {}
+        postings: list[list[tuple[int, int, int, str]]] = []
+        requires: list[list[tuple[int, str]]] = []
+        patterns: dict[str, int] = {}
+        pattern_cards: list[list[tuple[int, int, str]]] = []
+        rows: list[CardRow] = []
+
+        def term(text: str) -> int:
+            key = stem_phrase(text)
+            if key not in term_ids:
+                term_ids[key] = len(postings)
+                postings.append([])
+            return term_ids[key]
+
+        for ci, card in enumerate(ordered):
+            checks = json.dumps([c.model_dump(mode="json", exclude_none=True)
+                                 for c in card.checks]) if card.checks else ""
+            rows.append((card.id, card.agent, card.version, card.priority, card.group,
+                         card.min_score, checks))
+            t = card.triggers
+            for role, texts in ((KEYWORD, t.keywords), (PHRASE, t.phrases),
+                                (REQUIRE, t.require), (EXCLUDE, t.exclude)):
+                seen: set[int] = set()
+                for i, text in enumerate(texts):
+                    ti = term(text)
+                    if ti not in seen:  # the same stems twice in one list count once
+                        seen.add(ti)
+                        postings[ti].append((ci, role, _ORDER.get(role, 0) + i, text))
+            requires.append([(term(text), text) for text in t.require])
+            for i, pattern in enumerate(dict.fromkeys(t.regex)):
+                if pattern not in patterns:
+                    patterns[pattern] = len(pattern_cards)
+                    pattern_cards.append([])
+                pattern_cards[patterns[pattern]].append((ci, _REGEX_ORDER + i, pattern))
+
+        terms = list(term_ids)
+        frequency: dict[str, int] = {}
+        for key in terms:
+            for s in set(key):
+                frequency[s] = frequency.get(s, 0) + 1
+        anchors: dict[str, list[tuple[int, int]]] = {}
+        for ti, key in enumerate(terms):
+            offset = min(range(len(key)), key=lambda k: (frequency[key[k]], k))
+            anchors.setdefault(key[offset], []).append((ti, offset))
+
+        grams: dict[str, list[int]] = {}
+        always: list[int] = []
+        for pattern, pi in patterns.items():
+            keys = necessary_keys(pattern)
+            if keys is None:
+                always.append(pi)
+            else:
+                for k in sorted(keys):
+                    grams.setdefault(k, []).append(pi)
+        gram_lens = tuple(sorted({len(k) for k in grams}))
+        return cls((FORMAT, revision, rows, terms, anchors, postings, requires,
+                    list(patterns), pattern_cards, grams, gram_lens, always))
+
+    def dumps(self) -> bytes:
+        return marshal.dumps(self._data)
+
+    @classmethod
+    def loads(cls, blob: bytes) -> Index:
+        return cls(marshal.loads(blob))
+
+    # -- matching --------------------------------------------------------------------------
+
+    def _regex(self, pi: int) -> re.Pattern[str]:
+        compiled = self._compiled.get(pi)
+        if compiled is None:
+            compiled = self._compiled[pi] = re.compile(self.patterns[pi])
+        return compiled
+
+    def _candidate_patterns(self, request: str) -> list[int]:
+        found: set[int] = set(self.always)
+        if self.grams:
+            text = normalize(request)
+            for n in self.gram_lens:
+                for i in range(len(text) - n + 1):
+                    hit = self.grams.get(text[i:i + n])
+                    if hit is not None:
+                        found.update(hit)
+        return sorted(found)
+
+    def match(self, request: str) -> list[Hit]:
+        """Every card that fired at least one scoring trigger, in card-id order."""
+        seq = stems(request)
+        positions: dict[str, list[int]] = {}
+        for i, s in enumerate(seq):
+            positions.setdefault(s, []).append(i)
+        present: set[int] = set()
+        for s, where in positions.items():
+            for ti, offset in self.anchors.get(s, ()):
+                key = self.terms[ti]
+                if len(key) == 1 or any(
+                    p >= offset and tuple(seq[p - offset:p - offset + len(key)]) == key
+                    for p in where
+                ):
+                    present.add(ti)
+        acc: dict[int, list[Any]] = {}  # card -> [score, fired[(order, label)], excluded]
+        for ti in present:
+            for ci, role, order, text in self.postings[ti]:
+                a = acc.get(ci)
+                if a is None:
+                    a = acc[ci] = [0, [], None]
+                if role in _POINTS:
+                    a[0] += _POINTS[role]
+                    a[1].append((order, f"{_LABEL[role]}:{text}"))
+                elif role == EXCLUDE and (a[2] is None or order < a[2][0]):
+                    a[2] = (order, text)  # the first in the card's own order
+        for pi in self._candidate_patterns(request):
+            if self._regex(pi).search(request) is None:
+                continue
+            for ci, order, text in self.pattern_cards[pi]:
+                a = acc.get(ci)
+                if a is None:
+                    a = acc[ci] = [0, [], None]
+                a[0] += _REGEX_POINTS
+                a[1].append((order, f"regex:{text}"))
+        hits = []
+        for ci in sorted(acc):
+            score, fired, excluded = acc[ci]
+            if not score:
+                continue
+            missing = [text for ti, text in self.requires[ci] if ti not in present]
+            hits.append(Hit(ci, score, [label for _, label in sorted(fired)],
+                            _reason(excluded and excluded[1], missing, score,
+                                    self.cards[ci][5])))
+        return hits
+
+
+def _reason(excluded: str | None, missing: list[str], score: int, min_score: int) -> str | None:
+    if excluded is not None:
+        return f"excluded: the request has {excluded!r}"
+    if missing:
+        return "requires " + ", ".join(repr(m) for m in missing)
+    if score < min_score:
+        return f"score {score} is under min_score {min_score}"
+    return None
+
+
+def _contains(seq: list[str], key: tuple[str, ...]) -> bool:
+    n = len(key)
+    return any(tuple(seq[i:i + n]) == key for i in range(len(seq) - n + 1))
+
+
+def reference_match(cards: Sequence[Card], request: str) -> list[tuple[str, int, list[str],
+                                                                         str | None]]:
+    """SPEC's matching rules as a plain loop over every card and trigger: the oracle the
+    index is tested against, and the baseline the benchmark compares with.
+
+    Returns ``(card id, score, fired, reason)`` for every card that fired, in id order.
+    """
+    seq = stems(request)
+    out = []
+    for card in sorted(cards, key=lambda c: c.id):
+        t = card.triggers
+        score, fired = 0, []
+        for role, texts in ((KEYWORD, t.keywords), (PHRASE, t.phrases)):
+            seen = set()
+            for text in texts:
+                key = stem_phrase(text)
+                if key not in seen and _contains(seq, key):
+                    score += _POINTS[role]
+                    fired.append(f"{_LABEL[role]}:{text}")
+                seen.add(key)
+        for pattern in dict.fromkeys(t.regex):
+            if re.search(pattern, request):
+                score += _REGEX_POINTS
+                fired.append(f"regex:{pattern}")
+        if not score:
+            continue
+        excluded = next((x for x in t.exclude if _contains(seq, stem_phrase(x))), None)
+        missing = [r for r in t.require if not _contains(seq, stem_phrase(r))]
+        out.append((card.id, score, fired, _reason(excluded, missing, score, card.min_score)))
+    return out
+
+
+def cache_name(revision: str) -> str:
+    """File name of the cached index: the card set's revision, the format and the Python
+    (marshal's format may change between Python versions)."""
+    return f"router-{revision}-f{FORMAT}-py{sys.version_info[0]}{sys.version_info[1]}.idx"

@@ -1,0 +1,322 @@
+"""Routing cards: the YAML model, loading a card set, its revision, and lint.
+
+One card per ``routing_cards/*.yaml`` file (SPEC, "Routing cards"). The card set's
+revision is the sha256 over its files (name and content), so the router can key its
+compiled index, and every receipt can name the exact cards it was decided on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
+
+from agentos._models import Name, StrictModel, all_errors
+from agentos.checks import CheckSpec
+from agentos.errors import AgentOSError, NotFound, ValidationFailed
+from agentos.text import stem_phrase
+
+CARD_SUFFIX = ".yaml"
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+
+
+# --- the card model -----------------------------------------------------------------------
+
+
+def _as_text(value: object) -> object:
+    """Numbers are fine as trigger words (``keywords: [404]``); YAML reads them as ints."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _has_words(value: str) -> str:
+    if not stem_phrase(value):
+        raise ValueError(f"{value!r} has no words to match")
+    return value
+
+
+def _compiles(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
+    return value
+
+
+Term = Annotated[str, BeforeValidator(_as_text), AfterValidator(_has_words)]
+Pattern = Annotated[str, AfterValidator(_compiles)]
+
+
+def _check_constraint(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from agentos.hub import parse_constraint  # the hub's own parser: one meaning of ">=1.0,<2"
+
+    try:
+        parse_constraint(value)
+    except ValidationFailed as exc:
+        raise ValueError(exc.message) from None
+    return value
+
+
+class Triggers(StrictModel):
+    keywords: list[Term] = Field(default_factory=list)
+    phrases: list[Term] = Field(default_factory=list)
+    regex: list[Pattern] = Field(default_factory=list)
+    require: list[Term] = Field(default_factory=list)
+    exclude: list[Term] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _something_scores(self) -> Triggers:
+        if not (self.keywords or self.phrases or self.regex):
+            raise ValueError("a card needs at least one keyword, phrase or regex to score")
+        return self
+
+
+class Card(StrictModel):
+    """One routing card, as written in ``routing_cards/<file>.yaml``."""
+
+    id: Name
+    agent: Name
+    version: Annotated[str | None, AfterValidator(_check_constraint)] = None
+    description: str = ""
+    priority: int = Field(default=0, strict=True)
+    group: Name = "default"
+    # At least 1: a card that matched with nothing fired would match every request.
+    min_score: int = Field(default=1, ge=1, strict=True)
+    triggers: Triggers
+    checks: list[CheckSpec] = Field(default_factory=list)
+
+
+# --- files and revision -------------------------------------------------------------------
+
+
+def card_files(cards_dir: Path) -> list[Path]:
+    """The card files of a card set, in name order (dot files are ignored)."""
+    try:
+        entries = list(cards_dir.iterdir())
+    except FileNotFoundError:
+        return []
+    return sorted(
+        (p for p in entries if p.name.endswith(CARD_SUFFIX) and not p.name.startswith(".")),
+        key=lambda p: p.name,
+    )
+
+
+def _revision(digests: Iterable[tuple[str, str]]) -> str:
+    listing = "".join(f"{digest}  {name}\n" for name, digest in digests)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+def cards_revision(cards_dir: Path) -> str:
+    """sha256 over the card files (each file's name and the sha256 of its content)."""
+    return _revision((p.name, hashlib.sha256(_read(p)).hexdigest()) for p in card_files(cards_dir))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ValidationFailed(f"cannot read: {exc.strerror or exc}", file=path) from None
+
+
+def _parse(path: Path, data: bytes) -> Any:
+    try:
+        return yaml.load(data.decode("utf-8"), Loader=_Loader)  # _Loader is a safe loader
+    except UnicodeDecodeError:
+        raise ValidationFailed("not UTF-8 text", file=path, field="(root)") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(root)"
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ValidationFailed(f"invalid YAML: {problem}", file=path, field=where) from None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One lint finding: ``file: field: message``."""
+
+    file: str
+    field: str
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"file": self.file, "field": self.field, "message": self.message,
+                "severity": self.severity}
+
+
+def _card_problems(path: Path, data: bytes) -> tuple[Card | None, list[Problem]]:
+    try:
+        raw = _parse(path, data)
+    except AgentOSError as exc:
+        return None, [Problem(str(path), exc.field or "(root)", exc.message)]
+    if not isinstance(raw, dict):
+        return None, [Problem(str(path), "(root)", "expected a mapping of card fields")]
+    try:
+        return Card.model_validate(raw), []
+    except ValidationError as exc:
+        return None, [Problem(str(path), field, msg) for field, msg in all_errors(exc)]
+
+
+def load_card(path: Path) -> Card:
+    """Read one card file; the first problem is raised as :class:`ValidationFailed`."""
+    card, problems = _card_problems(path, _read(path))
+    if card is None:
+        raise ValidationFailed(problems[0].message, file=problems[0].file,
+                               field=problems[0].field)
+    return card
+
+
+@dataclass(frozen=True)
+class CardSet:
+    """The valid cards of a directory, in file-name order, and the set's revision."""
+
+    cards: tuple[Card, ...]
+    files: tuple[Path, ...]
+    revision: str
+
+
+def _duplicates(found: list[tuple[Path, Card]]) -> list[Problem]:
+    first: dict[str, Path] = {}
+    out = []
+    for path, card in found:
+        if card.id in first:
+            out.append(Problem(str(path), "id",
+                               f"duplicate card id {card.id!r} (also in {first[card.id].name})"))
+        else:
+            first[card.id] = path
+    return out
+
+
+def load_cards(cards_dir: Path) -> CardSet:
+    """Load and validate every card of ``cards_dir``.
+
+    Raises :class:`ValidationFailed` naming the file and field of the first problem, so a
+    broken card is never silently skipped by the router.
+    """
+    found: list[tuple[Path, Card]] = []
+    digests = []
+    for path in card_files(cards_dir):
+        data = _read(path)
+        digests.append((path.name, hashlib.sha256(data).hexdigest()))
+        card, problems = _card_problems(path, data)
+        if card is None:
+            p = problems[0]
+            raise ValidationFailed(f"{p.message} (run `agentos cards lint`)", file=p.file,
+                                   field=p.field)
+        found.append((path, card))
+    dup = _duplicates(found)
+    if dup:
+        raise ValidationFailed(dup[0].message, file=dup[0].file, field=dup[0].field)
+    return CardSet(tuple(c for _, c in found), tuple(p for p, _ in found), _revision(digests))
+
+
+# --- lint ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LintReport:
+    cards: tuple[tuple[Path, Card], ...]
+    problems: tuple[Problem, ...]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+
+class _Resolver:
+    """What lint needs from the hub: does the agent exist, does a version fit."""
+
+    def __init__(self, hub_dir: Path) -> None:
+        from agentos.hub import Hub
+
+        self.hub = Hub(hub_dir)
+        self.installed = {n: p.versions for n, p in self.hub.read_lock().packages.items()}
+
+    def problems(self, path: Path, card: Card) -> list[Problem]:
+        if not self.installed.get(card.agent):
+            return [Problem(str(path), "agent",
+                            f"agent {card.agent!r} is not installed in the hub "
+                            "(see `agentos hub list`)")]
+        try:
+            self.hub.resolve(card.agent, card.version)
+        except NotFound as exc:
+            return [Problem(str(path), "version",
+                            f"{exc.message}; the router will reject this card", "warning")]
+        return []
+
+
+def _stem_duplicates(path: Path, card: Card) -> list[Problem]:
+    out = []
+    for kind in ("keywords", "phrases", "require", "exclude"):
+        seen: dict[tuple[str, ...], str] = {}
+        for i, term in enumerate(getattr(card.triggers, kind)):
+            key = stem_phrase(term)
+            if key in seen:
+                out.append(Problem(str(path), f"triggers.{kind}[{i}]",
+                                   f"{term!r} is the same as {seen[key]!r} after stemming; "
+                                   "it counts once", "warning"))
+            else:
+                seen[key] = term
+    rules_out = {stem_phrase(t): t for t in card.triggers.exclude}
+    for i, term in enumerate(card.triggers.require):
+        if stem_phrase(term) in rules_out:
+            out.append(Problem(str(path), f"triggers.require[{i}]",
+                               f"{term!r} is also excluded: this card can never match",
+                               "warning"))
+    for i, pattern in enumerate(card.triggers.regex):
+        if re.compile(pattern).search("") is not None:
+            out.append(Problem(str(path), f"triggers.regex[{i}]",
+                               f"{pattern!r} matches the empty string, so every request",
+                               "warning"))
+    return out
+
+
+def lint_cards(path: Path, hub_dir: Path | None) -> LintReport:
+    """Every problem of the card file or directory ``path``.
+
+    Errors: unreadable or invalid YAML, unknown or missing fields, bad values, bad regexes,
+    duplicate ids, agents not installed in the hub at ``hub_dir``. Warnings: version
+    constraints no installed version meets, triggers that repeat after stemming, regexes
+    that match everything.
+    """
+    if path.is_dir():
+        files = card_files(path)
+    elif path.is_file():
+        files = [path]
+    else:
+        raise NotFound("no such card file or directory", file=path)
+    problems: list[Problem] = []
+    found: list[tuple[Path, Card]] = []
+    for file in files:
+        try:
+            card, errors = _card_problems(file, _read(file))
+        except ValidationFailed as exc:
+            card, errors = None, [Problem(str(file), exc.field or "(root)", exc.message)]
+        problems.extend(errors)
+        if card is not None:
+            found.append((file, card))
+    problems.extend(_duplicates(found))
+    resolver = _Resolver(hub_dir) if hub_dir is not None else None
+    for file, card in found:
+        if resolver is not None:
+            problems.extend(resolver.problems(file, card))
+        problems.extend(_stem_duplicates(file, card))
+    if path.is_dir():
+        problems.extend(Problem(str(p), "(file)", f"ignored: card files end in {CARD_SUFFIX}",
+                                "warning") for p in sorted(path.glob("*.yml")))
+    problems.sort(key=lambda p: p.file)  # stable: each file's problems stay in field order
+    return LintReport(tuple(found), tuple(problems))

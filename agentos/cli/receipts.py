@@ -1,0 +1,63 @@
+"""``agentos receipts``: list, show and verify the hash-chained receipts."""
+
+from __future__ import annotations
+
+import click
+
+from agentos.cli._common import console, fail, json_option, print_json, table, workspace
+from agentos.receipts import list_receipts, read_receipt, receipt_path, verify_chain
+
+
+@click.group()
+def receipts() -> None:
+    """Receipts: the plain-text, hash-chained record of every decision and event."""
+
+
+@receipts.command("list")
+@click.option("--run", "run_id", metavar="RUN_ID", help="Only the receipts of this run.")
+@click.option("--last", "-n", type=click.IntRange(min=1), help="Only the newest N.")
+@json_option
+def list_(run_id: str | None, last: int | None, as_json: bool) -> None:
+    """List receipts in chain order (oldest first): id, time, kind, run."""
+    found = list_receipts(workspace(), run_id=run_id)
+    if last is not None:
+        found = found[-last:]
+    if as_json:
+        print_json({"receipts": [r.as_dict() for r in found]})
+        return
+    table(None, ["id", "time", "kind", "run"], [(r.id, r.time, r.kind, r.run_id)
+                                                for r in found])
+
+
+@receipts.command()
+@click.argument("receipt_id", metavar="ID")
+@json_option
+def show(receipt_id: str, as_json: bool) -> None:
+    """Print receipt ID (e.g. 00000042, or 42) exactly as written."""
+    ws = workspace()
+    text = read_receipt(ws, receipt_id)
+    if as_json:
+        path = receipt_path(ws, receipt_id)
+        print_json({"id": path.stem, "path": str(path), "text": text})
+    else:
+        click.echo(text, nl=False)
+
+
+@receipts.command()
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, as_json: bool) -> None:
+    """Walk the chain: recompute every receipt's sha256 and every link. Any edited,
+    removed, reordered or moved receipt is reported by id, and the exit status is 1."""
+    ws = workspace()
+    problems = verify_chain(ws)
+    if as_json:
+        print_json({"ok": not problems, "problems": problems})
+    elif problems:
+        for line in problems:
+            click.echo(f"tampered: {line}")
+    else:
+        count = len(list_receipts(ws))
+        console.print(f"receipts verified: {count} receipt{'s' * (count != 1)}, chain intact")
+    if problems:
+        fail(ctx)

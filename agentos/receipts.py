@@ -1,0 +1,413 @@
+"""Receipts: one plain-text file per event, hash-chained, append-only.
+
+A receipt is ``receipts/<id>.txt``. The id is the receipt's position in the chain,
+zero-padded (``00000042``), so ids sort in chain order and a gap is visible at a glance.
+The file is ``key: value`` lines a person reads with ``cat``::
+
+    receipt: 00000042
+    kind: route
+    time: 2026-11-22T16:24:00.123456Z
+    run: 20261122-1624-ab12                (only when the receipt belongs to a run)
+    request: fix the lint errors           (or request_sha256: ... when redacted)
+    decision: route
+    ...the kind's own fields...
+    previous: 00000041 <sha256 of receipt 00000041>
+    sha256: <sha256 of every line above this one>
+
+Writers take ``receipts/.lock``, read the chain's head from ``receipts/.head`` (one line:
+id and sha256 of the newest receipt), write the new file to a temporary name, fsync it,
+and hard-link it into place (which fails rather than overwrite), then move the head.
+So concurrent writers never fork the chain and a reader never sees a torn receipt.
+When a crash leaves the head behind, the next writer walks forward over the receipts
+that exist before it writes; when the head is unreadable it is rebuilt from the files.
+
+:func:`verify_chain` recomputes every receipt's hash and every link, and compares the
+newest receipt with the head, so an edited, removed, reordered or moved receipt is
+reported by id. (The chain is unkeyed: someone who rewrites every receipt from the
+change onwards, and the head, is not detected; ship receipts elsewhere for that.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from filelock import FileLock
+
+from agentos.errors import NotFound
+from agentos.workspace import Workspace
+
+ID_DIGITS = 8
+SUFFIX = ".txt"
+HEAD_FILE = ".head"
+LOCK_FILE = ".lock"
+FIRST = "none"  # what the first receipt records as its previous
+_NAME_RE = re.compile(rf"^(\d{{{ID_DIGITS},}})\.txt$")
+_KIND_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+_RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_HEADER = ("receipt", "kind", "time", "run")
+RESERVED = frozenset({*_HEADER, "request", "request_sha256", "previous", "sha256"})
+_TRAILER_RE = re.compile(rb"(?:^|\n)sha256: ([0-9a-f]{64})\n\Z")
+_PREVIOUS_RE = re.compile(rb"\nprevious: ([^\n]*)\n\Z")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A receipt just written. ``sha256`` is the hash the next receipt records."""
+
+    id: str
+    path: Path
+    sha256: str
+    kind: str
+    run_id: str | None
+    time: str
+
+
+@dataclass(frozen=True)
+class ReceiptInfo:
+    id: str
+    kind: str
+    time: str
+    run_id: str | None
+    path: Path
+
+    def as_dict(self) -> dict[str, object]:
+        return {"id": self.id, "kind": self.kind, "time": self.time, "run_id": self.run_id,
+                "path": str(self.path)}
+
+
+def receipt_id(seq: int) -> str:
+    return f"{seq:0{ID_DIGITS}d}"
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+def _scalar(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value)
+    if (not text or text != text.strip() or text[0] in "\"|" or text in ("null", "true", "false")
+            or _CONTROL_RE.search(text) or "\n" in text):
+        # One unambiguous line; control characters are escaped so `cat` shows them.
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
+def _is_block(value: object) -> bool:
+    """A multi-line string shown as an indented block (command output, a long request)."""
+    return (isinstance(value, str) and "\n" in value.strip("\n") and not _CONTROL_RE.search(value)
+            and all(line == line.rstrip() for line in value.split("\n")))
+
+
+def _key(key: object) -> str:
+    text = str(key)
+    return text if _KEY_RE.match(text) else json.dumps(text, ensure_ascii=False)
+
+
+def _render(key: str, value: object, pad: str, out: list[str]) -> None:
+    if isinstance(value, Mapping):
+        if not value:
+            out.append(f"{pad}{key}: {{}}")
+            return
+        out.append(f"{pad}{key}:")
+        for k, v in value.items():
+            _render(_key(k), v, pad + "  ", out)
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else list(value)
+        if not items:
+            out.append(f"{pad}{key}: []")
+            return
+        out.append(f"{pad}{key}:")
+        for item in items:
+            _render_item(item, pad + "  ", out)
+    elif _is_block(value):
+        out.append(f"{pad}{key}: |")
+        out.extend(f"{pad}  {line}" if line else "" for line in str(value).split("\n"))
+    else:
+        out.append(f"{pad}{key}: {_scalar(value)}")
+
+
+def _render_item(item: object, pad: str, out: list[str]) -> None:
+    if isinstance(item, Mapping) and item:
+        first = len(out)
+        for k, v in item.items():
+            _render(_key(k), v, pad + "  ", out)
+        out[first] = f"{pad}- {out[first][len(pad) + 2:]}"
+    elif isinstance(item, list | tuple) and item:
+        out.append(f"{pad}-")
+        for sub in item:
+            _render_item(sub, pad + "  ", out)
+    elif _is_block(item):
+        out.append(f"{pad}- |")
+        out.extend(f"{pad}    {line}" if line else "" for line in str(item).split("\n"))
+    else:
+        rendered: list[str] = []
+        _render("", item, "", rendered)
+        out.append(f"{pad}- {rendered[0][2:]}")
+
+
+def render_fields(fields: Mapping[str, object]) -> list[str]:
+    """``fields`` as readable ``key: value`` lines (lists and mappings indented)."""
+    out: list[str] = []
+    for key, value in fields.items():
+        if key in RESERVED or not _KEY_RE.match(key):
+            raise ValueError(f"receipt field {key!r} is reserved or not a plain name")
+        _render(key, value, "", out)
+    return out
+
+
+# --- the chain's head ---------------------------------------------------------------------
+
+
+def _declared(path: Path) -> str:
+    """The sha256 a receipt declares on its last line (of its raw bytes when it has none)."""
+    data = path.read_bytes()
+    found = _TRAILER_RE.search(data)
+    return found.group(1).decode() if found else hashlib.sha256(data).hexdigest()
+
+
+def _receipt_files(directory: Path) -> dict[int, Path]:
+    out = {}
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return {}
+    for name in names:
+        m = _NAME_RE.match(name)
+        if m and receipt_id(int(m.group(1))) == m.group(1):
+            out[int(m.group(1))] = directory / name
+    return out
+
+
+def _read_head(directory: Path) -> tuple[int, str] | None:
+    try:
+        text = (directory / HEAD_FILE).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    parts = text.split()
+    if len(parts) != 2 or not parts[0].isdigit() or not re.fullmatch(r"[0-9a-f]{64}", parts[1]):
+        return None
+    return int(parts[0]), parts[1]
+
+
+def _current_head(directory: Path) -> tuple[int, str]:
+    """(seq, sha256) of the newest receipt; (0, FIRST) for an empty chain. Under the lock."""
+    head = _read_head(directory)
+    if head is None:  # no head yet, or lost in a crash: rebuild it from the files
+        files = _receipt_files(directory)
+        head = (max(files), _declared(files[max(files)])) if files else (0, FIRST)
+    seq, sha = head
+    while True:  # a writer that crashed after linking its receipt left the head behind
+        following = directory / f"{receipt_id(seq + 1)}{SUFFIX}"
+        if not following.exists():
+            return seq, sha
+        seq, sha = seq + 1, _declared(following)
+
+
+@contextmanager
+def _chain_lock(directory: Path) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(directory / LOCK_FILE)):
+        yield
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _link_new(tmp: str, final: Path) -> None:
+    """Put ``tmp`` at ``final``; never replaces an existing receipt."""
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: the lock still serialises us
+        if final.exists():
+            raise FileExistsError(final) from None
+        os.rename(tmp, final)
+        return
+    os.unlink(tmp)
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+def write_receipt(
+    ws: Workspace,
+    kind: str,
+    fields: Mapping[str, object],
+    *,
+    run_id: str | None = None,
+    request: str | None = None,
+) -> Receipt:
+    """Append a receipt of ``kind`` to the workspace's chain and return it.
+
+    ``fields`` are written in order as ``key: value`` lines. ``request`` is written as
+    given, or only as its sha256 when the workspace sets ``receipts.redact``.
+    """
+    if not _KIND_RE.match(kind):
+        raise ValueError(f"receipt kind {kind!r} must be lowercase letters, digits and '-'")
+    if run_id is not None and not _RUN_RE.match(run_id):
+        raise ValueError(f"run id {run_id!r} must be one word of letters, digits and ._:@+-")
+    lines = []
+    if request is not None:
+        if ws.settings.receipts.redact:
+            lines.append(f"request_sha256: {hashlib.sha256(request.encode()).hexdigest()}")
+        else:
+            _render("request", request, "", lines)
+    lines.extend(render_fields(fields))
+    body = "".join(f"{line}\n" for line in lines)
+    directory = ws.receipts_dir
+    with _chain_lock(directory):
+        for _attempt in range(3):  # only retried when a writer ignored the lock
+            receipt = _append(directory, kind, body, run_id)
+            if receipt is not None:
+                return receipt
+    raise OSError(f"{directory}: could not append a receipt: another writer ignores the lock")
+
+
+def _append(directory: Path, kind: str, body: str, run_id: str | None) -> Receipt | None:
+    seq, previous = _current_head(directory)
+    rid = receipt_id(seq + 1)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    header = f"receipt: {rid}\nkind: {kind}\ntime: {now}\n"
+    if run_id is not None:
+        header += f"run: {run_id}\n"
+    link = FIRST if seq == 0 else f"{receipt_id(seq)} {previous}"
+    content = f"{header}{body}previous: {link}\n".encode()
+    digest = hashlib.sha256(content).hexdigest()
+    final = directory / f"{rid}{SUFFIX}"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{rid}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content + f"sha256: {digest}\n".encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+        _link_new(tmp, final)
+    except FileExistsError:
+        return None
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+    head_tmp = directory / f"{HEAD_FILE}.{os.getpid()}.tmp"
+    head_tmp.write_text(f"{rid} {digest}\n", encoding="ascii")
+    os.replace(head_tmp, directory / HEAD_FILE)
+    _fsync_dir(directory)  # makes the receipt's link and the head's rename durable
+    return Receipt(rid, final, digest, kind, run_id, now)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def _header(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    with path.open("rb") as fh:
+        for raw in fh:
+            key, sep, value = raw.decode("utf-8", "replace").rstrip("\n").partition(": ")
+            if not sep or key not in _HEADER or key in out:
+                break
+            out[key] = value
+    return out
+
+
+def list_receipts(ws: Workspace, run_id: str | None = None) -> list[ReceiptInfo]:
+    """Every receipt in chain order, or those of one run."""
+    out = []
+    for seq, path in sorted(_receipt_files(ws.receipts_dir).items()):
+        head = _header(path)
+        if run_id is not None and head.get("run") != run_id:
+            continue
+        out.append(ReceiptInfo(receipt_id(seq), head.get("kind", "?"), head.get("time", "?"),
+                               head.get("run"), path))
+    return out
+
+
+def receipt_path(ws: Workspace, rid: str) -> Path:
+    """The file of receipt ``rid`` (``00000042``, ``42`` or ``00000042.txt``)."""
+    text = rid.strip().removesuffix(SUFFIX)
+    if not text.isdigit() or int(text) == 0:
+        raise NotFound(f"{rid!r} is not a receipt id (like 00000042)", field="id")
+    path = ws.receipts_dir / f"{receipt_id(int(text))}{SUFFIX}"
+    if not path.is_file():
+        raise NotFound(f"no receipt {receipt_id(int(text))} in {ws.receipts_dir}", field="id")
+    return path
+
+
+def read_receipt(ws: Workspace, id: str) -> str:
+    """The text of a receipt, exactly as written."""
+    return receipt_path(ws, id).read_text(encoding="utf-8", errors="replace")
+
+
+# --- verifying ----------------------------------------------------------------------------
+
+
+def _check_one(rid: str, data: bytes, expected_previous: str | None) -> tuple[str, list[str]]:
+    """The sha256 the receipt declares, and its problems."""
+    problems = []
+    trailer = _TRAILER_RE.search(data)
+    if trailer is None:
+        return hashlib.sha256(data).hexdigest(), [
+            f"{rid}: changed after it was written (its closing sha256 line is gone)"]
+    declared = trailer.group(1).decode()
+    content = data[:trailer.start() + (1 if trailer.group(0).startswith(b"\n") else 0)]
+    if hashlib.sha256(content).hexdigest() != declared:
+        problems.append(f"{rid}: changed after it was written (content does not match its "
+                        "sha256)")
+    if not content.startswith(f"receipt: {rid}\n".encode()):
+        holds = content.split(b"\n", 1)[0].decode("utf-8", "replace").removeprefix("receipt: ")
+        problems.append(f"{rid}: the file holds receipt {holds!r}: receipts were moved or "
+                        "reordered")
+    previous = _PREVIOUS_RE.search(content)
+    if previous is None:
+        problems.append(f"{rid}: changed after it was written (its previous line is gone)")
+    elif expected_previous is not None and previous.group(1).decode() != expected_previous:
+        before = expected_previous.split()[0] if expected_previous != FIRST else "the start"
+        problems.append(f"{rid}: does not follow {before}: one of them was changed, or "
+                        "receipts were reordered")
+    return declared, problems
+
+
+def verify_chain(ws: Workspace) -> list[str]:
+    """Walk the chain; return every problem, each naming a receipt id (empty: intact)."""
+    directory = ws.receipts_dir
+    files = _receipt_files(directory)
+    head = _read_head(directory)
+    problems: list[str] = []
+    if head is None and files:
+        problems.append(f"{receipt_id(max(files))}: the chain's head ({HEAD_FILE}) is missing "
+                        "or unreadable, so the newest receipts cannot be checked")
+    top = max([*files, head[0] if head else 0], default=0)
+    previous: str | None = FIRST
+    for seq in range(1, top + 1):
+        rid = receipt_id(seq)
+        path = files.get(seq)
+        if path is None:
+            problems.append(f"{rid}: missing (deleted or renamed)")
+            previous = None
+            continue
+        declared, found = _check_one(rid, path.read_bytes(), previous)
+        problems.extend(found)
+        if head is not None and seq == head[0] and declared != head[1]:
+            problems.append(f"{rid}: changed after it was written (the chain's head records "
+                            "another sha256)")
+        previous = f"{rid} {declared}"
+    return problems

@@ -1,0 +1,279 @@
+"""The deterministic router: routing cards in, a decision and its receipt out.
+
+The card set is compiled once into an index (see :mod:`agentos._router_index`) and cached
+under ``.agentos/cache/`` by the card set's revision, so a fresh process reads the index
+instead of parsing YAML; the index is also kept in memory for the life of the process.
+
+A decision depends only on the request, the card files and ``hub/hub.lock``: same inputs,
+same decision, in any process. Ties are broken by rule (score, then priority), never by
+order, and a tie those cannot break is a ``clarify``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentos._fs import atomic_write
+from agentos._models import validate
+from agentos._router_index import Hit, Index, cache_name
+from agentos.cards import cards_revision, load_cards
+from agentos.checks import CheckSpec
+from agentos.errors import NotFound
+from agentos.hub import Hub, LockFile
+from agentos.receipts import Receipt, write_receipt
+from agentos.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+ROUTE, CLARIFY, NO_MATCH = "route", "clarify", "no_match"
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A card chosen for the task force, with the agent version the hub resolved."""
+
+    card: str
+    agent: str
+    version: str
+    score: int
+    fired: list[str]
+    priority: int
+    group: str
+    checks: list[CheckSpec] = field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.agent}@{self.version}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"card": self.card, "agent": self.agent, "version": self.version,
+                "score": self.score, "fired": list(self.fired), "priority": self.priority,
+                "group": self.group,
+                "checks": [c.model_dump(mode="json", exclude_none=True) for c in self.checks]}
+
+
+@dataclass(frozen=True)
+class Rejected:
+    card: str
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"card": self.card, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``route``: ``selected`` is the task force, strongest card first.
+    ``clarify``: some group's best cards tie; ``tied`` names them (``selected`` keeps the
+    other groups' winners). ``no_match``: nothing matched.
+
+    ``rejected`` lists the cards that fired a trigger but were ruled out (exclude, require,
+    min_score, the hub, or a better card in their group) with the reason; cards that fired
+    nothing are not listed.
+    """
+
+    decision: str
+    selected: list[Selected]
+    rejected: list[Rejected]
+    tied: list[str]
+    cards_revision: str
+    hub_revision: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"decision": self.decision,
+                "selected": [s.as_dict() for s in self.selected],
+                "rejected": [r.as_dict() for r in self.rejected],
+                "tied": list(self.tied),
+                "cards_revision": self.cards_revision,
+                "hub_revision": self.hub_revision}
+
+    def receipt_fields(self) -> dict[str, object]:
+        selected = []
+        for s in self.selected:
+            entry: dict[str, object] = {"card": s.card, "agent": s.ref, "score": s.score,
+                                        "priority": s.priority, "group": s.group,
+                                        "fired": s.fired}
+            if s.checks:
+                entry["checks"] = [c.name for c in s.checks]
+            selected.append(entry)
+        return {"decision": self.decision, "selected": selected, "tied": self.tied,
+                "rejected": [r.as_dict() for r in self.rejected],
+                "cards_revision": self.cards_revision, "hub_revision": self.hub_revision}
+
+
+# --- the compiled card set ----------------------------------------------------------------
+
+_INDEXES: dict[Path, Index] = {}
+
+
+def cache_dir(ws: Workspace) -> Path:
+    return ws.state_dir / "cache"
+
+
+def compile_cards(ws: Workspace) -> Index:
+    """Load, validate and compile the workspace's cards, and cache the index on disk."""
+    cards = load_cards(ws.cards_dir)
+    index = Index.build(cards.cards, cards.revision)
+    directory = cache_dir(ws)
+    target = directory / cache_name(cards.revision)
+    try:
+        atomic_write(target, index.dumps())
+        for old in directory.glob("router-*.idx"):
+            if old != target:
+                old.unlink(missing_ok=True)
+    except OSError as exc:  # a read-only workspace still routes, just without the cache
+        log.warning("cannot cache the compiled cards in %s: %s", directory, exc)
+    return index
+
+
+def load_index(ws: Workspace) -> Index:
+    """The compiled index of the workspace's cards as they are now on disk."""
+    revision = cards_revision(ws.cards_dir)
+    index = _INDEXES.get(ws.cards_dir)
+    if index is not None and index.revision == revision:
+        return index
+    index = None
+    with suppress(OSError, ValueError, EOFError, TypeError):
+        cached = Index.loads((cache_dir(ws) / cache_name(revision)).read_bytes())
+        if cached.revision == revision:
+            index = cached
+    if index is None:
+        index = compile_cards(ws)
+    _INDEXES[ws.cards_dir] = index
+    return index
+
+
+# --- the hub, read once per decision ------------------------------------------------------
+
+
+class _HubSnapshot(Hub):
+    """The hub as of one read of ``hub.lock``: its revision and lock come from the same
+    bytes, so a decision never mixes two states of the hub."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        try:
+            data = self.lock_path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        self._revision = hashlib.sha256(data).hexdigest()
+        self._lock = (validate(LockFile, yaml.load(data, Loader=_Loader), file=self.lock_path)
+                      if data else LockFile())
+
+    def revision(self) -> str:
+        return self._revision
+
+    def read_lock(self) -> LockFile:
+        return self._lock
+
+
+_RESOLVED: dict[tuple[str, str, str | None], str | NotFound] = {}
+
+
+def _resolver(ws: Workspace) -> tuple[str, Callable[[str, str | None], str]]:
+    """The hub's revision, and ``resolve(agent, constraint)`` against that revision."""
+    hub = _HubSnapshot(ws.hub_dir)
+    rev = hub.revision()
+    if any(key[0] != rev for key in _RESOLVED):
+        _RESOLVED.clear()
+
+    def resolve(agent: str, constraint: str | None) -> str:
+        key = (rev, agent, constraint)
+        if key not in _RESOLVED:
+            try:
+                _RESOLVED[key] = hub.resolve(agent, constraint)
+            except NotFound as exc:
+                _RESOLVED[key] = exc
+        found = _RESOLVED[key]
+        if isinstance(found, NotFound):
+            raise found
+        return found
+
+    return rev, resolve
+
+
+# --- deciding -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    hit: Hit
+    id: str
+    version: str
+    priority: int
+
+
+def decide_with(index: Index, request: str, hub_revision: str,
+                resolve: Callable[[str, str | None], str]) -> Decision:
+    """The decision for ``request`` on a compiled index; ``resolve`` is the hub's."""
+    rejected: list[Rejected] = []
+    groups: dict[str, list[_Candidate]] = {}
+    for hit in index.match(request):
+        card_id, agent, constraint, priority, group = index.cards[hit.card][:5]
+        if hit.reason is not None:
+            rejected.append(Rejected(card_id, hit.reason))
+            continue
+        try:
+            version = resolve(agent, constraint)
+        except NotFound as exc:
+            rejected.append(Rejected(card_id, exc.message))
+            continue
+        groups.setdefault(group, []).append(_Candidate(hit, card_id, version, priority))
+    selected: list[Selected] = []
+    tied: list[str] = []
+    for group in sorted(groups):
+        ranked = sorted(groups[group], key=lambda c: (-c.hit.score, -c.priority, c.id))
+        top = ranked[0]
+        best = [c for c in ranked if (c.hit.score, c.priority) == (top.hit.score, top.priority)]
+        if len(best) > 1:
+            tied.extend(c.id for c in best)
+            winner = "the tied cards " + ", ".join(c.id for c in best)
+        else:
+            selected.append(_selected(index, top, group))
+            winner = top.id
+        for c in ranked[len(best):]:
+            why = (f"score {c.hit.score} < {top.hit.score}" if c.hit.score < top.hit.score
+                   else f"same score {c.hit.score}, priority {c.priority} < {top.priority}")
+            rejected.append(Rejected(c.id, f"lost to {winner} in group {group!r}: {why}"))
+    selected.sort(key=lambda s: (-s.score, -s.priority, s.card))
+    rejected.sort(key=lambda r: r.card)
+    verdict = CLARIFY if tied else ROUTE if selected else NO_MATCH
+    return Decision(verdict, selected, rejected, tied, index.revision, hub_revision)
+
+
+def _selected(index: Index, c: _Candidate, group: str) -> Selected:
+    card_id, agent = index.cards[c.hit.card][:2]
+    checks_json = index.cards[c.hit.card][6]
+    checks = [CheckSpec.model_validate(d) for d in json.loads(checks_json)] if checks_json else []
+    return Selected(card_id, agent, c.version, c.hit.score, c.hit.fired, c.priority, group,
+                    checks)
+
+
+def decide(ws: Workspace, request: str) -> Decision:
+    """Route ``request`` on the workspace's cards and hub, as they are now. Writes nothing
+    but the compiled-cards cache."""
+    index = load_index(ws)
+    hub_revision, resolve = _resolver(ws)
+    return decide_with(index, request, hub_revision, resolve)
+
+
+def route(ws: Workspace, request: str, *, run_id: str | None = None) -> tuple[Decision, Receipt]:
+    """Decide, and write the route receipt."""
+    decision = decide(ws, request)
+    receipt = write_receipt(ws, "route", decision.receipt_fields(), run_id=run_id,
+                            request=request)
+    return decision, receipt
+
+
+__all__ = ["CLARIFY", "NO_MATCH", "ROUTE", "Decision", "Rejected", "Selected",
+           "compile_cards", "decide", "decide_with", "load_index", "route"]
