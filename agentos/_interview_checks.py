@@ -8,6 +8,9 @@ Only what the request says is proposed; nothing is guessed.
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from pydantic import ValidationError
 
 from agentos._interview_lexicon import Entity
 from agentos.checks import CheckSpec, FileContains
@@ -58,57 +61,74 @@ _COMMAND_OK = re.compile(
 
 def propose_checks(text: str, entities: list[Entity]) -> list[CheckSpec]:
     """The checks the request's own success criteria and limits map onto, in order."""
-    found: list[tuple[int, CheckSpec]] = []
+    found: list[tuple[int, CheckSpec | None]] = []
     paths = [e for e in entities if e.kind == "path"]
 
     for e in paths:
         after, before = text[e.end:], text[:e.start]
         if _is_python_test(e.text) and _AFTER_PASSES.match(after):
-            found.append((e.start, CheckSpec(name=f"{e.text} passes",
+            found.append((e.start, _check(name=f"{e.text} passes",
                                              run=f"{TEST_COMMAND} {e.text}")))
         if _is_file(e.text) and (_AFTER_EXISTS.match(after) or (
                 _BEFORE_CREATE.search(before) and not _NOT_A_FILE_OF_ITS_OWN.match(after))):
-            found.append((e.start, CheckSpec(name=f"{e.text} exists", file_exists=e.text)))
+            found.append((e.start, _check(name=f"{e.text} exists", file_exists=e.text)))
         if _is_file(e.text):
             quote = _next_literal(text, e, entities)
             if quote is not None:
-                found.append((e.start, CheckSpec(
+                found.append((e.start, _check(
                     name=f'{e.text} contains "{quote}"',
-                    file_contains=FileContains(path=e.text, pattern=re.escape(quote)))))
+                    file_contains=FileContains(path=e.text, pattern=_literal(quote)))))
 
     allowed = _allowed_paths(text, paths)
     if allowed:
         globs = [p.rstrip("/") + "/**" if p.endswith("/") else p for p in allowed]
-        found.append((0, CheckSpec(name="only " + ", ".join(allowed) + " change",
+        found.append((0, _check(name="changes stay in " + ", ".join(allowed),
                                    no_changes_outside=globs)))
 
     for m in [*_TESTS_PASS.finditer(text), *_TESTS_GREEN.finditer(text)]:
-        found.append((m.start(), CheckSpec(name="tests pass", run=TEST_COMMAND)))
+        found.append((m.start(), _check(name="tests pass", run=TEST_COMMAND)))
         break
     for m in _LINT.finditer(text):
-        found.append((m.start(), CheckSpec(name="lint clean", run=LINT_COMMAND)))
+        found.append((m.start(), _check(name="lint clean", run=LINT_COMMAND)))
         break
     for m in _MYPY.finditer(text):
         strict = " --strict" if m.group(1) else ""
-        found.append((m.start(), CheckSpec(name="types check", run=f"mypy{strict} .")))
+        found.append((m.start(), _check(name="types check", run=f"mypy{strict} .")))
         break
     for m in _DIFF_LIMIT.finditer(text):
         n = int(m.group(1) or m.group(2))
-        found.append((m.start(), CheckSpec(name=f"at most {n} changed lines", max_diff_lines=n)))
+        found.append((m.start(), _check(name=f"at most {n} changed lines", max_diff_lines=n)))
         break
     for e in entities:
         if e.kind == "command" and _COMMAND_OK.match(text[e.end:]):
-            found.append((e.start, CheckSpec(name=f"{e.text} succeeds", run=e.text)))
+            found.append((e.start, _check(name=f"{e.text} succeeds", run=e.text)))
 
     found.sort(key=lambda item: item[0])
     checks: list[CheckSpec] = []
     seen: set[str] = set()
     for _, check in found:
+        if check is None:
+            continue
         key = check.model_dump_json(exclude={"name"})
         if key not in seen:
             seen.add(key)
             checks.append(check)
     return checks
+
+
+def _literal(text: str) -> str:
+    """``text`` as a regular expression matching itself (readable: only metacharacters
+    are escaped)."""
+    return re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", text)
+
+
+def _check(**fields: Any) -> CheckSpec | None:
+    """The check, or None when the request names something a check may not hold (an
+    absolute path, a path climbing out of the worktree)."""
+    try:
+        return CheckSpec(**fields)
+    except ValidationError:
+        return None
 
 
 def _is_python_test(path: str) -> bool:

@@ -239,7 +239,7 @@ SYMPTOMS = (
     "traceback", "exception", "raises", "raising", "throws", "error", "errors", "warns",
     "warning", "refuses", "leaks", "leaves", "timeout", "times out", "segfault", "flaky",
     "deadlock", "corrupt", "broken", "wrong", "incorrect", "missing", "duplicate", "loop",
-    "stuck", "slow", "prints", "returns", "exits", "accepts", "ignores", "differs",
+    "stuck", "slow", "prints", "exits", "accepts", "ignores", "differs",
     "killed", "oom", "out of memory", "overflow", "overflows", "off-screen", "floods",
     "blocks", "loses", "drops", "breaks", "panics", "rejects", "times out",
 )
@@ -267,7 +267,7 @@ ACCEPTANCE = (
     "pass", "passes", "green", "succeed", "succeeds", "exit 0", "exits 0", "exit code",
     "validates", "must match", "match", "must exist", "must contain", "is gone", "are gone",
     "returns", "should return", "must return", "respond with", "responds with", "shows",
-    "prints", "lists", "outputs", "works", "contains", "so that", "verified", "assert",
+    "prints", "outputs", "works", "contains", "so that", "verified", "assert",
     "test checks", "the figure", "benchmark", "coverage", "no errors", "no warnings",
     "lint clean", "is clean", "expected", "must get", "renders", "displays", "appears",
 )
@@ -299,11 +299,12 @@ def find_phrases(tokens: list[str], phrases: Iterable[str]) -> list[tuple[int, s
 
 
 def distinct(found: list[tuple[int, str]]) -> list[str]:
-    """The phrases of ``found``, each once, in order of first appearance."""
-    seen: dict[str, None] = {}
+    """The phrases of ``found``, each once (one per stem: "raises" or "raising"), in order
+    of first appearance."""
+    seen: dict[tuple[str, ...], str] = {}
     for _, phrase in found:
-        seen.setdefault(phrase, None)
-    return list(seen)
+        seen.setdefault(stem_phrase(phrase), phrase)
+    return list(seen.values())
 
 
 def stem_set(phrases: Iterable[str]) -> frozenset[str]:

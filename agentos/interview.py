@@ -18,6 +18,8 @@ LLM may only propose a rewrite (:func:`with_rewrite`).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -25,11 +27,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentos import _interview_lexicon as lex
-from agentos._interview_checks import propose_checks
+from agentos._interview_reading import PRONOUNS, Reading, verbs
 from agentos.checks import CheckSpec
-from agentos.errors import BadInput, OperationFailed
-from agentos.text import stem_phrase, stems, words
-from agentos.workspace import Axis, InterviewSettings
+from agentos.errors import AgentOSError, BadInput, OperationFailed
+from agentos.workspace import Axis, InterviewSettings, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ class Interview:
     weights: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)      # why it is blocked
     evidence: dict[str, list[str]] = field(default_factory=dict)
-    rewrite: str | None = None
+    rewrite: str | None = None             # a clearer request proposed by an LLM, if any
+    rewrite_error: str | None = None       # why no rewrite came back, when one was asked
 
     @property
     def weak(self) -> list[str]:
@@ -86,6 +88,7 @@ class Interview:
                                 for c in self.proposed_checks],
             "evidence": {a: list(self.evidence.get(a, [])) for a in AXES},
             "rewrite": self.rewrite,
+            "rewrite_error": self.rewrite_error,
         }
 
 
@@ -98,7 +101,7 @@ def interview(request: str, settings: InterviewSettings, *,
     """
     if not request or not request.strip():
         raise BadInput("the request is empty: say what should be done", field="request")
-    reading = _Reading(request)
+    reading = Reading(request)
     scored = {
         "goal": _goal(reading), "constraints": _constraints(reading), "scope": _scope(reading),
         "context": _context(reading), "success": _success(reading),
@@ -132,157 +135,50 @@ def interview(request: str, settings: InterviewSettings, *,
                      reasons=reasons, evidence=evidence)
 
 
+def interview_in(ws: Workspace, request: str, *, rewrite: bool = True) -> Interview:
+    """Interview ``request`` with the workspace's settings and knowledge store.
+
+    Scope questions name the files the knowledge store finds for the request. When
+    ``rewrite`` and an ``interview.rewrite_model`` is configured, a blocked request also
+    gets a proposed rewrite; a model that cannot be reached leaves ``rewrite_error``
+    instead and never changes the verdict.
+    """
+    settings = ws.settings.interview
+    result = interview(request, settings, candidates=knowledge_candidates(ws))
+    if rewrite:
+        try:
+            result = with_rewrite(result, settings)
+        except OperationFailed as exc:
+            log.warning("%s", exc)
+            result = replace(result, rewrite_error=str(exc))
+    return result
+
+
+def knowledge_candidates(ws: Workspace, k: int = 8) -> Callable[[str], list[str]] | None:
+    """A ``candidates`` function over the workspace's knowledge store: the paths of the
+    top ``k`` hits for the request. None when there is no knowledge store."""
+    if importlib.util.find_spec("agentos.knowledge") is None or not ws.knowledge_db.is_file():
+        return None
+
+    def candidates(request: str) -> list[str]:
+        knowledge = importlib.import_module("agentos.knowledge")   # built apart, loaded late
+        try:
+            with knowledge.open_store(ws) as store:
+                hits = store.search(request, k)
+        except AgentOSError as exc:
+            log.warning("no candidates from the knowledge store: %s", exc)
+            return []
+        return [str(hit.path) for hit in hits]
+
+    return candidates
+
+
 def amend(request: str, answers: Mapping[str, str]) -> str:
     """The request with the answers to its questions appended, ready to score again."""
     extra = [a.strip() for a in answers.values() if a and a.strip()]
     lines = [request.rstrip()]
     lines += [a if a.endswith((".", "!", "?")) else a + "." for a in extra]
     return "\n".join(lines)
-
-
-# --- reading a request --------------------------------------------------------------------
-
-_CLAUSE_SPLIT = re.compile(r"[.;:!?]+(?=\s|$)|[\n;]|,\s+")
-_LEAD = frozenset(stems("please can could would you we i need needs want like let us also "
-                        "then and just kindly now d ll should must to will go ahead probably "
-                        "maybe perhaps really quickly simply first finally"))
-_PRE_VERB = frozenset(stems("to should must will please and then"))
-_STOP = lex.stem_set(lex.STOPWORDS)
-_DETERMINERS = frozenset(lex.DETERMINERS)      # compared with words, not stems ("its"/"it")
-_PRONOUNS = frozenset(lex.PRONOUNS)
-_EMPTY_OBJECTS = lex.stem_set(lex.PRONOUNS) | lex.stem_set(lex.GENERIC_OBJECTS)
-_VAGUE_WORDS = lex.stem_set(p for p in lex.VAGUE if " " not in p)
-_OBJECT_HEADS = frozenset(stems("the a an it this that them these those all every each its "
-                                 "their our my your"))
-UNKNOWN_VERB = 0.4        # an unlisted word used as an imperative verb
-_VERBS = tuple((s, p) for s, group in ((0.5, lex.STRONG_VERBS), (0.4, lex.MEDIUM_VERBS),
-                                        (0.2, lex.WEAK_VERBS)) for p in group)
-
-
-class _Reading:
-    """A request split into entities, masked text, stems and clauses."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.entities = lex.find_entities(text)
-        parts, last = [], 0
-        for i, e in enumerate(self.entities):
-            parts += [text[last:e.start], f" qqref{i} "]
-            last = e.end
-        parts.append(text[last:])
-        self.masked = "".join(parts)
-        self.tokens = stems(self.masked)
-        self.words = words(self.masked)
-        if len(self.words) != len(self.tokens):   # never seen; keep the stems to be safe
-            self.words = list(self.tokens)
-        self.clauses = [c for c in (_tokens_of(s) for s in _CLAUSE_SPLIT.split(self.masked))
-                        if c[0]]
-        self.checks = propose_checks(text, self.entities)
-
-    def kinds(self, *kinds: str) -> list[str]:
-        seen: dict[str, None] = {}
-        for e in self.entities:
-            if e.kind in kinds:
-                seen.setdefault(e.text, None)
-        return list(seen)
-
-    def find(self, phrases: tuple[str, ...]) -> list[str]:
-        return lex.distinct(lex.find_phrases(self.tokens, phrases))
-
-    def entity(self, token: str) -> lex.Entity | None:
-        if token.startswith("qqref") and token[5:].isdigit():
-            return self.entities[int(token[5:])]
-        return None
-
-    def surface(self, ws: list[str]) -> str:
-        """Words of the request as written, with named things restored."""
-        return " ".join((e.text if (e := self.entity(w)) is not None else w) for w in ws)
-
-    def said(self, phrases: tuple[str, ...]) -> list[str]:
-        """The words the request used for each phrase found ("tests" for "test")."""
-        seen: dict[str, None] = {}
-        for pos, phrase in lex.find_phrases(self.tokens, phrases):
-            seen.setdefault(self.surface(self.words[pos:pos + len(stem_phrase(phrase))]), None)
-        return list(seen)
-
-    def content(self) -> list[str]:
-        return [t for t in self.tokens if t not in _STOP and t not in _VAGUE_WORDS]
-
-
-def _tokens_of(clause: str) -> tuple[list[str], list[str]]:
-    toks, ws = stems(clause), words(clause)
-    return toks, (ws if len(ws) == len(toks) else toks)
-
-
-@dataclass
-class _Verb:
-    phrase: str
-    strength: float
-    obj: str | None           # the object's words, or an entity's text
-    obj_is_entity: bool
-    empty_object: str | None  # "it", "stuff": an object that names nothing
-    span: str                 # the words of the request: "make it better"
-
-    @property
-    def score(self) -> float:
-        return self.strength + (0.35 if self.obj_is_entity else 0.25 if self.obj else 0.0)
-
-
-def _verbs(r: _Reading) -> list[_Verb]:
-    """Action verbs at the head of a clause, or after "to"/"should"/"must", with objects."""
-    found: list[_Verb] = []
-    for toks, ws in r.clauses:
-        start = 0
-        while start < len(toks) and toks[start] in _LEAD:
-            start += 1
-        for i in range(start, len(toks)):
-            if i != start and toks[i - 1] not in _PRE_VERB:
-                continue
-            for strength, phrase in _VERBS:
-                key = stem_phrase(phrase)
-                if tuple(toks[i:i + len(key)]) == key:
-                    found.append(_object(r, phrase, strength, toks, ws, i, i + len(key)))
-                    break
-            else:
-                if i == start and _imperative(r, toks, i):
-                    found.append(_object(r, ws[i], UNKNOWN_VERB, toks, ws, i, i + 1))
-    return found
-
-
-def _imperative(r: _Reading, toks: list[str], i: int) -> bool:
-    """An unlisted word heading a clause and followed by a determiner, pronoun or named
-    thing reads as an imperative verb: "Position it ...", "Cap the snippet ..."."""
-    word = toks[i]
-    if word in _STOP or r.entity(word) is not None or word.isdigit() or i + 1 >= len(toks):
-        return False
-    nxt = toks[i + 1]
-    return nxt in _OBJECT_HEADS or r.entity(nxt) is not None
-
-
-def _object(r: _Reading, phrase: str, strength: float, toks: list[str], ws: list[str],
-            verb_at: int, at: int) -> _Verb:
-    def span(end: int) -> str:
-        return r.surface(ws[verb_at:min(end, len(ws))])
-
-    j = at
-    while j < len(toks) and ws[j] in _DETERMINERS:
-        j += 1
-    if j >= len(toks):
-        return _Verb(phrase, strength, None, False, None, span(j))
-    if toks[j] in _EMPTY_OBJECTS or toks[j] in _VAGUE_WORDS:
-        end = j + 2 if j + 1 < len(toks) and toks[j + 1] in _VAGUE_WORDS else j + 1
-        return _Verb(phrase, strength, None, False, ws[j], span(end))
-    # An entity within a few words ("fix in agentos/hub.py", "add a test for parse()").
-    for k in range(j, min(j + 4, len(toks))):
-        e = r.entity(toks[k])
-        if e is not None:
-            return _Verb(phrase, strength, e.text, True, None, span(k + 1))
-    if toks[j] in _STOP:
-        return _Verb(phrase, strength, None, False, None, span(j))
-    obj = [w for t, w in zip(toks[j:j + 3], ws[j:j + 3], strict=False)
-           if t not in _STOP and not t.startswith("qqref")][:2]
-    return _Verb(phrase, strength, " ".join(obj) or None, False, None,
-                 span(j + len(obj) if obj else j))
 
 
 # --- the five axes: each returns (score, evidence) ----------------------------------------
@@ -295,10 +191,10 @@ def _steps(n: int, steps: tuple[float, ...]) -> float:
     return sum(steps[min(i, len(steps) - 1)] for i in range(n))
 
 
-def _goal(r: _Reading) -> Scored:
+def _goal(r: Reading) -> Scored:
     ev: list[str] = []
-    verbs = _verbs(r)
-    best = max(verbs, key=lambda v: v.score, default=None)
+    found = verbs(r)
+    best = max(found, key=lambda v: v.score, default=None)
     score = 0.0
     if best is not None:
         score = best.score
@@ -318,7 +214,7 @@ def _goal(r: _Reading) -> Scored:
     return score, ev
 
 
-def _scope(r: _Reading) -> Scored:
+def _scope(r: Reading) -> Scored:
     ev: list[str] = []
     paths = r.kinds("path", "endpoint")
     symbols = r.kinds("symbol", "command")
@@ -344,7 +240,7 @@ _NO_CHANGE = re.compile(r"\bno(?:\s+\w+){0,2}\s+(?:changes?|other|new)\b|\bnothi
                         re.IGNORECASE)
 
 
-def _constraints(r: _Reading) -> Scored:
+def _constraints(r: Reading) -> Scored:
     ev: list[str] = []
     found = r.find(lex.CONSTRAINTS)
     found += [m.group(0).lower() for m in _NO_CHANGE.finditer(r.masked)
@@ -359,14 +255,14 @@ def _constraints(r: _Reading) -> Scored:
     return score, ev
 
 
-def _errors_seen(r: _Reading) -> list[str]:
+def _errors_seen(r: Reading) -> list[str]:
     seen = r.kinds("error", "exit")
     seen += [e.text for e in r.entities if e.kind == "status" and e.text[0] in "45"
              and e.text not in seen]
     return seen
 
 
-def _context(r: _Reading) -> Scored:
+def _context(r: Reading) -> Scored:
     ev: list[str] = []
     errors = _errors_seen(r)
     symptoms = r.find(lex.SYMPTOMS)
@@ -392,7 +288,7 @@ def _context(r: _Reading) -> Scored:
 _STRONG_ACCEPTANCE = ("done when", "acceptance", "definition of done", "acceptance criteria")
 
 
-def _success(r: _Reading) -> Scored:
+def _success(r: Reading) -> Scored:
     ev: list[str] = []
     strong = r.find(_STRONG_ACCEPTANCE)
     accept = [p for p in r.find(lex.ACCEPTANCE) if p not in strong]
@@ -432,7 +328,7 @@ def _is_are(items: list[str]) -> str:
     return "is" if len(items) == 1 else "are"
 
 
-def _ask(axis: str, r: _Reading, found: list[str]) -> str:
+def _ask(axis: str, r: Reading, found: list[str]) -> str:
     if axis == "goal":
         return _ask_goal(r)
     if axis == "scope":
@@ -451,7 +347,7 @@ def _ask(axis: str, r: _Reading, found: list[str]) -> str:
     return _ask_success(r)
 
 
-def _ask_scope(r: _Reading, found: list[str]) -> str:
+def _ask_scope(r: Reading, found: list[str]) -> str:
     whole = r.said(lex.WHOLE_SCOPE)
     areas = r.said(lex.AREA_NOUNS)
     if whole:
@@ -469,15 +365,15 @@ def _ask_scope(r: _Reading, found: list[str]) -> str:
 _BARE_VERBS = ("make", "do", "help", "look", "look into", "check", "work on", "deal with")
 
 
-def _ask_goal(r: _Reading) -> str:
-    best = max(_verbs(r), key=lambda v: v.score, default=None)
+def _ask_goal(r: Reading) -> str:
+    best = max(verbs(r), key=lambda v: v.score, default=None)
     if best is not None and best.phrase in _BARE_VERBS:
         best = replace(best, phrase="change")
     vague = r.said(lex.VAGUE)
     if best is None:
         return ("What should be done? Start with an action and its object, e.g. “fix the "
                 "KeyError in route()” or “add a --json flag to hub list”.")
-    if best.empty_object in _PRONOUNS:
+    if best.empty_object in PRONOUNS:
         return (f"What does “{best.empty_object}” refer to in “{best.span}”? Name the thing "
                 f"to {best.phrase} and what should be different afterwards.")
     if best.empty_object is not None:
@@ -493,7 +389,7 @@ def _ask_goal(r: _Reading) -> str:
             "should it behave afterwards?")
 
 
-def _ask_success(r: _Reading) -> str:
+def _ask_success(r: Reading) -> str:
     if r.find(("speed up", "faster", "slow", "performance", "optimize", "optimise")):
         return ("How will we know it is done? Name the operation, how long it takes now and "
                 "the target (e.g. “under 200 ms for 10k rows”), or the benchmark to run.")
