@@ -34,6 +34,7 @@ from agentos.checks import CheckSpec
 from agentos.errors import NotFound, ValidationFailed
 from agentos.hub import Hub
 from agentos.manifest import Manifest
+from agentos.receipts import Receipt, write_receipt
 from agentos.workspace import Workspace
 
 FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
@@ -309,6 +310,15 @@ def gate_receipt_fields(result: GateResult, attempt: int) -> dict[str, Any]:
             "base": result.base, "checks": checks}
 
 
+def write_gate_receipt(ws: Workspace, result: GateResult, *, attempt: int = 1,
+                       run_id: str | None = None,
+                       context: Mapping[str, object] | None = None) -> Receipt:
+    """Append a "gate" receipt: ``context`` (where the gate ran, who asked), then
+    :func:`gate_receipt_fields`."""
+    fields = {**(context or {}), **gate_receipt_fields(result, attempt)}
+    return write_receipt(ws, "gate", fields, run_id=run_id)
+
+
 # --- the Claude Code Stop hook -----------------------------------------------------------
 
 HOOK_EVENT = "Stop"
@@ -347,6 +357,7 @@ class HookOutcome:
     exit_code: int  # 0 lets the agent stop; 2 blocks it, with ``message`` as the reason
     message: str
     result: GateResult | None = None
+    repo: Path | None = None  # where the checks ran
 
 
 def stop_hook(payload: Mapping[str, Any], checks: Sequence[CheckSpec], *,
@@ -359,10 +370,11 @@ def stop_hook(payload: Mapping[str, Any], checks: Sequence[CheckSpec], *,
     if payload.get("stop_hook_active") is True:
         return HookOutcome(0, "stop_hook_active: letting the agent stop")
     where = payload.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
-    result = run_gate(checks, repo_root(Path(where)), base=base, env=env)
+    repo = repo_root(Path(where))
+    result = run_gate(checks, repo, base=base, env=env)
     if result.passed:
-        return HookOutcome(0, result.summary(), result)
-    return HookOutcome(2, result.feedback(), result)
+        return HookOutcome(0, result.summary(), result, repo)
+    return HookOutcome(2, result.feedback(), result, repo)
 
 
 def hook_command(ws: Workspace, *, package: str | None = None, names: Sequence[str] = (),

@@ -65,6 +65,12 @@ def test_hook_blocks_while_a_check_fails_and_lets_the_agent_stop_once_it_passes(
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == "gate passed: 2 of 2 checks passed\n"
 
+    receipts = sorted(ws.receipts_dir.glob("*.txt"))
+    assert len(receipts) == 3  # every gate result is a receipt
+    last = receipts[-1].read_text()
+    assert "via: claude code stop hook\nsession: 9d6c8a1e-4b7f-4c1a-a0de-5f2d1c0b9e77\n" in last
+    assert f"repo: {repo}\n" in last and "passed: true\n" in last
+
 
 def test_hook_honours_stop_hook_active_and_runs_nothing(cli: Any, ws: Workspace,
                                                         repo: Path) -> None:
@@ -75,6 +81,7 @@ def test_hook_honours_stop_hook_active_and_runs_nothing(cli: Any, ws: Workspace,
     again = cli("gate", "hook", input=stop_input(repo, active=True))
     assert again.returncode == 0
     assert not (repo / "ran").exists()
+    assert len(list(ws.receipts_dir.glob("*.txt"))) == 1  # nothing ran, nothing recorded
 
 
 def test_hook_checks_the_repository_holding_cwd(cli: Any, ws: Workspace, repo: Path) -> None:

@@ -414,7 +414,8 @@ def test_gate_run_prints_a_json_report_and_exits_1_on_failure(cli: Any, ws: Work
     out = cli("gate", "run", "--repo", str(repo), "--json")
     assert out.returncode == 1, out.stderr
     assert _blank(json.loads(out.stdout)) == {
-        "passed": False, "summary": "gate failed: 1 of 2 checks failed (tests)", "base": None,
+        "receipt": "00000001", "passed": False,
+        "summary": "gate failed: 1 of 2 checks failed (tests)", "base": None,
         "checks": [
             {"name": "readme", "kind": "file_exists", "passed": True, "duration": 0,
              "exit_code": None, "timed_out": False, "definition": "file_exists README.md",
@@ -428,7 +429,48 @@ def test_gate_run_prints_a_json_report_and_exits_1_on_failure(cli: Any, ws: Work
 
     only = cli("gate", "run", "--repo", str(repo), "readme")
     assert only.returncode == 0, only.stdout
-    assert only.stdout.rstrip().endswith("gate passed: 1 of 1 checks passed")
+    assert only.stdout.endswith("gate passed: 1 of 1 checks passed\nreceipt 00000002\n")
+
+
+def test_gate_run_writes_a_gate_receipt_in_the_chain(cli: Any, ws: Workspace,
+                                                    repo: Path) -> None:
+    set_workspace_checks(ws, [{"name": "tests", "run": "printf 'one\\ntwo\\n'; exit 1"},
+                              {"name": "readme", "file_exists": "README.md"}])
+    assert cli("gate", "run", "--repo", str(repo)).returncode == 1
+
+    text = (ws.receipts_dir / "00000001.txt").read_text()
+    tests_digest = hashlib.sha256(b"one\ntwo\n").hexdigest()
+    readme_digest = hashlib.sha256(b"README.md exists\n").hexdigest()
+    body = re.sub(r"(time|duration|sha256): .*", r"\1: X", text)
+    assert body == (
+        "receipt: 00000001\n"
+        "kind: gate\n"
+        "time: X\n"
+        "via: agentos gate run\n"
+        f"repo: {repo}\n"
+        "attempt: 1\n"
+        "passed: false\n"
+        "summary: gate failed: 1 of 2 checks failed (tests)\n"
+        "base: null\n"
+        "checks:\n"
+        "  - name: tests\n"
+        "    kind: run\n"
+        "    result: fail\n"
+        "    duration: X\n"
+        f"    digest: {tests_digest}\n"
+        "    exit_code: 1\n"
+        "    output_tail: |\n"
+        "      one\n"
+        "      two\n"
+        "\n"
+        "  - name: readme\n"
+        "    kind: file_exists\n"
+        "    result: pass\n"
+        "    duration: X\n"
+        f"    digest: {readme_digest}\n"
+        "previous: none\n"
+        "sha256: X\n")
+    assert cli("receipts", "verify").returncode == 0
 
 
 def test_gate_run_readable_report_shows_failures_and_their_output(cli: Any, ws: Workspace,
@@ -446,13 +488,14 @@ def test_gate_run_readable_report_shows_failures_and_their_output(cli: Any, ws: 
         "E   assert [1] == []",
         "",
         "gate failed: 1 of 1 checks failed (tests)",
+        "receipt 00000001",
     ]
 
 
 def test_gate_run_with_no_checks_passes_and_says_so(cli: Any, repo: Path) -> None:
     out = cli("gate", "run", "--repo", str(repo))
-    assert (out.returncode, out.stdout.strip()) == (
-        0, "gate passed: no checks configured (nothing was verified)")
+    assert (out.returncode, out.stdout) == (
+        0, "\ngate passed: no checks configured (nothing was verified)\nreceipt 00000001\n")
 
 
 def test_gate_run_adds_a_hub_packages_checks(cli: Any, ws: Workspace, repo: Path,

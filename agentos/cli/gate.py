@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -12,6 +14,7 @@ from agentos.cli._common import console, fail, json_option, print_json, workspac
 from agentos.errors import AgentOSError
 from agentos.stormbreaker import (
     GateResult,
+    HookOutcome,
     collect_checks,
     describe,
     hook_command,
@@ -22,7 +25,9 @@ from agentos.stormbreaker import (
     run_gate,
     select_checks,
     stop_hook,
+    write_gate_receipt,
 )
+from agentos.workspace import Workspace
 
 _repo_option = click.option(
     "--repo", type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -96,11 +101,17 @@ def run(ctx: click.Context, repo: Path | None, base: str | None, package: str | 
     report. Exits 1 when a check fails. A gate with no checks passes, and says so."""
     ws = workspace()
     checks = select_checks(collect_checks(ws, package=load_package(ws, package)), names)
-    result = run_gate(checks, repo_root(repo or Path.cwd()), base=base)
+    root = repo_root(repo or Path.cwd())
+    result = run_gate(checks, root, base=base)
+    context: dict[str, object] = {"via": "agentos gate run", "repo": str(root)}
+    if package:
+        context["package"] = package
+    receipt = write_gate_receipt(ws, result, context=context)
     if as_json:
-        print_json(result.as_dict())
+        print_json({**result.as_dict(), "receipt": receipt.id})
     else:
         _print_report(result)
+        console.print(f"receipt {receipt.id}")
     if not result.passed:
         fail(ctx)
 
@@ -128,6 +139,7 @@ def hook(ctx: click.Context, base: str | None, package: str | None,
             checks = select_checks(collect_checks(ws, package=load_package(ws, package)),
                                    names)
             outcome = stop_hook(payload, checks, base=base)
+            _hook_receipt(ws, payload, outcome, package)
     except AgentOSError as exc:  # exit 2 would block the agent on our own error
         click.echo(f"agentos gate hook: {exc}", err=True)
         fail(ctx, 1)
@@ -137,6 +149,24 @@ def hook(ctx: click.Context, base: str | None, package: str | None,
     else:
         click.echo(outcome.message)
     fail(ctx, outcome.exit_code)
+
+
+def _hook_receipt(ws: Workspace, payload: dict[str, Any], outcome: HookOutcome,
+                  package: str | None) -> None:
+    if outcome.result is None:
+        return
+    context: dict[str, object] = {"via": "claude code stop hook",
+                                  "session": str(payload.get("session_id") or ""),
+                                  "repo": str(outcome.repo)}
+    run_id = os.environ.get("AGENTOS_RUN_ID")
+    if run_id:  # a field, not the receipt's run link: the run's own gate receipts count
+        context["agentos_run"] = run_id
+    if package:
+        context["package"] = package
+    try:
+        write_gate_receipt(ws, outcome.result, context=context)
+    except OSError as exc:  # the decision stands; the missing receipt is reported
+        click.echo(f"agentos gate hook: could not write the gate receipt: {exc}", err=True)
 
 
 @gate.command("install-hook")
