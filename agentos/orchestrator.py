@@ -246,7 +246,8 @@ class Orchestrator:
         self.report.interview = result.as_dict()
         if result.passed:
             return True
-        fields = {**result.as_dict(), "override": "--force" if self.force else "none"}
+        fields = {k: v for k, v in result.as_dict().items() if k != "request"}
+        fields["override"] = "--force" if self.force else "none"
         receipt = write_receipt(self.ws, "interview", fields, run_id=self.run_id,
                                 request=self.request)
         self.report.receipts.append(receipt.id)
@@ -262,7 +263,7 @@ class Orchestrator:
 
         with open_store(self.ws) as store:
             stats = store.add([self.repo])
-            self.emit(f"knowledge store: {stats.files_seen} files, {stats.files_read} read")
+            self.emit(f"knowledge store: {stats.seen} files, {stats.read} read, {stats.chunks} chunks")
             ctx = store.context(self.request, CONTEXT_BUDGET, under=self.repo)
         header = (f"# Context for run {self.run_id}\n\nRequest: {self.request}\n\n"
                   "The knowledge store found these parts of the repository relevant "

@@ -72,19 +72,19 @@ class Sessions:
         return self._server
 
     def start(self, name: str, command: list[str], cwd: Path) -> int | None:
-        """Start a detached session running ``command`` in ``cwd``; returns the pane's pid."""
-        self.kill(name)
-        from libtmux.exc import LibTmuxException
+        """Start a detached session running ``command`` in ``cwd``; returns the pane's pid.
 
-        try:
-            session = self.server.new_session(
-                session_name=name, start_directory=str(cwd), attach=False,
-                window_command=shlex.join(command), x=200, y=50,
-            )
-        except LibTmuxException as exc:
-            raise OperationFailed(f"tmux could not start session {name}: {exc}") from None
-        pane = session.active_pane
-        return int(pane.pane_pid) if pane is not None and pane.pane_pid else None
+        One ``new-session -P`` call: the command may end (and the session with it) before a
+        second query could ask for its pid.
+        """
+        self.kill(name)
+        result = self.server.cmd("new-session", "-d", "-s", name, "-c", str(cwd), "-x", "200",
+                                 "-y", "50", "-P", "-F", "#{pane_pid}", shlex.join(command))
+        if result.returncode != 0:
+            detail = " ".join(result.stderr).strip() or f"exit {result.returncode}"
+            raise OperationFailed(f"tmux could not start session {name}: {detail}")
+        out = "".join(result.stdout).strip()
+        return int(out) if out.isdigit() else None
 
     def exists(self, name: str) -> bool:
         return name in self.names()

@@ -166,6 +166,8 @@ def merge_branches(repo_dir: Path, target: str, branches: list[str], run_id: str
                 conflicts = _git(scratch, "diff", "--name-only", "--diff-filter=U",
                                  check=False).stdout.split()
                 _git(scratch, "merge", "--abort", check=False)
+                remove_worktree(repo_dir, scratch)
+                delete_branch(repo_dir, integration)
                 return MergeResult(False, conflicts=conflicts, conflicting_branch=branch,
                                    message=f"{branch} conflicts with the others in: "
                                            f"{', '.join(conflicts) or result.stderr.strip()}")

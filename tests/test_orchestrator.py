@@ -223,7 +223,8 @@ def test_a_missing_cli_is_a_clear_error_before_anything_starts(
     assert result.returncode == 2
     assert "needs the `claude` CLI" in result.stderr
     assert "npm install -g @anthropic-ai/claude-code" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr
     assert worktrees(repo) == [str(repo)] and branches(repo) == ["main"]
     assert tmux_sessions(tmux_socket) == []
 
