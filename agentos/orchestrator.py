@@ -263,7 +263,8 @@ class Orchestrator:
 
         with open_store(self.ws) as store:
             stats = store.add([self.repo])
-            self.emit(f"knowledge store: {stats.seen} files, {stats.read} read, {stats.chunks} chunks")
+            self.emit(f"knowledge store: {stats.seen} files, {stats.read} read, "
+                      f"{stats.chunks} chunks")
             ctx = store.context(self.request, CONTEXT_BUDGET, under=self.repo)
         header = (f"# Context for run {self.run_id}\n\nRequest: {self.request}\n\n"
                   "The knowledge store found these parts of the repository relevant "
