@@ -15,7 +15,7 @@ from agentos.workspace import Workspace, find_workspace
 F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def workspace(ctx: click.Context | None = None) -> Workspace:
