@@ -30,6 +30,7 @@ from typing import Any
 
 from agentos import _checks_run as cr
 from agentos._fs import atomic_write
+from agentos.cards import load_cards
 from agentos.checks import CheckSpec
 from agentos.errors import NotFound, ValidationFailed
 from agentos.hub import Hub
@@ -377,12 +378,14 @@ def stop_hook(payload: Mapping[str, Any], checks: Sequence[CheckSpec], *,
     return HookOutcome(2, result.feedback(), result, repo)
 
 
-def hook_command(ws: Workspace, *, package: str | None = None, names: Sequence[str] = (),
-                 base: str | None = None) -> str:
+def hook_command(ws: Workspace, *, package: str | None = None, card: str | None = None,
+                 names: Sequence[str] = (), base: str | None = None) -> str:
     """The shell command Claude Code runs for the hook: this Python, this workspace."""
     argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "gate", "hook"]
     if package:
         argv += ["--package", package]
+    if card:
+        argv += ["--card", card]
     for name in names:
         argv += ["--check", name]
     if base:
@@ -470,3 +473,21 @@ def load_package(ws: Workspace, ref: str | None) -> Manifest | None:
     if not ref:
         return None
     return Hub(ws.hub_dir).get(ref)[1]
+
+
+def gate_checks(ws: Workspace, *, package: str | None = None,
+                card: str | None = None) -> list[CheckSpec]:
+    """The checks a run would get, for ``agentos gate run/hook``: those of hub package
+    ``package`` (``name[@version]``) and of the card with id ``card`` -- whose agent, at the
+    version the card asks for, is the package when ``package`` is not given -- then the
+    workspace's."""
+    card_checks: Sequence[CheckSpec] = ()
+    if card:
+        found = [c for c in load_cards(ws.cards_dir).cards if c.id == card]
+        if not found:
+            raise NotFound(f"no card with id {card!r} in {ws.cards_dir}", field="card")
+        card_checks = found[0].checks
+        if not package:
+            hub = Hub(ws.hub_dir)
+            package = f"{found[0].agent}@{hub.resolve(found[0].agent, found[0].version)}"
+    return collect_checks(ws, package=load_package(ws, package), card_checks=card_checks)

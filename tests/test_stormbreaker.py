@@ -539,6 +539,20 @@ def test_gate_list_shows_the_checks_in_gate_order(cli: Any, ws: Workspace) -> No
         {"name": "small", "kind": "max_diff_lines", "definition": "max_diff_lines 10"}]}
 
 
+def test_gate_list_with_a_card_adds_its_checks_and_its_agents(cli: Any, ws: Workspace) -> None:
+    card = yaml.safe_load((ws.cards_dir / "fix-lint.yaml").read_text())
+    card["checks"] = [{"name": "formatted", "run": "ruff format --check ."}]
+    (ws.cards_dir / "fix-lint.yaml").write_text(yaml.safe_dump(card))
+    set_workspace_checks(ws, [{"name": "small", "max_diff_lines": 10}])
+
+    out = cli("gate", "list", "--card", "fix-lint", "--json")
+    assert [c["name"] for c in json.loads(out.stdout)["checks"]] == [
+        "lint clean", "formatted", "small"]
+    ghost = cli("gate", "list", "--card", "ghost")
+    assert (ghost.returncode, ghost.stderr) == (
+        2, f"error: card: no card with id 'ghost' in {ws.cards_dir}\n")
+
+
 def test_gate_run_does_not_need_the_environment_of_its_caller(cli: Any, ws: Workspace,
                                                              repo: Path) -> None:
     set_workspace_checks(ws, [{"name": "secret", "run": 'test -z "$AGENTOS_TEST_SECRET"'}])

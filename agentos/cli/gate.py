@@ -15,11 +15,10 @@ from agentos.errors import AgentOSError
 from agentos.stormbreaker import (
     GateResult,
     HookOutcome,
-    collect_checks,
     describe,
+    gate_checks,
     hook_command,
     install_stop_hook,
-    load_package,
     parse_hook_input,
     repo_root,
     run_gate,
@@ -39,6 +38,10 @@ _base_option = click.option(
 _package_option = click.option(
     "--package", "package", metavar="NAME[@VERSION]",
     help="Also run this hub package's checks (read from the hub, never from the repo).")
+_card_option = click.option(
+    "--card", "card", metavar="ID",
+    help="Also run this routing card's checks, and its agent's unless --package is given: "
+         "the checks a run routed through the card gets.")
 
 
 @click.group()
@@ -51,11 +54,13 @@ def gate() -> None:
 
 @gate.command("list")
 @_package_option
+@_card_option
 @json_option
-def list_(package: str | None, as_json: bool) -> None:
-    """List the checks the gate would run: the package's, then the workspace's."""
+def list_(package: str | None, card: str | None, as_json: bool) -> None:
+    """List the checks the gate would run: the package's, the card's, then the
+    workspace's."""
     ws = workspace()
-    checks = collect_checks(ws, package=load_package(ws, package))
+    checks = gate_checks(ws, package=package, card=card)
     if as_json:
         print_json({"checks": [{"name": c.name, "kind": c.kind, "definition": describe(c)}
                                for c in checks]})
@@ -92,20 +97,23 @@ def _print_report(result: GateResult) -> None:
 @_repo_option
 @_base_option
 @_package_option
+@_card_option
 @click.argument("names", nargs=-1, metavar="[CHECK]...")
 @json_option
 @click.pass_context
 def run(ctx: click.Context, repo: Path | None, base: str | None, package: str | None,
-        names: tuple[str, ...], as_json: bool) -> None:
+        card: str | None, names: tuple[str, ...], as_json: bool) -> None:
     """Run the gate's checks in a repository (only the CHECKs named, if any) and print a
     report. Exits 1 when a check fails. A gate with no checks passes, and says so."""
     ws = workspace()
-    checks = select_checks(collect_checks(ws, package=load_package(ws, package)), names)
+    checks = select_checks(gate_checks(ws, package=package, card=card), names)
     root = repo_root(repo or Path.cwd())
     result = run_gate(checks, root, base=base)
     context: dict[str, object] = {"via": "agentos gate run", "repo": str(root)}
     if package:
         context["package"] = package
+    if card:
+        context["card"] = card
     receipt = write_gate_receipt(ws, result, context=context)
     if as_json:
         print_json({**result.as_dict(), "receipt": receipt.id})
@@ -119,10 +127,11 @@ def run(ctx: click.Context, repo: Path | None, base: str | None, package: str | 
 @gate.command("hook")
 @_base_option
 @_package_option
+@_card_option
 @click.option("--check", "names", multiple=True, metavar="NAME",
               help="Run only this check (repeatable; default: every check).")
 @click.pass_context
-def hook(ctx: click.Context, base: str | None, package: str | None,
+def hook(ctx: click.Context, base: str | None, package: str | None, card: str | None,
          names: tuple[str, ...]) -> None:
     """A Claude Code Stop hook: reads the hook JSON on stdin and runs the checks in the
     repository at its `cwd`. While a check fails it exits 2 with the failing checks and
@@ -136,10 +145,10 @@ def hook(ctx: click.Context, base: str | None, package: str | None,
             outcome = stop_hook(payload, ())
         else:
             ws = workspace()
-            checks = select_checks(collect_checks(ws, package=load_package(ws, package)),
+            checks = select_checks(gate_checks(ws, package=package, card=card),
                                    names)
             outcome = stop_hook(payload, checks, base=base)
-            _hook_receipt(ws, payload, outcome, package)
+            _hook_receipt(ws, payload, outcome, package, card)
     except AgentOSError as exc:  # exit 2 would block the agent on our own error
         click.echo(f"agentos gate hook: {exc}", err=True)
         fail(ctx, 1)
@@ -152,7 +161,7 @@ def hook(ctx: click.Context, base: str | None, package: str | None,
 
 
 def _hook_receipt(ws: Workspace, payload: dict[str, Any], outcome: HookOutcome,
-                  package: str | None) -> None:
+                  package: str | None, card: str | None) -> None:
     if outcome.result is None:
         return
     context: dict[str, object] = {"via": "claude code stop hook",
@@ -163,6 +172,8 @@ def _hook_receipt(ws: Workspace, payload: dict[str, Any], outcome: HookOutcome,
         context["agentos_run"] = run_id
     if package:
         context["package"] = package
+    if card:
+        context["card"] = card
     try:
         write_gate_receipt(ws, outcome.result, context=context)
     except OSError as exc:  # the decision stands; the missing receipt is reported
@@ -173,6 +184,7 @@ def _hook_receipt(ws: Workspace, payload: dict[str, Any], outcome: HookOutcome,
 @_repo_option
 @_base_option
 @_package_option
+@_card_option
 @click.option("--check", "names", multiple=True, metavar="NAME",
               help="Have the hook run only this check (repeatable).")
 @click.option("--local", is_flag=True,
@@ -181,14 +193,14 @@ def _hook_receipt(ws: Workspace, payload: dict[str, Any], outcome: HookOutcome,
 @click.option("--timeout", type=click.IntRange(min=1), default=1800, show_default=True,
               help="Seconds Claude Code gives the hook.")
 @json_option
-def install_hook(repo: Path | None, base: str | None, package: str | None,
+def install_hook(repo: Path | None, base: str | None, package: str | None, card: str | None,
                  names: tuple[str, ...], local: bool, timeout: int, as_json: bool) -> None:
     """Add the gate's Stop hook to a repository's .claude/settings.json, keeping every
     setting and hook already there. Running it again changes nothing."""
     ws = workspace()
-    checks = collect_checks(ws, package=load_package(ws, package))
+    checks = gate_checks(ws, package=package, card=card)
     select_checks(checks, names)  # an unknown check name is an error now, not in the hook
-    command = hook_command(ws, package=package, names=names, base=base)
+    command = hook_command(ws, package=package, card=card, names=names, base=base)
     path, changed = install_stop_hook(repo or Path.cwd(), command, timeout=timeout,
                                       local=local)
     if as_json:
