@@ -7,11 +7,12 @@ when every check passes. An agent's exit code or claim of success never counts.
 
 Library API (the orchestrator, the CLI and the MCP server call these):
 
-- :func:`collect_checks` -- package, then card, then workspace checks.
+- :func:`collect_checks` -- package, then card, then workspace checks;
+  :func:`gate_checks` does the same from a package ref and a card id.
 - :func:`select_checks` -- keep only the checks named.
 - :func:`run_gate` -- run checks in a worktree, return a :class:`GateResult`.
 - :meth:`GateResult.feedback` / :func:`write_feedback` -- the failures, for the agent.
-- :func:`gate_receipt_fields` -- what a "gate" receipt records.
+- :func:`gate_receipt_fields` / :func:`write_gate_receipt` -- what a "gate" receipt records.
 - :func:`stop_hook`, :func:`hook_command`, :func:`install_stop_hook` -- the Claude Code
   ``Stop`` hook.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agentos import _checks_run as cr
+from agentos._claude_settings import HOOK_TIMEOUT, merge_stop_hook
 from agentos._fs import atomic_write
 from agentos.cards import load_cards
 from agentos.checks import CheckSpec
@@ -322,8 +324,6 @@ def write_gate_receipt(ws: Workspace, result: GateResult, *, attempt: int = 1,
 
 # --- the Claude Code Stop hook -----------------------------------------------------------
 
-HOOK_EVENT = "Stop"
-HOOK_TIMEOUT = 1800  # seconds Claude Code gives the hook; the checks' own timeouts still apply
 
 
 def repo_root(path: Path) -> Path:
@@ -393,79 +393,14 @@ def hook_command(ws: Workspace, *, package: str | None = None, card: str | None 
     return shlex.join(argv)
 
 
-def _is_ours(hook: Any) -> bool:
-    command = hook.get("command") if isinstance(hook, dict) else None
-    return isinstance(command, str) and "agentos" in command and " gate hook" in command
-
-
 def install_stop_hook(repo: Path, command: str, *, timeout: int = HOOK_TIMEOUT,
                       local: bool = False) -> tuple[Path, bool]:
-    """Merge the gate's Stop hook into ``repo/.claude/settings.json`` (or
-    ``settings.local.json`` with ``local``), keeping everything already there.
-
-    An AgentOS gate hook already present is updated in place, so installing twice changes
-    nothing. Returns the settings file and whether it changed.
-    """
-    repo = repo_root(repo)
-    path = repo / ".claude" / ("settings.local.json" if local else "settings.json")
-    settings: Any = {}
-    if path.exists():
-        try:
-            settings = json.loads(path.read_text(encoding="utf-8") or "{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValidationFailed(f"not valid JSON: {exc}", file=path) from None
-    if not isinstance(settings, dict):
-        raise ValidationFailed("expected a JSON object", file=path, field="(root)")
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise ValidationFailed("expected an object", file=path, field="hooks")
-    stop = hooks.setdefault(HOOK_EVENT, [])
-    if not isinstance(stop, list):
-        raise ValidationFailed("expected a list", file=path, field=f"hooks.{HOOK_EVENT}")
-    ours = {"type": "command", "command": command, "timeout": timeout}
-    placed = False
-    emptied: list[Any] = []
-    for group in stop:
-        inner = group.get("hooks") if isinstance(group, dict) else None
-        if not isinstance(inner, list) or not any(_is_ours(h) for h in inner):
-            continue
-        kept: list[Any] = []
-        for hook in inner:
-            if not _is_ours(hook):
-                kept.append(hook)
-            elif not placed:  # the first copy of our hook is updated, any other dropped
-                kept.append(ours)
-                placed = True
-        inner[:] = kept
-        if not kept:
-            emptied.append(group)
-    stop[:] = [g for g in stop if not any(g is e for e in emptied)]
-    if not placed:
-        stop.append({"hooks": [ours]})
-    text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
-    before = path.read_text(encoding="utf-8") if path.exists() else None
-    if text == before:
-        return path, False
-    atomic_write(path, text)
-    if local:
-        _exclude_locally(repo, ".claude/settings.local.json")
-    return path, True
-
-
-def _exclude_locally(repo: Path, rel: str) -> None:
-    """Add ``rel`` to the repository's ``info/exclude`` so diff checks and ``git add -A``
-    never see it."""
-    out = cr.git(repo, "rev-parse", "--git-path", "info/exclude")
-    if out.returncode != 0:
-        return
-    exclude = Path(os.fsdecode(out.stdout.strip()))
-    exclude = exclude if exclude.is_absolute() else repo / exclude
-    line = "/" + rel
-    existing = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
-    if line not in existing.splitlines():
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        sep = "" if not existing or existing.endswith("\n") else "\n"
-        exclude.write_text(existing + sep + line + "\n", encoding="utf-8")
+    """Merge the gate's Stop hook (``command``) into the ``.claude/settings.json`` of the
+    repository holding ``repo`` (``settings.local.json``, kept out of git, with ``local``),
+    keeping everything already there. Installing twice changes nothing; an AgentOS gate
+    hook already there is updated in place. Returns the settings file and whether it
+    changed."""
+    return merge_stop_hook(repo_root(repo), command, timeout=timeout, local=local)
 
 
 def load_package(ws: Workspace, ref: str | None) -> Manifest | None:
