@@ -21,6 +21,16 @@ _ENTRY_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+class GuardianOverrides(StrictModel):
+    """A package's own guardian policy; each key given replaces the workspace's."""
+
+    interval: float | None = Field(default=None, ge=0.05)
+    stuck_after: float | None = Field(default=None, gt=0)
+    nudge: str | None = None
+    max_restarts: int | None = Field(default=None, ge=0)
+    kill_after: float | None = Field(default=None, gt=0)
+
+
 class Manifest(StrictModel):
     name: Name
     version: SemVer
@@ -33,6 +43,7 @@ class Manifest(StrictModel):
     timeout: int = Field(default=600, gt=0)
     checks: list[CheckSpec] = Field(default_factory=list)
     paths: list[str] = Field(default_factory=list)  # what the agent works on (sparse checkout)
+    guardian: GuardianOverrides | None = None
 
     @field_validator("env")
     @classmethod
