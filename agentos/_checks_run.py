@@ -93,10 +93,13 @@ def run_shell(command: str, cwd: Path, env: dict[str, str], timeout: float) -> O
     if bash is None:
         raise MissingTool("bash is needed to run shell checks and is not on PATH")
     cap = _Capture()
-    proc = subprocess.Popen(
-        [bash, "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            [bash, "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    except OSError as exc:  # e.g. the directory vanished under us
+        return reported(False, f"could not start the check: {exc}\n")
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     deadline = time.monotonic() + timeout
