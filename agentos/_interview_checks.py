@@ -17,6 +17,7 @@ from agentos.checks import CheckSpec, FileContains
 
 TEST_COMMAND = "python -m pytest -q"
 LINT_COMMAND = "ruff check ."
+_NEAR = 120   # how far around a path its criterion is looked for, in characters
 
 _PASS = r"(?:must\s+|should\s+|still\s+|to\s+|will\s+|all\s+)?(?:pass|passes|passing|passed|" \
         r"succeed|succeeds|is\s+green|are\s+green|green)\b"
@@ -65,7 +66,7 @@ def propose_checks(text: str, entities: list[Entity]) -> list[CheckSpec]:
     paths = [e for e in entities if e.kind == "path"]
 
     for e in paths:
-        after, before = text[e.end:], text[:e.start]
+        after, before = text[e.end:e.end + _NEAR], text[max(0, e.start - _NEAR):e.start]
         if _is_python_test(e.text) and _AFTER_PASSES.match(after):
             found.append((e.start, _check(name=f"{e.text} passes",
                                              run=f"{TEST_COMMAND} {e.text}")))
@@ -154,7 +155,7 @@ def _allowed_paths(text: str, paths: list[Entity]) -> list[str]:
     """Paths the request limits the change to: "only change X and Y", "in X only"."""
     allowed: list[str] = []
     for i, e in enumerate(paths):
-        before, after = text[:e.start], text[e.end:]
+        before, after = text[max(0, e.start - _NEAR):e.start], text[e.end:e.end + _NEAR]
         starts_list = _ONLY_CHANGE.search(before) is not None
         in_only = _IN_BEFORE.search(before) is not None and _PATH_ONLY.match(after) is not None
         if not (starts_list or in_only):

@@ -283,16 +283,26 @@ def phrase_stems(phrases: Iterable[str]) -> tuple[tuple[str, ...], ...]:
     return tuple(stem_phrase(p) for p in phrases)
 
 
-def find_phrases(tokens: list[str], phrases: Iterable[str]) -> list[tuple[int, str]]:
+def positions(tokens: list[str]) -> dict[str, list[int]]:
+    """Where each token occurs, to look phrases up by their first stem."""
+    index: dict[str, list[int]] = {}
+    for i, token in enumerate(tokens):
+        index.setdefault(token, []).append(i)
+    return index
+
+
+def find_phrases(tokens: list[str], phrases: Iterable[str],
+                 index: dict[str, list[int]] | None = None) -> list[tuple[int, str]]:
     """(position, phrase) for every phrase of ``phrases`` found in ``tokens`` (stems)."""
+    index = positions(tokens) if index is None else index
     found: list[tuple[int, str]] = []
     for phrase in phrases:
         key = stem_phrase(phrase)
         if not key:
             continue
         n = len(key)
-        for i in range(len(tokens) - n + 1):
-            if tuple(tokens[i:i + n]) == key:
+        for i in index.get(key[0], ()):
+            if n == 1 or tuple(tokens[i:i + n]) == key:
                 found.append((i, phrase))
     found.sort()
     return found

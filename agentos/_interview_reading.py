@@ -45,6 +45,7 @@ class Reading:
         parts.append(text[last:])
         self.masked = "".join(parts)
         self.tokens = stems(self.masked)
+        self.index = lex.positions(self.tokens)
         self.words = words(self.masked)
         if len(self.words) != len(self.tokens):   # never seen; keep the stems to be safe
             self.words = list(self.tokens)
@@ -60,7 +61,7 @@ class Reading:
         return list(seen)
 
     def find(self, phrases: tuple[str, ...]) -> list[str]:
-        return lex.distinct(lex.find_phrases(self.tokens, phrases))
+        return lex.distinct(lex.find_phrases(self.tokens, phrases, self.index))
 
     def entity(self, token: str) -> lex.Entity | None:
         if token.startswith("qqref") and token[5:].isdigit():
@@ -74,7 +75,7 @@ class Reading:
     def said(self, phrases: tuple[str, ...]) -> list[str]:
         """The words the request used for each phrase found ("tests" for "test")."""
         seen: dict[str, None] = {}
-        for pos, phrase in lex.find_phrases(self.tokens, phrases):
+        for pos, phrase in lex.find_phrases(self.tokens, phrases, self.index):
             seen.setdefault(self.surface(self.words[pos:pos + len(stem_phrase(phrase))]), None)
         return list(seen)
 

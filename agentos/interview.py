@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from agentos import _interview_lexicon as lex
@@ -168,9 +169,17 @@ def knowledge_candidates(ws: Workspace, k: int = 8) -> Callable[[str], list[str]
         except AgentOSError as exc:
             log.warning("no candidates from the knowledge store: %s", exc)
             return []
-        return [str(hit.path) for hit in hits]
+        return [_shown(Path(hit.path)) for hit in hits]
 
     return candidates
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current directory when it lies below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def amend(request: str, answers: Mapping[str, str]) -> str:

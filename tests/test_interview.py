@@ -668,6 +668,26 @@ def test_candidates_are_not_looked_up_when_scope_is_clear(tmp_path: Path) -> Non
     assert calls == []
 
 
+@pytest.mark.skipif(importlib.util.find_spec("agentos.knowledge") is None,
+                    reason="the knowledge store is not built yet")
+def test_candidates_from_the_knowledge_store_are_real_indexed_paths(
+        ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentos.knowledge import open_store
+
+    repo = tmp_path / "shop"
+    (repo / "shop").mkdir(parents=True)
+    (repo / "shop/router.py").write_text("def route(request):\n    \"\"\"The router.\"\"\"\n")
+    (repo / "shop/billing.py").write_text("def invoice(order):\n    return order.total\n")
+    with open_store(ws) as store:
+        store.add([repo])
+    monkeypatch.chdir(repo)      # candidates below the current directory are shown relative
+    result = interview_in(ws, "make the router faster")
+    scope = next(q.text for q in result.questions if q.axis == "scope")
+    assert scope == ("You mention “router”: which files or modules should change? "
+                     "Candidates: shop/router.py.")
+    assert (repo / "shop/router.py").is_file()
+
+
 @pytest.mark.skipif(importlib.util.find_spec("agentos.knowledge") is None
                     or importlib.util.find_spec("agentos.cli.kb") is None,
                     reason="the knowledge store and `agentos kb` are not built yet")
