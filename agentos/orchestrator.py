@@ -143,6 +143,7 @@ class Orchestrator:
         self.report = RunReport(self.run_id, "pending")
         self.agents: list[AgentState] = []
         self.cancel = threading.Event()
+        self._git_admin = threading.Lock()
         self.sessions = Sessions(ws.root)
         self.store: RunStore | None = None
         self.base = ""
@@ -204,13 +205,10 @@ class Orchestrator:
         context = self._context()
         self._set_status("running")
         for agent in self.agents:
-            wt.add_worktree(self.repo, agent.worktree, agent.branch, self.base,
-                            sparse_paths=agent.manifest.paths or None)
-            agent.worktree.joinpath("AGENTOS_CONTEXT.md").write_text(context, encoding="utf-8")
             self.store.add_agent(self.run_id, agent.name, agent.manifest.version,
                                  card=agent.card, branch=agent.branch,
                                  worktree=str(agent.worktree), session=agent.session)
-        self._drive_all()
+        self._drive_all(context)
         if all(a.status == "passed" for a in self.agents):
             self._merge()
         else:
@@ -284,9 +282,9 @@ class Orchestrator:
                              self.ws.logs_dir / self.run_id / f"{name}.log"),
         )
 
-    def _drive_all(self) -> None:
+    def _drive_all(self, context: str) -> None:
         with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
-            futures = [pool.submit(self._drive, agent) for agent in self.agents]
+            futures = [pool.submit(self._drive, agent, context) for agent in self.agents]
             try:
                 pending = set(futures)
                 while pending:
@@ -297,9 +295,13 @@ class Orchestrator:
                 self.cancel.set()
                 raise
 
-    def _drive(self, agent: AgentState) -> None:
-        """One agent's attempts: start, wait for its exit file, commit, gate, retry."""
+    def _drive(self, agent: AgentState, context: str) -> None:
+        """One agent: its worktree, then attempts: start, wait for its exit file, commit,
+        gate, retry. Agents are driven in parallel, one thread each."""
         assert self.store is not None
+        wt.add_worktree(self.repo, agent.worktree, agent.branch, self.base,
+                        sparse_paths=agent.manifest.paths or None, admin_lock=self._git_admin)
+        agent.worktree.joinpath("AGENTOS_CONTEXT.md").write_text(context, encoding="utf-8")
         retries = self.ws.settings.run.retries
         checks = collect_checks(self.ws, package=agent.manifest, card_checks=agent.card_checks)
         agent.started_at = time.time()
@@ -416,23 +418,31 @@ class Orchestrator:
     def _teardown(self) -> None:
         """End sessions, keep the work on branches, remove worktrees; always."""
         self.cancel.set()
-        merged = self.report.status == "succeeded"
-        for agent in self.agents:
-            self.sessions.kill(agent.session)
-            if agent.worktree.exists():
-                commit = wt.commit_all(agent.worktree, self._commit_message(agent)
-                                       + "(saved at teardown)\n", agent.name)
-                if commit:
-                    agent.commits.append(commit)
-                wt.remove_worktree(self.repo, agent.worktree)
-            if merged or wt.commits_ahead(self.repo, agent.branch, self.base) == 0:
-                wt.delete_branch(self.repo, agent.branch)
-            self.report.agents.append(agent.as_dict())
-            if self.store is not None:
-                self.store.update_agent(self.run_id, agent.name, status=agent.status)
+        if self.agents:
+            with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
+                list(pool.map(self._teardown_agent, self.agents))
+            wt.prune(self.repo)
+            merged = self.report.status == "succeeded"
+            wt.delete_branch(self.repo, *(
+                a.branch for a in self.agents
+                if merged or wt.commits_ahead(self.repo, a.branch, self.base) == 0))
+        self.report.agents = [agent.as_dict() for agent in self.agents]
         _remove_tree(self.ws.worktrees_dir / self.run_id)
         _remove_tree(self.ws.state_dir / "runs" / self.run_id)
         self.sessions.kill_server_if_idle()
+
+    def _teardown_agent(self, agent: AgentState) -> None:
+        """End the session, commit what is left, delete the worktree's files (the caller
+        prunes the registrations once, then deletes branches)."""
+        self.sessions.kill(agent.session)
+        if agent.worktree.exists():
+            commit = wt.commit_all(agent.worktree, self._commit_message(agent)
+                                   + "(saved at teardown)\n", agent.name)
+            if commit:
+                agent.commits.append(commit)
+            _remove_tree(agent.worktree)
+        if self.store is not None:
+            self.store.update_agent(self.run_id, agent.name, status=agent.status)
 
     def _final_receipt(self) -> None:
         fields = {

@@ -9,6 +9,7 @@ moves only when the whole task force merges cleanly.
 from __future__ import annotations
 
 import subprocess
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,16 +79,20 @@ def tracked_changes(repo_dir: Path) -> list[str]:
 
 
 def add_worktree(repo_dir: Path, path: Path, branch: str, base: str,
-                 sparse_paths: list[str] | None = None) -> None:
+                 sparse_paths: list[str] | None = None,
+                 admin_lock: AbstractContextManager[object] | None = None) -> None:
     """Create ``path`` on a new ``branch`` at ``base``; sparse when paths are given and the
-    repository is large."""
+    repository is large.
+
+    Only registering the worktree takes ``admin_lock`` (concurrent ``git worktree add``s
+    race on ``.git/worktrees``); checking out its files runs in parallel with others.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     sparse = bool(sparse_paths) and _file_count(repo_dir, base) >= SPARSE_MIN_FILES
-    if not sparse:
-        _git(repo_dir, "worktree", "add", "-q", "-b", branch, str(path), base)
-        return
-    _git(repo_dir, "worktree", "add", "-q", "--no-checkout", "-b", branch, str(path), base)
-    _git(path, "sparse-checkout", "set", "--no-cone", *(sparse_paths or []))
+    with admin_lock or nullcontext():
+        _git(repo_dir, "worktree", "add", "-q", "--no-checkout", "-b", branch, str(path), base)
+    if sparse:
+        _git(path, "sparse-checkout", "set", "--no-cone", *(sparse_paths or []))
     _git(path, "checkout", "-q", branch)
 
 
@@ -109,6 +114,7 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
 
 
 def remove_worktree(repo_dir: Path, path: Path) -> None:
+    """Remove a worktree and its registration (its work must be committed first)."""
     if path.exists():
         _git(repo_dir, "worktree", "remove", "--force", "--force", str(path), check=False)
     _git(repo_dir, "worktree", "prune", check=False)
@@ -124,8 +130,9 @@ def branch_exists(repo_dir: Path, branch: str) -> bool:
                 check=False).returncode == 0
 
 
-def delete_branch(repo_dir: Path, branch: str) -> None:
-    _git(repo_dir, "branch", "-D", branch, check=False)
+def delete_branch(repo_dir: Path, *branches: str) -> None:
+    if branches:
+        _git(repo_dir, "branch", "-D", *branches, check=False)
 
 
 def head(repo_dir: Path) -> tuple[str | None, str]:

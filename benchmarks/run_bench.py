@@ -1,0 +1,126 @@
+"""Orchestration overhead, measured against the raw primitives it builds on.
+
+    .venv/bin/python benchmarks/run_bench.py [--rounds N]
+
+1. Per agent: a run of k agents whose command is `true`, minus a run of one, divided by
+   k-1, is what one more agent costs the orchestrator (its worktree, its tmux session, the
+   wait on its exit file, its commit check, its gate, its teardown). It is compared with the
+   raw `git worktree add` + `tmux new-session` + `git worktree remove` + `git branch -D` of one
+   agent, timed here too. The fixed cost of a run (interview, routing and receipts, knowledge
+   store refresh, merge check, run receipt) is printed separately.
+2. Parallelism: 8 agents that each sleep 2 s, against one agent that sleeps 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import yaml
+
+from agentos.hub import Hub
+from agentos.orchestrator import start_run
+from agentos.workspace import Workspace, init_workspace
+
+
+def sh(*argv: str, cwd: Path | None = None) -> None:
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    sh("git", "init", "-q", "-b", "main", cwd=path)
+    (path / "README.md").write_text("# bench\n")
+    sh("git", "add", "-A", cwd=path)
+    sh("git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init", cwd=path)
+    return path
+
+
+def add_agents(ws: Workspace, src: Path, prefix: str, count: int, script: str) -> str:
+    """Install ``count`` agents running ``script``, each with a card in its own group."""
+    hub = Hub(ws.hub_dir)
+    for i in range(count):
+        name = f"{prefix}-{i}"
+        pkg = src / name
+        pkg.mkdir(parents=True)
+        (pkg / "agent.yaml").write_text(yaml.safe_dump({
+            "name": name, "version": "1.0.0", "description": "bench agent",
+            "runtime": "shell", "entry": "run.sh"}))
+        (pkg / "run.sh").write_text(script)
+        hub.install(str(pkg))
+        (ws.cards_dir / f"{name}.yaml").write_text(yaml.safe_dump({
+            "id": name, "agent": name, "description": "bench", "group": name,
+            "triggers": {"keywords": [f"{prefix}x{count}"]}}))
+    return f"{prefix}x{count}"
+
+
+def timed_run(ws: Workspace, request: str, repo: Path) -> float:
+    t0 = time.perf_counter()
+    report = start_run(ws, request, repo, force=True)
+    elapsed = time.perf_counter() - t0
+    assert report.status == "succeeded", report.message
+    return elapsed
+
+
+def raw_agent(repo: Path, socket: str, i: int) -> float:
+    path = repo.parent / f"raw-wt-{i}"
+    t0 = time.perf_counter()
+    sh("git", "worktree", "add", "-q", "-b", f"raw/{i}", str(path), "HEAD", cwd=repo)
+    done = path.parent / f"raw-done-{i}"
+    sh("tmux", "-L", socket, "new-session", "-d", "-s", f"raw-{i}", "-c", str(path),
+       f"true; touch {done}")
+    while not done.exists():
+        time.sleep(0.005)
+    sh("git", "worktree", "remove", "--force", str(path), cwd=repo)
+    sh("git", "branch", "-D", f"raw/{i}", cwd=repo)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--agents", type=int, default=4)
+    args = parser.parse_args()
+    socket = f"agentos-bench-{uuid.uuid4().hex[:8]}"
+    os.environ["AGENTOS_TMUX_SOCKET"] = socket
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        ws, _ = init_workspace(root / "ws")
+        ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
+        repo = make_repo(root / "repo")
+        k = args.agents
+        one = add_agents(ws, root / "src", "one", 1, "true\n")
+        many = add_agents(ws, root / "src", "many", k, "true\n")
+        sleep1 = add_agents(ws, root / "src", "sleepone", 1, "sleep 2\n")
+        sleep8 = add_agents(ws, root / "src", "sleepeight", 8, "sleep 2\n")
+        try:
+            timed_run(ws, one, repo)  # warm up: tmux server, knowledge store, caches
+            singles = [timed_run(ws, one, repo) for _ in range(args.rounds)]
+            multis = [timed_run(ws, many, repo) for _ in range(args.rounds)]
+            sh("tmux", "-L", socket, "start-server")
+            raws = [raw_agent(repo, socket, i) for i in range(args.rounds * k)]
+            single, multi, raw = (statistics.median(x) for x in (singles, multis, raws))
+            per_agent = (multi - single) / (k - 1)
+            print(f"raw worktree+session+teardown per agent: p50 {raw * 1000:.1f} ms")
+            print(f"run of 1 agent (`true`):  p50 {single * 1000:.1f} ms")
+            print(f"run of {k} agents (`true`): p50 {multi * 1000:.1f} ms")
+            print(f"orchestration cost per additional agent: {per_agent * 1000:.1f} ms "
+                  f"= {per_agent / raw:.2f}x raw (target <= 1.5x)")
+            print(f"fixed cost of a run beyond its one agent: {(single - per_agent) * 1000:.1f} ms")
+            t1 = timed_run(ws, sleep1, repo)
+            t8 = timed_run(ws, sleep8, repo)
+            print(f"1 agent sleeping 2 s: {t1:.2f} s; 8 agents sleeping 2 s: {t8:.2f} s "
+                  f"= {t8 / t1:.2f}x (target <= 1.3x)")
+        finally:
+            subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
