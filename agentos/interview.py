@@ -214,7 +214,7 @@ def _goal(r: Reading) -> Scored:
         score = 0.5 if r.find(lex.EXPECTED_WORDS) else 0.35
         ev.append("problem described: " + ", ".join(r.find(lex.BUG_WORDS)
                                                       or r.find(lex.SYMPTOMS)))
-    content = len(r.content())
+    content = len(set(r.content()))   # distinct words: repeating one says nothing new
     score += 0.15 if content >= 12 else 0.1 if content >= 6 else 0.0
     vague = r.find(lex.VAGUE)
     if vague:
@@ -343,8 +343,10 @@ def _ask(axis: str, r: Reading, found: list[str]) -> str:
     if axis == "scope":
         return _ask_scope(r, found)
     if axis == "constraints":
-        named = r.kinds("path", "endpoint", "symbol")
-        where = f"Besides {', '.join(named[:2])}, may other files change? " if named else ""
+        paths, symbols = r.kinds("path", "endpoint"), r.kinds("symbol", "command")
+        where = (f"Besides {', '.join(paths[:2])}, may other files change? " if paths
+                 else f"Besides {', '.join(symbols[:2])}, what else may change? " if symbols
+                 else "")
         return (f"{where}What must stay as it is (public API, output format, other files, "
                 "dependencies), and within which limits (versions, size, time)?")
     if axis == "context":
