@@ -438,8 +438,13 @@ def with_rewrite(result: Interview, settings: InterviewSettings, *,
 def propose_rewrite(result: Interview, model: str, *, host: str | None = None,
                     timeout: float = 60.0) -> str:
     """Ask ``model`` (through the ``ollama`` client) for a clearer version of the request."""
-    import httpx  # heavy and optional: only a configured rewrite pays for them
-    import ollama
+    try:   # heavy and optional: only a configured rewrite pays for them
+        import httpx
+        import ollama
+    except ImportError as exc:
+        raise OperationFailed(f"the ollama client is not installed ({exc}): "
+                              "pip install 'agentos[ollama]'",
+                              field="interview.rewrite_model") from exc
 
     asks = "\n".join(f"- {q.axis}: {q.text}" for q in result.questions)
     user = f"Request:\n{result.request}\n\nWhat is missing:\n{asks or '- nothing'}"

@@ -869,10 +869,11 @@ def test_interview_has_help(cli: Any) -> None:
 class _Terminal:
     """The CLI in a real pseudo-terminal: stdin and stdout are a TTY."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         master, slave = pty.openpty()
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
-                                     close_fds=True, env={**os.environ, "COLUMNS": "120"})
+                                     close_fds=True,
+                                     env={**os.environ, "COLUMNS": "120", **(env or {})})
         os.close(slave)
         self.master = master
         self.seen = b""
@@ -1051,3 +1052,18 @@ def test_an_unreachable_model_leaves_a_note_and_the_same_verdict(ws: Workspace) 
         "interview.rewrite_model: no rewrite from Ollama model qwen2.5-coder:7b")
     assert result.passed is False
     assert result.axes == interview("fix the bug", DEFAULTS).axes
+
+
+def test_in_a_terminal_the_proposed_rewrite_can_be_taken_and_is_scored_like_any_request(
+        ws: Workspace, ollama: _FakeOllama) -> None:
+    ollama.reply = DEV_CLEAR[0][2]
+    _settings(ws, {"rewrite_model": "qwen2.5-coder:7b"})
+    term = _Terminal([sys.executable, "-m", "agentos", "--workspace", str(ws.root),
+                      "interview", "fix the bug"], env={"OLLAMA_HOST": ollama.url})
+    shown = term.read_until("Use the proposed rewrite as the request? [y/N]")
+    assert "proposed rewrite:" in shown
+    term.send("y")
+    code, rest = term.finish()
+    assert code == 0, rest
+    assert "passed" in rest
+    assert len(ollama.chats) == 1   # the rewrite passed, so no second rewrite was asked
