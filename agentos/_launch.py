@@ -97,11 +97,11 @@ def agent_env(task: AgentTask, files: AgentFiles, path_dirs: list[str],
 
 def prepare(task: AgentTask, files: AgentFiles) -> tuple[list[str], dict[str, str]]:
     """Write the env file and wrapper; return the pane's argv and the agent's environment."""
+    files.run_dir.mkdir(parents=True, exist_ok=True)
+    files.log.parent.mkdir(parents=True, exist_ok=True)
     runtime = get_runtime(task.manifest.runtime)
     env = agent_env(task, files, runtime.path_dirs())
     command = runtime.command(task)
-    files.run_dir.mkdir(parents=True, exist_ok=True)
-    files.log.parent.mkdir(parents=True, exist_ok=True)
     files.exit_file.unlink(missing_ok=True)
     fd = os.open(files.env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:

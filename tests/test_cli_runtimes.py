@@ -1,0 +1,98 @@
+"""The claude-code, gemini-cli and codex runtimes, driven with stand-in CLIs.
+
+The real CLIs need an account and a model; what lies outside AgentOS is replaced by a small
+script of the same name on PATH that records how it was started and edits a file, as the
+real one would. Everything of AgentOS's own (routing, tmux, worktrees, the gate) is real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_repo
+from test_orchestrator import tmux_socket  # noqa: F401  (autouse fixture: a private tmux)
+
+from agentos.orchestrator import start_run
+from agentos.workspace import Workspace
+
+FAKE_CLI = """#!PYTHON
+import json, os, sys
+from pathlib import Path
+args = sys.argv[1:]
+attempt = os.environ["AGENTOS_ATTEMPT"]
+Path(f"invocation-{attempt}.json").write_text(json.dumps({
+    "argv": args, "stdin_is_tty": sys.stdin.isatty()}))
+prompt = next(a for a in args if "## Request" in a)
+if "FAILED" in prompt or SUCCEED_FIRST:
+    Path("feature.txt").write_text("done\\n")
+print("fake PROGRAM: finished")
+"""
+
+
+def install_fake(bin_dir: Path, program: str, *, succeed_first: bool) -> None:
+    """A stand-in for an LLM-backed CLI: records its argv, edits a file, prints a line."""
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / program
+    script.write_text(FAKE_CLI.replace("PYTHON", sys.executable)
+                      .replace("SUCCEED_FIRST", str(succeed_first)).replace("PROGRAM", program))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.mark.parametrize(
+    ("agent", "program", "card_word", "flags"),
+    [
+        ("claude-coder", "claude", "claude", ["-p", "--permission-mode", "acceptEdits"]),
+        ("gemini-coder", "gemini", "gemini", ["-p", "--approval-mode", "yolo"]),
+        ("codex-coder", "codex", "codex", ["exec", "--full-auto"]),
+    ],
+    ids=["claude-code", "gemini-cli", "codex"],
+)
+def test_cli_agents_get_prompt_request_and_context_as_an_argument(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    agent: str, program: str, card_word: str, flags: list[str],
+) -> None:
+    install_fake(tmp_path / "bin", program, succeed_first=True)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo", {"src/inventory.py": "def total_value(items):\n"
+                                         "    return sum(i.price for i in items)\n"})
+    request = f"with {card_word}: implement the feature in src/inventory.py, keep the API"
+
+    report = start_run(ws, request, repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    assert report.agents[0]["agent"] == agent
+    call = json.loads((repo / "invocation-1.json").read_text())
+    argv = call["argv"]
+    assert [a for a in argv if a in flags] == [f for f in flags if f in argv]
+    assert all(f in argv for f in flags)
+    prompt = next(a for a in argv if "## Request" in a)
+    assert "You are a careful software engineer" in prompt  # the package's prompt file
+    assert request in prompt
+    assert "src/inventory.py" in prompt.split("## Context from the knowledge store")[1]
+    assert call["stdin_is_tty"] is True  # started in a real tmux pane, not fed keystrokes
+    assert "fake " + program + ": finished" in report.agents[0]["output_tail"]
+
+
+def test_a_cli_agent_gets_the_gate_failure_in_its_prompt_on_the_next_attempt(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_fake(tmp_path / "bin", "claude", succeed_first=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    (ws.cards_dir / "claude-code.yaml").write_text(
+        (ws.cards_dir / "claude-code.yaml").read_text()
+        + "checks:\n  - name: feature file written\n    file_exists: feature.txt\n")
+    repo = make_repo(tmp_path / "repo")
+
+    report = start_run(ws, "with claude: implement the feature", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    assert report.agents[0]["attempts"] == 2
+    second = json.loads((repo / "invocation-2.json").read_text())
+    prompt = next(a for a in second["argv"] if "## Request" in a)
+    assert "## Attempt 2: the checks failed last time" in prompt
+    assert "FAILED: feature file written" in prompt
