@@ -1,0 +1,95 @@
+"""Which files the knowledge store reads: walking directories and telling text from binary.
+
+A walk skips version-control and tool directories (``.git``, ``.agentos``,
+``node_modules``, caches), virtual environments (``.venv``, ``site-packages``, any
+directory holding ``pyvenv.cfg``), symbolic links, files with a binary extension and
+files over ``MAX_FILE_BYTES``. Only ``stat`` is called here: no file content is read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_FILE_BYTES = 1_048_576
+SNIFF_BYTES = 8192
+
+SKIP_DIRS = frozenset({
+    ".git", ".hg", ".svn", ".agentos", "node_modules", "__pycache__", ".venv", "venv",
+    "site-packages", "dist-packages", ".tox", ".nox", ".mypy_cache", ".pytest_cache",
+    ".ruff_cache", ".cache", ".idea", ".eggs", "__pypackages__",
+})
+BINARY_SUFFIXES = frozenset("""
+.png .jpg .jpeg .gif .bmp .ico .webp .tif .tiff .psd .svgz .pdf .zip .gz .tgz .bz2 .xz .zst
+.7z .rar .tar .whl .egg .jar .war .so .dylib .dll .exe .o .a .lib .obj .pyc .pyo .pyd .class
+.wasm .woff .woff2 .ttf .otf .eot .mp3 .mp4 .m4a .wav .ogg .flac .aif .aiff .aifc .au .mov
+.avi .mkv .webm .db .sqlite .sqlite3 .pkl .pickle .pck .npy .npz .parquet .bin .dat .iso .dmg
+.xcf .blend .fbx .glb
+""".split())  # noqa: SIM905 -- a word list reads better as text
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # absolute, resolved
+    label: str  # the path below the directory it was found from: indexed as text
+    size: int
+    mtime_ns: int
+
+
+def wanted_name(name: str) -> bool:
+    return os.path.splitext(name)[1].lower() not in BINARY_SUFFIXES
+
+
+def walk(root: Path) -> Iterator[FileEntry]:
+    """Every file under ``root`` worth reading, in a stable order; ``root`` is resolved."""
+    stack = [(str(root), "")]
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue  # unreadable or vanished directory: nothing to index there
+        subdirs = []
+        if any(e.name == "pyvenv.cfg" for e in entries) and prefix:
+            continue  # a virtual environment
+        for entry in entries:
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir():
+                    if entry.name not in SKIP_DIRS:
+                        subdirs.append((entry.path, f"{prefix}{entry.name}/"))
+                elif entry.is_file() and wanted_name(entry.name):
+                    st = entry.stat()
+                    if st.st_size <= MAX_FILE_BYTES:
+                        yield FileEntry(entry.path, prefix + entry.name, st.st_size,
+                                        st.st_mtime_ns)
+            except OSError:
+                continue  # vanished between listing and stat
+        stack.extend(reversed(subdirs))
+
+
+def entry_for(path: Path) -> FileEntry | None:
+    """The entry of a single file given by name, or None when it is not worth reading."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if not wanted_name(path.name) or st.st_size > MAX_FILE_BYTES:
+        return None
+    return FileEntry(str(path), path.name, st.st_size, st.st_mtime_ns)
+
+
+def decode(data: bytes) -> str | None:
+    """The text of a file, or None when it looks binary (a NUL byte near the start)."""
+    if b"\0" in data[:SNIFF_BYTES]:
+        return None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    text = data.decode("utf-8", errors="replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    return text

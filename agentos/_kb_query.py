@@ -1,0 +1,121 @@
+"""Turning any text a person types into a safe FTS5 query.
+
+The user's text is never handed to FTS5's query parser as it is. Terms are taken out of
+it (runs of word characters, joined by ``.``, ``-`` or ``/`` so that ``os.path.join`` and
+``command-line`` stay together), each is put in double quotes, and they are joined with
+``OR``. FTS5 syntax the user typed (``AND``, ``NEAR(``, ``*``, ``^``, ``col:``, quotes,
+parentheses, a leading ``-``) is reduced to plain words or dropped, so no input can raise
+an FTS5 syntax error. Inside quotes FTS5 runs the table's tokenizer, so a quoted
+``parseDate`` or ``os.path.join`` becomes a phrase of its parts.
+
+Ranking is bm25 over the quoted terms (a chunk with more of them, rarer ones, scores
+higher). An extra phrase of the whole query, or of word pairs, was tried and lowered the
+known-item MRR on the standard library: prose that happens to repeat the query's words
+("parse command-line arguments" in optparse) then beats the module that implements it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Sequence
+
+MAX_QUERY_CHARS = 4000
+MAX_TERMS = 16
+
+_TERM = re.compile(r"\w+(?:[./-]\w+)*")
+
+# Words that carry no meaning for search; dropped unless the query has nothing else.
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers him his how i if in into is it its itself just me more
+most my no nor not of off on once only or other our ours out over own same she should so some
+such than that the their them then there these they this those through to too under until up
+very was we were what when where which while who whom why will with would you your yours
+near
+""".split())  # noqa: SIM905 -- a word list reads better as text
+
+
+def quote(term: str) -> str:
+    """``term`` as an FTS5 string (a phrase of its tokens)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def terms(query: str, tokens: Callable[[str], Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """The search terms of ``query`` with their index tokens: distinct, FTS5-safe, stop
+    words dropped when others remain. ``tokens`` gives a term's index tokens (terms with
+    none are dropped, and two terms with the same tokens count once)."""
+    seen: set[tuple[str, ...]] = set()
+    found: dict[str, tuple[str, ...]] = {}
+    for m in _TERM.finditer(query[:MAX_QUERY_CHARS]):
+        term = m.group()
+        key = tuple(tokens(term))
+        if not key or key in seen:
+            continue
+        seen.add(key)
+        found[term] = key
+    content = {t: k for t, k in found.items() if t.lower() not in STOPWORDS} or found
+    return dict(list(content.items())[:MAX_TERMS])
+
+
+def expression(query_terms: Sequence[str]) -> str:
+    """The FTS5 MATCH expression for ``query_terms`` ("" when there are none)."""
+    return " OR ".join(quote(t) for t in query_terms)
+
+
+# --- snippets -----------------------------------------------------------------------------
+
+SNIPPET_CHARS = 160
+Spans = Callable[[bytes], list[tuple[int, int, str]]]
+
+
+def snippet(body: str, query_terms: dict[str, tuple[str, ...]], spans: Spans,
+            marks: tuple[str, str] = ("«", "»")) -> str:
+    """One line of ``body`` (about SNIPPET_CHARS long) where the query's terms are
+    densest, with each matched token marked.
+
+    Lines are picked with a cheap case-insensitive search for the terms and their stems;
+    only the picked line is tokenized (``spans`` gives a text's tokens with byte
+    offsets), so the marks are exact: a token is marked when it is one of the query's
+    tokens. FTS5's own snippet() tokenizes the whole chunk, twice, which costs more than
+    the search itself with a tokenizer written in Python."""
+    wanted = {t for toks in query_terms.values() for t in toks}
+    probes = sorted({*wanted, *(w.lower() for t in query_terms for w in _WORD.findall(t))},
+                    key=len, reverse=True)
+    lines = body.split("\n")
+    best, best_score = 0, 0
+    if probes:
+        finder = re.compile("|".join(map(re.escape, probes)), re.IGNORECASE)
+        for i, line in enumerate(lines):
+            found = {m.group().lower() for m in finder.finditer(line)}
+            if len(found) > best_score:
+                best, best_score = i, len(found)
+    line = lines[best].strip() if lines else ""
+    return _mark(line, wanted, spans, marks)
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _mark(line: str, wanted: Collection[str], spans: Spans, marks: tuple[str, str]) -> str:
+    data = line.encode("utf-8")
+    hits: list[tuple[int, int]] = []
+    for s, e, token in spans(data):
+        if token in wanted:
+            if hits and hits[-1][1] == s:  # parts of one identifier: one mark
+                s = hits.pop()[0]
+            hits.append((s, e))
+    start, end = 0, len(data)
+    if end > SNIPPET_CHARS:
+        # A window around the first match, cut at token edges where possible.
+        first = hits[0][0] if hits else 0
+        start = max(0, first - SNIPPET_CHARS // 4)
+        end = min(len(data), start + SNIPPET_CHARS)
+        hits = [(s, e) for s, e in hits if s >= start and e <= end]
+    out, pos = [], start
+    for s, e in hits:
+        out += [data[pos:s], marks[0].encode(), data[s:e], marks[1].encode()]
+        pos = e
+    out.append(data[pos:end])
+    text = b"".join(out).decode("utf-8", errors="ignore")
+    return ("…" if start > 0 else "") + text + ("…" if end < len(data) else "")

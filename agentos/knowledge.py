@@ -1,0 +1,491 @@
+"""The knowledge store: files chunked into an SQLite FTS5 index (through apsw).
+
+It lives in ``.agentos/knowledge.db``. Files are split into line-addressed chunks
+(:mod:`agentos._chunking`); each chunk is one row of the FTS5 table ``kb`` with three
+columns, weighted by bm25: ``path`` (the file's path below the directory it was added
+from), ``symbols`` (the functions, classes or headings it defines) and ``body``. The
+table's tokenizer (:mod:`agentos._kb_tokenizer`) splits ``parseDate`` and ``HTTPServer``
+into their parts and stems them.
+
+Adding is incremental: a file whose size and mtime are unchanged is not opened; a file
+whose content hash is unchanged is not re-indexed; only the chunks of an edited file that
+actually changed are re-indexed; files gone from an added directory are removed. Files
+are written in batches, one transaction each.
+
+Any text is a valid query (:mod:`agentos._kb_query`); the orchestrator feeds each agent
+:meth:`KnowledgeStore.context` for its request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+
+import apsw
+
+from agentos import _kb_files, _kb_query, _kb_tokenizer
+from agentos._chunking import chunk_text, language_of
+from agentos.errors import BadInput, NotFound
+from agentos.state import Migration, connect, migrate, transaction
+from agentos.workspace import Workspace
+
+# bm25 weights of the columns path, symbols, body.
+WEIGHTS = (10.0, 3.0, 1.0)
+SNIPPET_MARKS = ("«", "»")
+# Search ranks the best RERANK_POOL * k chunks by bm25, then weighs each by its file's
+# prior: test code counts TEST_PRIOR as much as the code it tests.
+RERANK_POOL = 4
+TEST_PRIOR = 0.6
+BATCH_FILES = 256
+BATCH_BYTES = 8_000_000
+
+KB_MIGRATIONS: list[Migration] = [
+    Migration(
+        "001_knowledge",
+        f"""
+        CREATE TABLE files (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL UNIQUE,
+            label TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            language TEXT NOT NULL,
+            binary INTEGER NOT NULL DEFAULT 0,
+            chunks INTEGER NOT NULL DEFAULT 0,
+            indexed_at REAL NOT NULL
+        );
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            language TEXT NOT NULL,
+            sha256 TEXT NOT NULL
+        );
+        CREATE INDEX chunks_file ON chunks(file_id);
+        CREATE VIRTUAL TABLE kb USING fts5(path, symbols, body,
+            tokenize = '{_kb_tokenizer.TOKENIZE}');
+        INSERT INTO kb(kb, rank) VALUES('rank', 'bm25({", ".join(map(str, WEIGHTS))})');
+        """,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: Path
+    start_line: int
+    end_line: int
+    score: float  # bm25 with column weights; higher is better
+    snippet: str  # the matched terms are marked «like this»
+    language: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "path": str(self.path)}
+
+
+@dataclass(frozen=True)
+class Context:
+    text: str  # markdown: each chunk headed by its path and line range
+    chunks: list[Hit]
+    tokens: int  # estimated (see estimate_tokens)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "tokens": self.tokens,
+                "chunks": [h.as_dict() for h in self.chunks]}
+
+
+@dataclass
+class AddStats:
+    seen: int = 0  # files found under the given paths
+    read: int = 0  # files whose content was read (new, or size/mtime changed)
+    added: int = 0  # new files indexed
+    updated: int = 0  # changed files re-indexed
+    removed: int = 0  # files gone from disk (or no longer wanted) removed from the index
+    skipped: int = 0  # binary files (remembered, so an unchanged one is not read again)
+    chunks: int = 0  # chunks written to the index
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)  # files that could not be read
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Progress = Callable[[int, int], None]
+
+
+def estimate_tokens(text: str) -> int:
+    """A model-independent token estimate: one token per four characters."""
+    return math.ceil(len(text) / 4)
+
+
+def open_store(ws: Workspace) -> KnowledgeStore:
+    """The knowledge store of workspace ``ws``."""
+    return KnowledgeStore(ws.knowledge_db)
+
+
+def open_connection(path: Path) -> apsw.Connection:
+    """A connection to a knowledge database, with the tokenizer registered, migrated."""
+    con = connect(path, [])
+    _kb_tokenizer.register(con)
+    migrate(con, KB_MIGRATIONS)
+    return con
+
+
+class KnowledgeStore:
+    """The knowledge store in the SQLite database at ``path`` (created when missing)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.con = open_connection(self.path)
+        self._query_tokenizer = self.con.fts5_tokenizer(
+            "porter", [_kb_tokenizer.NAME, *_kb_tokenizer.BASE])
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> KnowledgeStore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # --- adding and removing ------------------------------------------------------------
+
+    def add(self, paths: Sequence[Path], progress: Progress | None = None) -> AddStats:
+        """Index files and directories; incremental (see the module docstring)."""
+        started = time.perf_counter()
+        stats = AddStats()
+        found: dict[str, _kb_files.FileEntry] = {}
+        known: dict[str, tuple[int, int, int, str]] = {}  # path -> id, size, mtime, sha
+        gone: set[str] = set()
+        for given in paths:
+            path = Path(given).expanduser().resolve()
+            if path.is_dir():
+                for entry in _kb_files.walk(path):
+                    found.setdefault(entry.path, entry)
+                under = self._known_under(path)
+                known.update(under)
+                gone.update(under)
+            elif path.is_file():
+                single = _kb_files.entry_for(path)
+                if single is not None:
+                    found.setdefault(single.path, single)
+                one = self._known_under(path)
+                known.update(one)
+                gone.update(one)
+            else:
+                vanished = self._known_under(path)
+                if not vanished:
+                    raise NotFound("no such file or directory", file=path)
+                gone.update(vanished)
+        gone.difference_update(found)
+        stats.seen = len(found)
+        todo = [e for p, e in found.items()
+                if p not in known or known[p][1:3] != (e.size, e.mtime_ns)]
+        stats.removed = self._remove_ids([known[p][0] for p in sorted(gone) if p in known])
+        if progress:
+            progress(0, len(todo))
+        batch: list[_Prepared] = []
+        size = 0
+        for done, entry in enumerate(todo, start=1):
+            prepared = self._prepare(entry, known.get(entry.path), stats)
+            if prepared is not None:
+                batch.append(prepared)
+                size += entry.size
+            if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
+                self._write(batch, stats)
+                batch, size = [], 0
+            if progress:
+                progress(done, len(todo))
+        if batch:
+            self._write(batch, stats)
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    def remove(self, paths: Iterable[Path]) -> int:
+        """Remove the given files, and every file under the given directories; return how
+        many files were removed. Paths need not exist on disk any more."""
+        ids: list[int] = []
+        for given in paths:
+            ids.extend(v[0] for v in self._known_under(Path(given).expanduser().resolve())
+                       .values())
+        return self._remove_ids(sorted(set(ids)))
+
+    def _known_under(self, path: Path) -> dict[str, tuple[int, int, int, str]]:
+        """Indexed files at ``path`` or below it: path -> (id, size, mtime_ns, sha256)."""
+        base = str(path)
+        lo = base.rstrip("/") + "/"
+        rows = self.con.execute(
+            "SELECT path, id, size, mtime_ns, sha256 FROM files"
+            " WHERE path = ? OR (path >= ? AND path < ?)", (base, lo, lo[:-1] + "0"))
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+
+    def _prepare(self, entry: _kb_files.FileEntry, old: tuple[int, int, int, str] | None,
+                 stats: AddStats) -> _Prepared | None:
+        try:
+            data = Path(entry.path).read_bytes()
+        except OSError as exc:
+            stats.errors.append(f"{entry.path}: {exc.strerror or exc}")
+            return None
+        stats.read += 1
+        digest = hashlib.sha256(data).hexdigest()
+        if old is not None and old[3] == digest:
+            return _Prepared(entry, digest, None, touch_only=True)
+        text = _kb_files.decode(data)
+        if text is None:
+            return _Prepared(entry, digest, None)
+        language = language_of(Path(entry.path))
+        rows = []
+        for c in chunk_text(text, language):
+            h = hashlib.sha256(f"{entry.label}\0{c.symbols}\0{c.text}".encode()).hexdigest()
+            rows.append(_Row(c.start_line, c.end_line, h, c.symbols, c.text))
+        return _Prepared(entry, digest, rows, language=language)
+
+    def _write(self, batch: list[_Prepared], stats: AddStats) -> None:
+        now = time.time()
+        with transaction(self.con):
+            con = self.con
+            next_id = int(_scalar(con, "SELECT coalesce(max(id), 0) FROM chunks"))
+            chunk_rows: list[tuple[Any, ...]] = []
+            fts_rows: list[tuple[Any, ...]] = []
+            line_updates: list[tuple[int, int, int]] = []
+            stale: list[int] = []
+            for item in batch:
+                e = item.entry
+                row = con.execute("SELECT id, sha256 FROM files WHERE path = ?",
+                                  (e.path,)).fetchone()
+                if item.touch_only:
+                    if row is not None and row[1] == item.sha256:
+                        con.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?",
+                                    (e.size, e.mtime_ns, row[0]))
+                    continue
+                chunks = item.rows or []
+                values = (e.label, e.size, e.mtime_ns, item.sha256, item.language,
+                          int(item.rows is None), len(chunks), now)
+                if row is None:
+                    file_id = _scalar(
+                        con, "INSERT INTO files (label, size, mtime_ns, sha256, language, binary,"
+                        " chunks, indexed_at, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        " RETURNING id", (*values, e.path))
+                    if item.rows is None:
+                        stats.skipped += 1
+                    else:
+                        stats.added += 1
+                else:
+                    file_id = row[0]
+                    con.execute(
+                        "UPDATE files SET label = ?, size = ?, mtime_ns = ?, sha256 = ?,"
+                        " language = ?, binary = ?, chunks = ?, indexed_at = ? WHERE id = ?",
+                        (*values, file_id))
+                    if item.rows is None:
+                        stats.skipped += 1
+                    else:
+                        stats.updated += 1
+                # Keep the chunks whose content is unchanged (their lines may have moved).
+                old: dict[str, list[int]] = {}
+                for cid, sha in con.execute("SELECT id, sha256 FROM chunks WHERE file_id = ?",
+                                            (file_id,)):
+                    old.setdefault(sha, []).append(cid)
+                for c in chunks:
+                    reuse = old.get(c.sha256)
+                    if reuse:
+                        line_updates.append((c.start_line, c.end_line, reuse.pop()))
+                        continue
+                    next_id += 1
+                    chunk_rows.append((next_id, file_id, c.start_line, c.end_line,
+                                       item.language, c.sha256))
+                    fts_rows.append((next_id, e.label, c.symbols, c.text))
+                stale.extend(cid for ids in old.values() for cid in ids)
+            if stale:
+                con.executemany("DELETE FROM kb WHERE rowid = ?", [(i,) for i in stale])
+                con.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in stale])
+            con.executemany("UPDATE chunks SET start_line = ?, end_line = ? WHERE id = ?",
+                            line_updates)
+            con.executemany("INSERT INTO chunks (id, file_id, start_line, end_line, language,"
+                            " sha256) VALUES (?, ?, ?, ?, ?, ?)", chunk_rows)
+            con.executemany("INSERT INTO kb (rowid, path, symbols, body) VALUES (?, ?, ?, ?)",
+                            fts_rows)
+        stats.chunks += len(fts_rows)
+
+    def _remove_ids(self, file_ids: list[int]) -> int:
+        if not file_ids:
+            return 0
+        with transaction(self.con):
+            for file_id in file_ids:
+                self.con.execute("DELETE FROM kb WHERE rowid IN"
+                                 " (SELECT id FROM chunks WHERE file_id = ?)", (file_id,))
+                self.con.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
+                self.con.execute("DELETE FROM files WHERE id = ?", (file_id,))
+        return len(file_ids)
+
+    # --- searching ------------------------------------------------------------------------
+
+    def match_expression(self, query: str) -> str:
+        """The FTS5 expression :meth:`search` runs for ``query`` ("" for no terms)."""
+        return _kb_query.expression(list(_kb_query.terms(query, self._tokens)))
+
+    def _tokens(self, text: str) -> list[str]:
+        out = self._query_tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None,
+                                    include_offsets=False, include_colocated=False)
+        return [t for t in out if isinstance(t, str)]
+
+    def _spans(self, data: bytes) -> list[tuple[int, int, str]]:
+        return cast("list[tuple[int, int, str]]", self._query_tokenizer(
+            data, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False))
+
+    def search(self, query: str, k: int = 10, under: Path | None = None) -> list[Hit]:
+        """The ``k`` best chunks for ``query``, best first; any text is a valid query.
+        With ``under``, only chunks of files below that directory."""
+        return [hit for _, hit in self._search(query, k, under)]
+
+    def _search(self, query: str, k: int, under: Path | None) -> list[tuple[int, Hit]]:
+        query_terms = _kb_query.terms(query, self._tokens)
+        expr = _kb_query.expression(list(query_terms))
+        if not expr or k <= 0:
+            return []
+        # The best few times k by bm25, re-ranked with the file's prior (tests weigh less).
+        pool = max(k * RERANK_POOL, 40)
+        bounds = self._outside(under)
+        rows: list[tuple[Any, ...]]
+        if bounds is None:
+            rows = self.con.execute(
+                "SELECT m.id, m.score, c.start_line, c.end_line, c.language, f.path, f.label"
+                " FROM (SELECT rowid AS id, rank AS score"
+                "       FROM kb WHERE kb MATCH ? ORDER BY rank LIMIT ?) AS m"
+                " JOIN chunks c ON c.id = m.id JOIN files f ON f.id = c.file_id",
+                (expr, pool)).fetchall()
+        else:
+            rows = self.con.execute(
+                "SELECT kb.rowid, kb.rank, c.start_line, c.end_line, c.language, f.path,"
+                " f.label FROM kb JOIN chunks c ON c.id = kb.rowid"
+                " JOIN files f ON f.id = c.file_id"
+                " WHERE kb MATCH ? AND f.path >= ? AND f.path < ? ORDER BY kb.rank LIMIT ?",
+                (expr, *bounds, pool)).fetchall()
+        scored = sorted(((-rank * prior(label), cid, start, end, lang, path)
+                         for cid, rank, start, end, lang, path, label in rows),
+                        key=lambda r: (-r[0], r[1]))[:k]
+        return [(cid, Hit(Path(path), start, end, round(score, 4),
+                          _kb_query.snippet(self._body(cid), query_terms, self._spans,
+                                            SNIPPET_MARKS), lang))
+                for score, cid, start, end, lang, path in scored]
+
+    def _body(self, chunk_id: int) -> str:
+        return str(_scalar(self.con, "SELECT body FROM kb WHERE rowid = ?", (chunk_id,)) or "")
+
+    def _outside(self, under: Path | None) -> tuple[str, str] | None:
+        """The path range of ``under`` when some indexed file lies outside it, else None."""
+        if under is None:
+            return None
+        lo = str(Path(under).expanduser().resolve()).rstrip("/") + "/"
+        hi = lo[:-1] + "0"
+        if self.con.execute("SELECT 1 FROM files WHERE path < ? OR path >= ? LIMIT 1",
+                            (lo, hi)).fetchone() is None:
+            return None
+        return lo, hi
+
+    def context(self, request: str, budget_tokens: int, under: Path | None = None) -> Context:
+        """The best chunks for ``request`` that fit in ``budget_tokens`` (estimated), best
+        first, no chunk twice, as markdown with each chunk's path and line range.
+
+        A chunk that does not fit is passed over for the next ones; when not even the best
+        one fits, its first lines are given (the hit's line range says which)."""
+        if budget_tokens <= 0:
+            raise BadInput(f"must be a positive number of tokens, not {budget_tokens}",
+                           field="budget")
+        base = Path(under).expanduser().resolve() if under is not None else None
+        header = "# Context from the knowledge store\n"
+        parts, used = [header], estimate_tokens(header)
+        chosen: list[Hit] = []
+        found = self._search(request, min(100, max(10, budget_tokens // 100)), under)
+        for cid, hit in found:
+            lines = self._body(cid).split("\n")
+            block = _block(hit, lines, base)
+            if used + estimate_tokens(block) > budget_tokens:
+                if chosen:
+                    continue
+                while lines and used + estimate_tokens(_block(hit, lines, base)) > budget_tokens:
+                    lines.pop()
+                if not lines:
+                    continue
+                hit = replace(hit, end_line=hit.start_line + len(lines) - 1)
+                block = _block(hit, lines, base)
+            parts.append(block)
+            used += estimate_tokens(block)
+            chosen.append(hit)
+        if not chosen:
+            return Context("", [], 0)
+        text = "\n".join(parts)
+        return Context(text, chosen, estimate_tokens(text))
+
+    # --- stats ----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """What the store holds: files, chunks, bytes, languages, database size."""
+        con = self.con
+        files = _scalar(con, "SELECT count(*) FROM files WHERE binary = 0")
+        size = _scalar(con, "SELECT coalesce(sum(size), 0) FROM files WHERE binary = 0")
+        skipped = _scalar(con, "SELECT count(*) FROM files WHERE binary = 1")
+        chunks = _scalar(con, "SELECT count(*) FROM chunks")
+        languages = {str(lang): n for lang, n in con.execute(
+            "SELECT language, count(*) FROM files WHERE binary = 0 GROUP BY language"
+            " ORDER BY count(*) DESC, language")}
+        last = _scalar(con, "SELECT max(indexed_at) FROM files")
+        db_bytes = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"))
+                       if p.exists())
+        return {"database": str(self.path), "files": files, "binary_files": skipped,
+                "chunks": chunks, "bytes": size, "languages": languages,
+                "last_indexed": last, "database_bytes": db_bytes}
+
+
+@dataclass(frozen=True)
+class _Row:
+    start_line: int
+    end_line: int
+    sha256: str
+    symbols: str
+    text: str
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    entry: _kb_files.FileEntry
+    sha256: str
+    rows: list[_Row] | None  # None: binary, nothing to index
+    touch_only: bool = False  # content unchanged: record the new size and mtime only
+    language: str = "binary"
+
+
+_TEST_PATH = re.compile(
+    r"(?:^|/)(?:tests?|testing|__tests__|spec)/|(?:^|/)\w*_tests?/|(?:^|/)test_[^/]*$"
+    r"|_test\.\w+$|\.(?:test|spec)\.\w+$|(?:^|/)conftest\.py$")
+
+
+def prior(label: str) -> float:
+    """How much a file's chunks weigh in ranking: test code less than the code it tests."""
+    return TEST_PRIOR if _TEST_PATH.search(label) else 1.0
+
+
+def _scalar(con: apsw.Connection, sql: str, args: tuple[Any, ...] = ()) -> Any:
+    row = con.execute(sql, args).fetchone()
+    return None if row is None else row[0]
+
+
+def _block(hit: Hit, lines: list[str], base: Path | None) -> str:
+    """One chunk as markdown: a heading with its path and lines, then the code fenced."""
+    shown = hit.path.relative_to(base) if base and hit.path.is_relative_to(base) else hit.path
+    body = "\n".join(lines)
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return (f"## {shown}:{hit.start_line}-{hit.end_line}\n"
+            f"{fence}{hit.language}\n{body}\n{fence}\n")
