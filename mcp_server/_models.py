@@ -1,0 +1,192 @@
+"""The structured output of every MCP tool: pydantic models, so each tool has an outputSchema.
+
+They mirror the ``as_dict()`` of the library's results. Models that mirror a library result
+still growing (interview, runs) allow extra keys, so a new field in the library shows up
+in the output instead of breaking the tool.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# --- route --------------------------------------------------------------------------------
+
+
+class SelectedCard(_Out):
+    card: str = Field(description="The routing card that selected the agent.")
+    agent: str
+    version: str = Field(description="The agent version the hub resolved.")
+    score: int
+    fired: list[str] = Field(description="The triggers that fired.")
+    priority: int
+    group: str
+    checks: list[dict[str, Any]] = Field(default_factory=list,
+                                         description="The card's extra Stormbreaker checks.")
+
+
+class RejectedCard(_Out):
+    card: str
+    reason: str
+
+
+class RouteResult(_Out):
+    decision: Literal["route", "clarify", "no_match"]
+    selected: list[SelectedCard] = Field(description="The task force, strongest card first.")
+    rejected: list[RejectedCard] = Field(description="Cards that fired but were ruled out.")
+    tied: list[str] = Field(description="With decision=clarify: the cards that tie.")
+    cards_revision: str
+    hub_revision: str
+    receipt: str = Field(description="The id of the route receipt written for this decision.")
+
+
+# --- interview ----------------------------------------------------------------------------
+
+
+class Question(_Out):
+    axis: str
+    text: str
+
+
+class InterviewResult(_Open):
+    request: str
+    passed: bool = Field(description="True when the request is clear enough to start work.")
+    ambiguity: float = Field(description="1 - the weighted sum of the axes.")
+    threshold: float
+    axes: dict[str, float] = Field(description="goal, constraints, scope, context, success.")
+    reasons: list[str] = Field(default_factory=list, description="Why it is blocked.")
+    questions: list[Question] = Field(default_factory=list,
+                                      description="One question per weak axis.")
+    rewrite: str | None = None
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+class RunStarted(_Out):
+    run_id: str
+    status: Literal["started"]
+    repo: str
+    log: str = Field(description="The orchestrator's log file.")
+
+
+class AgentStatus(_Open):
+    agent: str
+    version: str
+    status: str
+    attempts: int = 0
+    branch: str | None = None
+
+
+class TaskStatus(_Open):
+    run_id: str
+    status: str = Field(description="starting, pending, running, gating, merging, or final: "
+                                    "succeeded, failed, conflict, blocked, no_match, "
+                                    "clarify, cancelled, aborted.")
+    finished: bool
+    request: str | None = None
+    repo: str | None = None
+    decision: str | None = None
+    message: str | None = None
+    agents: list[AgentStatus] = Field(default_factory=list)
+    receipts: list[str] = Field(default_factory=list, description="The run's receipt ids.")
+    log_tail: str = Field("", description="The end of the orchestrator's log.")
+
+
+# --- knowledge store ----------------------------------------------------------------------
+
+
+class KbHit(_Out):
+    path: str
+    start_line: int
+    end_line: int
+    score: float = Field(description="bm25 with column weights; higher is better.")
+    snippet: str = Field(description="The matched terms are marked «like this».")
+    language: str
+
+
+class KbSearchResult(_Out):
+    query: str
+    hits: list[KbHit]
+
+
+class KbAddResult(_Out):
+    paths: list[str] = Field(description="The resolved paths that were added.")
+    seen: int
+    read: int
+    added: int
+    updated: int
+    removed: int
+    skipped: int
+    chunks: int
+    seconds: float
+    errors: list[str]
+
+
+# --- receipts -----------------------------------------------------------------------------
+
+
+class ReceiptSummary(_Out):
+    id: str
+    kind: str
+    time: str
+    run_id: str | None
+    path: str
+
+
+class ReceiptList(_Out):
+    total: int = Field(description="How many receipts match, before the limit.")
+    receipts: list[ReceiptSummary] = Field(description="The newest ones, in chain order.")
+
+
+class ReceiptText(_Out):
+    id: str
+    kind: str
+    time: str
+    run_id: str | None
+    text: str = Field(description="The receipt exactly as written.")
+
+
+# --- hub ----------------------------------------------------------------------------------
+
+
+class HubPackage(_Out):
+    name: str
+    version: str
+    active: bool
+    sha256: str
+    source: str
+    installed: str
+    path: str
+
+
+class HubList(_Out):
+    packages: list[HubPackage]
+
+
+class HubInstallResult(_Out):
+    name: str
+    version: str
+    sha256: str
+    source: str
+    changed: bool = Field(description="False when the same content was already installed.")
+
+
+# --- guardian -----------------------------------------------------------------------------
+
+
+class GuardianStatus(_Out):
+    installed: bool = Field(description="Whether the guardian is part of this installation.")
+    message: str
+    status: dict[str, Any] = Field(default_factory=dict,
+                                   description="What the guardian reports about itself.")

@@ -1,0 +1,471 @@
+"""The AgentOS MCP server: tools and resources over the same library calls the CLI makes.
+
+``build_server(ws, repos)`` returns a FastMCP server; :func:`serve` runs it over stdio or
+streamable HTTP. Every tool has a description, a typed input schema (with a description
+per argument) and structured output (a pydantic model, so clients get an outputSchema);
+read-only tools are annotated ``readOnlyHint``. Resources: ``agentos://receipts/{id}``
+and ``agentos://cards/{id}``.
+
+Errors never crash the server: an :class:`~agentos.errors.AgentOSError`, a bad or unknown
+argument, or anything unexpected comes back as a tool error (``isError``) whose text is one
+line. Paths a client passes are confined to the workspace and the allowed repositories
+(:mod:`mcp_server._paths`).
+
+Start-up stays light: the library modules behind the tools (router, knowledge store,
+orchestrator, hub...) are imported on first use, so nothing heavy runs before
+``initialize``. The server logs to stderr only; with stdio, file descriptor 1 is moved
+aside for the protocol and pointed at stderr, so a stray print (ours, a library's, a
+child process's) cannot corrupt the protocol stream.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from io import TextIOWrapper
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import anyio
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field, ValidationError
+
+from agentos import __version__
+from agentos.errors import AgentOSError, BadInput, NotFound
+from agentos.workspace import Workspace
+from mcp_server import _models as m
+from mcp_server._paths import Confinement
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "agentos"
+TOOL_NAMES = ("route", "interview", "run_task", "task_status", "kb_search", "kb_add",
+              "receipts_list", "receipt_show", "hub_list", "hub_install", "guardian_status")
+LOG_TAIL = 2000
+INSTRUCTIONS = (
+    "AgentOS runs versioned AI agents on a git repository. `interview` says whether a request "
+    "is clear enough to work on, `route` which agents would take it (and writes a receipt), "
+    "`run_task` starts a run and returns its id at once: poll `task_status`. The knowledge "
+    "store (`kb_search`, `kb_add`) holds the indexed code; `receipts_list`/`receipt_show` "
+    "give the audit trail; `hub_list`/`hub_install` manage agent packages. Paths must lie in "
+    "the workspace or an allowed repository."
+)
+
+T = TypeVar("T")
+
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+             "openWorldHint": False}
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _registrar(server: FastMCP[Any]) -> Callable[..., Callable[[F], F]]:
+    """``@tool(title, **hints)``: register with a clean description and annotations."""
+
+    def tool(title: str, **hints: bool) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            server.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""),
+                            annotations=ToolAnnotations(title=title, **hints),
+                            structured_output=True)
+            return fn
+
+        return register
+
+    return tool
+
+
+class AgentOSServer(FastMCP[Any]):
+    """FastMCP whose tool errors are one clear line, and which refuses unknown arguments."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_NAMES)}")
+        known = tool.parameters.get("properties", {})
+        unknown = sorted(set(arguments) - set(known))
+        if unknown:
+            raise ToolError(f"{name}: unknown argument {unknown[0]!r} (it takes: "
+                            f"{', '.join(known) or 'no arguments'})")
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            raise ToolError(_one_line(name, exc.__cause__ or exc)) from None
+
+
+def _one_line(tool: str, exc: BaseException) -> str:
+    if isinstance(exc, AgentOSError):
+        return str(exc).replace("\n", " ")
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or tool
+        msg = err["msg"]
+        if err["type"] == "missing":
+            msg = "missing required argument"
+        return f"{where}: {msg}"
+    if isinstance(exc, ToolError):
+        return str(exc)
+    log.error("tool %s failed", tool, exc_info=exc)
+    return f"{tool}: internal error: {type(exc).__name__}: {exc}".replace("\n", " ")
+
+
+async def _call(func: Callable[..., T], *args: Any) -> T:
+    """Run a blocking library call in a worker thread, so HTTP clients are served meanwhile."""
+    return await anyio.to_thread.run_sync(func, *args)
+
+
+def _tail(path: Path, limit: int = LOG_TAIL) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.0.0.1",
+                 port: int = 8765) -> AgentOSServer:
+    """The MCP server of workspace ``ws``; ``repos`` are the repositories clients may name."""
+    ws.ensure()
+    fence = Confinement(ws.root, repos)
+    server = AgentOSServer(SERVER_NAME, instructions=INSTRUCTIONS, host=host, port=port,
+                           log_level="WARNING")
+    server._mcp_server.version = __version__  # shown to clients in serverInfo
+    tool = _registrar(server)
+
+    # --- routing and interview ------------------------------------------------------------
+
+    @tool("Route a request", readOnlyHint=False, destructiveHint=False, idempotentHint=False,
+          openWorldHint=False)
+    async def route(
+        request: Annotated[str, Field(description="What should be done, in plain words.")],
+        run_id: Annotated[str | None, Field(description="Link the receipt to this run.")] = None,
+    ) -> m.RouteResult:
+        """Match a request against the routing cards, deterministically, and return the
+        decision (route, clarify or no_match), the selected agents with their scores and
+        fired triggers, the rejected cards with reasons, and the id of the receipt written."""
+
+        def work() -> m.RouteResult:
+            from agentos.router import route as route_request
+
+            if not request.strip():
+                raise BadInput("the request is empty", field="request")
+            decision, receipt = route_request(ws, request, run_id=run_id)
+            return m.RouteResult.model_validate({**decision.as_dict(), "receipt": receipt.id})
+
+        return await _call(work)
+
+    @tool("Interview a request", **READ_ONLY)
+    async def interview(
+        request: Annotated[str, Field(description="The request to score.")],
+    ) -> m.InterviewResult:
+        """Score a request on five axes (goal, constraints, scope, context, success) and say
+        whether it is clear enough to start work; a blocked request gets one question per
+        weak axis. Deterministic; writes nothing."""
+
+        def work() -> m.InterviewResult:
+            from agentos.interview import interview_in
+
+            return m.InterviewResult.model_validate(interview_in(ws, request).as_dict())
+
+        return await _call(work)
+
+    # --- runs -----------------------------------------------------------------------------
+
+    @tool("Start a run", readOnlyHint=False, destructiveHint=True, idempotentHint=False,
+          openWorldHint=True)
+    async def run_task(
+        request: Annotated[str, Field(description="What the agents should do.")],
+        repo: Annotated[str | None, Field(
+            description="The git repository to work on (default: the server's first --repo)."
+        )] = None,
+        force: Annotated[bool, Field(
+            description="Start even when the interview blocks the request (the receipt "
+                        "records the override).")] = False,
+    ) -> m.RunStarted:
+        """Start a run in the background and return its id at once: interview, route, agents
+        in tmux sessions on their own git worktrees, the Stormbreaker gate, then merge.
+        Follow it with task_status."""
+
+        def work() -> m.RunStarted:
+            from agentos.orchestrator import start_detached
+
+            if repo is None:
+                target = fence.default_repo
+                if target is None:
+                    raise BadInput("give the repository to work on (the server was started "
+                                   "without --repo)", field="repo")
+            else:
+                target = fence.path(repo, "repo")
+            run_id, log_file = start_detached(ws, request, target, force=force)
+            return m.RunStarted(run_id=run_id, status="started", repo=str(target),
+                                log=str(log_file))
+
+        return await _call(work)
+
+    @tool("Status of a run", **READ_ONLY)
+    async def task_status(
+        run_id: Annotated[str, Field(description="The id run_task returned (or a unique part).")],
+    ) -> m.TaskStatus:
+        """The state of a run: its status (starting, running, ... succeeded, failed), the
+        decision, each agent's status and attempts, the run's receipts and the end of the
+        orchestrator's log."""
+
+        def work() -> m.TaskStatus:
+            from agentos.receipts import list_receipts
+            from agentos.runs import FINAL, RunStore
+
+            store = RunStore(ws)
+            try:
+                record = store.get(run_id)
+            except NotFound:
+                orchestrator_log = ws.logs_dir / run_id / "orchestrator.log"
+                if run_id and "/" not in run_id and orchestrator_log.is_file():
+                    return m.TaskStatus(run_id=run_id, status="starting", finished=False,
+                                        log_tail=_tail(orchestrator_log))
+                raise
+            finally:
+                store.close()
+            data = record.as_dict()
+            data["run_id"] = data.pop("id")
+            data["finished"] = record.status in FINAL
+            data["receipts"] = [r.id for r in list_receipts(ws, run_id=record.id)]
+            data["log_tail"] = _tail(ws.logs_dir / record.id / "orchestrator.log")
+            return m.TaskStatus.model_validate(data)
+
+        return await _call(work)
+
+    # --- knowledge store ------------------------------------------------------------------
+
+    @tool("Search the knowledge store", **READ_ONLY)
+    async def kb_search(
+        query: Annotated[str, Field(description="Any text; FTS5 syntax is not needed.")],
+        k: Annotated[int, Field(ge=1, le=100, description="How many hits.")] = 10,
+    ) -> m.KbSearchResult:
+        """Full-text search of the knowledge store (the indexed code and docs): ranked
+        chunks with path, line range, score and a snippet. Any text is a valid query."""
+
+        def work() -> m.KbSearchResult:
+            from agentos.knowledge import open_store
+
+            with open_store(ws) as store:
+                hits = store.search(query, k)
+            return m.KbSearchResult(query=query,
+                                    hits=[m.KbHit.model_validate(h.as_dict()) for h in hits])
+
+        return await _call(work)
+
+    @tool("Add files to the knowledge store", readOnlyHint=False, destructiveHint=False,
+          idempotentHint=True, openWorldHint=False)
+    async def kb_add(
+        paths: Annotated[list[str], Field(
+            min_length=1, description="Files or directories in the workspace or an allowed "
+                                      "repository (relative ones are taken from the first).")],
+    ) -> m.KbAddResult:
+        """Index files and directories into the knowledge store, incrementally: unchanged
+        files cost almost nothing, changed ones are replaced, deleted ones removed."""
+
+        def work() -> m.KbAddResult:
+            from agentos.knowledge import open_store
+
+            resolved = [fence.path(p, f"paths[{i}]") for i, p in enumerate(paths)]
+            with open_store(ws) as store:
+                stats = store.add(resolved)
+            return m.KbAddResult(paths=[str(p) for p in resolved], **stats.as_dict())
+
+        return await _call(work)
+
+    # --- receipts -------------------------------------------------------------------------
+
+    @tool("List receipts", **READ_ONLY)
+    async def receipts_list(
+        run_id: Annotated[str | None, Field(description="Only this run's receipts.")] = None,
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many, the "
+                                                               "newest.")] = 50,
+    ) -> m.ReceiptList:
+        """List receipts (every routing decision, interview, gate result, guardian
+        intervention and merge) in chain order: id, kind, time, run."""
+
+        def work() -> m.ReceiptList:
+            from agentos.receipts import list_receipts
+
+            found = list_receipts(ws, run_id=run_id)
+            return m.ReceiptList(total=len(found), receipts=[
+                m.ReceiptSummary.model_validate(r.as_dict()) for r in found[-limit:]])
+
+        return await _call(work)
+
+    @tool("Show a receipt", **READ_ONLY)
+    async def receipt_show(
+        id: Annotated[str, Field(description="A receipt id, like 00000042 or 42.")],
+    ) -> m.ReceiptText:
+        """The full text of one receipt, exactly as written (also the resource
+        agentos://receipts/{id})."""
+        return await _call(_receipt, ws, id)
+
+    # --- hub ------------------------------------------------------------------------------
+
+    @tool("List agent packages", **READ_ONLY)
+    async def hub_list() -> m.HubList:
+        """Every installed agent package version, which one is active, its sha256 and
+        source."""
+
+        def work() -> m.HubList:
+            from agentos.hub import Hub
+
+            return m.HubList(packages=[m.HubPackage.model_validate(v.as_dict())
+                                       for v in Hub(ws.hub_dir).versions()])
+
+        return await _call(work)
+
+    @tool("Install an agent package", readOnlyHint=False, destructiveHint=False,
+          idempotentHint=True, openWorldHint=True)
+    async def hub_install(
+        source: Annotated[str, Field(description=(
+            "A package directory or a .tar.gz made by `agentos hub pack` (in the workspace "
+            "or an allowed repository), or a git URL with an optional @ref."))],
+    ) -> m.HubInstallResult:
+        """Install an agent package into the hub and make it the active version. Installing
+        the same name@version with other content is refused."""
+
+        def work() -> m.HubInstallResult:
+            from agentos.hub import Hub
+
+            result = Hub(ws.hub_dir).install(fence.hub_source(source))
+            return m.HubInstallResult(name=result.name, version=result.version,
+                                      sha256=result.sha256, source=result.source,
+                                      changed=result.changed)
+
+        return await _call(work)
+
+    # --- guardian -------------------------------------------------------------------------
+
+    @tool("Guardian status", **READ_ONLY)
+    async def guardian_status() -> m.GuardianStatus:
+        """Whether the guardian (the monitor that nudges, restarts or kills stuck agents) is
+        running, and what it last saw."""
+        return await _call(_guardian, ws)
+
+    # --- resources ------------------------------------------------------------------------
+
+    @server.resource("agentos://receipts/{id}", name="receipt", mime_type="text/plain",
+                     description="A receipt by id, exactly as written.")
+    async def receipt_resource(id: str) -> str:
+        return (await _call(_receipt, ws, id)).text
+
+    @server.resource("agentos://cards/{id}", name="card", mime_type="application/yaml",
+                     description="A routing card by id: its YAML file.")
+    async def card_resource(id: str) -> str:
+        return await _call(_card_text, ws, id)
+
+    return server
+
+
+def _receipt(ws: Workspace, rid: str) -> m.ReceiptText:
+    from agentos.receipts import receipt_path
+
+    path = receipt_path(ws, rid)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    head: dict[str, str] = {}
+    for line in text.splitlines()[:4]:
+        key, _, value = line.partition(": ")
+        head[key] = value
+    return m.ReceiptText(id=path.stem, kind=head.get("kind", "?"), time=head.get("time", "?"),
+                         run_id=head.get("run"), text=text)
+
+
+def _card_text(ws: Workspace, card_id: str) -> str:
+    from agentos.cards import load_cards
+
+    cards = load_cards(ws.cards_dir)
+    for card, path in zip(cards.cards, cards.files, strict=True):
+        if card.id == card_id:
+            return path.read_text(encoding="utf-8")
+    raise NotFound(f"no routing card {card_id!r} in {ws.cards_dir}", field="id")
+
+
+def _guardian(ws: Workspace) -> m.GuardianStatus:
+    import importlib
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("guardian.daemon") is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        return m.GuardianStatus(installed=False, message="guardian not installed")
+    daemon = importlib.import_module("guardian.daemon")
+    status = getattr(daemon, "status", None)
+    if status is None:
+        return m.GuardianStatus(installed=False, message="guardian not installed "
+                                "(guardian.daemon has no status())")
+    data = status(ws)
+    data = dict(data) if isinstance(data, dict) else {"value": data}
+    running = data.get("running")
+    message = str(data.get("message") or (
+        "guardian running" if running else "guardian not running" if running is False
+        else "guardian status"))
+    return m.GuardianStatus(installed=True, message=message, status=data)
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); ``[::1]:PORT`` for IPv6."""
+    text = value.strip()
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadInput(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:8765)", field="--http")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(ws: Workspace, repos: Sequence[Path] = (), *, http: str | None = None,
+          allow_remote: bool = False) -> None:
+    """Run the server until the client goes away (stdio) or until interrupted (HTTP)."""
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("AGENTOS_LOG", "WARNING"),
+                        format="agentos-mcp %(levelname)s %(name)s: %(message)s")
+    if http is None:
+        server = build_server(ws, repos)
+        anyio.run(_run_stdio, server)
+        return
+    host, port = parse_http(http)
+    if not is_loopback(host) and not allow_remote:
+        raise BadInput(f"{host} is not a loopback address: the server has no authentication, "
+                       "so pass --allow-remote to listen there", field="--http")
+    server = build_server(ws, repos, host=host, port=port)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"agentos mcp: serving workspace {ws.root} on http://{shown}:{port}"
+          f"{server.settings.streamable_http_path}", file=sys.stderr, flush=True)
+    server.run("streamable-http")
+
+
+async def _run_stdio(server: AgentOSServer) -> None:
+    from mcp.server.stdio import stdio_server
+
+    protocol = os.dup(1)  # the protocol keeps the real stdout ...
+    os.dup2(2, 1)  # ... and fd 1, for anything else that writes there, becomes stderr
+    sys.stdout = sys.stderr
+    out = anyio.wrap_file(TextIOWrapper(os.fdopen(protocol, "wb"), encoding="utf-8"))
+    async with stdio_server(stdout=out) as (read_stream, write_stream):
+        low = server._mcp_server  # FastMCP.run_stdio_async, with our stdout
+        await low.run(read_stream, write_stream, low.create_initialization_options())
