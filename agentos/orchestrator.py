@@ -144,6 +144,7 @@ class Orchestrator:
         self.agents: list[AgentState] = []
         self.cancel = threading.Event()
         self._git_admin = threading.Lock()
+        self.request_checks: list[Any] = []  # checks the request's own success criteria imply
         self.sessions = Sessions(ws.root)
         self.store: RunStore | None = None
         self.base = ""
@@ -200,7 +201,8 @@ class Orchestrator:
         for sel in decision.selected:
             info, manifest = hub.get(f"{sel.agent}@{sel.version}")
             get_runtime(manifest.runtime).preflight(manifest, info.path)
-            self.agents.append(self._plan_agent(sel.card, manifest, info.path, sel.checks))
+            self.agents.append(self._plan_agent(sel.card, manifest, info.path,
+                                                [*sel.checks, *self.request_checks]))
         require_tmux()
         context = self._context()
         self._set_status("running")
@@ -238,17 +240,20 @@ class Orchestrator:
         wt.ensure_agent_files_excluded(repo)
 
     def _interview(self) -> bool:
-        from agentos.interview import interview
+        """Score the request; a blocked one stops the run unless forced. The success
+        criteria it states become checks of this run (``proposed_checks``)."""
+        from agentos.interview import interview_in
 
-        result = interview(self.request, self.ws.settings.interview)
+        result = interview_in(self.ws, self.request)
         self.report.interview = result.as_dict()
-        if result.passed:
-            return True
+        self.request_checks = list(result.proposed_checks)
         fields = {k: v for k, v in result.as_dict().items() if k != "request"}
-        fields["override"] = "--force" if self.force else "none"
+        fields["override"] = "--force" if self.force and not result.passed else "none"
         receipt = write_receipt(self.ws, "interview", fields, run_id=self.run_id,
                                 request=self.request)
         self.report.receipts.append(receipt.id)
+        if result.passed:
+            return True
         if self.force:
             self.emit(f"interview: blocked (ambiguity {result.ambiguity}); --force overrides")
             return True

@@ -326,3 +326,20 @@ def test_runs_list_show_and_logs_report_a_finished_run(
     assert "hello from the pane" in logs.stdout
     assert cli("runs", "cancel", report.run_id).returncode == 2
     assert os.environ.get("PARENT_SECRET") is None
+
+
+def test_success_criteria_stated_in_the_request_become_checks_of_the_run(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "scribe", "echo wrong place > other.txt\n")
+    ws.settings_file.write_text("run: {retries: 0}\n")
+
+    report = start_run(ws, "scribe-task: create notes.txt in the repository root; "
+                           "notes.txt must exist when done", repo)
+
+    assert report.interview is not None and report.interview["passed"] is True
+    assert report.status == "failed"
+    gate = report.agents[0]["gate"]
+    assert [(c["name"], c["passed"]) for c in gate["checks"]] == [("notes.txt exists", False)]
+    receipts = [read_receipt(ws, r) for r in report.receipts]
+    assert any("kind: interview" in r and "notes.txt exists" in r for r in receipts)
