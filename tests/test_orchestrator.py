@@ -343,3 +343,24 @@ def test_success_criteria_stated_in_the_request_become_checks_of_the_run(
     assert [(c["name"], c["passed"]) for c in gate["checks"]] == [("notes.txt exists", False)]
     receipts = [read_receipt(ws, r) for r in report.receipts]
     assert any("kind: interview" in r and "notes.txt exists" in r for r in receipts)
+
+
+def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agentos.worktrees.SPARSE_MIN_FILES", 3)
+    files = {f"vendor/big{i}.txt": "x\n" for i in range(5)}
+    repo = make_repo(tmp_path / "big", {**files, "src/app.py": "print('hi')\n"})
+    add_agent(ws, tmp_path, "narrow",
+              "find . -path ./.git -prune -o -type f -print | sort > seen.txt\n"
+              "mkdir -p src && cp seen.txt src/seen.txt && rm seen.txt\n",
+              paths=["src/"])
+
+    report = start_run(ws, "narrow-task", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    seen = (repo / "src" / "seen.txt").read_text().split()
+    assert "./src/app.py" in seen
+    assert not [f for f in seen if f.startswith("./vendor/")]
+    assert sorted(p.name for p in (repo / "vendor").iterdir()) == sorted(
+        Path(f).name for f in files)  # the merge kept what the agent never saw
