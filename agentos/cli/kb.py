@@ -1,0 +1,179 @@
+"""``agentos kb``: the knowledge store (add, search, context, stats, remove)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from agentos.cli._common import console, err_console, json_option, print_json, workspace
+from agentos.knowledge import SNIPPET_MARKS, AddStats, Hit, KnowledgeStore, open_store
+
+# Ingests with at least this many files to read get a progress bar.
+PROGRESS_AFTER = 200
+
+_paths = click.argument("paths", nargs=-1, required=True,
+                        type=click.Path(path_type=Path))
+_under = click.option("--under", type=click.Path(file_okay=False, path_type=Path),
+                      help="Only files below this directory.")
+
+
+def _store() -> KnowledgeStore:
+    return open_store(workspace())
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current directory when it is below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback drawing a rich bar on stderr once there is enough to read."""
+    if not enabled or not err_console.is_terminal:
+        yield None
+        return
+    bar = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=err_console, transient=True)
+    task: list[TaskID] = []
+
+    def update(done: int, total: int) -> None:
+        if total < PROGRESS_AFTER:
+            return
+        if not task:
+            bar.start()
+            task.append(bar.add_task("indexing", total=total))
+        bar.update(task[0], completed=done)
+
+    try:
+        yield update
+    finally:
+        bar.stop()
+
+
+@click.group()
+def kb() -> None:
+    """The knowledge store: code and docs chunked into SQLite FTS5, searched by agents."""
+
+
+@kb.command()
+@_paths
+@json_option
+def add(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Index files and directories. Re-adding is incremental: unchanged files are not
+    read, changed files are re-indexed, files deleted under an added directory are
+    removed. Skips .git, .agentos, node_modules, virtualenvs, binary and huge files."""
+    with _store() as store, _progress(not as_json) as progress:
+        stats = store.add(list(paths), progress=progress)
+    if as_json:
+        print_json(stats.as_dict())
+        return
+    console.print(_summary(stats))
+    for error in stats.errors:
+        err_console.print(f"[yellow]not read[/] {escape(error)}")
+
+
+def _summary(stats: AddStats) -> str:
+    unchanged = stats.seen - stats.added - stats.updated - stats.skipped
+    return (f"{stats.seen} files: {stats.added} added, {stats.updated} updated, "
+            f"{stats.removed} removed, {max(unchanged, 0)} unchanged, {stats.skipped} binary; "
+            f"{stats.chunks} chunks written in {stats.seconds:.2f}s")
+
+
+@kb.command()
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
+              help="How many results.")
+@_under
+@json_option
+def search(query: str, k: int, under: Path | None, as_json: bool) -> None:
+    """Search the store. Any text is a valid QUERY (quotes, *, AND, NEAR( are taken as
+    plain words); results are chunks with their path, lines, score and a snippet where
+    the matched terms are marked."""
+    with _store() as store:
+        hits = store.search(query, k=k, under=under)
+    if as_json:
+        print_json({"query": query, "hits": [h.as_dict() for h in hits]})
+        return
+    if not hits:
+        console.print("no results")
+        return
+    for i, hit in enumerate(hits, start=1):
+        console.print(f"[bold]{i:>2}. {escape(_shown(hit.path))}:{hit.start_line}-"
+                      f"{hit.end_line}[/]  [dim]{hit.score:.2f} {hit.language}[/]")
+        console.print(f"    {_highlight(hit)}")
+
+
+def _highlight(hit: Hit) -> str:
+    start, end = SNIPPET_MARKS
+    text = escape(hit.snippet)
+    return text.replace(start, "[bold yellow]").replace(end, "[/bold yellow]")
+
+
+@kb.command()
+@click.argument("request")
+@click.option("--budget", type=click.IntRange(min=1), required=True, metavar="TOKENS",
+              help="Most tokens of context to give (estimated as characters / 4).")
+@_under
+@json_option
+def context(request: str, budget: int, under: Path | None, as_json: bool) -> None:
+    """The context an agent gets for REQUEST: the best chunks that fit in the budget,
+    best first, each headed by its path and line range (markdown)."""
+    with _store() as store:
+        ctx = store.context(request, budget, under=under)
+    if as_json:
+        print_json(ctx.as_dict())
+    elif ctx.chunks:
+        click.echo(ctx.text, nl=False)
+    else:
+        err_console.print("no context found for this request")
+
+
+@kb.command()
+@json_option
+def stats(as_json: bool) -> None:
+    """What the store holds: files, chunks, languages, database size."""
+    with _store() as store:
+        info = store.stats()
+    if as_json:
+        print_json(info)
+        return
+    rows = [
+        ("database", info["database"]),
+        ("files", info["files"]),
+        ("binary files", info["binary_files"]),
+        ("chunks", info["chunks"]),
+        ("text", f"{info['bytes'] / 1e6:.1f} MB"),
+        ("database size", f"{info['database_bytes'] / 1e6:.1f} MB"),
+        ("languages", ", ".join(f"{k} {v}" for k, v in info["languages"].items()) or "-"),
+    ]
+    for key, value in rows:
+        console.print(f"{key + ':':15}{escape(str(value))}")
+
+
+@kb.command()
+@_paths
+@json_option
+def remove(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Remove files, and everything under directories, from the store (the files on disk
+    are not touched; they need not exist any more)."""
+    with _store() as store:
+        removed = store.remove(list(paths))
+    if as_json:
+        print_json({"removed": removed})
+    else:
+        console.print(f"removed {removed} file{'' if removed == 1 else 's'} from the store")
