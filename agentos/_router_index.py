@@ -17,10 +17,12 @@ The index is plain tuples, lists, dicts and strings, so it is cached with :mod:`
 
 from __future__ import annotations
 
+import gc
 import json
 import marshal
 import re
 import sys
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from re import _constants as sre_c  # type: ignore[attr-defined]  # no public parser API
@@ -33,12 +35,10 @@ if TYPE_CHECKING:
     from agentos.cards import Card
 
 FORMAT = 1
-KEYWORD, PHRASE, REQUIRE, EXCLUDE = 0, 1, 2, 3
+KEYWORD, PHRASE, REQUIRE, EXCLUDE, REGEX = 0, 1, 2, 3, 4
 _POINTS = {KEYWORD: 1, PHRASE: 3}
 _REGEX_POINTS = 3
-_LABEL = {KEYWORD: "keyword", PHRASE: "phrase"}
-_ORDER = {KEYWORD: 0, PHRASE: 1_000_000}
-_REGEX_ORDER = 2_000_000
+_LABEL = {KEYWORD: "keyword", PHRASE: "phrase", REGEX: "regex"}
 _MAX_KEY = 3
 
 # Characters that match an ASCII literal under re.IGNORECASE and are not ASCII themselves
@@ -117,18 +117,42 @@ class Hit:
     reason: str | None  # None: the card matches
 
 
-CardRow = tuple[str, str, str | None, int, str, int, str]  # id agent version prio group min checks
+# A card row: id, agent, version constraint ("" for the active version), priority, group,
+# min_score, checks (JSON, "" for none), its trigger texts joined by NUL (keywords, phrases,
+# require, exclude, regex: a posting's "pos" indexes this list), and its require entries
+# packed as (term, pos) pairs.
+CardRow = tuple[str, str, str, int, str, int, str, str, bytes]
+
+
+def _pack(values: list[int]) -> bytes:
+    return array("I", values).tobytes()
+
+
+def _unpack(blob: bytes) -> array[int]:
+    out = array("I")
+    out.frombytes(blob)
+    return out
 
 
 class Index:
+    """A compiled card set. Posting lists are packed arrays decoded only when a request
+    touches them, so loading the cached index creates few objects."""
+
     def __init__(self, data: tuple[Any, ...]) -> None:
-        (fmt, self.revision, self.cards, self.terms, self.anchors, self.postings,
-         self.requires, self.patterns, self.pattern_cards, self.grams, self.gram_lens,
-         self.always) = data
-        if fmt != FORMAT:
-            raise ValueError(f"index format {fmt}, expected {FORMAT}")
+        (fmt, byteorder, self.revision, self.cards, self.multi, self.anchors, self.postings,
+         self.patterns, self.pattern_cards, self.grams, self.gram_lens, self.always) = data
+        if (fmt, byteorder) != (FORMAT, sys.byteorder):
+            raise ValueError(f"index format {fmt}/{byteorder}, expected {FORMAT}")
         self._data = data
         self._compiled: dict[int, re.Pattern[str]] = {}
+
+    def card(self, ci: int) -> tuple[str, str, str | None, int, str]:
+        """id, agent, version constraint (None: the active version), priority, group."""
+        row: CardRow = self.cards[ci]
+        return row[0], row[1], row[2] or None, row[3], row[4]
+
+    def checks_json(self, ci: int) -> str:
+        return str(self.cards[ci][6])
 
     # -- building --------------------------------------------------------------------------
 
@@ -136,10 +160,9 @@ class Index:
     def build(cls, cards: Sequence[Card], revision: str) -> Index:
         ordered = sorted(cards, key=lambda c: c.id)
         term_ids: dict[tuple[str, ...], int] = {}
-        postings: list[list[tuple[int, int, int, str]]] = []
-        requires: list[list[tuple[int, str]]] = []
+        postings: list[list[int]] = []
         patterns: dict[str, int] = {}
-        pattern_cards: list[list[tuple[int, int, str]]] = []
+        pattern_cards: list[list[int]] = []
         rows: list[CardRow] = []
 
         def term(text: str) -> int:
@@ -150,35 +173,40 @@ class Index:
             return term_ids[key]
 
         for ci, card in enumerate(ordered):
-            checks = json.dumps([c.model_dump(mode="json", exclude_none=True)
-                                 for c in card.checks]) if card.checks else ""
-            rows.append((card.id, card.agent, card.version, card.priority, card.group,
-                         card.min_score, checks))
             t = card.triggers
-            for role, texts in ((KEYWORD, t.keywords), (PHRASE, t.phrases),
+            texts: list[str] = []
+            requires: list[int] = []
+            for role, items in ((KEYWORD, t.keywords), (PHRASE, t.phrases),
                                 (REQUIRE, t.require), (EXCLUDE, t.exclude)):
                 seen: set[int] = set()
-                for i, text in enumerate(texts):
-                    ti = term(text)
+                for text in items:
+                    ti, pos = term(text), len(texts)
+                    texts.append(text)
+                    if role == REQUIRE:
+                        requires += [ti, pos]
                     if ti not in seen:  # the same stems twice in one list count once
                         seen.add(ti)
-                        postings[ti].append((ci, role, _ORDER.get(role, 0) + i, text))
-            requires.append([(term(text), text) for text in t.require])
-            for i, pattern in enumerate(dict.fromkeys(t.regex)):
+                        postings[ti] += [ci, role, pos]
+            for pattern in dict.fromkeys(t.regex):
                 if pattern not in patterns:
                     patterns[pattern] = len(pattern_cards)
                     pattern_cards.append([])
-                pattern_cards[patterns[pattern]].append((ci, _REGEX_ORDER + i, pattern))
+                pattern_cards[patterns[pattern]] += [ci, len(texts)]
+                texts.append(pattern)
+            checks = json.dumps([c.model_dump(mode="json", exclude_none=True)
+                                 for c in card.checks]) if card.checks else ""
+            rows.append((card.id, card.agent, card.version or "", card.priority, card.group,
+                         card.min_score, checks, "\0".join(texts), _pack(requires)))
 
         terms = list(term_ids)
         frequency: dict[str, int] = {}
         for key in terms:
             for s in set(key):
                 frequency[s] = frequency.get(s, 0) + 1
-        anchors: dict[str, list[tuple[int, int]]] = {}
+        anchors: dict[str, list[int]] = {}
         for ti, key in enumerate(terms):
             offset = min(range(len(key)), key=lambda k: (frequency[key[k]], k))
-            anchors.setdefault(key[offset], []).append((ti, offset))
+            anchors.setdefault(key[offset], []).extend((ti, offset))
 
         grams: dict[str, list[int]] = {}
         always: list[int] = []
@@ -189,16 +217,28 @@ class Index:
             else:
                 for k in sorted(keys):
                     grams.setdefault(k, []).append(pi)
-        gram_lens = tuple(sorted({len(k) for k in grams}))
-        return cls((FORMAT, revision, rows, terms, anchors, postings, requires,
-                    list(patterns), pattern_cards, grams, gram_lens, always))
+        return cls((
+            FORMAT, sys.byteorder, revision, rows,
+            {ti: " ".join(key) for ti, key in enumerate(terms) if len(key) > 1},
+            {stem: _pack(v) for stem, v in anchors.items()},
+            [_pack(p) for p in postings],
+            list(patterns), [_pack(c) for c in pattern_cards],
+            {k: tuple(v) for k, v in grams.items()},
+            tuple(sorted({len(k) for k in grams})), tuple(always),
+        ))
 
     def dumps(self) -> bytes:
         return marshal.dumps(self._data)
 
     @classmethod
     def loads(cls, blob: bytes) -> Index:
-        return cls(marshal.loads(blob))
+        enabled = gc.isenabled()
+        gc.disable()  # marshal creates many objects and no cycles: skip the collector's passes
+        try:
+            return cls(marshal.loads(blob))
+        finally:
+            if enabled:
+                gc.enable()
 
     # -- matching --------------------------------------------------------------------------
 
@@ -219,50 +259,68 @@ class Index:
                         found.update(hit)
         return sorted(found)
 
-    def match(self, request: str) -> list[Hit]:
-        """Every card that fired at least one scoring trigger, in card-id order."""
-        seq = stems(request)
+    def _present_terms(self, seq: list[str]) -> set[int]:
         positions: dict[str, list[int]] = {}
         for i, s in enumerate(seq):
             positions.setdefault(s, []).append(i)
         present: set[int] = set()
         for s, where in positions.items():
-            for ti, offset in self.anchors.get(s, ()):
-                key = self.terms[ti]
-                if len(key) == 1 or any(
-                    p >= offset and tuple(seq[p - offset:p - offset + len(key)]) == key
-                    for p in where
-                ):
+            packed = self.anchors.get(s)
+            if packed is None:
+                continue
+            entries = _unpack(packed)
+            for j in range(0, len(entries), 2):
+                ti, offset = entries[j], entries[j + 1]
+                if offset == 0 and ti not in self.multi:
                     present.add(ti)
-        acc: dict[int, list[Any]] = {}  # card -> [score, fired[(order, label)], excluded]
+                    continue
+                key = self.multi[ti].split(" ")
+                n = len(key)
+                if any(p >= offset and seq[p - offset:p - offset + n] == key for p in where):
+                    present.add(ti)
+        return present
+
+    def match(self, request: str) -> list[Hit]:
+        """Every card that fired at least one scoring trigger, in card-id order."""
+        seq = stems(request)
+        present = self._present_terms(seq)
+        acc: dict[int, list[Any]] = {}  # card -> [score, [(pos, role)], first exclude pos]
         for ti in present:
-            for ci, role, order, text in self.postings[ti]:
+            entries = _unpack(self.postings[ti])
+            for j in range(0, len(entries), 3):
+                ci, role, pos = entries[j], entries[j + 1], entries[j + 2]
                 a = acc.get(ci)
                 if a is None:
                     a = acc[ci] = [0, [], None]
                 if role in _POINTS:
                     a[0] += _POINTS[role]
-                    a[1].append((order, f"{_LABEL[role]}:{text}"))
-                elif role == EXCLUDE and (a[2] is None or order < a[2][0]):
-                    a[2] = (order, text)  # the first in the card's own order
+                    a[1].append((pos, role))
+                elif role == EXCLUDE and (a[2] is None or pos < a[2]):
+                    a[2] = pos
         for pi in self._candidate_patterns(request):
             if self._regex(pi).search(request) is None:
                 continue
-            for ci, order, text in self.pattern_cards[pi]:
+            entries = _unpack(self.pattern_cards[pi])
+            for j in range(0, len(entries), 2):
+                ci, pos = entries[j], entries[j + 1]
                 a = acc.get(ci)
                 if a is None:
                     a = acc[ci] = [0, [], None]
                 a[0] += _REGEX_POINTS
-                a[1].append((order, f"regex:{text}"))
+                a[1].append((pos, REGEX))
         hits = []
         for ci in sorted(acc):
             score, fired, excluded = acc[ci]
             if not score:
                 continue
-            missing = [text for ti, text in self.requires[ci] if ti not in present]
-            hits.append(Hit(ci, score, [label for _, label in sorted(fired)],
-                            _reason(excluded and excluded[1], missing, score,
-                                    self.cards[ci][5])))
+            row: CardRow = self.cards[ci]
+            texts = row[7].split("\0")
+            req = _unpack(row[8])
+            missing = [texts[req[j + 1]] for j in range(0, len(req), 2) if req[j] not in present]
+            hits.append(Hit(
+                ci, score, [f"{_LABEL[role]}:{texts[pos]}" for pos, role in sorted(fired)],
+                _reason(None if excluded is None else texts[excluded], missing, score, row[5]),
+            ))
         return hits
 
 

@@ -108,14 +108,16 @@ def card_files(cards_dir: Path) -> list[Path]:
     )
 
 
-def _revision(digests: Iterable[tuple[str, str]]) -> str:
+def revision_of(digests: Iterable[tuple[str, str]]) -> str:
+    """The revision of a card set from ``(file name, sha256 of content)`` in name order."""
     listing = "".join(f"{digest}  {name}\n" for name, digest in digests)
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
 def cards_revision(cards_dir: Path) -> str:
     """sha256 over the card files (each file's name and the sha256 of its content)."""
-    return _revision((p.name, hashlib.sha256(_read(p)).hexdigest()) for p in card_files(cards_dir))
+    return revision_of((p.name, hashlib.sha256(_read(p)).hexdigest())
+                       for p in card_files(cards_dir))
 
 
 def _read(path: Path) -> bytes:
@@ -217,7 +219,7 @@ def load_cards(cards_dir: Path) -> CardSet:
     dup = _duplicates(found)
     if dup:
         raise ValidationFailed(dup[0].message, file=dup[0].file, field=dup[0].field)
-    return CardSet(tuple(c for _, c in found), tuple(p for p, _ in found), _revision(digests))
+    return CardSet(tuple(c for _, c in found), tuple(p for p, _ in found), revision_of(digests))
 
 
 # --- lint ---------------------------------------------------------------------------------

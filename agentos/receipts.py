@@ -29,6 +29,7 @@ change onwards, and the head, is not detected; ship receipts elsewhere for that.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -226,6 +227,13 @@ def _chain_lock(directory: Path) -> Iterator[None]:
         yield
 
 
+@functools.cache
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -298,6 +306,7 @@ def _append(directory: Path, kind: str, body: str, run_id: str | None) -> Receip
     final = directory / f"{rid}{SUFFIX}"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{rid}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; receipts are for reading
         with os.fdopen(fd, "wb") as fh:
             fh.write(content + f"sha256: {digest}\n".encode())
             fh.flush()

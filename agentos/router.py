@@ -14,6 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import marshal
+import os
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -25,7 +28,7 @@ import yaml
 from agentos._fs import atomic_write
 from agentos._models import validate
 from agentos._router_index import Hit, Index, cache_name
-from agentos.cards import cards_revision, load_cards
+from agentos.cards import CARD_SUFFIX, load_cards, revision_of
 from agentos.checks import CheckSpec
 from agentos.errors import NotFound
 from agentos.hub import Hub, LockFile
@@ -136,9 +139,64 @@ def compile_cards(ws: Workspace) -> Index:
     return index
 
 
+# The card set's revision without reading every card on every route: a file whose size,
+# mtime, ctime and inode are those recorded when it was hashed keeps its hash, provided it
+# was last changed well before that hashing (git's "racy clean" rule, so an edit within the
+# file system's timestamp granularity is never missed). Anything else is hashed again.
+_RACY_NS = 2_000_000_000
+_STAT_FILE = "cards.stat"
+_STATS: dict[Path, dict[str, tuple[int, int, int, int, str, int]]] = {}
+
+
+def current_revision(ws: Workspace) -> str:
+    """``cards.cards_revision(ws.cards_dir)``, computed from a stat cache when it can be."""
+    directory = ws.cards_dir
+    known = _STATS.get(directory)
+    stat_path = cache_dir(ws) / _STAT_FILE
+    if known is None:
+        known = {}
+        with suppress(OSError, ValueError, EOFError, TypeError):
+            loaded = marshal.loads(stat_path.read_bytes())
+            if isinstance(loaded, tuple) and loaded[0] == str(directory):
+                known = loaded[1]
+    now = time.time_ns()
+    fresh: dict[str, tuple[int, int, int, int, str, int]] = {}
+    changed = False
+    try:
+        with os.scandir(directory) as it:
+            names = sorted(e.name for e in it
+                           if e.name.endswith(CARD_SUFFIX) and not e.name.startswith("."))
+    except FileNotFoundError:
+        names = []
+    base = str(directory)
+    for name in names:  # os, not pathlib: this loop runs for every card on every route
+        path = os.path.join(base, name)
+        try:
+            st = os.stat(path)
+            sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            old = known.get(name)
+            if old is not None and old[:4] == sig and max(sig[1], sig[2]) < old[5] - _RACY_NS:
+                fresh[name] = old
+                continue
+            with open(path, "rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        except FileNotFoundError:
+            continue
+        fresh[name] = (*sig, digest, now)
+        changed = True
+    if changed or fresh.keys() != known.keys():
+        with suppress(OSError):  # a cache: no fsync; a torn or lost file is rebuilt
+            stat_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stat_path.with_name(f".{_STAT_FILE}.{os.getpid()}.tmp")
+            tmp.write_bytes(marshal.dumps((str(directory), fresh)))
+            os.replace(tmp, stat_path)
+    _STATS[directory] = fresh
+    return revision_of((name, entry[4]) for name, entry in fresh.items())
+
+
 def load_index(ws: Workspace) -> Index:
     """The compiled index of the workspace's cards as they are now on disk."""
-    revision = cards_revision(ws.cards_dir)
+    revision = current_revision(ws)
     index = _INDEXES.get(ws.cards_dir)
     if index is not None and index.revision == revision:
         return index
@@ -216,10 +274,16 @@ class _Candidate:
 def decide_with(index: Index, request: str, hub_revision: str,
                 resolve: Callable[[str, str | None], str]) -> Decision:
     """The decision for ``request`` on a compiled index; ``resolve`` is the hub's."""
+    return decide_hits(index, index.match(request), hub_revision, resolve)
+
+
+def decide_hits(index: Index, hits: list[Hit], hub_revision: str,
+                resolve: Callable[[str, str | None], str]) -> Decision:
+    """The decision from the cards that fired (``hits``, in card order): rules, hub, groups."""
     rejected: list[Rejected] = []
     groups: dict[str, list[_Candidate]] = {}
-    for hit in index.match(request):
-        card_id, agent, constraint, priority, group = index.cards[hit.card][:5]
+    for hit in hits:
+        card_id, agent, constraint, priority, group = index.card(hit.card)
         if hit.reason is not None:
             rejected.append(Rejected(card_id, hit.reason))
             continue
@@ -252,8 +316,8 @@ def decide_with(index: Index, request: str, hub_revision: str,
 
 
 def _selected(index: Index, c: _Candidate, group: str) -> Selected:
-    card_id, agent = index.cards[c.hit.card][:2]
-    checks_json = index.cards[c.hit.card][6]
+    card_id, agent = index.card(c.hit.card)[:2]
+    checks_json = index.checks_json(c.hit.card)
     checks = [CheckSpec.model_validate(d) for d in json.loads(checks_json)] if checks_json else []
     return Selected(card_id, agent, c.version, c.hit.score, c.hit.fired, c.priority, group,
                     checks)

@@ -1,0 +1,253 @@
+"""Router and receipt benchmark: prints figures, asserts nothing.
+
+    .venv/bin/python benchmarks/route_bench.py [--cards 1000,10000] [--requests 300]
+
+For each card-set size it builds a workspace of synthetic cards (seeded, so every run
+routes the same requests on the same cards), then measures, in the same run:
+
+- compiling the cards (YAML + validation + index) and loading the cached index;
+- one decision on the compiled cards (``decide_with``: index lookup, rules, hub, groups),
+  against a naive loop that evaluates every card's triggers (stems pre-computed, regexes
+  pre-compiled) feeding the same decision step: the ratio is naive / indexed;
+- ``decide(ws, request)`` as a caller sees it (also re-hashes the card files to notice
+  edits, and reads hub.lock);
+- writing a route receipt, against the raw primitive (temp file, fsync, rename);
+- ``agentos route`` as a whole process, against ``python -c pass`` and ``agentos --version``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from agentos._fs import atomic_write
+from agentos._router_index import Hit, Index, reference_match
+from agentos.cards import Card, load_cards
+from agentos.receipts import write_receipt
+from agentos.router import _resolver, decide, decide_hits, decide_with, load_index
+from agentos.text import stem_phrase, stems
+from agentos.workspace import Workspace, init_workspace
+
+AGENTS = [("ruff-fixer", ">=1.0,<2"), ("test-runner", None), ("claude-coder", ">=1"),
+          ("codex-coder", None), ("gemini-coder", "<3"), ("ruff-fixer", ">=2")]
+CONSONANTS, VOWELS = "bcdfghjklmnpqrstvwz", "aeiou"
+
+
+def vocabulary(rng: random.Random, size: int) -> list[str]:
+    words: set[str] = set()
+    while len(words) < size:
+        syllables = rng.randint(2, 4)
+        word = "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(syllables))
+        if len(stem_phrase(word)) == 1:
+            words.add(word)
+    return sorted(words)
+
+
+def card_yaml(i: int, rng: random.Random, vocab: list[str]) -> str:
+    agent, version = rng.choice(AGENTS)
+    pick = lambda n: rng.sample(vocab, n)  # noqa: E731
+    lines = [f"id: card-{i:05d}", f"agent: {agent}"]
+    if version:
+        lines.append(f'version: "{version}"')
+    lines += [f"description: synthetic card {i}", f"priority: {rng.randint(0, 2)}",
+              f"group: g{rng.randint(0, 49):02d}", f"min_score: {rng.randint(1, 4)}",
+              "triggers:", f"  keywords: [{', '.join(pick(rng.randint(4, 8)))}]",
+              "  phrases: [" + ", ".join(f'"{" ".join(pick(rng.randint(2, 3)))}"'
+                                          for _ in range(rng.randint(1, 3))) + "]"]
+    if rng.random() < 0.3:
+        lines.append(f"  regex: ['\\b{rng.choice(vocab)}-\\d+\\b']")
+    if rng.random() < 0.2:
+        lines.append(f"  require: [{rng.choice(vocab)}]")
+    if rng.random() < 0.2:
+        lines.append(f"  exclude: [{rng.choice(vocab)}]")
+    return "\n".join(lines) + "\n"
+
+
+def make_workspace(root: Path, n_cards: int, seed: int = 7) -> tuple[Workspace, list[str]]:
+    ws, _ = init_workspace(root)
+    for old in ws.cards_dir.glob("*.yaml"):
+        old.unlink()
+    rng = random.Random(seed)
+    vocab = vocabulary(rng, 4000)
+    for i in range(n_cards):
+        (ws.cards_dir / f"card-{i:05d}.yaml").write_text(card_yaml(i, rng, vocab))
+    filler = "please could you the and in of for with on this that it".split()
+    requests = []
+    for _ in range(300):
+        words = rng.sample(vocab, rng.randint(4, 12)) + rng.sample(filler, 4)
+        rng.shuffle(words)
+        if rng.random() < 0.3:
+            words.append(f"{rng.choice(vocab)}-{rng.randint(1, 999)}")
+        requests.append(" ".join(words))
+    return ws, requests
+
+
+def timed(fn: Callable[[], object], repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def ms(samples: list[float]) -> str:
+    s = sorted(samples)
+    return (f"p50 {statistics.median(s) * 1e3:8.3f} ms   p90 {s[int(len(s) * 0.9)] * 1e3:8.3f} ms")
+
+
+class Naive:
+    """Every card, every trigger, every request: the loop the index replaces."""
+
+    def __init__(self, cards: tuple[Card, ...]) -> None:
+        self.cards = sorted(cards, key=lambda c: c.id)
+        self.compiled = [
+            ([(stem_phrase(k), k) for k in c.triggers.keywords],
+             [(stem_phrase(p), p) for p in c.triggers.phrases],
+             [(re.compile(r), r) for r in c.triggers.regex],
+             [stem_phrase(r) for r in c.triggers.require],
+             [(stem_phrase(x), x) for x in c.triggers.exclude]) for c in self.cards]
+
+    def match(self, request: str) -> list[Hit]:
+        seq = stems(request)
+        grams = {tuple(seq[i:i + n]) for n in (1, 2, 3) for i in range(len(seq) - n + 1)}
+        hits = []
+        for ci, (kws, phrases, regexes, require, exclude) in enumerate(self.compiled):
+            score, fired = 0, []
+            for key, text in kws:
+                if key in grams:
+                    score, fired = score + 1, [*fired, f"keyword:{text}"]
+            for key, text in phrases:
+                if key in grams:
+                    score, fired = score + 3, [*fired, f"phrase:{text}"]
+            for rx, text in regexes:
+                if rx.search(request):
+                    score, fired = score + 3, [*fired, f"regex:{text}"]
+            if not score:
+                continue
+            excluded = next((t for k, t in exclude if k in grams), None)
+            reason = (f"excluded: the request has {excluded!r}" if excluded
+                      else "requires" if any(k not in grams for k in require)
+                      else "low" if score < self.cards[ci].min_score else None)
+            hits.append(Hit(ci, score, fired, reason))
+        return hits
+
+
+def bench_size(n_cards: int, n_requests: int, tmp: Path) -> None:
+    print(f"\n== {n_cards:,} cards ==")
+    ws, requests = make_workspace(tmp / f"ws{n_cards}", n_cards)
+    requests = requests[:n_requests]
+
+    t = time.perf_counter()
+    card_set = load_cards(ws.cards_dir)
+    t_load = time.perf_counter() - t
+    t = time.perf_counter()
+    index = Index.build(card_set.cards, card_set.revision)
+    t_build = time.perf_counter() - t
+    load_index(ws)  # writes the cache
+    blob = index.dumps()
+    t = time.perf_counter()
+    Index.loads(blob)
+    t_cache = time.perf_counter() - t
+    print(f"compile: YAML+validation {t_load * 1e3:.0f} ms, index {t_build * 1e3:.0f} ms; "
+          f"cached index {len(blob) / 1e6:.1f} MB loads in {t_cache * 1e3:.1f} ms")
+
+    hub_rev, resolve = _resolver(ws)
+    naive = Naive(card_set.cards)
+    # Same answers first: the index against the reference evaluator and the naive loop.
+    for request in requests[:50]:
+        got = [(index.card(h.card)[0], h.score, h.fired, h.reason is None)
+               for h in index.match(request)]
+        ref = [(c, s, f, r is None) for c, s, f, r in reference_match(card_set.cards, request)]
+        assert got == ref, f"index and reference disagree on {request!r}"
+    for request in requests:  # warm: regexes compile on first use
+        decide_with(index, request, hub_rev, resolve)
+    fired = statistics.mean(len(index.match(r)) for r in requests)
+    verdicts = [decide_with(index, r, hub_rev, resolve).decision for r in requests]
+    print(f"requests: {len(requests)}, {fired:.1f} cards fire per request on average; "
+          f"decisions: " + ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts))))
+
+    def sample(fn: Callable[[str], object], rounds: int) -> list[float]:
+        out: list[float] = []
+        for _ in range(rounds):
+            for r in requests:
+                t0 = time.perf_counter()
+                fn(r)
+                out.append(time.perf_counter() - t0)
+        return out
+
+    indexed = sample(lambda r: decide_with(index, r, hub_rev, resolve), 3)
+    naive_s = sample(lambda r: decide_hits(index, naive.match(r), hub_rev, resolve),
+                     1 if n_cards > 5000 else 2)
+    whole = sample(lambda r: decide(ws, r), 1)
+    print(f"decision, compiled cards (decide_with):   {ms(indexed)}")
+    print(f"naive loop over every card's triggers:     {ms(naive_s)}")
+    print(f"  ratio naive / indexed (p50): {statistics.median(naive_s) / statistics.median(indexed):.0f}x")
+    print(f"decide(ws, request), re-hashing the cards: {ms(whole)}")
+
+
+def bench_receipts(tmp: Path, repeat: int = 500) -> None:
+    print("\n== receipts ==")
+    ws, _ = init_workspace(tmp / "receipts-ws")
+    hub_rev, resolve = _resolver(ws)
+    decision = decide_with(load_index(ws), "fix the lint errors E501 and run the tests",
+                           hub_rev, resolve)
+    fields = decision.receipt_fields()
+    write_receipt(ws, "route", fields, request="warm up")
+    writes = timed(lambda: write_receipt(ws, "route", fields,
+                                         request="fix the lint errors E501 and run the tests"),
+                   repeat)
+    data = (ws.receipts_dir / "00000002.txt").read_bytes()
+    raw_dir = tmp / "raw"
+    counter = iter(range(10**9))
+    raw = timed(lambda: atomic_write(raw_dir / f"{next(counter)}.txt", data), repeat)
+    print(f"write_receipt (lock, chain, fsync, link):  {ms(writes)}")
+    print(f"raw atomic write of the same bytes:        {ms(raw)}")
+    print(f"  ratio receipt / raw (p50): "
+          f"{statistics.median(writes) / statistics.median(raw):.2f}x")
+
+
+def bench_process(tmp: Path, repeat: int = 15) -> None:
+    print("\n== agentos route as a whole process (1,000 cards, cache warm) ==")
+    ws = Workspace(tmp / "ws1000")
+    exe = [sys.executable, "-m", "agentos", "--workspace", str(ws.root)]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
+    subprocess.run([*exe, "route", "warm up the cache"], capture_output=True, env=env)
+
+    def run(cmd: list[str]) -> list[float]:
+        return timed(lambda: subprocess.run(cmd, capture_output=True, env=env), repeat)
+
+    request = "please fix the lint errors in the parser and run the tests"
+    for label, cmd in (("python -c pass", [sys.executable, "-c", "pass"]),
+                       ("agentos --version", [*exe, "--version"]),
+                       ("agentos route REQUEST", [*exe, "route", request]),
+                       ("agentos route REQUEST --json", [*exe, "route", request, "--json"])):
+        print(f"{label:30} {ms(run(cmd))}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cards", default="1000,10000")
+    parser.add_argument("--requests", type=int, default=300)
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="route-bench-") as tmp:
+        sizes = [int(n) for n in args.cards.split(",")]
+        for n in sizes:
+            bench_size(n, args.requests, Path(tmp))
+        bench_receipts(Path(tmp))
+        if 1000 in sizes:
+            bench_process(Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,427 @@
+"""The router: SPEC's matching rules, the compiled index, its cache, and `agentos route`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import CliRunner, write_package
+
+from agentos._router_index import Index, necessary_keys, normalize, reference_match
+from agentos.cards import Card, cards_revision, load_cards
+from agentos.hub import Hub
+from agentos.receipts import read_receipt, verify_chain
+from agentos.router import cache_dir, current_revision, decide, route
+from agentos.workspace import Workspace, init_workspace
+
+
+def write_card(ws: Workspace, card_id: str, triggers: dict[str, Any], **fields: Any) -> Path:
+    data: dict[str, Any] = {"id": card_id, "agent": fields.pop("agent", "ruff-fixer"),
+                            **fields, "triggers": triggers}
+    path = ws.cards_dir / f"{card_id}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def bare(tmp_path: Path) -> Workspace:
+    """A workspace with the bundled hub and no cards."""
+    workspace, _ = init_workspace(tmp_path / "bare")
+    for card in workspace.cards_dir.glob("*.yaml"):
+        card.unlink()
+    return workspace
+
+
+def summary(ws: Workspace, request: str) -> dict[str, Any]:
+    d = decide(ws, request)
+    return {"decision": d.decision,
+            "selected": [(s.card, s.score) for s in d.selected],
+            "tied": d.tied,
+            "rejected": {r.card: r.reason for r in d.rejected}}
+
+
+# --- SPEC's rules, one row each ------------------------------------------------------------
+
+LINT = {"keywords": ["lint", "ruff"], "phrases": ["lint errors"], "regex": [r"\b[EFW]\d{3}\b"]}
+
+RULES: list[tuple[str, list[dict[str, Any]], str, dict[str, Any]]] = [
+    ("keyword-plus-one", [{"id": "a", "triggers": {"keywords": ["lint"]}}],
+     "please lint this", {"decision": "route", "selected": [("a", 1)]}),
+    ("words-are-case-insensitive", [{"id": "a", "triggers": {"keywords": ["lint"]}}],
+     "LINT the Parser", {"decision": "route", "selected": [("a", 1)]}),
+    ("stemming-tests-matches-test", [{"id": "a", "triggers": {"keywords": ["test"]}}],
+     "the tests fail", {"decision": "route", "selected": [("a", 1)]}),
+    ("stemming-works-both-ways", [{"id": "a", "triggers": {"keywords": ["failures"]}}],
+     "one failure", {"decision": "route", "selected": [("a", 1)]}),
+    ("stemming-running-matches-run", [{"id": "a", "triggers": {"phrases": ["run the tests"]}}],
+     "Running the test now", {"decision": "route", "selected": [("a", 3)]}),
+    ("phrase-plus-three-when-consecutive", [{"id": "a", "triggers": {"phrases": ["lint errors"]}}],
+     "fix the lint errors", {"decision": "route", "selected": [("a", 3)]}),
+    ("phrase-words-apart-do-not-count",
+     [{"id": "a", "triggers": {"phrases": ["lint errors"]}}],
+     "errors from lint", {"decision": "no_match"}),
+    ("scores-add-up-keyword-phrase-regex", [{"id": "a", "triggers": LINT}],
+     "fix the lint errors: E501 and W291", {"decision": "route", "selected": [("a", 7)]}),
+    ("each-keyword-counts-once", [{"id": "a", "triggers": {"keywords": ["lint"]}}],
+     "lint lint lint", {"decision": "route", "selected": [("a", 1)]}),
+    ("keywords-equal-after-stemming-count-once",
+     [{"id": "a", "triggers": {"keywords": ["format", "formatting"]}}],
+     "formatting and format", {"decision": "route", "selected": [("a", 1)]}),
+    ("regex-runs-on-the-raw-request",
+     [{"id": "a", "triggers": {"regex": [r"src/\w+\.py:\d+"]}}],
+     "crash at src/app.py:12", {"decision": "route", "selected": [("a", 3)]}),
+    ("regex-is-case-sensitive-unless-it-says-so",
+     [{"id": "a", "triggers": {"regex": [r"\bE\d{3}\b"]}}],
+     "e501 everywhere", {"decision": "no_match"}),
+    ("regex-inline-ignorecase", [{"id": "a", "triggers": {"regex": [r"(?i)\bE\d{3}\b"]}}],
+     "e501 everywhere", {"decision": "route", "selected": [("a", 3)]}),
+    ("regex-sees-what-stemming-drops", [{"id": "a", "triggers": {"regex": [r"tests\b"]}}],
+     "the test fails", {"decision": "no_match"}),
+    ("require-missing-rules-out",
+     [{"id": "a", "triggers": {"keywords": ["fix", "bug"], "require": ["claude"]}}],
+     "fix the bug", {"decision": "no_match", "rejected": {"a": "requires 'claude'"}}),
+    ("require-present-matches",
+     [{"id": "a", "triggers": {"keywords": ["fix", "bug"], "require": ["claude"]}}],
+     "fix the bug with Claude", {"decision": "route", "selected": [("a", 2)]}),
+    ("require-is-stemmed",
+     [{"id": "a", "triggers": {"keywords": ["fix"], "require": ["tests"]}}],
+     "fix the test", {"decision": "route", "selected": [("a", 1)]}),
+    ("exclude-word-rules-out",
+     [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["docs"]}}],
+     "lint the docs", {"decision": "no_match",
+                       "rejected": {"a": "excluded: the request has 'docs'"}}),
+    ("exclude-is-stemmed", [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["doc"]}}],
+     "lint the documents and docs", {"decision": "no_match",
+                                     "rejected": {"a": "excluded: the request has 'doc'"}}),
+    ("exclude-phrase-needs-the-phrase",
+     [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["read me"]}}],
+     "lint me and read it", {"decision": "route", "selected": [("a", 1)]}),
+    ("min-score-not-reached",
+     [{"id": "a", "min_score": 2, "triggers": {"keywords": ["lint", "ruff"]}}],
+     "lint it", {"decision": "no_match", "rejected": {"a": "score 1 is under min_score 2"}}),
+    ("min-score-reached",
+     [{"id": "a", "min_score": 2, "triggers": {"keywords": ["lint", "ruff"]}}],
+     "lint it with ruff", {"decision": "route", "selected": [("a", 2)]}),
+    ("higher-score-wins-the-group",
+     [{"id": "a", "triggers": {"keywords": ["lint"]}},
+      {"id": "b", "triggers": {"keywords": ["lint", "ruff"]}}],
+     "lint with ruff", {"decision": "route", "selected": [("b", 2)],
+                        "rejected": {"a": "lost to b in group 'default': score 1 < 2"}}),
+    ("priority-breaks-a-score-tie",
+     [{"id": "a", "priority": 1, "triggers": {"keywords": ["lint"]}},
+      {"id": "b", "triggers": {"keywords": ["lint"]}}],
+     "lint", {"decision": "route", "selected": [("a", 1)],
+              "rejected": {"b": "lost to a in group 'default': same score 1, priority 0 < 1"}}),
+    ("groups-form-a-task-force-of-two",
+     [{"id": "fix", "group": "code-change", "triggers": {"keywords": ["lint"]}},
+      {"id": "tests", "agent": "test-runner", "group": "verify",
+       "triggers": {"keywords": ["test"]}}],
+     "lint the code and run the tests",
+     {"decision": "route", "selected": [("fix", 1), ("tests", 1)]}),
+    ("tie-on-score-and-priority-asks-to-clarify",
+     [{"id": "a", "triggers": {"keywords": ["lint"]}},
+      {"id": "b", "agent": "claude-coder", "triggers": {"keywords": ["lint"]}}],
+     "lint", {"decision": "clarify", "selected": [], "tied": ["a", "b"]}),
+    ("a-tie-in-one-group-is-clarify-even-if-others-are-clear",
+     [{"id": "a", "triggers": {"keywords": ["lint"]}},
+      {"id": "b", "triggers": {"keywords": ["lint"]}},
+      {"id": "c", "group": "verify", "agent": "test-runner", "triggers": {"keywords": ["test"]}}],
+     "lint and test", {"decision": "clarify", "selected": [("c", 1)], "tied": ["a", "b"]}),
+    ("tie-below-the-top-is-not-a-tie",
+     [{"id": "a", "triggers": {"keywords": ["lint", "ruff"]}},
+      {"id": "b", "triggers": {"keywords": ["lint"]}},
+      {"id": "c", "triggers": {"keywords": ["lint"]}}],
+     "ruff lint", {"decision": "route", "selected": [("a", 2)]}),
+    ("nothing-matches", [{"id": "a", "triggers": {"keywords": ["lint"]}}],
+     "write a poem", {"decision": "no_match", "selected": [], "rejected": {}}),
+    ("no-installed-version-meets-the-constraint",
+     [{"id": "new-lint", "version": ">=2", "priority": 5, "triggers": {"keywords": ["lint"]}},
+      {"id": "old-lint", "version": ">=1.0,<2", "triggers": {"keywords": ["lint"]}}],
+     "lint", {"decision": "route", "selected": [("old-lint", 1)], "rejected": {
+         "new-lint": "no installed version of ruff-fixer satisfies '>=2' (installed: 1.0.0)"}}),
+    ("unknown-agent-is-rejected-at-route-time",
+     [{"id": "ghost", "agent": "no-such-agent", "triggers": {"keywords": ["lint"]}}],
+     "lint", {"decision": "no_match",
+              "rejected": {"ghost": "agent 'no-such-agent' is not installed in the hub"}}),
+]
+
+
+@pytest.mark.parametrize(("cards", "request_text", "expected"),
+                         [r[1:] for r in RULES], ids=[r[0] for r in RULES])
+def test_routing_rules(bare: Workspace, cards: list[dict[str, Any]], request_text: str,
+                       expected: dict[str, Any]) -> None:
+    for card in cards:
+        card = dict(card)
+        write_card(bare, card.pop("id"), card.pop("triggers"), **card)
+    got = summary(bare, request_text)
+    for key, value in expected.items():
+        assert got[key] == value, (key, got)
+
+
+def test_selected_cards_carry_agent_version_fired_triggers_and_checks(bare: Workspace) -> None:
+    write_card(bare, "fix-lint", LINT, group="code-change", priority=2,
+               checks=[{"name": "lint clean", "run": "ruff check ."}])
+    d = decide(bare, "fix the lint errors, E501")
+    assert [s.as_dict() for s in d.selected] == [{
+        "card": "fix-lint", "agent": "ruff-fixer", "version": "1.0.0", "score": 7,
+        "fired": ["keyword:lint", "phrase:lint errors", r"regex:\b[EFW]\d{3}\b"],
+        "priority": 2, "group": "code-change",
+        "checks": [{"name": "lint clean", "run": "ruff check .", "timeout": 300.0}],
+    }]
+    assert d.selected[0].checks[0].run == "ruff check ."
+    assert d.cards_revision == cards_revision(bare.cards_dir)
+    assert d.hub_revision == Hub(bare.hub_dir).revision()
+
+
+def test_version_constraint_picks_the_highest_fitting_installed_version(
+        bare: Workspace, tmp_path: Path) -> None:
+    hub = Hub(bare.hub_dir)
+    for version in ("1.0.0", "1.4.0", "2.0.0"):
+        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer",
+                                      version=version)))
+    write_card(bare, "pinned", {"keywords": ["lint"]}, agent="fixer", version="<2")
+    write_card(bare, "latest", {"keywords": ["ruff"]}, agent="fixer", group="other")
+    d = decide(bare, "lint with ruff")
+    assert {s.card: s.version for s in d.selected} == {"pinned": "1.4.0", "latest": "2.0.0"}
+    hub.use("fixer@1.0.0")  # a rollback is seen at once, and changes the hub revision
+    d2 = decide(bare, "lint with ruff")
+    assert {s.card: s.version for s in d2.selected} == {"pinned": "1.0.0", "latest": "1.0.0"}
+    assert d2.hub_revision != d.hub_revision
+
+
+# --- the index is the reference, only faster ----------------------------------------------
+
+
+def _random_cards(rng: random.Random, vocab: list[str], n: int) -> list[Card]:
+    cards = []
+    for i in range(n):
+        pick = lambda k: rng.sample(vocab, k)  # noqa: E731
+        triggers: dict[str, Any] = {
+            "keywords": pick(rng.randint(1, 4)),
+            "phrases": [" ".join(pick(rng.randint(2, 3))) for _ in range(rng.randint(0, 2))],
+            "regex": rng.choice([[], [rf"\b{rng.choice(vocab)}-\d+"], ["(?i)X[0-9]{2}"],
+                                 [r"\d{4}|zz"], ["[a-c]+q"]]),
+            "require": pick(1) if rng.random() < 0.2 else [],
+            "exclude": pick(1) if rng.random() < 0.2 else [],
+        }
+        cards.append(Card.model_validate({
+            "id": f"c{i:03d}", "agent": "ruff-fixer", "group": f"g{rng.randint(0, 3)}",
+            "min_score": rng.randint(1, 4), "triggers": triggers}))
+    return cards
+
+
+def test_index_gives_exactly_the_reference_evaluators_answers() -> None:
+    rng = random.Random(1234)
+    vocab = ["lint", "tests", "testing", "fix", "bug", "docs", "ruff", "format", "formatting",
+             "run", "the", "a", "parser", "claude", "failures", "failing", "style", "code"]
+    cards = _random_cards(rng, vocab, 200)
+    index = Index.build(cards, "rev")
+    reloaded = Index.loads(index.dumps())
+    for _ in range(400):
+        words = [rng.choice(vocab) for _ in range(rng.randint(0, 12))]
+        if rng.random() < 0.3:
+            words.append(rng.choice(["x12", "X99", "lint-42", "1234", "abcq", "zz", "E501"]))
+        request = " ".join(w.upper() if rng.random() < 0.2 else w for w in words)
+        expected = reference_match(cards, request)
+        for idx in (index, reloaded):
+            got = [(idx.card(h.card)[0], h.score, h.fired, h.reason) for h in idx.match(request)]
+            assert got == expected, request
+
+
+PATTERNS = [r"\bE\d{3}\b", r"(?i)traceback", r"foo(bar)+baz", r"(?:abc|xyz)\d", r"a|\d",
+            r"(?i:KELVIN)", r"[0-9]+", r"x{2,}yy", r"(?i)sitting", r"(?i)ISTANBUL",
+            r"(?x) h e l l o", r"\.py\b", r"(ab)?cd", r"q*rst"]
+SAMPLES = ["E501 here", "TRACEBACK (most recent)", "foobarbarbaz", "xyz1", "9", "\u212aelvin",
+           "kelvin", "xxxyy", "\u017fitting", "\u0130stanbul", "hello", "a.py", "cd", "rst",
+           "nothing", "\u0131stanbul"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_regex_prefilter_never_skips_a_regex_that_matches(pattern: str) -> None:
+    keys = necessary_keys(pattern)
+    for sample in SAMPLES:
+        if re.search(pattern, sample) and keys is not None:
+            text = normalize(sample)
+            assert any(k in text for k in keys), (pattern, sample, keys)
+
+
+def test_regex_prefilter_reads_literals_off_the_pattern() -> None:
+    assert necessary_keys(r"\bE\d{3}\b") == {"e"}
+    assert necessary_keys(r"(?i)traceback") == {"tra"}
+    assert necessary_keys(r"(?:abc|xyz)\d") == {"abc", "xyz"}
+    assert necessary_keys(r"[0-9]+") is None
+    assert necessary_keys(r"a|\d") is None
+
+
+# --- the compiled cards, cached by revision -----------------------------------------------
+
+
+def test_compiled_cards_are_cached_on_disk_by_the_card_sets_revision(ws: Workspace) -> None:
+    d = decide(ws, "fix the lint errors")
+    cached = list(cache_dir(ws).glob("router-*.idx"))
+    assert [p.name.split("-")[1] for p in cached] == [d.cards_revision]
+    assert d.cards_revision == cards_revision(ws.cards_dir) == current_revision(ws)
+
+
+def test_an_edited_card_is_seen_by_the_very_next_decision(bare: Workspace) -> None:
+    path = write_card(bare, "a", {"keywords": ["lint"]})
+    first = decide(bare, "lint ruff")
+    assert [s.fired for s in first.selected] == [["keyword:lint"]]
+    # Same size, same second: only the content tells the two apart.
+    path.write_text(path.read_text().replace("lint", "ruff"))
+    second = decide(bare, "lint ruff")
+    assert [s.fired for s in second.selected] == [["keyword:ruff"]]
+    assert second.cards_revision != first.cards_revision
+    assert second.cards_revision == cards_revision(bare.cards_dir)
+
+
+def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(ws: Workspace) -> None:
+    before = decide(ws, "run the tests and fix the lint").as_dict()
+    for path in cache_dir(ws).iterdir():
+        path.write_bytes(b"garbage")
+    from agentos import router
+    router._INDEXES.clear()
+    router._STATS.clear()
+    assert decide(ws, "run the tests and fix the lint").as_dict() == before
+
+
+def test_an_invalid_card_stops_routing_with_file_and_field(cli: CliRunner, ws: Workspace) -> None:
+    (ws.cards_dir / "broken.yaml").write_text("id: broken\nagent: ruff-fixer\nsize: 3\n"
+                                              "triggers: {keywords: [x]}\n")
+    result = cli("route", "fix the lint")
+    assert result.returncode == 2
+    assert result.stderr == (f"error: {ws.cards_dir / 'broken.yaml'}: size: unknown field "
+                             "(run `agentos cards lint`)\n")
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+# --- agentos route --------------------------------------------------------------------------
+
+
+def _blank(doc: dict[str, Any]) -> dict[str, Any]:
+    return {**doc, "receipt": "<id>", "cards_revision": "<rev>", "hub_revision": "<rev>"}
+
+
+def test_route_json_is_the_decision_and_the_receipt(cli: CliRunner, ws: Workspace) -> None:
+    result = cli("route", "fix the lint errors in app.py (E501)", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert _blank(doc) == {
+        "decision": "route",
+        "selected": [{"card": "fix-lint", "agent": "ruff-fixer", "version": "1.0.0", "score": 7,
+                      "fired": ["keyword:lint", "phrase:lint errors",
+                                r"regex:\b[EFW]\d{3}\b"],
+                      "priority": 0, "group": "code-change", "checks": []}],
+        "rejected": [{"card": "claude-code", "reason": "requires 'claude'"},
+                     {"card": "codex", "reason": "requires 'codex'"},
+                     {"card": "gemini-cli", "reason": "requires 'gemini'"}],
+        "tied": [],
+        "cards_revision": "<rev>", "hub_revision": "<rev>", "receipt": "<id>",
+    }
+    assert doc["receipt"] == "00000001"
+    text = read_receipt(ws, doc["receipt"])
+    assert "request: fix the lint errors in app.py (E501)\n" in text
+    assert "    agent: ruff-fixer@1.0.0\n" in text
+    assert f"cards_revision: {doc['cards_revision']}\n" in text
+    assert f"hub_revision: {doc['hub_revision']}\n" in text
+
+
+def test_route_prints_the_decision_table_and_receipt(cli: CliRunner) -> None:
+    result = cli("route", "run the tests")
+    assert result.returncode == 0
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    assert lines[0] == "decision: route"
+    assert "run-tests" in lines[3] and "test-runner@1.0.0" in lines[3]
+    assert lines[-1] == "receipt: 00000001"
+
+
+@pytest.mark.parametrize(("request_text", "code", "decision"), [
+    ("write a poem about the sea", 1, "no_match"),
+    ("fix the bug using codex or using gemini", 1, "clarify"),
+    ("run the test suite", 0, "route"),
+], ids=["no-match-exits-1", "clarify-exits-1", "route-exits-0"])
+def test_route_exit_status_says_whether_a_task_force_was_chosen(
+        cli: CliRunner, request_text: str, code: int, decision: str) -> None:
+    result = cli("route", request_text, "--json")
+    assert result.returncode == code
+    assert json.loads(result.stdout)["decision"] == decision
+
+
+def test_clarify_names_the_tied_cards(cli: CliRunner) -> None:
+    result = cli("route", "fix the bug using codex or using gemini", "--json")
+    assert json.loads(result.stdout)["tied"] == ["codex", "gemini-cli"]
+
+
+def test_an_empty_request_is_bad_input(cli: CliRunner) -> None:
+    result = cli("route", "  ")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2, "", "error: REQUEST: the request is empty\n")
+
+
+def test_a_card_nothing_installed_satisfies_is_rejected_in_the_receipt(
+        cli: CliRunner, ws: Workspace) -> None:
+    path = ws.cards_dir / "fix-lint.yaml"
+    path.write_text(path.read_text().replace('">=1.0,<2"', '">=3"'))
+    doc = json.loads(cli("route", "clean up the lint errors", "--json").stdout)
+    reason = "no installed version of ruff-fixer satisfies '>=3' (installed: 1.0.0)"
+    assert doc["decision"] == "no_match"
+    assert doc["rejected"] == [{"card": "fix-lint", "reason": reason}]
+    assert f"  - card: fix-lint\n    reason: {reason}\n" in read_receipt(ws, doc["receipt"])
+
+
+def test_route_receipt_is_linked_to_a_run(ws: Workspace) -> None:
+    _, receipt = route(ws, "run the tests", run_id="run-7")
+    assert receipt.run_id == "run-7"
+    assert "\nrun: run-7\n" in read_receipt(ws, receipt.id)
+
+
+def test_redacted_workspace_keeps_only_the_requests_hash(ws: Workspace) -> None:
+    ws.settings_file.write_text("receipts: {redact: true}\n")
+    ws = Workspace(ws.root)  # settings are read once per Workspace
+    _, receipt = route(ws, "fix the lint errors in secret_project.py")
+    text = read_receipt(ws, receipt.id)
+    assert "secret_project" not in text
+    digest = hashlib.sha256(b"fix the lint errors in secret_project.py").hexdigest()
+    assert f"\nrequest_sha256: {digest}\n" in text
+
+
+@pytest.mark.slow
+def test_the_same_request_gets_the_same_decision_in_100_processes(ws: Workspace) -> None:
+    request = "fix the lint errors and run the tests, E501 in parser.py"
+
+    def one(seed: int) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}  # set and dict order vary per process
+        return subprocess.run(
+            [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "route", request,
+             "--json"], capture_output=True, text=True, env=env, timeout=120)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(one, range(100)))
+    assert all(r.returncode == 0 for r in results), results[0].stderr
+    docs = [json.loads(r.stdout) for r in results]
+    receipts = sorted(d.pop("receipt") for d in docs)
+    assert all(d == docs[0] for d in docs)
+    assert [s["card"] for s in docs[0]["selected"]] == ["fix-lint", "run-tests"]
+    assert receipts == [f"{i:08d}" for i in range(1, 101)]  # one each, no fork, no gap
+    assert verify_chain(ws) == []
+    bodies = {read_receipt(ws, r).split("\nrequest:", 1)[1].split("\nprevious:")[0]
+              for r in receipts}
+    assert len(bodies) == 1
+
+
+def test_cards_load_in_file_order_but_decide_in_id_order(bare: Workspace) -> None:
+    write_card(bare, "zeta", {"keywords": ["lint"]}, group="z")
+    write_card(bare, "alpha", {"keywords": ["lint"]}, group="a")
+    (bare.cards_dir / "zeta.yaml").rename(bare.cards_dir / "0-first.yaml")
+    assert [c.id for c in load_cards(bare.cards_dir).cards] == ["zeta", "alpha"]
+    assert [s.card for s in decide(bare, "lint").selected] == ["alpha", "zeta"]
