@@ -1,0 +1,94 @@
+"""Carrying out the guardian's decisions: nudge, restart, kill; each a receipt and a row.
+
+The row in ``interventions`` (state.db) is written *before* the action, so a guardian that
+crashes half-way still counts it (restart counts come from these rows, and a restarted
+guardian never exceeds ``max_restarts``); the receipt, written after, records how the
+action went, and its id is put on the row.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from agentos import state
+from agentos._fs import atomic_write
+from agentos.receipts import write_receipt
+from agentos.sessions import Sessions
+from agentos.workspace import Workspace
+from guardian.monitor import Observation
+from guardian.policy import Action, Decision
+
+
+@dataclass(frozen=True)
+class Intervention:
+    run_id: str
+    agent: str
+    session: str
+    action: str
+    reason: str
+    ok: bool
+    receipt: str | None
+    at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def intervene(ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Observation,
+              decision: Decision) -> Intervention:
+    """Carry out ``decision.action`` on the observed agent and record it."""
+    s, w = obs.signals, obs.watched
+    action = decision.action
+    at = time.time()
+    with state.transaction(con):
+        con.execute("INSERT INTO interventions (run_id, agent, action, reason, at) "
+                    "VALUES (?, ?, ?, ?, ?)", (s.run_id, s.agent, str(action), decision.reason, at))
+        row_id = con.last_insert_rowid()
+    if action is Action.NUDGE:
+        ok = sessions.send_text(s.session, w.policy.nudge)
+        detail = "" if ok else "tmux could not type into the pane"
+    elif action is Action.RESTART:
+        ok, detail = _restart(sessions, con, obs)
+    elif action is Action.KILL:
+        w.files.run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(w.files.stopped, (decision.reason + "\n").encode())
+        ended = sessions.kill(s.session)
+        ok, detail = True, "" if ended else "the session had already ended"
+    else:
+        raise ValueError(f"not an intervention: {action}")
+    fields: dict[str, Any] = {
+        "agent": w.ref, "session": s.session, "action": str(action), "ok": ok,
+        "health": str(decision.health), "reason": decision.reason,
+        "output_age": round(s.output_age, 1), "quiet_for": round(s.quiet_for, 1),
+        "restarts": s.restarts + (1 if action is Action.RESTART and ok else 0),
+        "policy": w.policy.as_dict(),
+    }
+    if detail:
+        fields["detail"] = detail
+    receipt = write_receipt(ws, "guardian", fields, run_id=s.run_id)
+    with state.transaction(con):
+        con.execute("UPDATE interventions SET receipt = ? WHERE id = ?", (receipt.id, row_id))
+    return Intervention(s.run_id, s.agent, s.session, str(action), decision.reason, ok,
+                        receipt.id, at)
+
+
+def _restart(sessions: Sessions, con: apsw.Connection, obs: Observation) -> tuple[bool, str]:
+    """Respawn the pane's command in the same session (and so the same worktree)."""
+    s, w = obs.signals, obs.watched
+    w.files.exit_file.unlink(missing_ok=True)
+    args = ["respawn-pane", "-k", "-t", f"={s.session}:"]
+    if w.agent.worktree and Path(w.agent.worktree).is_dir():
+        args += ["-c", w.agent.worktree]
+    result = sessions.server.cmd(*args, shlex.join(w.files.pane_command))
+    if result.returncode != 0:
+        return False, "tmux could not respawn the pane: " + " ".join(result.stderr)
+    with state.transaction(con):
+        con.execute("UPDATE run_agents SET restarts = restarts + 1 "
+                    "WHERE run_id = ? AND agent = ?", (s.run_id, s.agent))
+    return True, ""

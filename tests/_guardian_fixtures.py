@@ -1,0 +1,124 @@
+"""What the guardian's tests share: agents started in real tmux panes as the orchestrator
+starts them (package in the hub, wrapper, env file, exit file, log), with their run and
+agent rows written straight into state.db, so a test needs no whole run."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+import yaml
+from conftest import write_package
+
+from agentos._launch import AgentFiles, prepare
+from agentos.hub import Hub
+from agentos.runs import RunStore, new_run_id
+from agentos.runtimes import AgentTask
+from agentos.sessions import Sessions, session_name
+from agentos.workspace import Workspace
+from guardian.monitor import agent_files
+
+HAVE_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0
+needs_tmux = pytest.mark.skipif(not HAVE_TMUX, reason="tmux is not installed")
+
+# Small numbers so that the whole ladder takes seconds (the interval's floor is 0.05 s).
+FAST = {"interval": 0.2, "stuck_after": 1, "max_restarts": 1, "kill_after": 2,
+        "nudge": "Are you stuck? Continue with the task."}
+
+
+@pytest.fixture
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private tmux server for each test, killed afterwards."""
+    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
+    yield name
+    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+
+
+def configure(ws: Workspace, guardian: dict[str, Any] | None = None,
+              run: dict[str, Any] | None = None) -> Workspace:
+    """Write agentos.yaml's guardian (and run) settings; a fresh Workspace reads them."""
+    data: dict[str, Any] = {"guardian": {**FAST, **(guardian or {})}}
+    if run:
+        data["run"] = run
+    ws.settings_file.write_text(yaml.safe_dump(data))
+    return Workspace(ws.root)
+
+
+@dataclass(frozen=True)
+class Launched:
+    run_id: str
+    agent: str
+    session: str
+    files: AgentFiles
+    worktree: Path
+
+
+def launch(ws: Workspace, tmp_path: Path, agent: str, script: str, *,
+           run_id: str | None = None, **manifest: Any) -> Launched:
+    """Install a shell agent running ``script`` and start it in its pane, as a run would."""
+    src = write_package(tmp_path / "src" / agent, name=agent, files={"run.sh": script},
+                        **manifest)
+    hub = Hub(ws.hub_dir)
+    hub.install(str(src))
+    info, pkg = hub.get(agent)
+    run_id = run_id or new_run_id()
+    worktree = tmp_path / "worktrees" / run_id / agent
+    worktree.mkdir(parents=True)
+    files = agent_files(ws, run_id, agent)
+    task = AgentTask(run_id, agent, pkg, info.path, worktree, tmp_path, ws.root, "a test",
+                     files.run_dir, 1)
+    pane, _env = prepare(task, files)
+    session = session_name(run_id, agent)
+    store = RunStore(ws)
+    try:
+        with contextlib.suppress(apsw.ConstraintError):  # a second agent of the same run
+            store.create(run_id, "a test", tmp_path, status="running")
+            store.update(run_id, started_at=time.time())
+        store.add_agent(run_id, agent, pkg.version, session=session, worktree=str(worktree),
+                        branch=f"agentos/{run_id}/{agent}", status="running", attempts=1,
+                        started_at=time.time())
+    finally:
+        store.close()
+    Sessions(ws.root).start(session, pane, worktree)
+    return Launched(run_id, agent, session, files, worktree)
+
+
+def interventions(ws: Workspace, run_id: str | None = None) -> list[tuple[str, str, str]]:
+    """(agent, action, receipt) of every intervention in state.db, oldest first."""
+    store = RunStore(ws)
+    try:
+        sql = "SELECT agent, action, receipt FROM interventions"
+        args: tuple[str, ...] = ()
+        if run_id:
+            sql += " WHERE run_id = ?"
+            args = (run_id,)
+        return [tuple(r) for r in store.con.execute(sql + " ORDER BY id", args)]  # type: ignore[misc]
+    finally:
+        store.close()
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition"
+               ) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout}s")
+        time.sleep(0.05)
+
+
+def tmux_sessions(socket: str) -> list[str]:
+    out = subprocess.run(["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
+                         capture_output=True, text=True)
+    return out.stdout.split() if out.returncode == 0 else []
