@@ -1,0 +1,44 @@
+"""``agentos doctor``: is this machine ready to run agents, and what fixes what is missing."""
+
+from __future__ import annotations
+
+import click
+
+from agentos.cli._common import console, fail, json_option, print_json, table
+from agentos.errors import AgentOSError
+from agentos.workspace import Workspace, find_workspace
+
+
+def _workspace(ctx: click.Context) -> Workspace | None:
+    """The workspace, when there is one: doctor also runs where none exists yet."""
+    root = ctx.find_root()
+    explicit = root.obj.get("workspace") if isinstance(root.obj, dict) else None
+    try:
+        return find_workspace(explicit)
+    except AgentOSError:
+        return None
+
+
+@click.command()
+@json_option
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Check tmux, git, the Ollama server (OLLAMA_HOST), each runtime (its CLI or Python
+    extra) and the Ollama models of the workspace's active packages; print the command
+    that fixes each missing one.
+
+    Exit code 1 when tmux or git is missing (no run can start); a missing runtime only
+    matters to the packages that use it."""
+    from agentos.doctor import diagnose
+
+    result = diagnose(_workspace(ctx))
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        table(None, ["check", "kind", "ready", "detail", "fix"],
+              [(c.name, c.kind, "yes" if c.ready else "NO", c.detail, c.fix)
+               for c in result.checks])
+        console.print("ready to run agents" if result.ready
+                      else "not ready: install what the required tools' fixes name")
+    if not result.ready:
+        fail(ctx, 1)

@@ -1,0 +1,168 @@
+"""Is this machine ready to run agents? Each tool and runtime, and the command that fixes it.
+
+Nothing here imports a framework: extras are looked up by the import system, CLIs on
+PATH, the Ollama server with one short HTTP request. tmux and git are required for any
+run; every runtime is optional. When a workspace is given, the Ollama models its active
+packages name are checked too.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentos.errors import AgentOSError
+from agentos.runtimes import get_runtime
+from agentos.runtimes._cli_agent import CliAgent
+from agentos.runtimes._frameworks import (
+    EXTRAS,
+    OLLAMA_BRIDGE,
+    ServerStatus,
+    missing_modules,
+    parse_host,
+    pip_command,
+    probe_server,
+)
+from agentos.workspace import Workspace
+
+_DISTRIBUTIONS = {"ollama": "ollama", "langchain": "langchain", "crewai": "crewai"}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    kind: str  # "tool", "server", "runtime" or "model"
+    ready: bool
+    detail: str
+    fix: str = ""
+    required: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        """Whether runs can start at all (the required tools are there)."""
+        return all(c.ready for c in self.checks if c.required)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ready": self.ready, "checks": [c.as_dict() for c in self.checks]}
+
+
+def _version(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = (out.stdout or out.stderr).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _tool(name: str, fix: str) -> Check:
+    path = shutil.which(name)
+    if path is None:
+        return Check(name, "tool", False, f"{name} is not on PATH", fix, required=True)
+    return Check(name, "tool", True, _version([path, "-V" if name == "tmux" else "--version"]),
+                 required=True)
+
+
+def _server(environ: Mapping[str, str]) -> ServerStatus:
+    return probe_server(parse_host(environ.get("OLLAMA_HOST")))
+
+
+def _server_check(status: ServerStatus) -> Check:
+    if not status.reachable:
+        return Check("ollama server", "server", False, f"no answer at {status.host}",
+                     "ollama serve  (https://ollama.com/download)")
+    models = ", ".join(status.models) or "no models pulled yet"
+    return Check("ollama server", "server", True, f"{status.host}: {models}")
+
+
+def _dist_version(runtime: str) -> str:
+    try:
+        return f"{_DISTRIBUTIONS[runtime]} {importlib.metadata.version(_DISTRIBUTIONS[runtime])}"
+    except importlib.metadata.PackageNotFoundError:
+        return runtime
+
+
+def _framework(runtime: str, server: ServerStatus) -> Check:
+    missing = missing_modules(EXTRAS[runtime][1] + OLLAMA_BRIDGE[runtime])
+    if missing:
+        names = ", ".join(m.replace("_", "-") for m in missing)
+        return Check(runtime, "runtime", False, f"not installed: {names}", pip_command(runtime))
+    detail = _dist_version(runtime)
+    if runtime == "ollama":
+        if not server.reachable:
+            return Check(runtime, "runtime", False, f"{detail}; the server is not running",
+                         "ollama serve")
+        return Check(runtime, "runtime", True, detail)
+    if not server.reachable:
+        return Check(runtime, "runtime", True, f"{detail}; Ollama models need the server",
+                     "ollama serve")
+    return Check(runtime, "runtime", True, detail)
+
+
+def _cli(runtime: str) -> Check:
+    agent = get_runtime(runtime)
+    assert isinstance(agent, CliAgent)
+    path = shutil.which(agent.program)
+    if path is None:
+        return Check(runtime, "runtime", False, f"the `{agent.program}` CLI is not on PATH",
+                     agent.install_hint)
+    return Check(runtime, "runtime", True, _version([path, "--version"]) or path)
+
+
+def _models(ws: Workspace, server: ServerStatus) -> list[Check]:
+    """One check per Ollama model the workspace's active packages use (server up only)."""
+    from agentos.hub import Hub
+
+    if not server.reachable:
+        return []
+    hub = Hub(ws.hub_dir)
+    users: dict[str, list[str]] = {}
+    for info in hub.versions():
+        if not info.active:
+            continue
+        try:
+            _, manifest = hub.get(f"{info.name}@{info.version}")
+        except AgentOSError:
+            continue
+        if manifest.model is not None and manifest.runtime in EXTRAS:
+            users.setdefault(manifest.model, []).append(manifest.name)
+    return [Check(f"model {model}", "model", server.has_model(model),
+                  ("pulled" if server.has_model(model) else "not pulled")
+                  + f"; used by {', '.join(names)}",
+                  "" if server.has_model(model) else f"ollama pull {model}")
+            for model, names in sorted(users.items())]
+
+
+def diagnose(ws: Workspace | None = None, environ: Mapping[str, str] | None = None
+             ) -> Diagnosis:
+    """Check tmux, git, the Ollama server, every runtime and (with ``ws``) its models."""
+    environ = os.environ if environ is None else environ
+    server = _server(environ)
+    bash = shutil.which("bash")
+    checks = [
+        _tool("tmux", "apt-get install tmux  (macOS: brew install tmux)"),
+        _tool("git", "apt-get install git  (macOS: brew install git)"),
+        _server_check(server),
+        Check("shell", "runtime", bash is not None, bash or "bash is not on PATH",
+              "" if bash else "apt-get install bash"),
+        Check("python", "runtime", True, f"Python {sys.version.split()[0]}"),
+        *(_cli(name) for name in ("claude-code", "gemini-cli", "codex")),
+        *(_framework(name, server) for name in ("ollama", "langchain", "crewai")),
+    ]
+    if ws is not None:
+        checks += _models(ws, server)
+    return Diagnosis(checks)
