@@ -1,0 +1,463 @@
+"""The MCP server driven by the real `mcp` client, over stdio and streamable HTTP.
+
+Every test spawns `python -m agentos --workspace WS mcp serve` as a real subprocess, the way
+Claude Code and Gemini CLI do, and talks to it with the SDK's ClientSession.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from conftest import make_repo, write_package
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextResourceContents
+
+from agentos.hub import Hub
+from agentos.workspace import Workspace
+from mcp_server._paths import Confinement
+from mcp_server.server import TOOL_NAMES
+
+READ_ONLY_TOOLS = {"interview", "task_status", "kb_search", "receipts_list", "receipt_show",
+                   "hub_list", "guardian_status"}
+HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0
+
+
+# --- connecting ---------------------------------------------------------------------------
+
+
+def server_argv(ws: Workspace, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "mcp", "serve",
+            *extra]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], errlog: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited {proc.returncode}: {errlog.read_text()}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError("the HTTP server did not listen in time")
+
+
+@asynccontextmanager
+async def connect(transport: str, ws: Workspace, *extra: str, env: dict[str, str] | None = None,
+                  errlog: Path | None = None) -> AsyncIterator[ClientSession]:
+    """An initialized client session with a freshly spawned server."""
+    env = {**os.environ, **(env or {})}
+    errlog = errlog or Path(tempfile.mkstemp(prefix="mcp-server-", suffix=".log")[1])
+    if transport == "stdio":
+        argv = server_argv(ws, *extra)
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+        with errlog.open("w") as err:
+            async with stdio_client(params, errlog=err) as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+        return
+    port = free_port()
+    with errlog.open("wb") as err:
+        proc = subprocess.Popen(server_argv(ws, *extra, "--http", f"127.0.0.1:{port}"),
+                                stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
+    try:
+        wait_for_port(port, proc, errlog)
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(scenario)
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    """The structured output of a successful call."""
+    assert not result.isError, result.content
+    assert result.structuredContent is not None
+    # The text content is the same document, for clients without structured output.
+    assert json.loads(result.content[0].text) == result.structuredContent  # type: ignore[union-attr]
+    return result.structuredContent
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.isError, result.structuredContent
+    assert len(result.content) == 1
+    text: str = result.content[0].text  # type: ignore[union-attr]
+    assert "\n" not in text and "Traceback" not in text
+    return text
+
+
+# --- fixtures -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private tmux server for the runs the MCP server starts, killed afterwards."""
+    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
+    yield name
+    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {
+        "README.md": "# target\n",
+        "dates.py": "def parse_date(text):\n    \"\"\"Parse an ISO date.\"\"\"\n"
+                    "    return text.split('-')\n",
+    })
+
+
+@pytest.fixture
+def scribe(ws: Workspace, tmp_path: Path) -> None:
+    """A shell agent that writes notes.txt, and a card routing `scribe-task` to it."""
+    src = write_package(tmp_path / "src" / "scribe", name="scribe",
+                        files={"run.sh": "echo noted > notes.txt\n"},
+                        checks=[{"name": "notes written", "file_exists": "notes.txt"}])
+    Hub(ws.hub_dir).install(str(src))
+    (ws.cards_dir / "scribe.yaml").write_text(yaml.safe_dump({
+        "id": "scribe-card", "agent": "scribe", "description": "take notes",
+        "group": "scribe", "triggers": {"keywords": ["scribe-task"]}}))
+
+
+# --- every tool, over both transports -----------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed (scripts/setup installs it)")
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_client_calls_every_tool_and_reads_the_resources(
+    transport: str, ws: Workspace, repo: Path, scribe: None, tmux_socket: str
+) -> None:
+    package = write_package(ws.root / "incoming" / "greeter", name="greeter", version="2.0.0")
+
+    async def scenario() -> None:
+        async with connect(transport, ws, "--repo", str(repo)) as s:
+            listed = {t.name: t for t in (await s.list_tools()).tools}
+            assert sorted(listed) == sorted(TOOL_NAMES)
+            for name, t in listed.items():
+                assert t.description and t.inputSchema["type"] == "object", name
+                assert t.outputSchema and t.outputSchema["type"] == "object", name
+                assert t.annotations is not None and t.annotations.title, name
+                assert t.annotations.readOnlyHint is (name in READ_ONLY_TOOLS), name
+                for arg, schema in t.inputSchema.get("properties", {}).items():
+                    assert schema.get("description"), f"{name}.{arg} has no description"
+
+            added = ok(await s.call_tool("kb_add", {"paths": ["."]}))
+            assert added["paths"] == [str(repo)] and added["added"] == 2
+            hits = ok(await s.call_tool("kb_search", {"query": "parse date", "k": 3}))["hits"]
+            assert hits[0]["path"] == str(repo / "dates.py")
+            assert "«" in hits[0]["snippet"]
+
+            asked = ok(await s.call_tool("interview", {"request": "make it better"}))
+            assert asked["passed"] is False and asked["questions"]
+
+            routed = ok(await s.call_tool("route", {"request": "scribe-task for the notes"}))
+            assert routed["decision"] == "route"
+            assert [(c["card"], c["agent"]) for c in routed["selected"]] == [
+                ("scribe-card", "scribe")]
+            receipt = routed["receipt"]
+
+            listing = ok(await s.call_tool("receipts_list", {}))
+            assert listing["receipts"][-1]["id"] == receipt
+            assert listing["receipts"][-1]["kind"] == "route"
+            shown = ok(await s.call_tool("receipt_show", {"id": str(int(receipt))}))
+            assert shown["id"] == receipt and shown["kind"] == "route"
+            assert "request: scribe-task for the notes\n" in shown["text"]
+            assert shown["text"] == (ws.receipts_dir / f"{receipt}.txt").read_text()
+
+            installed = ok(await s.call_tool("hub_install", {"source": str(package)}))
+            assert (installed["name"], installed["version"], installed["changed"]) == (
+                "greeter", "2.0.0", True)
+            again = ok(await s.call_tool("hub_install", {"source": str(package)}))
+            assert again["changed"] is False
+            packages = ok(await s.call_tool("hub_list", {}))["packages"]
+            assert {"greeter", "scribe"} <= {p["name"] for p in packages}
+
+            guardian = ok(await s.call_tool("guardian_status", {}))
+            assert isinstance(guardian["installed"], bool) and guardian["message"]
+
+            started = ok(await s.call_tool("run_task", {"request": "scribe-task please",
+                                                        "force": True}))
+            assert started["status"] == "started" and started["repo"] == str(repo)
+            status = await wait_for_run(s, started["run_id"])
+            assert status["status"] == "succeeded", status
+            assert [(a["agent"], a["status"]) for a in status["agents"]] == [
+                ("scribe", "passed")]
+            assert len(status["receipts"]) >= 3  # route, gate, merge/run
+            assert (repo / "notes.txt").read_text() == "noted\n"
+
+            templates = {t.uriTemplate for t in
+                         (await s.list_resource_templates()).resourceTemplates}
+            assert templates == {"agentos://receipts/{id}", "agentos://cards/{id}"}
+            text = await read(s, f"agentos://receipts/{receipt}")
+            assert text == shown["text"]
+            card = yaml.safe_load(await read(s, "agentos://cards/scribe-card"))
+            assert card["agent"] == "scribe"
+
+    run(scenario)
+
+
+async def wait_for_run(s: ClientSession, run_id: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = ok(await s.call_tool("task_status", {"run_id": run_id}))
+        assert status["run_id"] == run_id
+        if status["finished"] or time.monotonic() > deadline:
+            return status
+        await anyio.sleep(0.2)
+
+
+async def read(s: ClientSession, uri: str) -> str:
+    from pydantic import AnyUrl
+
+    contents = (await s.read_resource(AnyUrl(uri))).contents
+    assert len(contents) == 1 and isinstance(contents[0], TextResourceContents)
+    return contents[0].text
+
+
+# --- errors and bad arguments -------------------------------------------------------------
+
+
+def test_bad_arguments_and_library_errors_come_back_as_one_line_tool_errors(
+    ws: Workspace, repo: Path, tmp_path: Path
+) -> None:
+    (repo / "escape").symlink_to("/etc")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    cases: dict[str, tuple[str, dict[str, Any]]] = {
+        "missing argument": ("route", {}),
+        "wrong type": ("kb_search", {"query": "x", "k": "many"}),
+        "out of range": ("kb_search", {"query": "x", "k": 0}),
+        "unknown argument": ("hub_list", {"verbose": True}),
+        "unknown tool": ("rm_rf", {}),
+        "empty request": ("route", {"request": "  "}),
+        "empty interview": ("interview", {"request": ""}),
+        "bad receipt id": ("receipt_show", {"id": "../../etc/passwd"}),
+        "missing receipt": ("receipt_show", {"id": "999"}),
+        "unknown run": ("task_status", {"run_id": "no-such-run"}),
+        "missing package": ("hub_install", {"source": "incoming/nothing"}),
+        "no paths": ("kb_add", {"paths": []}),
+        "absolute outside": ("kb_add", {"paths": ["/etc/passwd"]}),
+        "dot-dot escape": ("kb_add", {"paths": ["README.md", "../../../../etc"]}),
+        "symlink escape": ("kb_add", {"paths": ["escape/passwd"]}),
+        "repo outside": ("run_task", {"request": "scribe-task", "repo": str(outside)}),
+        "file url outside": ("hub_install", {"source": "file:///etc@main"}),
+        "ext transport": ("hub_install", {"source": "ext::sh -c touch% /tmp/pwned"}),
+    }
+    roots = f"{ws.root}, {repo}"
+    hint = "allow another with `agentos mcp serve --repo DIR` or AGENTOS_MCP_ROOTS"
+    expected = {
+        "missing argument": "request: missing required argument",
+        "wrong type": "k: Input should be a valid integer, unable to parse string as an integer",
+        "out of range": "k: Input should be greater than or equal to 1",
+        "unknown argument": "hub_list: unknown argument 'verbose' (it takes: no arguments)",
+        "unknown tool": f"unknown tool 'rm_rf'; the tools are: {', '.join(TOOL_NAMES)}",
+        "empty request": "request: the request is empty",
+        "empty interview": "request: the request is empty: say what should be done",
+        "bad receipt id": "id: '../../etc/passwd' is not a receipt id (like 00000042)",
+        "missing receipt": f"id: no receipt 00000999 in {ws.receipts_dir}",
+        "unknown run": "run: no run 'no-such-run'",
+        "missing package": f"{repo}/incoming/nothing: no such package directory, archive or "
+                           "git URL",
+        "no paths": "paths: List should have at least 1 item after validation, not 0",
+        "absolute outside": f"paths[0]: /etc/passwd is outside the workspace and the allowed "
+                            f"repositories ({roots}); {hint}",
+        "dot-dot escape": f"paths[1]: ../../../../etc is outside the workspace and the "
+                          f"allowed repositories ({roots}); {hint}",
+        "symlink escape": f"paths[0]: escape/passwd is outside the workspace and the allowed "
+                          f"repositories ({roots}); {hint}",
+        "repo outside": f"repo: {outside} is outside the workspace and the allowed "
+                        f"repositories ({roots}); {hint}",
+        "file url outside": f"source: /etc is outside the workspace and the allowed "
+                            f"repositories ({roots}); {hint}",
+        "ext transport": "source: git transport 'ext' is not allowed",
+    }
+    seen: dict[str, str] = {}
+
+    async def scenario() -> None:
+        async with connect("stdio", ws, "--repo", str(repo)) as s:
+            for case, (tool, args) in cases.items():
+                seen[case] = error_text(await s.call_tool(tool, args))
+            # The server is still there, and nothing was indexed.
+            stats = ok(await s.call_tool("kb_search", {"query": "root passwd"}))
+            assert stats["hits"] == []
+
+    run(scenario)
+    assert seen == expected
+    assert not Path("/tmp/pwned").exists()
+
+
+def test_run_task_without_a_repository_asks_for_one(ws: Workspace) -> None:
+    async def scenario() -> None:
+        async with connect("stdio", ws) as s:
+            text = error_text(await s.call_tool("run_task", {"request": "scribe-task"}))
+            assert text == ("repo: give the repository to work on (the server was started "
+                            "without --repo)")
+
+    run(scenario)
+
+
+def test_a_repository_allowed_through_the_environment_can_be_indexed(
+    ws: Workspace, repo: Path
+) -> None:
+    async def scenario() -> None:
+        async with connect("stdio", ws, env={"AGENTOS_MCP_ROOTS": str(repo)}) as s:
+            added = ok(await s.call_tool("kb_add", {"paths": [str(repo / "dates.py")]}))
+            assert added["added"] == 1
+
+    run(scenario)
+
+
+# --- path confinement, the rule itself ----------------------------------------------------
+
+
+@pytest.mark.parametrize(("given", "allowed"), [
+    ("dates.py", True),
+    ("sub/../dates.py", True),
+    (".", True),
+    ("{repo}", True),
+    ("{ws}/hub", True),
+    ("{ws}/../ws-other", False),
+    ("/etc/passwd", False),
+    ("..", False),
+    ("../repo-sibling/x", False),
+    ("link-out/passwd", False),
+    ("link-in/dates.py", True),
+    ("~/x", False),
+], ids=lambda v: str(v))
+def test_only_paths_in_the_workspace_or_an_allowed_repository_are_accepted(
+    ws: Workspace, repo: Path, given: str, allowed: bool
+) -> None:
+    (repo / "link-out").symlink_to("/etc")
+    (repo / "link-in").symlink_to(repo)
+    fence = Confinement(ws.root, [repo])
+    raw = given.format(repo=repo, ws=ws.root)
+    if allowed:
+        assert fence.path(raw, "p").is_relative_to(repo) or fence.path(raw, "p").is_relative_to(
+            ws.root)
+    else:
+        with pytest.raises(Exception, match="is outside the workspace"):
+            fence.path(raw, "p")
+
+
+@pytest.mark.parametrize(("source", "result"), [
+    ("https://example.invalid/agents/fixer.git@v1", "https://example.invalid/agents/fixer.git@v1"),
+    ("git@example.invalid:agents/fixer.git", "git@example.invalid:agents/fixer.git"),
+    ("file://{repo}@main", "file://{repo}@main"),
+    ("dates.py", "{repo}/dates.py"),
+    ("ftp://example.invalid/x.tar.gz", "error: URL scheme 'ftp' is not allowed"),
+    ("fd::17", "error: git transport 'fd' is not allowed"),
+    ("file:///etc/passwd", "error: /etc/passwd is outside"),
+], ids=lambda v: str(v))
+def test_hub_sources_pass_remote_urls_and_confine_local_ones(
+    ws: Workspace, repo: Path, source: str, result: str
+) -> None:
+    fence = Confinement(ws.root, [repo])
+    raw, want = source.format(repo=repo), result.format(repo=repo)
+    if want.startswith("error: "):
+        with pytest.raises(Exception, match=want.removeprefix("error: ")):
+            fence.hub_source(raw)
+    else:
+        assert fence.hub_source(raw) == want
+
+
+# --- a clean protocol stream and a light start --------------------------------------------
+
+
+def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(ws: Workspace) -> None:
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "route", "arguments": {"request": "fix the lint errors"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "kb_add", "arguments": {"paths": ["/etc"]}}},
+    ]
+    proc = subprocess.Popen(server_argv(ws), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "AGENTOS_LOG": "DEBUG"})
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+    proc.stdin.flush()
+    lines = [proc.stdout.readline() for _ in range(3)]  # one reply per request with an id
+    proc.stdin.close()  # the client goes away: the server ends
+    assert proc.wait(timeout=60) == 0
+    lines += proc.stdout.read().splitlines()
+    stderr = proc.stderr.read()
+    # Every line is a JSON-RPC message; calls run concurrently, so replies come in any order.
+    replies = sorted((json.loads(line) for line in lines), key=lambda r: r["id"])
+    assert [r["id"] for r in replies] == [1, 2, 3]
+    assert replies[0]["result"]["serverInfo"]["name"] == "agentos"
+    assert replies[1]["result"]["structuredContent"]["decision"] in ("route", "clarify")
+    assert replies[2]["result"]["isError"] is True
+    assert "agentos-mcp DEBUG" in stderr  # the debug log went to stderr
+
+
+def test_nothing_heavy_is_imported_before_initialize(ws: Workspace, tmp_path: Path) -> None:
+    errlog = tmp_path / "importtime.log"
+
+    async def scenario() -> None:
+        params = StdioServerParameters(command=sys.executable, args=[
+            "-X", "importtime", *server_argv(ws)[1:]], env=dict(os.environ))
+        with errlog.open("w") as err:
+            async with stdio_client(params, errlog=err) as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                await session.list_tools()
+
+    run(scenario)
+    imported = {line.split("|")[-1].strip() for line in errlog.read_text().splitlines()
+                if line.startswith("import time:")}
+    assert "mcp_server.server" in imported
+    heavy = {"langchain", "langchain_core", "crewai", "ollama", "agentos.orchestrator",
+             "agentos.router", "agentos.knowledge", "agentos.interview", "git"}
+    assert heavy & imported == set()
+
+
+# --- the serve command --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--http", "0.0.0.0:8765"], "error: --http: 0.0.0.0 is not a loopback address: the server "
+                                 "has no authentication, so pass --allow-remote to listen there"),
+    (["--http", "localhost:http"], "error: --http: 'localhost:http' is not HOST:PORT "
+                                   "(e.g. 127.0.0.1:8765)"),
+    (["--repo", "/no/such/dir"], "error: /no/such/dir: --repo: is not a directory"),
+], ids=["remote", "bad-port", "missing-repo"])
+def test_serve_refuses_bad_options_with_one_line(
+    cli: Callable[..., subprocess.CompletedProcess[str]], args: list[str], message: str
+) -> None:
+    done = cli("mcp", "serve", *args)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
