@@ -102,7 +102,7 @@ def _mark(line: str, wanted: Collection[str], spans: Spans, marks: tuple[str, st
     hits: list[tuple[int, int]] = []
     for s, e, token in spans(data):
         if token in wanted:
-            if hits and hits[-1][1] == s:  # parts of one identifier: one mark
+            if hits and not data[hits[-1][1]:s].strip(b"_"):  # one identifier: one mark
                 s = hits.pop()[0]
             hits.append((s, e))
     start, end = 0, len(data)

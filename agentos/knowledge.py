@@ -187,6 +187,7 @@ class KnowledgeStore:
                 vanished = self._known_under(path)
                 if not vanished:
                     raise NotFound("no such file or directory", file=path)
+                known.update(vanished)
                 gone.update(vanished)
         gone.difference_update(found)
         stats.seen = len(found)
@@ -374,7 +375,7 @@ class KnowledgeStore:
         scored = sorted(((-rank * prior(label), cid, start, end, lang, path)
                          for cid, rank, start, end, lang, path, label in rows),
                         key=lambda r: (-r[0], r[1]))[:k]
-        return [(cid, Hit(Path(path), start, end, round(score, 4),
+        return [(cid, Hit(Path(path), start, end, float(f"{score:.4g}"),
                           _kb_query.snippet(self._body(cid), query_terms, self._spans,
                                             SNIPPET_MARKS), lang))
                 for score, cid, start, end, lang, path in scored]

@@ -94,20 +94,27 @@ def _summary(stats: AddStats) -> str:
             f"{stats.chunks} chunks written in {stats.seconds:.2f}s")
 
 
-@kb.command()
-@click.argument("query")
+# A query or request is free text: words starting with "-" that are not options of the
+# command are taken as text, and several arguments are joined with spaces.
+_free_text = {"ignore_unknown_options": True}
+
+
+@kb.command(context_settings=_free_text)
+@click.argument("query", nargs=-1)
 @click.option("-k", "k", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
               help="How many results.")
 @_under
 @json_option
-def search(query: str, k: int, under: Path | None, as_json: bool) -> None:
+def search(query: tuple[str, ...], k: int, under: Path | None, as_json: bool) -> None:
     """Search the store. Any text is a valid QUERY (quotes, *, AND, NEAR( are taken as
-    plain words); results are chunks with their path, lines, score and a snippet where
-    the matched terms are marked."""
+    plain words; put -- before a query that looks like an option of this command);
+    results are chunks with their path, lines, score and a snippet where the matched
+    terms are marked «like this»."""
+    text = _text(query)
     with _store() as store:
-        hits = store.search(query, k=k, under=under)
+        hits = store.search(text, k=k, under=under)
     if as_json:
-        print_json({"query": query, "hits": [h.as_dict() for h in hits]})
+        print_json({"query": text, "hits": [h.as_dict() for h in hits]})
         return
     if not hits:
         console.print("no results")
@@ -118,23 +125,31 @@ def search(query: str, k: int, under: Path | None, as_json: bool) -> None:
         console.print(f"    {_highlight(hit)}")
 
 
+def _text(words: tuple[str, ...]) -> str:
+    """The words as one text; bytes the terminal could not decode become U+FFFD."""
+    return " ".join(words).encode("utf-8", "replace").decode("utf-8")
+
+
 def _highlight(hit: Hit) -> str:
-    start, end = SNIPPET_MARKS
+    """The snippet with its marks drawn in colour on a terminal, kept as «» elsewhere."""
     text = escape(hit.snippet)
+    if not console.is_terminal:
+        return text
+    start, end = SNIPPET_MARKS
     return text.replace(start, "[bold yellow]").replace(end, "[/bold yellow]")
 
 
-@kb.command()
-@click.argument("request")
+@kb.command(context_settings=_free_text)
+@click.argument("request", nargs=-1)
 @click.option("--budget", type=click.IntRange(min=1), required=True, metavar="TOKENS",
               help="Most tokens of context to give (estimated as characters / 4).")
 @_under
 @json_option
-def context(request: str, budget: int, under: Path | None, as_json: bool) -> None:
+def context(request: tuple[str, ...], budget: int, under: Path | None, as_json: bool) -> None:
     """The context an agent gets for REQUEST: the best chunks that fit in the budget,
     best first, each headed by its path and line range (markdown)."""
     with _store() as store:
-        ctx = store.context(request, budget, under=under)
+        ctx = store.context(_text(request), budget, under=under)
     if as_json:
         print_json(ctx.as_dict())
     elif ctx.chunks:
