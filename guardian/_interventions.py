@@ -1,9 +1,10 @@
 """Carrying out the guardian's decisions: nudge, restart, kill; each a receipt and a row.
 
-The row in ``interventions`` (state.db) is written *before* the action, so a guardian that
-crashes half-way still counts it (restart counts come from these rows, and a restarted
-guardian never exceeds ``max_restarts``); the receipt, written after, records how the
-action went, and its id is put on the row.
+The row in ``interventions`` (state.db) is written *before* the action, together with the
+bump of ``run_agents.restarts`` for a restart, so a guardian that crashes half-way still
+counts it: restart counts come from these rows, and a restarted guardian never exceeds
+``max_restarts`` (at worst it counts a restart that a crash cut short). The receipt,
+written after, records how the action went, and its id is put on the row.
 """
 
 from __future__ import annotations
@@ -50,11 +51,14 @@ def intervene(ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Obse
         con.execute("INSERT INTO interventions (run_id, agent, action, reason, at) "
                     "VALUES (?, ?, ?, ?, ?)", (s.run_id, s.agent, str(action), decision.reason, at))
         row_id = con.last_insert_rowid()
+        if action is Action.RESTART:  # counted with its row, so the two always agree
+            con.execute("UPDATE run_agents SET restarts = restarts + 1 "
+                        "WHERE run_id = ? AND agent = ?", (s.run_id, s.agent))
     if action is Action.NUDGE:
         ok = sessions.send_text(s.session, w.policy.nudge)
         detail = "" if ok else "tmux could not type into the pane"
     elif action is Action.RESTART:
-        ok, detail = _restart(sessions, con, obs)
+        ok, detail = _restart(sessions, obs)
     elif action is Action.KILL:
         w.files.run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write(w.files.stopped, (decision.reason + "\n").encode())
@@ -66,7 +70,7 @@ def intervene(ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Obse
         "agent": w.ref, "session": s.session, "action": str(action), "ok": ok,
         "health": str(decision.health), "reason": decision.reason,
         "output_age": round(s.output_age, 1), "quiet_for": round(s.quiet_for, 1),
-        "restarts": s.restarts + (1 if action is Action.RESTART and ok else 0),
+        "restarts": s.restarts + (1 if action is Action.RESTART else 0),
         "policy": w.policy.as_dict(),
     }
     if detail:
@@ -78,7 +82,7 @@ def intervene(ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Obse
                         receipt.id, at)
 
 
-def _restart(sessions: Sessions, con: apsw.Connection, obs: Observation) -> tuple[bool, str]:
+def _restart(sessions: Sessions, obs: Observation) -> tuple[bool, str]:
     """Respawn the pane's command in the same session (and so the same worktree)."""
     s, w = obs.signals, obs.watched
     w.files.exit_file.unlink(missing_ok=True)
@@ -88,7 +92,4 @@ def _restart(sessions: Sessions, con: apsw.Connection, obs: Observation) -> tupl
     result = sessions.server.cmd(*args, shlex.join(w.files.pane_command))
     if result.returncode != 0:
         return False, "tmux could not respawn the pane: " + " ".join(result.stderr)
-    with state.transaction(con):
-        con.execute("UPDATE run_agents SET restarts = restarts + 1 "
-                    "WHERE run_id = ? AND agent = ?", (s.run_id, s.agent))
     return True, ""

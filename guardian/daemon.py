@@ -34,7 +34,7 @@ from agentos._fs import atomic_write
 from agentos.errors import Conflict, OperationFailed
 from agentos.workspace import Workspace
 from guardian._interventions import Intervention, intervene
-from guardian.monitor import Monitor, last_health, open_db
+from guardian.monitor import Monitor, last_health, open_db, pid_running
 from guardian.policy import Action, Decision, decide
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ def stop(ws: Workspace, *, timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
             os.kill(pid, sig)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not _holder(ws)[0]:
+            if not _holder(ws)[0] and not pid_running(pid):
                 pidfile(ws).unlink(missing_ok=True)
                 return {"stopped": True, "pid": pid, "stale_pid": None,
                         "signal": sig.name}

@@ -180,12 +180,18 @@ class Monitor:
 
     def observe(self, watched: Sequence[Watched] | None = None, *, now: float | None = None,
                 due_only: bool = True) -> list[Observation]:
-        """Measure the agents that are due (every one with ``due_only=False``)."""
+        """Measure the agents that are due (every one with ``due_only=False``).
+
+        Every agent is due on every cycle, except one whose package sets a longer interval
+        than the guardian's: that one is measured once its own interval has passed.
+        """
         agents = self.watched() if watched is None else list(watched)
         now = time.time() if now is None else now
         memory = self._memory()
         if due_only:
-            agents = [w for w in agents if _due(memory.get(w.session), w.policy, now)]
+            agents = [w for w in agents
+                      if w.policy.interval <= self.settings.interval
+                      or _due(memory.get(w.session), w.policy, now)]
         if not agents:
             return []
         panes = {p.session: p for p in self.sessions.panes()}
@@ -350,10 +356,10 @@ def _is_suffix(new: tuple[str, ...], old: tuple[str, ...]) -> bool:
 
 
 def _pane_alive(pane: PaneInfo | None) -> bool:
-    return pane is not None and not pane.dead and _pid_running(pane.pane_pid)
+    return pane is not None and not pane.dead and pid_running(pane.pane_pid)
 
 
-def _pid_running(pid: int | None) -> bool:
+def pid_running(pid: int | None) -> bool:
     if not pid:
         return False
     try:

@@ -123,7 +123,7 @@ def test_a_manifest_with_an_unknown_guardian_key_names_file_and_field(tmp_path: 
         load_manifest(pkg)
     assert str(err.value) == f"{pkg / 'agent.yaml'}: guardian.stuck_afte: unknown field"
     pkg = write_package(tmp_path / "q", guardian={"max_restarts": -1})
-    with pytest.raises(ValidationFailed, match="guardian.max_restarts"):
+    with pytest.raises(ValidationFailed, match=r"guardian\.max_restarts"):
         load_manifest(pkg)
     assert load_manifest(write_package(tmp_path / "r", guardian={"kill_after": 60})
                          ).guardian == GuardianOverrides(kill_after=60)

@@ -1,0 +1,269 @@
+"""The guardian against real agents in real tmux panes: hangs, deaths, chatter, prompts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from _guardian_fixtures import (
+    FAST,
+    configure,
+    interventions,
+    launch,
+    needs_tmux,
+    tmux_sessions,
+    wait_until,
+)
+from _guardian_fixtures import tmux_socket as tmux_socket
+
+from agentos.receipts import read_receipt, verify_chain
+from agentos.runs import RunStore
+from agentos.sessions import Sessions
+from agentos.workspace import Workspace
+from guardian.daemon import CycleReport, Guardian, run
+from guardian.monitor import last_health
+
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
+
+SILENT = 'read line; echo "got: $line" >> nudges.txt; sleep 600\n'
+PRINTER = 'i=0; while true; do i=$((i+1)); echo "working on step $i"; sleep 0.1; done\n'
+
+
+@contextmanager
+def guardian(ws: Workspace) -> Iterator[list[CycleReport]]:
+    """The guardian's loop in a thread of this process, for the test's duration."""
+    reports: list[CycleReport] = []
+    stop = threading.Event()
+    thread = threading.Thread(target=run, args=(ws,),
+                              kwargs={"stop": stop, "on_cycle": reports.append})
+    thread.start()
+    try:
+        yield reports
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def actions(ws: Workspace, run_id: str | None = None) -> list[str]:
+    return [action for _agent, action, _receipt in interventions(ws, run_id)]
+
+
+def top_level(receipt: str) -> dict[str, str]:
+    """A receipt's unindented ``key: value`` lines."""
+    return dict(line.split(": ", 1) for line in receipt.splitlines()
+                if ": " in line and not line.startswith(" "))
+
+
+def health_of(ws: Workspace, session: str) -> str | None:
+    return (last_health(ws).get(session) or {}).get("health")
+
+
+def test_a_silent_hanging_agent_is_nudged_restarted_then_killed(
+    ws: Workspace, tmp_path: Path, tmux_socket: str
+) -> None:
+    ws = configure(ws)
+    agent = launch(ws, tmp_path, "hanger", SILENT)
+
+    with guardian(ws):
+        wait_until(lambda: actions(ws) == ["nudge", "restart", "nudge", "kill"]
+                   or len(actions(ws)) >= 4, what="four interventions")
+        wait_until(lambda: health_of(ws, agent.session) == "dead", what="dead after the kill")
+
+    assert actions(ws) == ["nudge", "restart", "nudge", "kill"]
+    # Each nudge was typed into the pane: the agent read it from its terminal, and the
+    # restarted agent (same worktree, same command) read the second one.
+    assert (agent.worktree / "nudges.txt").read_text() == (
+        f"got: {FAST['nudge']}\n" * 2)
+    assert agent.files.log.read_text().count("== AgentOS: hanger attempt 1 ==") == 2
+    # The kill: the orchestrator's stop marker holds the reason, the session is gone.
+    assert agent.files.stopped.read_text().startswith("no output for ")
+    assert agent.session not in tmux_sessions(tmux_socket)
+    store = RunStore(ws)
+    assert store.get(agent.run_id).agents[0].restarts == 1
+    store.close()
+    # Every intervention is a receipt of the run, in the chain.
+    receipts = [top_level(read_receipt(ws, rid)) for _a, _act, rid in interventions(ws)]
+    assert [(r["kind"], r["run"], r["agent"], r["action"], r["ok"]) for r in receipts] == [
+        ("guardian", agent.run_id, "hanger@1.0.0", action, "true")
+        for action in ("nudge", "restart", "nudge", "kill")]
+    assert receipts[1]["restarts"] == "1" and receipts[3]["reason"].startswith("no output")
+    assert verify_chain(ws) == []
+
+
+def test_a_dead_agent_is_seen_dead_by_the_next_cycle(
+    ws: Workspace, tmp_path: Path, tmux_socket: str
+) -> None:
+    ws = configure(ws)
+    agent = launch(ws, tmp_path, "dier", "echo starting\nsleep 600\n")
+    wait_until(lambda: "starting" in Sessions(ws.root).capture(agent.session))
+    g = Guardian(ws)
+    first = g.cycle()
+    assert [a["health"] for a in first.agents] == ["healthy"]
+    pane_pid = next(p.pane_pid for p in Sessions(ws.root).panes())
+    assert pane_pid is not None
+    os.kill(pane_pid, signal.SIGKILL)  # the wrapper dies: no exit status is ever written
+    wait_until(lambda: agent.session not in tmux_sessions(tmux_socket))
+
+    second = g.cycle()  # the very next cycle, one interval later
+
+    assert [(a["health"], a["action"]) for a in second.agents] == [("dead", "none")]
+    assert health_of(ws, agent.session) == "dead"
+    assert "without an exit status" in last_health(ws)[agent.session]["reason"]
+    assert actions(ws) == []  # the orchestrator counts it as a failed attempt and retries
+    g.close()
+
+
+def test_a_dead_pane_that_tmux_keeps_is_restarted_in_its_session(
+    ws: Workspace, tmp_path: Path, tmux_socket: str
+) -> None:
+    ws = configure(ws, {"stuck_after": 600, "kill_after": 900})
+    agent = launch(ws, tmp_path, "phoenix", 'echo "life $(date +%s%N)" >> lives.txt\nsleep 600\n')
+    wait_until(lambda: (agent.worktree / "lives.txt").exists())
+    subprocess.run(["tmux", "-L", tmux_socket, "set-option", "-w", "-t", f"={agent.session}:",
+                    "remain-on-exit", "on"], check=True)
+    pane_pid = next(p.pane_pid for p in Sessions(ws.root).panes())
+    assert pane_pid is not None
+    os.kill(pane_pid, signal.SIGKILL)
+    wait_until(lambda: all(p.dead for p in Sessions(ws.root).panes()))
+
+    g = Guardian(ws)
+    report = g.cycle()
+    g.close()
+
+    assert [(a["health"], a["action"]) for a in report.agents] == [("dead", "restart")]
+    wait_until(lambda: len((agent.worktree / "lives.txt").read_text().splitlines()) == 2,
+               what="the agent running again")
+    assert [p.dead for p in Sessions(ws.root).panes()] == [False]
+    assert actions(ws) == ["restart"]
+
+
+def test_an_agent_that_keeps_printing_is_left_alone(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    ws = configure(ws)
+    chatty = launch(ws, tmp_path, "chatty", PRINTER)
+    # The same line over and over: the screen looks the same once full, the log still grows.
+    parrot = launch(ws, tmp_path, "parrot", "while true; do echo same; sleep 0.02; done\n",
+                    run_id=chatty.run_id)
+
+    with guardian(ws) as reports:
+        # Five times stuck_after: every chance to be nudged.
+        wait_until(lambda: len(reports) >= 5 / FAST["interval"], what="25 cycles")
+
+    assert actions(ws) == []
+    assert {a["health"] for r in reports for a in r.agents} == {"healthy"}
+    assert {health_of(ws, chatty.session), health_of(ws, parrot.session)} == {"healthy"}
+
+
+def test_a_silent_agent_with_a_fresh_heartbeat_is_healthy(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    ws = configure(ws)
+    agent = launch(ws, tmp_path, "thinker",
+                   'while true; do touch "$AGENTOS_HEARTBEAT_FILE"; sleep 0.2; done\n')
+
+    with guardian(ws) as reports:
+        wait_until(lambda: len(reports) >= 4 / FAST["interval"], what="20 cycles")
+
+    assert actions(ws) == []
+    assert health_of(ws, agent.session) == "healthy"
+
+
+def test_an_agent_at_an_input_prompt_is_waiting_not_stuck(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    ws = configure(ws)
+    dialog = ("printf '%s\\n' 'Bash command: make deploy' 'Do you want to proceed?' "
+              "'> 1. Yes' '  2. No, and tell Claude what to do differently (esc)'\n"
+              "sleep 600\n")
+    agent = launch(ws, tmp_path, "asker", dialog)
+
+    with guardian(ws) as reports:
+        wait_until(lambda: len(reports) >= 3 / FAST["interval"], what="15 cycles")
+
+    healths = [a["health"] for r in reports for a in r.agents]
+    assert healths[-1] == "waiting" and "stuck" not in healths
+    assert healths.index("waiting") >= 1  # debounced: not on the first sight of the prompt
+    assert actions(ws) == []
+    assert "claude-code prompt" in last_health(ws)[agent.session]["reason"]
+
+
+def test_agents_of_a_run_past_its_timeout_are_killed(
+    ws: Workspace, tmp_path: Path, tmux_socket: str
+) -> None:
+    ws = configure(ws, run={"timeout": 60})
+    agent = launch(ws, tmp_path, "slowpoke", PRINTER)
+    store = RunStore(ws)
+    store.update(agent.run_id, started_at=time.time() - 61)
+    store.close()
+
+    report = Guardian(ws).cycle()
+
+    assert [(a["health"], a["action"], a["reason"]) for a in report.agents] == [
+        ("healthy", "kill", "the run passed its timeout of 60s")]
+    assert agent.files.stopped.read_text() == "the run passed its timeout of 60s\n"
+    assert tmux_sessions(tmux_socket) == []
+
+
+def test_a_package_policy_overrides_the_workspace_policy(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    ws = configure(ws)
+    patient = launch(ws, tmp_path, "patient", "sleep 600\n",
+                     guardian={"stuck_after": 3600, "nudge": "Still there?"})
+    eager = launch(ws, tmp_path, "eager", "sleep 600\n", run_id=patient.run_id)
+
+    with guardian(ws):
+        wait_until(lambda: actions(ws) == ["nudge"], what="the eager agent nudged")
+
+    assert interventions(ws)[0][0] == "eager"
+    assert health_of(ws, patient.session) == "healthy"
+    assert health_of(ws, eager.session) == "stuck"
+
+
+def test_agentos_status_shows_each_agents_health_and_output_age(
+    ws: Workspace, tmp_path: Path, cli: object
+) -> None:
+    ws = configure(ws)
+    quiet = launch(ws, tmp_path, "quiet", "sleep 600\n")
+    chatty = launch(ws, tmp_path, "chatty", PRINTER, run_id=quiet.run_id)
+    g = Guardian(ws)
+    wait_until(lambda: (g.cycle() and health_of(ws, quiet.session) == "stuck"),
+               what="the quiet agent stuck")
+    g.close()
+
+    out = cli("status", "--json")  # type: ignore[operator]
+    assert out.returncode == 0, out.stderr
+    (run_doc,) = json.loads(out.stdout)["runs"]
+    health = run_doc["health"]
+    assert health["quiet"]["health"] == "stuck" and health["quiet"]["output_age"] >= 1
+    assert health["chatty"]["health"] == "healthy"
+    assert health["chatty"]["output_age"] < health["quiet"]["output_age"]
+    assert chatty.session in last_health(ws)
+    table = cli("status")  # type: ignore[operator]
+    assert "stuck" in table.stdout and "healthy" in table.stdout
+
+
+def test_the_guardian_forgets_agents_once_their_run_ends(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    ws = configure(ws)
+    agent = launch(ws, tmp_path, "brief", PRINTER)
+    g = Guardian(ws)
+    g.cycle()
+    assert agent.session in last_health(ws)
+    store = RunStore(ws)
+    store.update(agent.run_id, status="succeeded")
+    store.close()
+
+    assert g.cycle().agents == []
+    g.close()
+    assert last_health(ws) == {}
