@@ -227,7 +227,8 @@ def load_cards(cards_dir: Path) -> CardSet:
 
 @dataclass(frozen=True)
 class LintReport:
-    cards: tuple[tuple[Path, Card], ...]
+    files: tuple[Path, ...]  # every card file checked
+    cards: tuple[tuple[Path, Card], ...]  # those that fit the schema
     problems: tuple[Problem, ...]
 
     @property
@@ -321,4 +322,4 @@ def lint_cards(path: Path, hub_dir: Path | None) -> LintReport:
         problems.extend(Problem(str(p), "(file)", f"ignored: card files end in {CARD_SUFFIX}",
                                 "warning") for p in sorted(path.glob("*.yml")))
     problems.sort(key=lambda p: p.file)  # stable: each file's problems stay in field order
-    return LintReport(tuple(found), tuple(problems))
+    return LintReport(tuple(files), tuple(found), tuple(problems))

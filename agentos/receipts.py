@@ -369,13 +369,13 @@ def read_receipt(ws: Workspace, id: str) -> str:
 # --- verifying ----------------------------------------------------------------------------
 
 
-def _check_one(rid: str, data: bytes, expected_previous: str | None) -> tuple[str, list[str]]:
-    """The sha256 the receipt declares, and its problems."""
+def _check_one(rid: str, data: bytes,
+               expected_previous: str | None) -> tuple[str | None, list[str]]:
+    """The sha256 the receipt declares (None when it has lost it), and its problems."""
     problems = []
     trailer = _TRAILER_RE.search(data)
     if trailer is None:
-        return hashlib.sha256(data).hexdigest(), [
-            f"{rid}: changed after it was written (its closing sha256 line is gone)"]
+        return None, [f"{rid}: changed after it was written (its closing sha256 line is gone)"]
     declared = trailer.group(1).decode()
     content = data[:trailer.start() + (1 if trailer.group(0).startswith(b"\n") else 0)]
     if hashlib.sha256(content).hexdigest() != declared:
@@ -418,5 +418,5 @@ def verify_chain(ws: Workspace) -> list[str]:
         if head is not None and seq == head[0] and declared != head[1]:
             problems.append(f"{rid}: changed after it was written (the chain's head records "
                             "another sha256)")
-        previous = f"{rid} {declared}"
+        previous = None if declared is None else f"{rid} {declared}"
     return problems

@@ -24,6 +24,20 @@ from agentos.receipts import read_receipt, verify_chain
 from agentos.router import cache_dir, current_revision, decide, route
 from agentos.workspace import Workspace, init_workspace
 
+# The first five bundled cards; other parts of AgentOS add theirs to routing_cards/, so these
+# tests pin the set they check against.
+CLASSIC = ("claude-code", "codex", "fix-lint", "gemini-cli", "run-tests")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    """A workspace with the bundled hub and the five classic bundled cards."""
+    workspace, _ = init_workspace(tmp_path / "ws")
+    for card in workspace.cards_dir.glob("*.yaml"):
+        if card.stem not in CLASSIC:
+            card.unlink()
+    return workspace
+
 
 def write_card(ws: Workspace, card_id: str, triggers: dict[str, Any], **fields: Any) -> Path:
     data: dict[str, Any] = {"id": card_id, "agent": fields.pop("agent", "ruff-fixer"),

@@ -29,14 +29,14 @@ def lint(ctx: click.Context, path: Path | None, as_json: bool) -> None:
     ws = workspace()
     report = lint_cards(path or ws.cards_dir, ws.hub_dir)
     if as_json:
-        print_json({"ok": not report.errors, "cards": len(report.cards),
+        print_json({"ok": not report.errors, "files": len(report.files),
                     "problems": [p.as_dict() for p in report.problems]})
     else:
         for p in report.problems:
             prefix = "warning: " if p.severity == "warning" else ""
             click.echo(f"{p.file}: {p.field}: {prefix}{p.message}")
-        errors, warnings = len(report.errors), len(report.warnings)
-        click.echo(f"{len(report.cards)} valid card{'s' * (len(report.cards) != 1)}, "
+        files, errors, warnings = len(report.files), len(report.errors), len(report.warnings)
+        click.echo(f"{files} card file{'s' * (files != 1)} checked: "
                    f"{errors} error{'s' * (errors != 1)}, "
                    f"{warnings} warning{'s' * (warnings != 1)}")
     if report.errors:
