@@ -222,7 +222,23 @@ def run_langchain(target: Any) -> str:
     return _text(result)
 
 
+def _crewai_step(step: Any) -> None:
+    """Print each step of a crew (tool uses, answers) to the pane as it happens."""
+    tool = getattr(step, "tool", None)
+    if tool:
+        _say(f"[tool] {tool}({_short(str(getattr(step, 'tool_input', '')))})")
+        result = getattr(step, "result", None)
+        if result:
+            _say(f"[tool result] {_short(str(result))}")
+        return
+    text = getattr(step, "output", None) or getattr(step, "text", None)
+    if text:
+        _say(_short(str(text)))
+
+
 def run_crewai(target: Any, inputs: dict[str, Any]) -> str:
+    if getattr(target, "step_callback", False) is None:
+        target.step_callback = _crewai_step
     result = target.kickoff(inputs=inputs)
     raw = getattr(result, "raw", result)
     return raw if isinstance(raw, str) else str(raw)
