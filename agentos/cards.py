@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,12 +16,12 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 
+from agentos._cardfiles import CARD_SUFFIX, card_files, revision_of
 from agentos._models import Name, StrictModel, all_errors
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, NotFound, ValidationFailed
 from agentos.text import stem_phrase
 
-CARD_SUFFIX = ".yaml"
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 
 
@@ -94,24 +93,6 @@ class Card(StrictModel):
 
 
 # --- files and revision -------------------------------------------------------------------
-
-
-def card_files(cards_dir: Path) -> list[Path]:
-    """The card files of a card set, in name order (dot files are ignored)."""
-    try:
-        entries = list(cards_dir.iterdir())
-    except FileNotFoundError:
-        return []
-    return sorted(
-        (p for p in entries if p.name.endswith(CARD_SUFFIX) and not p.name.startswith(".")),
-        key=lambda p: p.name,
-    )
-
-
-def revision_of(digests: Iterable[tuple[str, str]]) -> str:
-    """The revision of a card set from ``(file name, sha256 of content)`` in name order."""
-    listing = "".join(f"{digest}  {name}\n" for name, digest in digests)
-    return hashlib.sha256(listing.encode()).hexdigest()
 
 
 def cards_revision(cards_dir: Path) -> str:
@@ -323,3 +304,7 @@ def lint_cards(path: Path, hub_dir: Path | None) -> LintReport:
                                 "warning") for p in sorted(path.glob("*.yml")))
     problems.sort(key=lambda p: p.file)  # stable: each file's problems stay in field order
     return LintReport(tuple(files), tuple(found), tuple(problems))
+
+
+__all__ = ["CARD_SUFFIX", "Card", "CardSet", "LintReport", "Problem", "Triggers", "card_files",
+           "cards_revision", "lint_cards", "load_card", "load_cards", "revision_of"]

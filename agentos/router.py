@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
+from agentos._cardfiles import CARD_SUFFIX, revision_of
 from agentos._fs import atomic_write
 from agentos._models import validate
 from agentos._router_index import Hit, Index, cache_name
-from agentos.cards import CARD_SUFFIX, load_cards, revision_of
 from agentos.checks import CheckSpec
 from agentos.errors import NotFound
 from agentos.hub import Hub, LockFile
@@ -125,6 +125,8 @@ def cache_dir(ws: Workspace) -> Path:
 
 def compile_cards(ws: Workspace) -> Index:
     """Load, validate and compile the workspace's cards, and cache the index on disk."""
+    from agentos.cards import load_cards  # the card schema, only needed to compile
+
     cards = load_cards(ws.cards_dir)
     index = Index.build(cards.cards, cards.revision)
     directory = cache_dir(ws)
