@@ -237,24 +237,29 @@ class _HubSnapshot(Hub):
         return self._lock
 
 
-_RESOLVED: dict[tuple[str, str, str | None], str | NotFound] = {}
+# Resolutions against one hub revision, replaced whole when the hub changes (thread-safe:
+# readers hold on to the pair they got).
+_resolved: tuple[str, dict[tuple[str, str | None], str | NotFound]] = ("", {})
 
 
 def _resolver(ws: Workspace) -> tuple[str, Callable[[str, str | None], str]]:
     """The hub's revision, and ``resolve(agent, constraint)`` against that revision."""
+    global _resolved
     hub = _HubSnapshot(ws.hub_dir)
     rev = hub.revision()
-    if any(key[0] != rev for key in _RESOLVED):
-        _RESOLVED.clear()
+    known = _resolved
+    if known[0] != rev:
+        known = _resolved = (rev, {})
+    memo = known[1]
 
     def resolve(agent: str, constraint: str | None) -> str:
-        key = (rev, agent, constraint)
-        if key not in _RESOLVED:
+        key = (agent, constraint)
+        if key not in memo:
             try:
-                _RESOLVED[key] = hub.resolve(agent, constraint)
+                memo[key] = hub.resolve(agent, constraint)
             except NotFound as exc:
-                _RESOLVED[key] = exc
-        found = _RESOLVED[key]
+                memo[key] = exc
+        found = memo[key]
         if isinstance(found, NotFound):
             raise found
         return found
