@@ -178,9 +178,9 @@ class Monitor:
 
     # -- one cycle's measurements ----------------------------------------------------------
 
-    def observe(self, watched: Sequence[Watched] | None = None, *, now: float | None = None,
-                due_only: bool = True) -> list[Observation]:
-        """Measure the agents that are due (every one with ``due_only=False``).
+    def observe(self, watched: Sequence[Watched] | None = None, *, now: float | None = None
+                ) -> list[Observation]:
+        """Measure the agents that are due.
 
         Every agent is due on every cycle, except one whose package sets a longer interval
         than the guardian's: that one is measured once its own interval has passed.
@@ -188,10 +188,8 @@ class Monitor:
         agents = self.watched() if watched is None else list(watched)
         now = time.time() if now is None else now
         memory = self._memory()
-        if due_only:
-            agents = [w for w in agents
-                      if w.policy.interval <= self.settings.interval
-                      or _due(memory.get(w.session), w.policy, now)]
+        agents = [w for w in agents if w.policy.interval <= self.settings.interval
+                  or _due(memory.get(w.session), w.policy, now)]
         if not agents:
             return []
         panes = {p.session: p for p in self.sessions.panes()}

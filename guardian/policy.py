@@ -10,6 +10,9 @@ The ladder for an agent that has gone quiet (no output change, no heartbeat) is:
     stuck_after more after the nudge          -> restart, while restarts < max_restarts
     restarts used up and quiet >= kill_after  -> kill (the orchestrator fails the run)
 
+Each step gives the one before it ``stuck_after`` seconds to work: a kill also waits until
+the nudge is that old.
+
 A restart starts a new quiet spell, so a restarted agent is nudged again before it is
 killed. An agent at a prompt of Claude Code, Gemini CLI or Codex is *waiting*, not stuck,
 once the prompt has been seen on two cycles in a row; it is left for a person to answer
@@ -162,13 +165,14 @@ def _health(s: Signals, p: Policy) -> Decision:
                             f"{s.restarts + 1} of {p.max_restarts}")
         return Decision(Health.STUCK, Action.NONE,
                         f"{silent}; nudged {_secs(since_nudge)} ago")
-    if quiet >= p.kill_after:
+    if quiet >= p.kill_after and since_nudge >= p.stuck_after:
         return Decision(Health.STUCK, Action.KILL,
                         f"{silent} (kill_after {_secs(p.kill_after)}) after a nudge and "
                         f"{s.restarts} restart(s)")
     return Decision(Health.STUCK, Action.NONE,
                     f"{silent}; nudged {_secs(since_nudge)} ago; killed at "
-                    f"{_secs(p.kill_after)} of silence")
+                    f"{_secs(max(p.kill_after, quiet - since_nudge + p.stuck_after))} "
+                    "of silence")
 
 
 def _secs(value: float) -> str:

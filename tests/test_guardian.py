@@ -267,3 +267,45 @@ def test_the_guardian_forgets_agents_once_their_run_ends(
     assert g.cycle().agents == []
     g.close()
     assert last_health(ws) == {}
+
+
+def test_a_real_run_whose_agent_hangs_fails_with_the_agent_killed(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    from conftest import make_repo, write_package
+
+    from agentos.hub import Hub
+    from agentos.orchestrator import start_run
+
+    ws = configure(ws, run={"retries": 0, "guardian": False})
+    Hub(ws.hub_dir).install(str(write_package(tmp_path / "src" / "sleeper", name="sleeper",
+                                              files={"run.sh": "sleep 600\n"})))
+    (ws.cards_dir / "sleeper.yaml").write_text(
+        "id: sleeper-card\nagent: sleeper\ndescription: route to sleeper\ngroup: sleeper\n"
+        "triggers: {keywords: [sleeper-task]}\n")
+    repo = make_repo(tmp_path / "repo")
+
+    with guardian(ws):
+        report = start_run(ws, "sleeper-task", repo, force=True)
+
+    assert report.status == "failed", report.message
+    assert report.message == "not done: sleeper (killed); nothing was merged"
+    assert [(a["agent"], a["status"]) for a in report.agents] == [("sleeper", "killed")]
+    assert actions(ws, report.run_id) == ["nudge", "restart", "nudge", "kill"]
+    assert RunStore(ws).get(report.run_id).agents[0].restarts == 1
+
+
+def test_an_agent_whose_package_sets_a_longer_interval_is_checked_less_often(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    ws = configure(ws)
+    slow = launch(ws, tmp_path, "slow", PRINTER, guardian={"interval": 3600})
+    fast = launch(ws, tmp_path, "fast", PRINTER, run_id=slow.run_id)
+    g = Guardian(ws)
+
+    first, second = g.cycle(), g.cycle()
+    g.close()
+
+    assert sorted(a["agent"] for a in first.agents) == ["fast", "slow"]
+    assert [a["agent"] for a in second.agents] == ["fast"]
+    assert set(last_health(ws)) == {slow.session, fast.session}
