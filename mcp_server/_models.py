@@ -100,7 +100,7 @@ class TaskStatus(_Open):
     message: str | None = None
     agents: list[AgentStatus] = Field(default_factory=list)
     receipts: list[str] = Field(default_factory=list, description="The run's receipt ids.")
-    log_tail: str = Field("", description="The end of the orchestrator's log.")
+    log_tail: str = Field(default="", description="The end of the orchestrator's log.")
 
 
 # --- knowledge store ----------------------------------------------------------------------
@@ -187,6 +187,7 @@ class HubInstallResult(_Out):
 
 class GuardianStatus(_Out):
     installed: bool = Field(description="Whether the guardian is part of this installation.")
+    running: bool | None = Field(default=None, description="Whether a guardian process is running.")
     message: str
     status: dict[str, Any] = Field(default_factory=dict,
                                    description="What the guardian reports about itself.")

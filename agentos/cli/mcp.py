@@ -91,9 +91,11 @@ def doctor(ctx: click.Context, project: Path | None, timeout: float, as_json: bo
     if as_json:
         print_json(report.as_dict())
     else:
+        from rich.markup import escape
+
         colours = {"ok": "green", "warn": "yellow", "fail": "red"}
         table(None, ["check", "status", "detail"],
-              [(c.name, f"[{colours[c.status]}]{c.status}[/]", c.detail)
+              [(escape(c.name), f"[{colours[c.status]}]{c.status}[/]", escape(c.detail))
                for c in report.checks])
     if not report.ok:
         fail(ctx, 1)
