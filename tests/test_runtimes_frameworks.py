@@ -200,7 +200,7 @@ def test_the_bundled_langchain_coder_uses_its_ollama_model_through_langchain_oll
     assert result.returncode == 0, result.stdout + result.stderr
     assert [s["agent"] for s in report["decision"]["selected"]] == ["langchain-coder"]
     assert (repo / "hello.py").read_text() == FIXED
-    assert [c["model"] for c in chats] == [MODEL] * 3
+    assert [(c["model"], c["options"]["num_ctx"]) for c in chats] == [(MODEL, 16384)] * 3
     assert {t["function"]["name"] for t in chats[0]["tools"]} == {
         "read_file", "write_file", "list_files", "run_command"}
     assert "fix the greeting bug in hello.py with langchain" in json.dumps(chats[0]["messages"])

@@ -116,7 +116,7 @@ def test_a_scripted_ollama_server_drives_the_bundled_agent_to_a_merged_change(
     assert git(repo, "status", "--porcelain") == ""
     # The real client sent the package's model, prompt, request and tools, then each tool's
     # result back, in order; the escape attempt came back as an error.
-    assert [c["model"] for c in chats] == [MODEL] * 5
+    assert [(c["model"], c["options"]["num_ctx"]) for c in chats] == [(MODEL, 16384)] * 5
     first = chats[0]["messages"]
     assert first[0]["role"] == "system" and "careful software engineer" in first[0]["content"]
     assert "fix the greeting bug in hello.py with ollama" in first[1]["content"]
@@ -254,7 +254,8 @@ def test_the_agent_program_streams_text_and_tool_results_to_stdout(tmp_path: Pat
             [sys.executable, "-m", "agentos.runtimes._ollama_agent", str(prompt), MODEL],
             cwd=work, capture_output=True, text=True, timeout=60,
             env={"PATH": os.environ["PATH"], "OLLAMA_HOST": fake.host,
-                 "AGENTOS_REQUEST": "add b.txt"})
+                 "AGENTOS_REQUEST": "add b.txt",
+                 "AGENTOS_HEARTBEAT_FILE": str(tmp_path / "heartbeat")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout == (
         f"[agentos] model {MODEL} on the Ollama server at {fake.host}; up to 40 turns\n"
@@ -266,6 +267,7 @@ def test_the_agent_program_streams_text_and_tool_results_to_stdout(tmp_path: Pat
         "finished\n"
         "[agentos] the model finished after 3 turn(s)\n")
     assert (work / "sub" / "b.txt").read_text() == "two\n"
+    assert (tmp_path / "heartbeat").exists()  # the guardian sees it working
 
 
 # -- the tools and the host, without a run -------------------------------------------------

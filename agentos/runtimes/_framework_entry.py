@@ -67,7 +67,9 @@ def _langchain_llm(model: str | None) -> Any:
         return None
     from langchain_ollama import ChatOllama
 
-    return ChatOllama(model=model, base_url=_ollama_host())
+    from agentos.runtimes._ollama_agent import NUM_CTX
+
+    return ChatOllama(model=model, base_url=_ollama_host(), num_ctx=NUM_CTX)
 
 
 def _langchain_tools(worktree: WorktreeTools) -> list[Any]:
@@ -184,6 +186,7 @@ def _is_graph(obj: Any) -> bool:
 
 
 def _show_message(message: Any) -> str:
+    _prompt.heartbeat()
     kind = getattr(message, "type", "")
     for call in getattr(message, "tool_calls", None) or []:
         _say(f"[tool] {call.get('name')}({_short(str(call.get('args')))})")
@@ -224,6 +227,7 @@ def run_langchain(target: Any) -> str:
 
 def _crewai_step(step: Any) -> None:
     """Print each step of a crew (tool uses, answers) to the pane as it happens."""
+    _prompt.heartbeat()
     tool = getattr(step, "tool", None)
     if tool:
         _say(f"[tool] {tool}({_short(str(getattr(step, 'tool_input', '')))})")

@@ -12,8 +12,6 @@ import importlib.util
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +117,9 @@ class ServerStatus:
 
 def probe_server(host: str, timeout: float = PROBE_TIMEOUT) -> ServerStatus:
     """GET ``host``/api/tags: is an Ollama server there, and which models has it pulled?"""
+    import urllib.error
+    import urllib.request
+
     # No proxy: the agent's scrubbed environment has none either.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:

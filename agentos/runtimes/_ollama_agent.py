@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from agentos.runtimes._prompt import user_message
+from agentos.runtimes._prompt import heartbeat, user_message
 from agentos.runtimes._worktree_tools import WorktreeTools, ollama_tools
 
 MAX_TURNS = 40
+# Ollama's default context window (2-8k tokens, by version) silently cuts long chats from
+# the front, system prompt first; a coding agent's files and tool results need more.
+NUM_CTX = 16_384
 RESULT_ECHO = 300  # characters of each tool result shown in the pane
 
 TOOL_GUIDE = """\
@@ -40,12 +42,6 @@ def _say(text: str, end: str = "\n") -> None:
     sys.stdout.flush()
 
 
-def _beat() -> None:
-    heartbeat = os.environ.get("AGENTOS_HEARTBEAT_FILE")
-    if heartbeat:
-        Path(heartbeat).write_text(f"{time.time():.0f}\n", encoding="utf-8")
-
-
 def _show_call(name: str, args: Any) -> str:
     shown = ", ".join(f"{k}={v!r}" if len(repr(v)) < 60 else f"{k}=<{len(str(v))} chars>"
                       for k, v in (args or {}).items()) if isinstance(args, dict) else repr(args)
@@ -58,7 +54,7 @@ def chat_turn(client: Any, model: str, messages: list[dict[str, Any]]
     content: list[str] = []
     calls: list[dict[str, Any]] = []
     for chunk in client.chat(model=model, messages=messages, tools=ollama_tools(),
-                             stream=True):
+                             stream=True, options={"num_ctx": NUM_CTX}):
         message = chunk.message
         if message.content:
             content.append(message.content)
@@ -82,7 +78,7 @@ def run(prompt_file: Path, model: str) -> int:
     host = os.environ.get("OLLAMA_HOST") or "the default address"
     _say(f"[agentos] model {model} on the Ollama server at {host}; up to {MAX_TURNS} turns")
     for turn in range(1, MAX_TURNS + 1):
-        _beat()
+        heartbeat()
         try:
             content, calls = chat_turn(client, model, messages)
         except ollama.ResponseError as exc:

@@ -1,12 +1,15 @@
 """The task as the in-pane framework agents read it: request, context, fed-back failures.
 
 Read from the files and variables the orchestrator gives every agent, at the moment the
-agent starts (so a restart by the guardian, or a retry, sees the current feedback).
+agent starts (so a restart by the guardian, or a retry, sees the current feedback). Also
+the heartbeat the agents touch at each step, which tells the guardian they are working.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from pathlib import Path
 
 MAX_CONTEXT = 24_000  # characters of knowledge-store context put into the first message
@@ -51,3 +54,12 @@ def user_message() -> str:
     if fb:
         parts += [f"## Attempt {attempt()}: the checks failed last time; fix this", fb]
     return "\n\n".join(parts) + "\n"
+
+
+def heartbeat() -> None:
+    """Touch AGENTOS_HEARTBEAT_FILE: the agent has just made progress."""
+    path = os.environ.get("AGENTOS_HEARTBEAT_FILE")
+    if path:
+        # OSError: the run directory is gone, so the run is over and nobody is watching.
+        with contextlib.suppress(OSError):
+            Path(path).write_text(f"{time.time():.0f}\n", encoding="utf-8")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-MAX_READ = 100_000  # characters returned by read_file
+MAX_READ = 60_000  # characters returned by read_file (about 15k tokens)
 MAX_OUTPUT = 20_000  # characters of command output returned
 MAX_LISTED = 500
 COMMAND_TIMEOUT = 300
