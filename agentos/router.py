@@ -165,27 +165,29 @@ def current_revision(ws: Workspace) -> str:
     fresh: dict[str, tuple[int, int, int, int, str, int]] = {}
     changed = False
     try:
-        with os.scandir(directory) as it:
-            names = sorted(e.name for e in it
-                           if e.name.endswith(CARD_SUFFIX) and not e.name.startswith("."))
-    except FileNotFoundError:
-        names = []
-    base = str(directory)
-    for name in names:  # os, not pathlib: this loop runs for every card on every route
-        path = os.path.join(base, name)
-        try:
-            st = os.stat(path)
-            sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-            old = known.get(name)
-            if old is not None and old[:4] == sig and max(sig[1], sig[2]) < old[5] - _RACY_NS:
-                fresh[name] = old
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        dir_fd = None
+    try:  # os with a directory fd, not pathlib: this loop runs for every card on every route
+        names = [] if dir_fd is None else sorted(
+            n for n in os.listdir(dir_fd) if n.endswith(CARD_SUFFIX) and not n.startswith("."))
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=dir_fd)
+                sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                old = known.get(name)
+                if old is not None and old[:4] == sig and max(sig[1], sig[2]) < old[5] - _RACY_NS:
+                    fresh[name] = old
+                    continue
+                with open(os.open(name, os.O_RDONLY, dir_fd=dir_fd), "rb") as fh:
+                    digest = hashlib.file_digest(fh, "sha256").hexdigest()
+            except FileNotFoundError:
                 continue
-            with open(path, "rb") as fh:
-                digest = hashlib.file_digest(fh, "sha256").hexdigest()
-        except FileNotFoundError:
-            continue
-        fresh[name] = (*sig, digest, now)
-        changed = True
+            fresh[name] = (*sig, digest, now)
+            changed = True
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
     if changed or fresh.keys() != known.keys():
         with suppress(OSError):  # a cache: no fsync; a torn or lost file is rebuilt
             stat_path.parent.mkdir(parents=True, exist_ok=True)
@@ -216,6 +218,9 @@ def load_index(ws: Workspace) -> Index:
 # --- the hub, read once per decision ------------------------------------------------------
 
 
+_parsed_lock: tuple[str, LockFile] = ("", LockFile())
+
+
 class _HubSnapshot(Hub):
     """The hub as of one read of ``hub.lock``: its revision and lock come from the same
     bytes, so a decision never mixes two states of the hub."""
@@ -227,8 +232,12 @@ class _HubSnapshot(Hub):
         except FileNotFoundError:
             data = b""
         self._revision = hashlib.sha256(data).hexdigest()
-        self._lock = (validate(LockFile, yaml.load(data, Loader=_Loader), file=self.lock_path)
-                      if data else LockFile())
+        global _parsed_lock
+        if _parsed_lock[0] != self._revision:  # parsing hub.lock costs more than routing
+            lock = (validate(LockFile, yaml.load(data, Loader=_Loader), file=self.lock_path)
+                    if data else LockFile())
+            _parsed_lock = (self._revision, lock)
+        self._lock = _parsed_lock[1]
 
     def revision(self) -> str:
         return self._revision
