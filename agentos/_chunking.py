@@ -18,7 +18,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from pathlib import PurePath
 
 MAX_LINES = 80
@@ -64,10 +64,16 @@ def chunk_text(text: str, language: str) -> list[Chunk]:
     if not lines:
         return []
     if language == "python":
-        return _python(text, lines)
-    if language == "markdown":
-        return _markdown(lines)
-    return _plain(lines)
+        spans, symbols = _python(text, lines)
+    elif language == "markdown":
+        spans, symbols = _markdown(lines)
+    else:
+        spans, symbols = _plain(lines, language)
+    # Offsets of line starts (line n starts at ends[n - 1] + n - 1), to cut each chunk's
+    # text out of ``text`` in one slice.
+    ends = [0, *accumulate(map(len, lines))]
+    return [Chunk(s, e, text[ends[s - 1] + s - 1:ends[e] + e - 1], symbols(s, e))
+            for s, e in spans]
 
 
 # --- shared -------------------------------------------------------------------------------
@@ -140,9 +146,7 @@ def _windows(lines: list[str], span: Span) -> list[Span]:
     return out
 
 
-def _make(lines: list[str], spans: list[Span], symbols_of: Callable[[int, int], str]
-          ) -> list[Chunk]:
-    return [Chunk(s, e, "\n".join(lines[s - 1:e]), symbols_of(s, e)) for s, e in spans]
+Symbols = Callable[[int, int], str]  # the symbols of the chunk spanning these lines
 
 
 # --- Python -------------------------------------------------------------------------------
@@ -159,6 +163,9 @@ def _python_defs(text: str) -> list[tuple[int, int, str]]:
     for keyword in ("def ", "class "):
         i = text.find(keyword)
         while i >= 0:
+            if i and text[i - 1] not in " \t\n":  # part of a longer word ("undef ")
+                i = text.find(keyword, i + 1)
+                continue
             start = text.rfind("\n", 0, i) + 1
             prefix = text[start:i]
             if not prefix or prefix.isspace() or prefix.split() == ["async"]:
@@ -180,7 +187,7 @@ def _python_defs(text: str) -> list[tuple[int, int, str]]:
 _DOCSTRING = re.compile(r"""\A(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]*[rRuU]?("{3}|'{3}|"|')\s*([^\n]*)""")
 
 
-def _python(text: str, lines: list[str]) -> list[Chunk]:
+def _python(text: str, lines: list[str]) -> tuple[list[Span], Symbols]:
     defs = _python_defs(text)
     # The first line of the module docstring names the module, as a heading would.
     doc = _DOCSTRING.match(text)
@@ -232,7 +239,7 @@ def _python(text: str, lines: list[str]) -> list[Chunk]:
             names.insert(0, top[first_top - 1][1])
         return " ".join(dict.fromkeys(names))
 
-    return _make(lines, spans, symbols)
+    return spans, symbols
 
 
 # --- Markdown -----------------------------------------------------------------------------
@@ -241,7 +248,7 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
-def _markdown(lines: list[str]) -> list[Chunk]:
+def _markdown(lines: list[str]) -> tuple[list[Span], Symbols]:
     cuts: list[int] = []
     titles: dict[int, str] = {}
     trail: list[tuple[int, str]] = []
@@ -275,21 +282,26 @@ def _markdown(lines: list[str]) -> list[Chunk]:
             inside = before[-1:]
         return " ".join(inside)
 
-    return _make(lines, spans, symbols)
+    return spans, symbols
 
 
 # --- anything else ------------------------------------------------------------------------
 
+# Languages where a window has no definitions worth looking for.
+_PROSE_OR_DATA = frozenset({"text", "rst", "asciidoc", "json", "yaml", "toml", "ini", "xml",
+                            "html", "css", "latex"})
 _GENERIC_DEF = re.compile(
     r"\b(?:function|func|fn|def|class|struct|interface|trait|enum|impl|module|type|sub)"
     r"[ \t]+\*?[ \t]*([A-Za-z_$][\w$]*)")
 
 
-def _plain(lines: list[str]) -> list[Chunk]:
+def _plain(lines: list[str], language: str) -> tuple[list[Span], Symbols]:
     spans = _windows(lines, (1, len(lines)))
 
     def symbols(s: int, e: int) -> str:
+        if language in _PROSE_OR_DATA:
+            return ""
         text = "\n".join(lines[s - 1:e])
         return " ".join(dict.fromkeys(m.group(1) for m in _GENERIC_DEF.finditer(text)))
 
-    return _make(lines, spans, symbols)
+    return spans, symbols

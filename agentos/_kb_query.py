@@ -69,29 +69,37 @@ SNIPPET_CHARS = 160
 Spans = Callable[[bytes], list[tuple[int, int, str]]]
 
 
-def snippet(body: str, query_terms: dict[str, tuple[str, ...]], spans: Spans,
-            marks: tuple[str, str] = ("«", "»")) -> str:
-    """One line of ``body`` (about SNIPPET_CHARS long) where the query's terms are
-    densest, with each matched token marked.
+class Snippets:
+    """Snippets for one query: ``snippets(body)`` gives one line of ``body`` (about
+    SNIPPET_CHARS long) where the query's terms are densest, each matched token marked.
 
-    Lines are picked with a cheap case-insensitive search for the terms and their stems;
-    only the picked line is tokenized (``spans`` gives a text's tokens with byte
+    The line is picked with a cheap case-insensitive search for the terms and their
+    stems; only that line is tokenized (``spans`` gives a text's tokens with byte
     offsets), so the marks are exact: a token is marked when it is one of the query's
-    tokens. FTS5's own snippet() tokenizes the whole chunk, twice, which costs more than
-    the search itself with a tokenizer written in Python."""
-    wanted = {t for toks in query_terms.values() for t in toks}
-    probes = sorted({*wanted, *(w.lower() for t in query_terms for w in _WORD.findall(t))},
-                    key=len, reverse=True)
-    lines = body.split("\n")
-    best, best_score = 0, 0
-    if probes:
-        finder = re.compile("|".join(map(re.escape, probes)), re.IGNORECASE)
-        for i, line in enumerate(lines):
-            found = {m.group().lower() for m in finder.finditer(line)}
-            if len(found) > best_score:
-                best, best_score = i, len(found)
-    line = lines[best].strip() if lines else ""
-    return _mark(line, wanted, spans, marks)
+    tokens. FTS5's own snippet() tokenizes the whole chunk, twice, which with a tokenizer
+    written in Python costs more than the search itself."""
+
+    def __init__(self, query_terms: dict[str, tuple[str, ...]], spans: Spans,
+                 marks: tuple[str, str] = ("«", "»")) -> None:
+        self.wanted = {t for toks in query_terms.values() for t in toks}
+        self.probes = sorted({*self.wanted,
+                              *(w.lower() for t in query_terms for w in _WORD.findall(t))})
+        self.spans = spans
+        self.marks = marks
+
+    def __call__(self, body: str) -> str:
+        lowered = body.lower()
+        per_line: dict[int, set[str]] = {}
+        for probe in self.probes:
+            i = lowered.find(probe)
+            while i >= 0:
+                per_line.setdefault(lowered.rfind("\n", 0, i) + 1, set()).add(probe)
+                i = lowered.find(probe, i + len(probe))
+        # The line holding the most distinct probes; the first such line on a tie.
+        best = min(per_line, key=lambda at: (-len(per_line[at]), at), default=0)
+        end = body.find("\n", best)
+        line = body[best:end if end != -1 else len(body)].strip()
+        return _mark(line, self.wanted, self.spans, self.marks)
 
 
 _WORD = re.compile(r"[^\W_]+")

@@ -21,12 +21,15 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from queue import Empty, Queue
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import apsw
 
@@ -44,7 +47,8 @@ SNIPPET_MARKS = ("«", "»")
 RERANK_POOL = 4
 TEST_PRIOR = 0.6
 BATCH_FILES = 256
-BATCH_BYTES = 8_000_000
+BATCH_BYTES = 4_000_000
+BACKGROUND_AFTER = 32  # files to read before preparing them in a background thread
 
 KB_MIGRATIONS: list[Migration] = [
     Migration(
@@ -120,6 +124,7 @@ class AddStats:
 
 
 Progress = Callable[[int, int], None]
+T = TypeVar("T")
 
 
 def estimate_tokens(text: str) -> int:
@@ -194,22 +199,16 @@ class KnowledgeStore:
         todo = [e for p, e in found.items()
                 if p not in known or known[p][1:3] != (e.size, e.mtime_ns)]
         stats.removed = self._remove_ids([known[p][0] for p in sorted(gone) if p in known])
+        total = len(todo)
         if progress:
-            progress(0, len(todo))
-        batch: list[_Prepared] = []
-        size = 0
-        for done, entry in enumerate(todo, start=1):
-            prepared = self._prepare(entry, known.get(entry.path), stats)
-            if prepared is not None:
-                batch.append(prepared)
-                size += entry.size
-            if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
-                self._write(batch, stats)
-                batch, size = [], 0
-            if progress:
-                progress(done, len(todo))
-        if batch:
+            progress(0, total)
+        batches = self._batches(todo, known, stats)
+        # Reading and chunking the next batch overlaps with indexing this one: FTS5's own
+        # work runs without the GIL. Small updates need no thread.
+        for batch, done in (_in_background(batches) if total > BACKGROUND_AFTER else batches):
             self._write(batch, stats)
+            if progress:
+                progress(done, total)
         stats.seconds = time.perf_counter() - started
         return stats
 
@@ -230,6 +229,22 @@ class KnowledgeStore:
             "SELECT path, id, size, mtime_ns, sha256 FROM files"
             " WHERE path = ? OR (path >= ? AND path < ?)", (base, lo, lo[:-1] + "0"))
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
+
+    def _batches(self, todo: list[_kb_files.FileEntry],
+                 known: dict[str, tuple[int, int, int, str]],
+                 stats: AddStats) -> Iterator[tuple[list[_Prepared], int]]:
+        """Read, hash and chunk the files: batches of prepared files, and how many files
+        are done after each."""
+        batch: list[_Prepared] = []
+        size = 0
+        for done, entry in enumerate(todo, start=1):
+            prepared = self._prepare(entry, known.get(entry.path), stats)
+            if prepared is not None:
+                batch.append(prepared)
+                size += entry.size
+            if len(batch) >= BATCH_FILES or size >= BATCH_BYTES or done == len(todo):
+                yield batch, done
+                batch, size = [], 0
 
     def _prepare(self, entry: _kb_files.FileEntry, old: tuple[int, int, int, str] | None,
                  stats: AddStats) -> _Prepared | None:
@@ -375,13 +390,19 @@ class KnowledgeStore:
         scored = sorted(((-rank * prior(label), cid, start, end, lang, path)
                          for cid, rank, start, end, lang, path, label in rows),
                         key=lambda r: (-r[0], r[1]))[:k]
+        snippet = _kb_query.Snippets(query_terms, self._spans, SNIPPET_MARKS)
+        bodies = self._bodies([cid for _, cid, *_ in scored])
         return [(cid, Hit(Path(path), start, end, float(f"{score:.4g}"),
-                          _kb_query.snippet(self._body(cid), query_terms, self._spans,
-                                            SNIPPET_MARKS), lang))
+                          snippet(bodies.get(cid, "")), lang))
                 for score, cid, start, end, lang, path in scored]
 
-    def _body(self, chunk_id: int) -> str:
-        return str(_scalar(self.con, "SELECT body FROM kb WHERE rowid = ?", (chunk_id,)) or "")
+    def _bodies(self, chunk_ids: list[int]) -> dict[int, str]:
+        """The text of these chunks, by id, in one query."""
+        if not chunk_ids:
+            return {}
+        marks = ", ".join("?" * len(chunk_ids))
+        return {cid: body for cid, body in self.con.execute(
+            f"SELECT rowid, body FROM kb WHERE rowid IN ({marks})", chunk_ids)}
 
     def _outside(self, under: Path | None) -> tuple[str, str] | None:
         """The path range of ``under`` when some indexed file lies outside it, else None."""
@@ -408,8 +429,9 @@ class KnowledgeStore:
         parts, used = [header], estimate_tokens(header)
         chosen: list[Hit] = []
         found = self._search(request, min(100, max(10, budget_tokens // 100)), under)
+        bodies = self._bodies([cid for cid, _ in found])
         for cid, hit in found:
-            lines = self._body(cid).split("\n")
+            lines = bodies.get(cid, "").split("\n")
             block = _block(hit, lines, base)
             if used + estimate_tokens(block) > budget_tokens:
                 if chosen:
@@ -474,6 +496,40 @@ _TEST_PATH = re.compile(
 def prior(label: str) -> float:
     """How much a file's chunks weigh in ranking: test code less than the code it tests."""
     return TEST_PRIOR if _TEST_PATH.search(label) else 1.0
+
+
+def _in_background(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """The items of ``items``, produced by a thread working up to ``depth`` items ahead.
+    An exception in the thread is raised here; stopping early stops the thread."""
+    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                queue.put((True, item))
+            queue.put((False, None))
+        except BaseException as exc:  # handed to the consumer, which raises it
+            queue.put((False, exc))
+
+    thread = threading.Thread(target=produce, name="kb-prepare", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, item = queue.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a producer waiting on a full queue
+            with suppress(Empty):
+                queue.get(timeout=0.05)
+        thread.join()
 
 
 def _scalar(con: apsw.Connection, sql: str, args: tuple[Any, ...] = ()) -> Any:
