@@ -9,7 +9,9 @@ listed in ``AGENTOS_MCP_ROOTS`` (separated by ``os.pathsep``). A relative path i
 relative to the first allowed repository, or to the workspace when there is none.
 
 So ``/etc/passwd``, ``../../etc`` and a symbolic link inside the repository that points
-out of it are all refused, with a one-line error naming the argument.
+out of it are all refused, with a one-line error naming the argument. Inside the roots,
+``.agentos/`` (AgentOS's state: run directories hold each agent's environment file, with
+its secrets) and ``.git/`` stay closed too.
 
 Git sources for ``hub_install`` are URLs, not paths: ``https://``, ``http://``, ``ssh://``,
 ``git://`` and ``user@host:path`` are passed on; a ``file://`` URL is a path and must pass
@@ -27,6 +29,9 @@ from agentos.errors import BadInput
 
 ROOTS_ENV = "AGENTOS_MCP_ROOTS"
 REMOTE_SCHEMES = ("https", "http", "ssh", "git")
+# Directories below a root that stay closed: AgentOS's state (agents' env files hold their
+# secrets) and git's internals (remote URLs may carry credentials).
+PRIVATE = frozenset({".agentos", ".git"})
 
 
 def roots_from_env(env: Mapping[str, str] | None = None) -> list[Path]:
@@ -70,8 +75,13 @@ class Confinement:
             raise BadInput("contains a NUL byte", field=field)
         given = Path(raw).expanduser()
         real = Path(os.path.realpath(given if given.is_absolute() else self.base / given))
-        if any(real == root or real.is_relative_to(root) for root in self.roots):
-            return real
+        for root in self.roots:
+            if real == root or real.is_relative_to(root):
+                hidden = [p for p in real.relative_to(root).parts if p in PRIVATE]
+                if hidden:
+                    raise BadInput(f"{raw} is inside {hidden[0]}/, which MCP clients may not "
+                                   "read (state, agents' secrets, git internals)", field=field)
+                return real
         allowed = ", ".join(str(r) for r in self.roots)
         raise BadInput(f"{raw} is outside the workspace and the allowed repositories "
                        f"({allowed}); allow another with `agentos mcp serve --repo DIR` or "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from io import TextIOWrapper
@@ -36,7 +37,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from agentos import __version__
-from agentos.errors import AgentOSError, BadInput, NotFound
+from agentos.errors import AgentOSError, BadInput, NotFound, OperationFailed
 from agentos.workspace import Workspace
 from mcp_server import _models as m
 from mcp_server._paths import Confinement
@@ -427,13 +428,14 @@ def _guardian(ws: Workspace) -> m.GuardianStatus:
 
 
 def parse_http(value: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); ``[::1]:PORT`` for IPv6."""
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); ``[::1]:PORT`` for IPv6; port 0
+    takes any free port (the address is printed on stderr)."""
     text = value.strip()
     host, sep, port = text.rpartition(":")
     if not sep:
         host, port = "", text
     host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not port.isdigit() or not 0 <= int(port) < 65536:
         raise BadInput(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:8765)", field="--http")
     return host, int(port)
 
@@ -463,10 +465,34 @@ def serve(ws: Workspace, repos: Sequence[Path] = (), *, http: str | None = None,
         raise BadInput(f"{host} is not a loopback address: the server has no authentication, "
                        "so pass --allow-remote to listen there", field="--http")
     server = build_server(ws, repos, host=host, port=port)
+    sock = _listen(host, port)
+    bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    print(f"agentos mcp: serving workspace {ws.root} on http://{shown}:{port}"
+    print(f"agentos mcp: serving workspace {ws.root} on http://{shown}:{bound}"
           f"{server.settings.streamable_http_path}", file=sys.stderr, flush=True)
-    server.run("streamable-http")
+    anyio.run(_run_http, server, sock)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so that a busy port is a one-line error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OperationFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                              field="--http") from None
+    sock.listen(128)
+    return sock
+
+
+async def _run_http(server: AgentOSServer, sock: socket.socket) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[sock])  # FastMCP's, on our socket
 
 
 async def _run_stdio(server: AgentOSServer) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextResourceContents
 
+from agentos.errors import BadInput
 from agentos.hub import Hub
 from agentos.workspace import Workspace
 from mcp_server._paths import Confinement
@@ -48,21 +50,15 @@ def server_argv(ws: Workspace, *extra: str) -> list[str]:
             *extra]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], errlog: Path) -> None:
+def wait_for_url(proc: subprocess.Popen[bytes], errlog: Path) -> str:
+    """The URL the HTTP server prints on stderr once it listens (it was given port 0)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
+        found = re.search(r" on (http://\S+)$", errlog.read_text(), re.MULTILINE)
+        if found:
+            return found.group(1)
         if proc.poll() is not None:
             raise AssertionError(f"server exited {proc.returncode}: {errlog.read_text()}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
         time.sleep(0.05)
     raise AssertionError("the HTTP server did not listen in time")
 
@@ -82,13 +78,12 @@ async def connect(transport: str, ws: Workspace, *extra: str, env: dict[str, str
                 await session.initialize()
                 yield session
         return
-    port = free_port()
     with errlog.open("wb") as err:
-        proc = subprocess.Popen(server_argv(ws, *extra, "--http", f"127.0.0.1:{port}"),
+        proc = subprocess.Popen(server_argv(ws, *extra, "--http", "127.0.0.1:0"),
                                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
     try:
-        wait_for_port(port, proc, errlog)
-        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _), \
+        url = wait_for_url(proc, errlog)
+        async with streamable_http_client(url) as (read, write, _), \
                 ClientSession(read, write) as session:
             await session.initialize()
             yield session
@@ -278,6 +273,8 @@ def test_bad_arguments_and_library_errors_come_back_as_one_line_tool_errors(
         "absolute outside": ("kb_add", {"paths": ["/etc/passwd"]}),
         "dot-dot escape": ("kb_add", {"paths": ["README.md", "../../../../etc"]}),
         "symlink escape": ("kb_add", {"paths": ["escape/passwd"]}),
+        "state directory": ("kb_add", {"paths": [str(ws.root / ".agentos" / "runs")]}),
+        "git internals": ("kb_add", {"paths": [".git/config"]}),
         "repo outside": ("run_task", {"request": "scribe-task", "repo": str(outside)}),
         "file url outside": ("hub_install", {"source": "file:///etc@main"}),
         "ext transport": ("hub_install", {"source": "ext::sh -c touch% /tmp/pwned"}),
@@ -304,6 +301,10 @@ def test_bad_arguments_and_library_errors_come_back_as_one_line_tool_errors(
                           f"allowed repositories ({roots}); {hint}",
         "symlink escape": f"paths[0]: escape/passwd is outside the workspace and the allowed "
                           f"repositories ({roots}); {hint}",
+        "state directory": f"paths[0]: {ws.root}/.agentos/runs is inside .agentos/, which MCP "
+                           "clients may not read (state, agents' secrets, git internals)",
+        "git internals": "paths[0]: .git/config is inside .git/, which MCP clients may not "
+                         "read (state, agents' secrets, git internals)",
         "repo outside": f"repo: {outside} is outside the workspace and the allowed "
                         f"repositories ({roots}); {hint}",
         "file url outside": f"source: /etc is outside the workspace and the allowed "
@@ -362,6 +363,9 @@ def test_a_repository_allowed_through_the_environment_can_be_indexed(
     ("link-out/passwd", False),
     ("link-in/dates.py", True),
     ("~/x", False),
+    ("{ws}/.agentos/state.db", False),
+    (".git/config", False),
+    ("sub/.git", False),
 ], ids=lambda v: str(v))
 def test_only_paths_in_the_workspace_or_an_allowed_repository_are_accepted(
     ws: Workspace, repo: Path, given: str, allowed: bool
@@ -374,7 +378,7 @@ def test_only_paths_in_the_workspace_or_an_allowed_repository_are_accepted(
         assert fence.path(raw, "p").is_relative_to(repo) or fence.path(raw, "p").is_relative_to(
             ws.root)
     else:
-        with pytest.raises(Exception, match="is outside the workspace"):
+        with pytest.raises(BadInput, match=r"is outside the workspace|which MCP clients may not"):
             fence.path(raw, "p")
 
 
@@ -393,7 +397,7 @@ def test_hub_sources_pass_remote_urls_and_confine_local_ones(
     fence = Confinement(ws.root, [repo])
     raw, want = source.format(repo=repo), result.format(repo=repo)
     if want.startswith("error: "):
-        with pytest.raises(Exception, match=want.removeprefix("error: ")):
+        with pytest.raises(BadInput, match=want.removeprefix("error: ")):
             fence.hub_source(raw)
     else:
         assert fence.hub_source(raw) == want
@@ -455,6 +459,19 @@ def test_nothing_heavy_is_imported_before_initialize(ws: Workspace, tmp_path: Pa
 
 
 # --- the serve command --------------------------------------------------------------------
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line(
+    cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        done = cli("mcp", "serve", "--http", f"127.0.0.1:{port}")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (f"error: --http: cannot listen on 127.0.0.1:{port}: Address already "
+                           "in use\n")
 
 
 @pytest.mark.parametrize(("args", "message"), [
