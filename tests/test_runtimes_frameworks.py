@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -117,6 +118,10 @@ class ScriptedLLM(BaseLLM):
 
 
 def build(inputs, tools):
+    import os
+    print("crewai env:", *(os.environ.get(name) for name in (
+        "CREWAI_DISABLE_TELEMETRY", "OTEL_SDK_DISABLED", "CREWAI_TRACING_ENABLED")))
+    print("crewai storage:", os.environ.get("CREWAI_STORAGE_DIR"))
     llm = ScriptedLLM(model="scripted", replies=[
         "Thought: I will write the report.\\nAction: write_file\\n"
         'Action Input: {"path": "REPORT.md", "content": "report for: '
@@ -168,7 +173,14 @@ def test_a_crewai_crew_on_a_custom_llm_changes_the_repo_and_reports_in_the_recei
     run_receipt = receipt_of_kind(ws, report["receipts"], "run")
     assert "[tool] write_file(" in run_receipt
     assert "CREWAI-DONE: report written" in run_receipt
-    assert "[agentos] crewai result:\n" in report["agents"][0]["output_tail"]
+    tail = report["agents"][0]["output_tail"]
+    assert "[agentos] crewai result:\n" in tail
+    # Telemetry and tracing off (offline, crewai would wait ~15 s on them)...
+    assert "crewai env: true true false\n" in tail
+    # ...and its databases kept with the run, outside the worktree, removed at teardown.
+    storage = ws.state_dir / "runs" / report["run"] / "crew-report" / "crewai"
+    assert f"crewai storage: {storage}\n" in tail
+    assert not storage.exists()
     # crewai kept its databases with the run, not in the worktree (nothing else merged).
     assert sorted(git(repo, "ls-files").split()) == ["README.md", "REPORT.md", "hello.py"]
 
@@ -342,3 +354,19 @@ def test_a_crewai_entry_that_is_not_a_crew_is_named_in_the_pane(tmp_path: Path) 
     proc = _entry(tmp_path, "crewai", "f:build", {"f.py": "def build(inputs):\n    return 42\n"})
     assert proc.returncode == 2
     assert proc.stdout.splitlines()[-1] == "[agentos] f:build: the entry gave int, not a Crew"
+
+
+@pytest.mark.parametrize(("word", "runtime"), [("langchain", "langchain"), ("crewai", "crewai")])
+def test_a_bundled_example_without_its_ollama_server_stops_before_anything_starts(
+    cli, repo: Path, tmp_path: Path, tmux_socket: str, word: str, runtime: str
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        host = f"http://127.0.0.1:{s.getsockname()[1]}"
+    result = cli("run", f"fix the greeting bug in hello.py with {word}", "--repo", str(repo),
+                 "--force", "--json", env={"OLLAMA_HOST": host})
+    assert result.returncode == 2
+    assert result.stderr == (f"error: runtime: the {runtime} runtime needs an Ollama server, "
+                             f"and none answers at {host}: start one with `ollama serve`\n")
+    assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+    assert tmux_sessions(tmux_socket) == []

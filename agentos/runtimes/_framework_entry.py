@@ -36,9 +36,11 @@ from agentos.runtimes import _prompt
 from agentos.runtimes._entry import load_entry
 from agentos.runtimes._worktree_tools import SCHEMAS, WorktreeTools
 
-# crewai otherwise phones home, waiting ~15 s when offline, and asks about tracing.
+# crewai otherwise phones home (telemetry, a PyPI version check), waiting ~15 s when
+# offline, and asks about tracing; a package that lists one of these in `env` decides.
 CREWAI_ENV = {"CREWAI_DISABLE_TELEMETRY": "true", "OTEL_SDK_DISABLED": "true",
-              "CREWAI_TRACING_ENABLED": "false", "CREWAI_DISABLE_TRACKING": "true"}
+              "CREWAI_TRACING_ENABLED": "false", "CREWAI_DISABLE_TRACKING": "true",
+              "CREWAI_DISABLE_VERSION_CHECK": "true"}
 SHOWN = 400  # characters of each intermediate step printed to the pane
 
 
