@@ -204,6 +204,7 @@ class Orchestrator:
             self.agents.append(self._plan_agent(sel.card, manifest, info.path,
                                                 [*sel.checks, *self.request_checks]))
         require_tmux()
+        self._ensure_guardian()
         context = self._context()
         self._set_status("running")
         for agent in self.agents:
@@ -260,6 +261,18 @@ class Orchestrator:
         questions = "; ".join(q.text for q in result.questions)
         self._finish("blocked", f"the request is too vague to start: {questions}")
         return False
+
+    def _ensure_guardian(self) -> None:
+        """Start the workspace's guardian unless one runs (``run.guardian``, the default)."""
+        if not self.ws.settings.run.guardian:
+            return
+        from guardian.daemon import ensure_running
+
+        try:
+            if ensure_running(self.ws):
+                self.emit("guardian: started for this workspace")
+        except AgentOSError as exc:  # the run goes on unwatched rather than not at all
+            self.emit(f"guardian: could not start ({exc}); the run is not watched")
 
     def _context(self) -> str:
         from agentos.knowledge import open_store

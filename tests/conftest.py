@@ -27,8 +27,13 @@ os.environ.pop("AGENTOS_HOME", None)
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
-    """A fresh workspace seeded with the bundled agents and cards."""
+    """A fresh workspace seeded with the bundled agents and cards.
+
+    Its runs start no background guardian (tests of the guardian turn it on), so that no
+    daemon outlives the test that started it.
+    """
     workspace, _ = init_workspace(tmp_path / "ws")
+    workspace.settings_file.write_text("run: {guardian: false}\n")
     return workspace
 
 

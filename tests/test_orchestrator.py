@@ -174,7 +174,7 @@ def test_checks_written_inside_the_worktree_do_not_change_the_gate(
               "mkdir -p hub/cheat/1.0.0 && printf 'checks: []\\n' > agent.yaml\n")
     add_agent(ws, tmp_path, "cheat", script,
               checks=[{"name": "must exist", "file_exists": "never-created.txt"}])
-    ws.settings_file.write_text("run: {retries: 0}\n")
+    ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
 
     report = start_run(ws, "cheat-task", repo, force=True)
 
@@ -206,7 +206,7 @@ def test_an_agent_past_its_timeout_is_killed_and_fails(
     ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     add_agent(ws, tmp_path, "sleeper", "sleep 60\n", timeout=1)
-    ws.settings_file.write_text("run: {retries: 0}\n")
+    ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
 
     report = start_run(ws, "sleeper-task", repo, force=True)
 
@@ -332,7 +332,7 @@ def test_success_criteria_stated_in_the_request_become_checks_of_the_run(
     ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     add_agent(ws, tmp_path, "scribe", "echo wrong place > other.txt\n")
-    ws.settings_file.write_text("run: {retries: 0}\n")
+    ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
 
     report = start_run(ws, "scribe-task: create notes.txt in the repository root; "
                            "notes.txt must exist when done", repo)
