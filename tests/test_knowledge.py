@@ -8,6 +8,7 @@ import os
 import random
 import re
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -308,6 +309,33 @@ def test_readding_an_unchanged_tree_reads_no_file(store: KnowledgeStore,
     assert (first.seen, first.read, first.added, first.chunks) == (20, 20, 20, 20)
     again = store.add([tmp_path / "src"])
     assert (again.seen, again.read, again.added, again.updated, again.chunks) == (20, 0, 0, 0, 0)
+
+
+def test_progress_counts_the_files_to_read_and_a_large_add_stays_exact(
+        store: KnowledgeStore, tmp_path: Path) -> None:
+    src = write(tmp_path / "src", {f"pkg{i % 4}/m{i}.py": f"def f{i}():\n    return {i}\n"
+                                   for i in range(90)})
+    calls: list[tuple[int, int]] = []
+    store.add([src], progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, 90) and calls[-1] == (90, 90)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert_index_exact(store)
+    assert store.stats()["files"] == 90
+
+
+def test_two_processes_adding_at_once_leave_one_exact_index(cli: CliRunner, ws: Workspace,
+                                                             tmp_path: Path) -> None:
+    src = write(tmp_path / "src", {f"m{i}.py": f"def f{i}():\n    return {i}\n"
+                                   for i in range(120)})
+    argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "kb", "add", str(src)]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    with KnowledgeStore(ws.knowledge_db) as store:
+        assert store.stats()["files"] == 120
+        assert_index_exact(store)
 
 
 def test_a_file_with_unchanged_size_and_mtime_is_not_opened(store: KnowledgeStore,

@@ -74,9 +74,11 @@ def kb() -> None:
 @_paths
 @json_option
 def add(paths: tuple[Path, ...], as_json: bool) -> None:
-    """Index files and directories. Re-adding is incremental: unchanged files are not
-    read, changed files are re-indexed, files deleted under an added directory are
-    removed. Skips .git, .agentos, node_modules, virtualenvs, binary and huge files."""
+    """Index files and directories into the store, incrementally.
+
+    Unchanged files are not read, changed files are re-indexed, files deleted under an
+    added directory are removed. Skips .git, .agentos, node_modules, virtualenvs, binary
+    files and files over 1 MiB."""
     with _store() as store, _progress(not as_json) as progress:
         stats = store.add(list(paths), progress=progress)
     if as_json:
@@ -106,10 +108,11 @@ _free_text = {"ignore_unknown_options": True}
 @_under
 @json_option
 def search(query: tuple[str, ...], k: int, under: Path | None, as_json: bool) -> None:
-    """Search the store. Any text is a valid QUERY (quotes, *, AND, NEAR( are taken as
-    plain words; put -- before a query that looks like an option of this command);
-    results are chunks with their path, lines, score and a snippet where the matched
-    terms are marked «like this»."""
+    """Search the store: ranked chunks with path, lines, score and a marked snippet.
+
+    Any text is a valid QUERY: quotes, *, AND, NEAR( and the like are taken as plain
+    words (put -- before a query that looks like an option of this command). In the
+    snippet the matched terms are marked «like this»."""
     text = _text(query)
     with _store() as store:
         hits = store.search(text, k=k, under=under)
@@ -146,8 +149,10 @@ def _highlight(hit: Hit) -> str:
 @_under
 @json_option
 def context(request: tuple[str, ...], budget: int, under: Path | None, as_json: bool) -> None:
-    """The context an agent gets for REQUEST: the best chunks that fit in the budget,
-    best first, each headed by its path and line range (markdown)."""
+    """Assemble the context an agent gets for REQUEST, within a token budget.
+
+    The best chunks that fit, best first, no chunk twice, each headed by its path and
+    line range, as markdown (paths relative to --under when it is given)."""
     with _store() as store:
         ctx = store.context(_text(request), budget, under=under)
     if as_json:
@@ -161,7 +166,7 @@ def context(request: tuple[str, ...], budget: int, under: Path | None, as_json: 
 @kb.command()
 @json_option
 def stats(as_json: bool) -> None:
-    """What the store holds: files, chunks, languages, database size."""
+    """Show what the store holds: files, chunks, languages, database size."""
     with _store() as store:
         info = store.stats()
     if as_json:
@@ -184,8 +189,9 @@ def stats(as_json: bool) -> None:
 @_paths
 @json_option
 def remove(paths: tuple[Path, ...], as_json: bool) -> None:
-    """Remove files, and everything under directories, from the store (the files on disk
-    are not touched; they need not exist any more)."""
+    """Remove files and directories from the store (not from disk).
+
+    Everything under a directory goes; the paths need not exist any more."""
     with _store() as store:
         removed = store.remove(list(paths))
     if as_json:
