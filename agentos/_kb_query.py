@@ -99,6 +99,10 @@ class Snippets:
         best = min(per_line, key=lambda at: (-len(per_line[at]), at), default=0)
         end = body.find("\n", best)
         line = body[best:end if end != -1 else len(body)].strip()
+        if len(line) > 4 * SNIPPET_CHARS:  # a minified file: tokenize only near a match
+            lowered = line.lower()
+            first = min((i for p in self.probes if (i := lowered.find(p)) >= 0), default=0)
+            line = line[max(0, first - SNIPPET_CHARS // 2):first + 2 * SNIPPET_CHARS]
         return _mark(line, self.wanted, self.spans, self.marks)
 
 

@@ -88,7 +88,7 @@ class Hit:
     path: Path
     start_line: int
     end_line: int
-    score: float  # bm25 with column weights; higher is better
+    score: float  # bm25 with column weights, times the file's prior; higher is better
     snippet: str  # the matched terms are marked «like this»
     language: str
 

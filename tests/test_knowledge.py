@@ -14,7 +14,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from conftest import REPO_ROOT, CliRunner
+from conftest import CliRunner
 
 from agentos import _kb_files, _kb_tokenizer
 from agentos._chunking import MAX_LINES, chunk_text, language_of
@@ -565,7 +565,22 @@ def test_docs_indexer_feeds_the_target_repository_into_the_workspace_store(
 
 
 def test_the_bundled_hub_lock_records_the_docs_indexer(cli: CliRunner) -> None:
+    out = cli("hub", "verify", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["ok"], out.stdout
     out = cli("hub", "show", "docs-indexer", "--json")
-    assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["manifest"]["entry"] == "indexer:main"
-    assert (REPO_ROOT / "routing_cards" / "index-docs.yaml").is_file()
+
+
+@pytest.mark.parametrize(("request_text", "routed"), [
+    ("index the docs into the knowledge store", True),
+    ("reindex the repository docs", True),
+    ("update the docs for the parser", False),
+    ("fix the bug in the index page", False),
+], ids=["index-docs", "reindex", "docs-edit", "fix"])
+def test_the_index_docs_card_routes_indexing_requests_only(ws: Workspace, request_text: str,
+                                                          routed: bool) -> None:
+    from agentos.router import decide
+
+    decision = decide(ws, request_text)
+    chosen = {s.card: s.agent for s in decision.selected}
+    assert (chosen.get("index-docs") == "docs-indexer") is routed
