@@ -14,12 +14,13 @@ The file is ``key: value`` lines a person reads with ``cat``::
     previous: 00000041 <sha256 of receipt 00000041>
     sha256: <sha256 of every line above this one>
 
-Writers take ``receipts/.lock``, read the chain's head from ``receipts/.head`` (one line:
-id and sha256 of the newest receipt), write the new file to a temporary name, fsync it,
-and hard-link it into place (which fails rather than overwrite), then move the head.
-So concurrent writers never fork the chain and a reader never sees a torn receipt.
-When a crash leaves the head behind, the next writer walks forward over the receipts
-that exist before it writes; when the head is unreadable it is rebuilt from the files.
+Writers lock ``receipts/.head`` (flock), read the chain's head from it (one line: id and
+sha256 of the newest receipt), write the new receipt to a temporary name, fsync it and
+hard-link it into place (which fails rather than overwrite), then rewrite the head and
+fsync the directory. So concurrent writers never fork the chain and a reader never sees a
+torn receipt. When a crash leaves the head behind, the next writer walks forward over the
+receipts that exist before it writes; when the head is unreadable it is rebuilt from the
+files.
 
 :func:`verify_chain` recomputes every receipt's hash and every link, and compares the
 newest receipt with the head, so an edited, removed, reordered or moved receipt is
@@ -29,19 +30,18 @@ change onwards, and the head, is not detected; ship receipts elsewhere for that.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-from filelock import FileLock
 
 from agentos.errors import NotFound
 from agentos.workspace import Workspace
@@ -49,7 +49,6 @@ from agentos.workspace import Workspace
 ID_DIGITS = 8
 SUFFIX = ".txt"
 HEAD_FILE = ".head"
-LOCK_FILE = ".lock"
 FIRST = "none"  # what the first receipt records as its previous
 _NAME_RE = re.compile(rf"^(\d{{{ID_DIGITS},}})\.txt$")
 _KIND_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -59,6 +58,7 @@ _HEADER = ("receipt", "kind", "time", "run")
 RESERVED = frozenset({*_HEADER, "request", "request_sha256", "previous", "sha256"})
 _TRAILER_RE = re.compile(rb"(?:^|\n)sha256: ([0-9a-f]{64})\n\Z")
 _PREVIOUS_RE = re.compile(rb"\nprevious: ([^\n]*)\n\Z")
+_SHA_RE = re.compile(r"[0-9a-f]{64}")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -175,85 +175,107 @@ def render_fields(fields: Mapping[str, object]) -> list[str]:
 # --- the chain's head ---------------------------------------------------------------------
 
 
-def _declared(path: Path) -> str:
-    """The sha256 a receipt declares on its last line (of its raw bytes when it has none)."""
-    data = path.read_bytes()
-    found = _TRAILER_RE.search(data)
-    return found.group(1).decode() if found else hashlib.sha256(data).hexdigest()
+class _Chain:
+    """The receipts directory, open, under the chain's lock.
 
+    ``.head`` is both the lock (flock: exclusive to append, shared to verify) and the
+    record of the newest receipt, rewritten in place, so appending costs no extra file.
+    Everything goes through a directory fd: no path is looked up twice.
+    """
 
-def _receipt_files(directory: Path) -> dict[int, Path]:
-    out = {}
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return {}
-    for name in names:
-        m = _NAME_RE.match(name)
-        if m and receipt_id(int(m.group(1))) == m.group(1):
-            out[int(m.group(1))] = directory / name
-    return out
+    def __init__(self, directory: Path, *, exclusive: bool) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            self.head_fd = os.open(HEAD_FILE, os.O_RDWR | os.O_CREAT, 0o666, dir_fd=self.fd)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        fcntl.flock(self.head_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
 
+    def close(self) -> None:
+        os.close(self.head_fd)  # releases the lock
+        os.close(self.fd)
 
-def _read_head(directory: Path) -> tuple[int, str] | None:
-    try:
-        text = (directory / HEAD_FILE).read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError):
-        return None
-    parts = text.split()
-    if len(parts) != 2 or not parts[0].isdigit() or not re.fullmatch(r"[0-9a-f]{64}", parts[1]):
-        return None
-    return int(parts[0]), parts[1]
+    def read(self, name: str) -> bytes:
+        fd = os.open(name, os.O_RDONLY, dir_fd=self.fd)
+        with open(fd, "rb") as fh:
+            return fh.read()
 
+    def exists(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return False
+        return True
 
-def _current_head(directory: Path) -> tuple[int, str]:
-    """(seq, sha256) of the newest receipt; (0, FIRST) for an empty chain. Under the lock."""
-    head = _read_head(directory)
-    if head is None:  # no head yet, or lost in a crash: rebuild it from the files
-        files = _receipt_files(directory)
-        head = (max(files), _declared(files[max(files)])) if files else (0, FIRST)
-    seq, sha = head
-    while True:  # a writer that crashed after linking its receipt left the head behind
-        following = directory / f"{receipt_id(seq + 1)}{SUFFIX}"
-        if not following.exists():
-            return seq, sha
-        seq, sha = seq + 1, _declared(following)
+    def files(self) -> dict[int, str]:
+        """seq -> file name of every receipt present."""
+        out = {}
+        for name in os.listdir(self.fd):
+            m = _NAME_RE.match(name)
+            if m and receipt_id(int(m.group(1))) == m.group(1):
+                out[int(m.group(1))] = name
+        return out
+
+    def head(self) -> tuple[int, str] | None:
+        """What ``.head`` records: (seq, sha256) of the newest receipt; None if unreadable."""
+        parts = os.pread(self.head_fd, 256, 0).decode("ascii", "replace").split()
+        if len(parts) != 2 or not parts[0].isdigit() or not _SHA_RE.fullmatch(parts[1]):
+            return None
+        return int(parts[0]), parts[1]
+
+    def set_head(self, rid: str, digest: str) -> None:
+        data = f"{rid} {digest}\n".encode()
+        os.pwrite(self.head_fd, data, 0)
+        os.ftruncate(self.head_fd, len(data))
+
+    def declared(self, name: str) -> str:
+        """The sha256 a receipt declares on its last line (of its raw bytes when it has none)."""
+        data = self.read(name)
+        found = _TRAILER_RE.search(data)
+        return found.group(1).decode() if found else hashlib.sha256(data).hexdigest()
+
+    def newest(self) -> tuple[int, str]:
+        """(seq, sha256) of the newest receipt; (0, FIRST) for an empty chain."""
+        head = self.head()
+        if head is None:  # no head yet, or lost in a crash: rebuild it from the files
+            files = self.files()
+            head = (max(files), self.declared(files[max(files)])) if files else (0, FIRST)
+        seq, sha = head
+        while True:  # a writer that crashed after linking its receipt left the head behind
+            following = f"{receipt_id(seq + 1)}{SUFFIX}"
+            if not self.exists(following):
+                return seq, sha
+            seq, sha = seq + 1, self.declared(following)
+
+    def link_new(self, tmp: str, final: str) -> None:
+        """Put ``tmp`` at ``final``; never replaces an existing receipt."""
+        try:
+            os.link(tmp, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: the lock still serialises us
+            if self.exists(final):
+                raise FileExistsError(final) from None
+            os.rename(tmp, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
 
 @contextmanager
-def _chain_lock(directory: Path) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(directory / LOCK_FILE)):
-        yield
+def _chain(directory: Path, *, exclusive: bool) -> Iterator[_Chain]:
+    chain = _Chain(directory, exclusive=exclusive)
+    try:
+        yield chain
+    finally:
+        chain.close()
 
 
 @functools.cache
-def _umask() -> int:
+def _mode() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
-    return mask
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _link_new(tmp: str, final: Path) -> None:
-    """Put ``tmp`` at ``final``; never replaces an existing receipt."""
-    try:
-        os.link(tmp, final)
-    except FileExistsError:
-        raise
-    except OSError:  # a file system without hard links: the lock still serialises us
-        if final.exists():
-            raise FileExistsError(final) from None
-        os.rename(tmp, final)
-        return
-    os.unlink(tmp)
+    return 0o666 & ~mask
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -284,17 +306,17 @@ def write_receipt(
             _render("request", request, "", lines)
     lines.extend(render_fields(fields))
     body = "".join(f"{line}\n" for line in lines)
-    directory = ws.receipts_dir
-    with _chain_lock(directory):
+    with _chain(ws.receipts_dir, exclusive=True) as chain:
         for _attempt in range(3):  # only retried when a writer ignored the lock
-            receipt = _append(directory, kind, body, run_id)
+            receipt = _append(chain, kind, body, run_id)
             if receipt is not None:
                 return receipt
-    raise OSError(f"{directory}: could not append a receipt: another writer ignores the lock")
+    raise OSError(f"{ws.receipts_dir}: could not append a receipt: another writer ignores "
+                  "the lock")
 
 
-def _append(directory: Path, kind: str, body: str, run_id: str | None) -> Receipt | None:
-    seq, previous = _current_head(directory)
+def _append(chain: _Chain, kind: str, body: str, run_id: str | None) -> Receipt | None:
+    seq, previous = chain.newest()
     rid = receipt_id(seq + 1)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     header = f"receipt: {rid}\nkind: {kind}\ntime: {now}\n"
@@ -303,28 +325,40 @@ def _append(directory: Path, kind: str, body: str, run_id: str | None) -> Receip
     link = FIRST if seq == 0 else f"{receipt_id(seq)} {previous}"
     content = f"{header}{body}previous: {link}\n".encode()
     digest = hashlib.sha256(content).hexdigest()
-    final = directory / f"{rid}{SUFFIX}"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{rid}.", suffix=".tmp")
+    data = content + f"sha256: {digest}\n".encode()
+    final = f"{rid}{SUFFIX}"
+    tmp = f".{rid}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode(), dir_fd=chain.fd)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; receipts are for reading
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content + f"sha256: {digest}\n".encode())
-            fh.flush()
-            os.fsync(fh.fileno())
-        _link_new(tmp, final)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        chain.link_new(tmp, final)
     except FileExistsError:
         return None
     finally:
         with suppress(FileNotFoundError):
-            os.unlink(tmp)
-    head_tmp = directory / f"{HEAD_FILE}.{os.getpid()}.tmp"
-    head_tmp.write_text(f"{rid} {digest}\n", encoding="ascii")
-    os.replace(head_tmp, directory / HEAD_FILE)
-    _fsync_dir(directory)  # makes the receipt's link and the head's rename durable
-    return Receipt(rid, final, digest, kind, run_id, now)
+            os.unlink(tmp, dir_fd=chain.fd)
+    chain.set_head(rid, digest)
+    os.fsync(chain.fd)  # makes the new receipt's name durable
+    return Receipt(rid, chain.directory / final, digest, kind, run_id, now)
 
 
 # --- reading ------------------------------------------------------------------------------
+
+
+def _receipt_paths(directory: Path) -> list[tuple[int, Path]]:
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = ((m, name) for name in names if (m := _NAME_RE.match(name)))
+    return sorted((int(m.group(1)), directory / name) for m, name in found
+                  if receipt_id(int(m.group(1))) == m.group(1))
 
 
 def _header(path: Path) -> dict[str, str]:
@@ -341,7 +375,7 @@ def _header(path: Path) -> dict[str, str]:
 def list_receipts(ws: Workspace, run_id: str | None = None) -> list[ReceiptInfo]:
     """Every receipt in chain order, or those of one run."""
     out = []
-    for seq, path in sorted(_receipt_files(ws.receipts_dir).items()):
+    for seq, path in _receipt_paths(ws.receipts_dir):
         head = _header(path)
         if run_id is not None and head.get("run") != run_id:
             continue
@@ -398,8 +432,11 @@ def _check_one(rid: str, data: bytes,
 def verify_chain(ws: Workspace) -> list[str]:
     """Walk the chain; return every problem, each naming a receipt id (empty: intact)."""
     directory = ws.receipts_dir
-    files = _receipt_files(directory)
-    head = _read_head(directory)
+    if not directory.is_dir():
+        return []
+    with _chain(directory, exclusive=False) as chain:  # a consistent listing and head
+        files = chain.files()
+        head = chain.head()
     problems: list[str] = []
     if head is None and files:
         problems.append(f"{receipt_id(max(files))}: the chain's head ({HEAD_FILE}) is missing "
@@ -408,12 +445,12 @@ def verify_chain(ws: Workspace) -> list[str]:
     previous: str | None = FIRST
     for seq in range(1, top + 1):
         rid = receipt_id(seq)
-        path = files.get(seq)
-        if path is None:
+        name = files.get(seq)
+        if name is None:
             problems.append(f"{rid}: missing (deleted or renamed)")
             previous = None
             continue
-        declared, found = _check_one(rid, path.read_bytes(), previous)
+        declared, found = _check_one(rid, (directory / name).read_bytes(), previous)
         problems.extend(found)
         if head is not None and seq == head[0] and declared != head[1]:
             problems.append(f"{rid}: changed after it was written (the chain's head records "
