@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import re
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ SERVER_NAME = "agentos"
 TOOL_NAMES = ("route", "interview", "run_task", "task_status", "kb_search", "kb_add",
               "receipts_list", "receipt_show", "hub_list", "hub_install", "guardian_status")
 LOG_TAIL = 2000
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 INSTRUCTIONS = (
     "AgentOS runs versioned AI agents on a git repository. `interview` says whether a request "
     "is clear enough to work on, `route` which agents would take it (and writes a receipt), "
@@ -111,7 +113,7 @@ class AgentOSServer(FastMCP[Any]):
 def _one_line(tool: str, exc: BaseException) -> str:
     if isinstance(exc, AgentOSError):
         return str(exc).replace("\n", " ")
-    if isinstance(exc, ValidationError):
+    if isinstance(exc, ValidationError) and exc.title == f"{tool}Arguments":  # FastMCP's model
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or tool
         msg = err["msg"]
@@ -235,7 +237,7 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
                 record = store.get(run_id)
             except NotFound:
                 orchestrator_log = ws.logs_dir / run_id / "orchestrator.log"
-                if run_id and "/" not in run_id and orchestrator_log.is_file():
+                if _RUN_ID.fullmatch(run_id) and orchestrator_log.is_file():
                     return m.TaskStatus(run_id=run_id, status="starting", finished=False,
                                         log_tail=_tail(orchestrator_log))
                 raise

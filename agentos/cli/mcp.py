@@ -52,7 +52,9 @@ def serve(http: str | None, repos: tuple[Path, ...], allow_remote: bool) -> None
 @click.option("--project", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="The project directory the registration is for (default: here).")
 @click.option("--repo", "repos", multiple=True, type=click.Path(path_type=Path),
-              help=_REPO_HELP + " Default: the project directory when it is a git repository.")
+              help="A repository the registered server lets clients name (`mcp serve "
+                   "--repo`); repeatable. Default: the project directory when it is a git "
+                   "repository.")
 @click.option("--write-config", is_flag=True,
               help="Write the client's config file even when its CLI is installed.")
 @json_option
