@@ -28,6 +28,11 @@ pytestmark = pytest.mark.skipif(
 
 MODEL = "qwen2.5-coder:7b"
 GREET = "def greet():\n    return 'hi'\n"
+# Workspace settings: the gate checks the greeting; no retries; no background guardian
+# (it would outlive the test).
+GREETING_GATE = {"run": {"retries": 0, "guardian": False}, "checks": [
+    {"name": "greet says hello",
+     "run": "python -c \"import hello; assert hello.greet() == 'hello'\""}]}
 FIXED = "def greet():\n    return 'hello'\n"
 
 
@@ -188,9 +193,7 @@ def test_a_crewai_crew_on_a_custom_llm_changes_the_repo_and_reports_in_the_recei
 # -- the bundled examples, on their default Ollama model ---------------------------------
 
 def _greeting_gate(ws: Workspace) -> None:
-    ws.settings_file.write_text(yaml.safe_dump({"run": {"retries": 0}, "checks": [
-        {"name": "greet says hello",
-         "run": "python -c \"import hello; assert hello.greet() == 'hello'\""}]}))
+    ws.settings_file.write_text(yaml.safe_dump(GREETING_GATE))
 
 
 WRITE_FIX = {"name": "write_file", "arguments": {"path": "hello.py", "content": FIXED}}

@@ -30,6 +30,11 @@ needs_tmux = pytest.mark.skipif(
 
 MODEL = "qwen2.5-coder:7b"
 GREET = "def greet():\n    return 'hi'\n"
+# Workspace settings: the gate checks the greeting; no retries; no background guardian
+# (it would outlive the test).
+GREETING_GATE = {"run": {"retries": 0, "guardian": False}, "checks": [
+    {"name": "greet says hello",
+     "run": "python -c \"import hello; assert hello.greet() == 'hello'\""}]}
 
 
 @pytest.fixture(autouse=True)
@@ -94,9 +99,7 @@ SCRIPT = [
 def test_a_scripted_ollama_server_drives_the_bundled_agent_to_a_merged_change(
     cli, ws: Workspace, repo: Path, tmux_socket: str
 ) -> None:
-    ws.settings_file.write_text(yaml.safe_dump({"run": {"retries": 0}, "checks": [
-        {"name": "greet says hello",
-         "run": "python -c \"import hello; assert hello.greet() == 'hello'\""}]}))
+    ws.settings_file.write_text(yaml.safe_dump(GREETING_GATE))
     head = git(repo, "rev-parse", "HEAD")
 
     with FakeOllama(list(SCRIPT), models=(MODEL,)) as fake:
@@ -144,7 +147,7 @@ def test_an_ollama_server_error_fails_the_agent_and_nothing_is_merged(
     cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     install_ollama_agent(ws, tmp_path)
-    ws.settings_file.write_text("run: {retries: 0}\n")
+    ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
     head = git(repo, "rev-parse", "HEAD")
 
     with FakeOllama([], models=(MODEL,)) as fake:  # no scripted reply: every chat is a 500
@@ -200,7 +203,7 @@ def test_a_model_named_without_a_tag_matches_the_latest_tag(
     cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     install_ollama_agent(ws, tmp_path, model="llama3.2")
-    ws.settings_file.write_text("run: {retries: 0}\n")
+    ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
     with FakeOllama([{"content": "nothing to do"}], models=("llama3.2:latest",)) as fake:
         result = cli("run", "greeter", "--repo", str(repo), "--force", "--json",
                      env={"OLLAMA_HOST": fake.host})
