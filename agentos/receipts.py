@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentos.errors import NotFound
+from agentos.errors import BadInput, NotFound
 from agentos.workspace import Workspace
 
 ID_DIGITS = 8
@@ -295,9 +295,10 @@ def write_receipt(
     given, or only as its sha256 when the workspace sets ``receipts.redact``.
     """
     if not _KIND_RE.match(kind):
-        raise ValueError(f"receipt kind {kind!r} must be lowercase letters, digits and '-'")
+        raise BadInput(f"{kind!r} must be lowercase letters, digits and '-'", field="kind")
     if run_id is not None and not _RUN_RE.match(run_id):
-        raise ValueError(f"run id {run_id!r} must be one word of letters, digits and ._:@+-")
+        raise BadInput(f"{run_id!r} must be one word of letters, digits and ._:@+-",
+                       field="run id")
     lines = []
     if request is not None:
         if ws.settings.receipts.redact:

@@ -309,3 +309,10 @@ def test_receipts_are_readable_by_others_like_any_file(ws: Workspace) -> None:
     finally:
         os.umask(old)
     assert receipt.path.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_bad_run_id_is_bad_input_not_a_traceback(cli: CliRunner) -> None:
+    result = cli("route", "run the tests", "--run", "two words")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("error: run id: 'two words' must be one word of letters, digits "
+                             "and ._:@+-\n")
