@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,7 +43,10 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    stat = Path(f"/proc/{pid}/stat").read_text()
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:  # reaped since kill(0)
+        return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
@@ -165,7 +169,6 @@ def test_a_deleted_workspace_ends_its_guardian(tmp_path: Path, cli: CliRunner) -
     configure(other, {"interval": 0.1})
     daemon.start(other)
     pid = pid_of(other)
-    import shutil
 
     shutil.rmtree(other.root)
     wait_until(lambda: not alive(pid), what="the guardian to exit")
