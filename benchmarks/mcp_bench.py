@@ -7,7 +7,8 @@ Measured in one run, on the same machine state:
 - spawn + initialize: wall time from spawning the server process over stdio to the
   ``initialize`` result, for ``python -m agentos --workspace WS mcp serve`` (the command
   ``agentos mcp install`` registers) and for a minimal FastMCP echo server (one tool),
-  alternated, N times each; medians and their ratio (target: at most 1.3x);
+  alternated, N times each; medians and their ratio (target: at most 1.3x). The time to
+  the ``tools/list`` result that follows is reported beside it;
 - tools/call of ``route`` and ``kb_search`` over one stdio session (p50 and p90), sent as
   raw JSON-RPC lines, against the same library call made in-process (``router.route`` and
   ``KnowledgeStore.search``): the difference is what the protocol, argument validation and
@@ -61,14 +62,17 @@ SEARCHES = ["parse receipts chain", "knowledge store search", "routing card trig
             "tmux session", "git worktree branch", "interview ambiguity axes"]
 
 
-async def _spawn_initialize(argv: list[str], env: dict[str, str]) -> float:
+async def _spawn_initialize(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from spawn to the initialize result, and to the tools/list result after it."""
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
     with open(os.devnull, "w") as devnull:
         started = time.perf_counter()
         async with stdio_client(params, errlog=devnull) as (read, write), \
                 ClientSession(read, write) as session:
             await session.initialize()
-            return time.perf_counter() - started
+            initialized = time.perf_counter() - started
+            await session.list_tools()
+            return initialized, time.perf_counter() - started
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -182,17 +186,19 @@ def main() -> int:
                 "--repo", str(ROOT)]
         minimal = [sys.executable, str(echo)]
 
-        async def starts() -> tuple[list[float], list[float]]:
-            a: list[float] = []
-            b: list[float] = []
+        async def starts() -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+            a: list[tuple[float, float]] = []
+            b: list[tuple[float, float]] = []
             await _spawn_initialize(ours, env)  # compile .pyc files once for both
             await _spawn_initialize(minimal, env)
-            for _ in range(args.starts):
+            for _ in range(args.starts):  # alternated, so both see the same machine load
                 a.append(await _spawn_initialize(ours, env))
                 b.append(await _spawn_initialize(minimal, env))
             return a, b
 
-        ours_t, echo_t = anyio.run(starts)
+        ours_both, echo_both = anyio.run(starts)
+        ours_t, echo_t = [t[0] for t in ours_both], [t[0] for t in echo_both]
+        ours_l, echo_l = [t[1] for t in ours_both], [t[1] for t in echo_both]
         calls = _calls(ours, env, args.calls)
         sdk = anyio.run(_sdk_calls, ours, env, args.calls)
         raw = _in_process(ws, args.calls)
@@ -204,6 +210,10 @@ def main() -> int:
             "fastmcp_echo": round(statistics.median(echo_t) * 1000, 1),
             "ratio": round(ratio, 3), "target": TARGET, "ok": ratio <= TARGET,
             "runs": args.starts},
+        "spawn_initialize_tools_list_ms": {
+            "agentos": round(statistics.median(ours_l) * 1000, 1),
+            "fastmcp_echo": round(statistics.median(echo_l) * 1000, 1),
+            "ratio": round(statistics.median(ours_l) / statistics.median(echo_l), 3)},
         "tools_call_ms": {
             tool: {"p50": round(_pct(calls[tool], 0.5) * 1000, 2),
                    "p90": round(_pct(calls[tool], 0.9) * 1000, 2),
@@ -221,6 +231,9 @@ def main() -> int:
         print(f"spawn + initialize (median of {s['runs']}): agentos {s['agentos']} ms, "
               f"minimal FastMCP echo {s['fastmcp_echo']} ms, ratio {s['ratio']}x "
               f"(target <= {TARGET}x: {'ok' if s['ok'] else 'OVER'})")
+        t = result["spawn_initialize_tools_list_ms"]
+        print(f"spawn + initialize + tools/list: agentos {t['agentos']} ms (11 tools), "
+              f"echo {t['fastmcp_echo']} ms (1 tool), ratio {t['ratio']}x")
         for tool, t in result["tools_call_ms"].items():
             print(f"tools/call {tool:9}: p50 {t['p50']} ms, p90 {t['p90']} ms; in-process "
                   f"p50 {t['in_process_p50']} ms (protocol overhead {t['overhead_p50']} ms); "
