@@ -368,8 +368,10 @@ def pid_running(pid: int | None) -> bool:
         return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:  # reaped since kill(0), or no /proc (macOS): trust kill(0)
+        return not Path("/proc/self/stat").exists()
     except OSError:
-        return True  # no /proc (macOS): trust kill(0)
+        return True
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
