@@ -13,7 +13,6 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -68,7 +67,7 @@ async def connect(transport: str, ws: Workspace, *extra: str, env: dict[str, str
                   errlog: Path | None = None) -> AsyncIterator[ClientSession]:
     """An initialized client session with a freshly spawned server."""
     env = {**os.environ, **(env or {})}
-    errlog = errlog or Path(tempfile.mkstemp(prefix="mcp-server-", suffix=".log")[1])
+    errlog = errlog or ws.root.parent / "mcp-server.log"  # the test's tmp_path
     if transport == "stdio":
         argv = server_argv(ws, *extra)
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
