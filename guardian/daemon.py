@@ -44,6 +44,7 @@ LOCKFILE = "guardian.lock"
 LOCK_PATIENCE = 1.0  # seconds a starting guardian retries the lock (a status probe holds it)
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 10.0
+IDLE_EXIT = 900.0  # seconds without a live agent before a run-started guardian ends
 
 
 def pidfile(ws: Workspace) -> Path:
@@ -63,11 +64,12 @@ class CycleReport:
     agents: list[dict[str, Any]] = field(default_factory=list)
     interventions: list[Intervention] = field(default_factory=list)
     next_interval: float = 60.0
+    watched: int = 0  # live agents, including those not due this cycle
 
     def as_dict(self) -> dict[str, Any]:
         return {"at": self.at, "agents": self.agents,
                 "interventions": [i.as_dict() for i in self.interventions],
-                "next_interval": self.next_interval}
+                "next_interval": self.next_interval, "watched": self.watched}
 
 
 class Guardian:
@@ -87,7 +89,7 @@ class Guardian:
         watched = self.monitor.watched()
         now = time.time()
         report = CycleReport(now, next_interval=min(
-            [self.interval, *(w.policy.interval for w in watched)]))
+            [self.interval, *(w.policy.interval for w in watched)]), watched=len(watched))
         seen: list[tuple[Any, Decision]] = []
         for obs in self.monitor.observe(watched, now=now):
             decision = decide(obs.signals, obs.watched.policy)
@@ -110,11 +112,14 @@ class Guardian:
 
 
 def run(ws: Workspace, *, interval: float | None = None, once: bool = False,
+        idle_exit: float | None = None,
         on_cycle: Callable[[CycleReport], None] | None = None,
         stop: threading.Event | None = None) -> None:
     """Run the guardian here until SIGTERM/SIGINT (or ``stop``); one cycle with ``once``.
 
-    Raises :class:`Conflict` when another guardian runs for this workspace.
+    With ``idle_exit``, the guardian ends after that many seconds without a live agent
+    (the next run starts another). It always ends when its workspace is deleted. Raises
+    :class:`Conflict` when another guardian runs for this workspace.
     """
     fd = _acquire(ws)
     guardian: Guardian | None = None
@@ -123,6 +128,7 @@ def run(ws: Workspace, *, interval: float | None = None, once: bool = False,
         atomic_write(pidfile(ws), f"{os.getpid()}\n")
         guardian = Guardian(ws, interval=interval)
         log.info("guardian %s watching %s every %ss", os.getpid(), ws.root, guardian.interval)
+        busy_at = time.monotonic()
         with _signals_stop(stop):
             while True:
                 if once:
@@ -135,6 +141,11 @@ def run(ws: Workspace, *, interval: float | None = None, once: bool = False,
                         report = CycleReport(time.time(), next_interval=guardian.interval)
                 if on_cycle is not None:
                     on_cycle(report)
+                if report.watched:
+                    busy_at = time.monotonic()
+                elif idle_exit is not None and time.monotonic() - busy_at >= idle_exit:
+                    log.info("no live agent for %ss: the guardian ends", idle_exit)
+                    break
                 if once or stop.wait(report.next_interval) or not ws.state_dir.is_dir():
                     break
     finally:
@@ -145,7 +156,8 @@ def run(ws: Workspace, *, interval: float | None = None, once: bool = False,
         os.close(fd)
 
 
-def start(ws: Workspace, *, timeout: float = START_TIMEOUT) -> dict[str, Any]:
+def start(ws: Workspace, *, idle_exit: float | None = None, timeout: float = START_TIMEOUT
+          ) -> dict[str, Any]:
     """Start a background guardian; refuse when one runs; replace a stale pidfile."""
     running, pid = _holder(ws)
     if running:
@@ -155,6 +167,8 @@ def start(ws: Workspace, *, timeout: float = START_TIMEOUT) -> dict[str, Any]:
     out = logfile(ws)
     out.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "guardian", "run"]
+    if idle_exit is not None:
+        argv += ["--idle-exit", str(idle_exit)]
     with out.open("ab") as fh:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
                                 cwd=ws.root, start_new_session=True)
@@ -196,12 +210,16 @@ def stop(ws: Workspace, *, timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
     raise OperationFailed(f"the guardian (pid {pid}) did not stop")
 
 
-def ensure_running(ws: Workspace) -> bool:
-    """Start a guardian unless one runs; True when this call started it."""
+def ensure_running(ws: Workspace, *, idle_exit: float | None = IDLE_EXIT) -> bool:
+    """Start a guardian unless one runs; True when this call started it.
+
+    A guardian started here ends after ``idle_exit`` seconds without a live agent, so
+    runs never leave one behind for good; the next run starts another.
+    """
     if _holder(ws)[0]:
         return False
     try:
-        start(ws)
+        start(ws, idle_exit=idle_exit)
     except Conflict:
         return False  # another caller started one first
     return True

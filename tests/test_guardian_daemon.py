@@ -172,3 +172,23 @@ def test_a_deleted_workspace_ends_its_guardian(tmp_path: Path, cli: CliRunner) -
 
     shutil.rmtree(other.root)
     wait_until(lambda: not alive(pid), what="the guardian to exit")
+
+
+def test_a_guardian_started_for_runs_ends_once_no_agent_is_left(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    ws = configure(ws, {"interval": 0.1, "stuck_after": 600, "kill_after": 900})
+    agent = launch(ws, tmp_path, "worker", "sleep 600\n")
+    assert daemon.ensure_running(ws, idle_exit=0.5) is True
+    pid = pid_of(ws)
+    wait_until(lambda: (daemon.status(ws)["last_cycle"] or {}).get("cycles", 0) >= 10,
+               what="ten cycles with a live agent")
+    assert alive(pid)  # busy: it stays
+
+    store = RunStore(ws)
+    store.update(agent.run_id, status="succeeded")
+    store.close()
+
+    wait_until(lambda: not alive(pid), what="the idle guardian to end")
+    assert daemon.status(ws)["running"] is False
+    assert not (ws.state_dir / "guardian.pid").exists()

@@ -21,8 +21,11 @@ def guardian() -> None:
 @click.option("--interval", type=click.FloatRange(min=0.05), default=None,
               help="Seconds between cycles (default: guardian.interval of agentos.yaml).")
 @click.option("--once", is_flag=True, help="Run one cycle, print what it saw, and exit.")
+@click.option("--idle-exit", type=click.FloatRange(min=0), default=None, hidden=True,
+              help="End after this many seconds without a live agent (runs start the "
+                   "guardian so).")
 @json_option
-def run(interval: float | None, once: bool, as_json: bool) -> None:
+def run(interval: float | None, once: bool, idle_exit: float | None, as_json: bool) -> None:
     """Watch every live agent in the foreground until Ctrl-C: each interval, check that
     its process lives, how long its output has been still, its heartbeat and its run's
     timeout; then nudge, restart or kill it per the policy. Each intervention is a receipt."""
@@ -43,7 +46,8 @@ def run(interval: float | None, once: bool, as_json: bool) -> None:
 
     if not once and not as_json:
         err_console.print("[dim]guardian running; Ctrl-C stops it[/]")
-    run_guardian(workspace(), interval=interval, once=once, on_cycle=on_cycle)
+    run_guardian(workspace(), interval=interval, once=once, idle_exit=idle_exit,
+                 on_cycle=on_cycle)
 
 
 @guardian.command()
