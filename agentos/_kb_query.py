@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 
 MAX_QUERY_CHARS = 4000
 MAX_TERMS = 16
+TEST_PRIOR = 0.6  # test code weighs this much, next to the code it tests
 
 _TERM = re.compile(r"\w+(?:[./-]\w+)*")
 
@@ -34,6 +35,16 @@ such than that the their them then there these they this those through to too un
 very was we were what when where which while who whom why will with would you your yours
 near
 """.split())  # noqa: SIM905 -- a word list reads better as text
+
+
+_TEST_PATH = re.compile(
+    r"(?:^|/)(?:tests?|testing|__tests__|spec)/|(?:^|/)\w*_tests?/|(?:^|/)test_[^/]*$"
+    r"|_test\.\w+$|\.(?:test|spec)\.\w+$|(?:^|/)conftest\.py$")
+
+
+def prior(label: str) -> float:
+    """How much a file's chunks weigh in ranking: test code less than the code it tests."""
+    return TEST_PRIOR if _TEST_PATH.search(label) else 1.0
 
 
 def quote(term: str) -> str:

@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from queue import Empty, Queue
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import apsw
 
@@ -43,12 +39,10 @@ from agentos.workspace import Workspace
 WEIGHTS = (10.0, 3.0, 1.0)
 SNIPPET_MARKS = ("«", "»")
 # Search ranks the best RERANK_POOL * k chunks by bm25, then weighs each by its file's
-# prior: test code counts TEST_PRIOR as much as the code it tests.
+# prior (see _kb_query.prior).
 RERANK_POOL = 4
-TEST_PRIOR = 0.6
 BATCH_FILES = 256
 BATCH_BYTES = 4_000_000
-BACKGROUND_AFTER = 32  # files to read before preparing them in a background thread
 
 KB_MIGRATIONS: list[Migration] = [
     Migration(
@@ -124,7 +118,6 @@ class AddStats:
 
 
 Progress = Callable[[int, int], None]
-T = TypeVar("T")
 
 
 def estimate_tokens(text: str) -> int:
@@ -202,10 +195,10 @@ class KnowledgeStore:
         total = len(todo)
         if progress:
             progress(0, total)
-        batches = self._batches(todo, known, stats)
-        # Reading and chunking the next batch overlaps with indexing this one: FTS5's own
-        # work runs without the GIL. Small updates need no thread.
-        for batch, done in (_in_background(batches) if total > BACKGROUND_AFTER else batches):
+        # Reading and chunking are not moved to a thread: FTS5 calls the Python tokenizer,
+        # and turns the tokens it returns into index entries, holding the GIL, so a
+        # preparing thread mostly contends with it (measured no faster on 2 cores).
+        for batch, done in self._batches(todo, known, stats):
             self._write(batch, stats)
             if progress:
                 progress(done, total)
@@ -309,9 +302,10 @@ class KnowledgeStore:
                         stats.updated += 1
                 # Keep the chunks whose content is unchanged (their lines may have moved).
                 old: dict[str, list[int]] = {}
-                for cid, sha in con.execute("SELECT id, sha256 FROM chunks WHERE file_id = ?",
-                                            (file_id,)):
-                    old.setdefault(sha, []).append(cid)
+                if row is not None:
+                    for cid, sha in con.execute(
+                            "SELECT id, sha256 FROM chunks WHERE file_id = ?", (file_id,)):
+                        old.setdefault(sha, []).append(cid)
                 for c in chunks:
                     reuse = old.get(c.sha256)
                     if reuse:
@@ -387,7 +381,7 @@ class KnowledgeStore:
                 " JOIN files f ON f.id = c.file_id"
                 " WHERE kb MATCH ? AND f.path >= ? AND f.path < ? ORDER BY kb.rank LIMIT ?",
                 (expr, *bounds, pool)).fetchall()
-        scored = sorted(((-rank * prior(label), cid, start, end, lang, path)
+        scored = sorted(((-rank * _kb_query.prior(label), cid, start, end, lang, path)
                          for cid, rank, start, end, lang, path, label in rows),
                         key=lambda r: (-r[0], r[1]))[:k]
         snippet = _kb_query.Snippets(query_terms, self._spans, SNIPPET_MARKS)
@@ -486,50 +480,6 @@ class _Prepared:
     rows: list[_Row] | None  # None: binary, nothing to index
     touch_only: bool = False  # content unchanged: record the new size and mtime only
     language: str = "binary"
-
-
-_TEST_PATH = re.compile(
-    r"(?:^|/)(?:tests?|testing|__tests__|spec)/|(?:^|/)\w*_tests?/|(?:^|/)test_[^/]*$"
-    r"|_test\.\w+$|\.(?:test|spec)\.\w+$|(?:^|/)conftest\.py$")
-
-
-def prior(label: str) -> float:
-    """How much a file's chunks weigh in ranking: test code less than the code it tests."""
-    return TEST_PRIOR if _TEST_PATH.search(label) else 1.0
-
-
-def _in_background(items: Iterator[T], depth: int = 2) -> Iterator[T]:
-    """The items of ``items``, produced by a thread working up to ``depth`` items ahead.
-    An exception in the thread is raised here; stopping early stops the thread."""
-    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if stop.is_set():
-                    return
-                queue.put((True, item))
-            queue.put((False, None))
-        except BaseException as exc:  # handed to the consumer, which raises it
-            queue.put((False, exc))
-
-    thread = threading.Thread(target=produce, name="kb-prepare", daemon=True)
-    thread.start()
-    try:
-        while True:
-            more, item = queue.get()
-            if not more:
-                if item is not None:
-                    raise item
-                return
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():  # unblock a producer waiting on a full queue
-            with suppress(Empty):
-                queue.get(timeout=0.05)
-        thread.join()
 
 
 def _scalar(con: apsw.Connection, sql: str, args: tuple[Any, ...] = ()) -> Any:

@@ -18,9 +18,10 @@ from conftest import CliRunner
 
 from agentos import _kb_files, _kb_tokenizer
 from agentos._chunking import MAX_LINES, chunk_text, language_of
+from agentos._kb_query import prior
 from agentos.cli import main as cli_main
 from agentos.errors import BadInput, NotFound
-from agentos.knowledge import KnowledgeStore, estimate_tokens, prior
+from agentos.knowledge import KnowledgeStore, estimate_tokens
 from agentos.workspace import Workspace
 
 # --- helpers ------------------------------------------------------------------------------
