@@ -202,6 +202,8 @@ class Monitor:
             mem = memory.get(w.session)
             raw = screens.get(w.session, "")
             screen = screen_lines(raw, (w.policy.nudge,))
+            if w.session not in screens and mem is not None:
+                screen = mem.screen  # not captured this cycle: nothing is known to change
             log_size = _size(w.files.log)
             if mem is None:
                 changed_at = min(now, _mtime(w.files.log) or now)
