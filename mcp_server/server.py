@@ -24,10 +24,8 @@ import inspect
 import logging
 import os
 import re
-import socket
 import sys
 from collections.abc import Callable, Sequence
-from io import TextIOWrapper
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -38,9 +36,10 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from agentos import __version__
-from agentos.errors import AgentOSError, BadInput, NotFound, OperationFailed
+from agentos.errors import AgentOSError, BadInput, NotFound
 from agentos.workspace import Workspace
 from mcp_server import _models as m
+from mcp_server import _transport
 from mcp_server._paths import Confinement
 
 log = logging.getLogger(__name__)
@@ -429,81 +428,25 @@ def _guardian(ws: Workspace) -> m.GuardianStatus:
 # --- running ------------------------------------------------------------------------------
 
 
-def parse_http(value: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); ``[::1]:PORT`` for IPv6; port 0
-    takes any free port (the address is printed on stderr)."""
-    text = value.strip()
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 <= int(port) < 65536:
-        raise BadInput(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:8765)", field="--http")
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def serve(ws: Workspace, repos: Sequence[Path] = (), *, http: str | None = None,
           allow_remote: bool = False) -> None:
     """Run the server until the client goes away (stdio) or until interrupted (HTTP)."""
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("AGENTOS_LOG", "WARNING"),
+    level = os.environ.get("AGENTOS_LOG", "WARNING").upper()
+    logging.basicConfig(stream=sys.stderr,
+                        level=level if level in logging.getLevelNamesMapping() else "WARNING",
                         format="agentos-mcp %(levelname)s %(name)s: %(message)s")
     if http is None:
         server = build_server(ws, repos)
-        anyio.run(_run_stdio, server)
+        anyio.run(_transport.run_stdio, server)
         return
-    host, port = parse_http(http)
-    if not is_loopback(host) and not allow_remote:
+    host, port = _transport.parse_http(http)
+    if not _transport.is_loopback(host) and not allow_remote:
         raise BadInput(f"{host} is not a loopback address: the server has no authentication, "
                        "so pass --allow-remote to listen there", field="--http")
     server = build_server(ws, repos, host=host, port=port)
-    sock = _listen(host, port)
+    sock = _transport.listen(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     print(f"agentos mcp: serving workspace {ws.root} on http://{shown}:{bound}"
           f"{server.settings.streamable_http_path}", file=sys.stderr, flush=True)
-    anyio.run(_run_http, server, sock)
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket, bound here so that a busy port is a one-line error."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise OperationFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                              field="--http") from None
-    sock.listen(128)
-    return sock
-
-
-async def _run_http(server: AgentOSServer, sock: socket.socket) -> None:
-    import uvicorn
-
-    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
-    await uvicorn.Server(config).serve(sockets=[sock])  # FastMCP's, on our socket
-
-
-async def _run_stdio(server: AgentOSServer) -> None:
-    from mcp.server.stdio import stdio_server
-
-    protocol = os.dup(1)  # the protocol keeps the real stdout ...
-    os.dup2(2, 1)  # ... and fd 1, for anything else that writes there, becomes stderr
-    sys.stdout = sys.stderr
-    out = anyio.wrap_file(TextIOWrapper(os.fdopen(protocol, "wb"), encoding="utf-8"))
-    async with stdio_server(stdout=out) as (read_stream, write_stream):
-        low = server._mcp_server  # FastMCP.run_stdio_async, with our stdout
-        await low.run(read_stream, write_stream, low.create_initialization_options())
+    anyio.run(_transport.run_http, server, sock)
