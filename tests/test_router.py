@@ -221,12 +221,12 @@ def _random_cards(rng: random.Random, vocab: list[str], n: int) -> list[Card]:
     for i in range(n):
         pick = lambda k: rng.sample(vocab, k)  # noqa: E731
         triggers: dict[str, Any] = {
-            "keywords": pick(rng.randint(1, 4)),
+            "keywords": pick(rng.randint(1, 4)) + [" ".join(pick(2))] * rng.randint(0, 1),
             "phrases": [" ".join(pick(rng.randint(2, 3))) for _ in range(rng.randint(0, 2))],
             "regex": rng.choice([[], [rf"\b{rng.choice(vocab)}-\d+"], ["(?i)X[0-9]{2}"],
                                  [r"\d{4}|zz"], ["[a-c]+q"]]),
-            "require": pick(1) if rng.random() < 0.2 else [],
-            "exclude": pick(1) if rng.random() < 0.2 else [],
+            "require": pick(rng.randint(1, 2)) if rng.random() < 0.2 else [],
+            "exclude": [" ".join(pick(rng.randint(1, 2)))] if rng.random() < 0.3 else [],
         }
         cards.append(Card.model_validate({
             "id": f"c{i:03d}", "agent": "ruff-fixer", "group": f"g{rng.randint(0, 3)}",
