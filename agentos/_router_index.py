@@ -34,7 +34,7 @@ from agentos.text import stem_phrase, stems
 if TYPE_CHECKING:
     from agentos.cards import Card
 
-FORMAT = 1
+FORMAT = 2
 KEYWORD, PHRASE, REQUIRE, EXCLUDE, REGEX = 0, 1, 2, 3, 4
 _POINTS = {KEYWORD: 1, PHRASE: 3}
 _REGEX_POINTS = 3

@@ -159,8 +159,9 @@ def current_revision(ws: Workspace) -> str:
         known = {}
         with suppress(OSError, ValueError, EOFError, TypeError):
             loaded = marshal.loads(stat_path.read_bytes())
-            if isinstance(loaded, tuple) and loaded[0] == str(directory):
-                known = loaded[1]
+            if isinstance(loaded, tuple) and len(loaded) == 2 and loaded[0] == str(directory):
+                known = {name: entry for name, entry in dict(loaded[1]).items()
+                         if isinstance(entry, tuple) and len(entry) == 6}
     now = time.time_ns()
     fresh: dict[str, tuple[int, int, int, int, str, int]] = {}
     changed = False

@@ -269,6 +269,18 @@ def test_regex_prefilter_never_skips_a_regex_that_matches(pattern: str) -> None:
             assert any(k in text for k in keys), (pattern, sample, keys)
 
 
+def test_the_fold_table_knows_every_non_ascii_character_re_matches_to_ascii() -> None:
+    """The prefilter's soundness rests on this table; a new Unicode release may add one."""
+    import _sre
+    from re._casefix import _EXTRA_CASES  # type: ignore[import-not-found]
+
+    found = {chr(cp) for cp in range(0x80, 0x110000) if _sre.unicode_tolower(cp) < 0x80}
+    for cp, extras in _EXTRA_CASES.items():
+        found |= {chr(e) for e in (cp, *extras) if e >= 0x80 and min(cp, *extras) < 0x80}
+    assert found == {"\u0130", "\u0131", "\u017f", "\u212a"}
+    assert all(len(normalize(c)) == 1 and normalize(c).isascii() for c in found)
+
+
 def test_regex_prefilter_reads_literals_off_the_pattern() -> None:
     assert necessary_keys(r"\bE\d{3}\b") == {"e"}
     assert necessary_keys(r"(?i)traceback") == {"tra"}
