@@ -77,6 +77,7 @@ def expression(query_terms: Sequence[str]) -> str:
 # --- snippets -----------------------------------------------------------------------------
 
 SNIPPET_CHARS = 160
+MAX_PROBE_LINES = 50  # lines looked at per probe when picking a chunk's snippet line
 Spans = Callable[[bytes], list[tuple[int, int, str]]]
 
 
@@ -103,9 +104,12 @@ class Snippets:
         per_line: dict[int, set[str]] = {}
         for probe in self.probes:
             i = lowered.find(probe)
-            while i >= 0:
+            for _ in range(MAX_PROBE_LINES):
+                if i < 0:
+                    break
                 per_line.setdefault(lowered.rfind("\n", 0, i) + 1, set()).add(probe)
-                i = lowered.find(probe, i + len(probe))
+                end = lowered.find("\n", i)  # on to the next line holding the probe
+                i = lowered.find(probe, end) if end >= 0 else -1
         # The line holding the most distinct probes; the first such line on a tie.
         best = min(per_line, key=lambda at: (-len(per_line[at]), at), default=0)
         end = body.find("\n", best)

@@ -40,7 +40,7 @@ WEIGHTS = (10.0, 3.0, 1.0)
 SNIPPET_MARKS = ("«", "»")
 # Search ranks the best RERANK_POOL * k chunks by bm25, then weighs each by its file's
 # prior (see _kb_query.prior).
-RERANK_POOL = 4
+RERANK_POOL = 2
 BATCH_FILES = 256
 BATCH_BYTES = 4_000_000
 
@@ -364,7 +364,7 @@ class KnowledgeStore:
         if not expr or k <= 0:
             return []
         # The best few times k by bm25, re-ranked with the file's prior (tests weigh less).
-        pool = max(k * RERANK_POOL, 40)
+        pool = k * RERANK_POOL
         bounds = self._outside(under)
         rows: list[tuple[Any, ...]]
         if bounds is None:
