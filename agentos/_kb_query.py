@@ -1,4 +1,4 @@
-"""Turning any text a person types into a safe FTS5 query.
+"""Turning any text a person types into a safe FTS5 query; ranking priors; snippets.
 
 The user's text is never handed to FTS5's query parser as it is. Terms are taken out of
 it (runs of word characters, joined by ``.``, ``-`` or ``/`` so that ``os.path.join`` and
@@ -12,6 +12,8 @@ Ranking is bm25 over the quoted terms (a chunk with more of them, rarer ones, sc
 higher). An extra phrase of the whole query, or of word pairs, was tried and lowered the
 known-item MRR on the standard library: prose that happens to repeat the query's words
 ("parse command-line arguments" in optparse) then beats the module that implements it.
+The best chunks by bm25 are then weighed by their file's :func:`prior`: test code counts
+``TEST_PRIOR`` as much as other code, so the module a test exercises comes first.
 """
 
 from __future__ import annotations
