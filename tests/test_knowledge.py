@@ -548,21 +548,25 @@ def test_kb_add_of_a_missing_path_is_a_one_line_error(cli: CliRunner, tmp_path: 
 
 
 def test_docs_indexer_feeds_the_target_repository_into_the_workspace_store(
-        ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        ws: Workspace, tmp_path: Path) -> None:
     repo = write(tmp_path / "repo", {"app.py": "def unique_marker_function():\n    pass\n",
                                      "docs/guide.md": "# Guide\n\nmarker text\n"})
     package = ws.hub_dir / "docs-indexer" / "1.0.0"
-    monkeypatch.chdir(repo)
-    monkeypatch.setenv("AGENTOS_WORKSPACE", str(ws.root))
-    monkeypatch.setenv("AGENTOS_REPO", str(repo))
-    monkeypatch.syspath_prepend(str(package))
-    sys.modules.pop("indexer", None)
-    import indexer  # type: ignore[import-not-found]
-
-    assert indexer.main(request="index the docs", worktree=str(repo), context="") == 0
+    # The python runtime's own entry runner, in the agent's worktree, as a run starts it.
+    env = {**os.environ, "AGENTOS_WORKSPACE": str(ws.root), "AGENTOS_REPO": str(repo),
+           "AGENTOS_RUN_ID": "run-1", "AGENTOS_AGENT": "docs-indexer",
+           "AGENTOS_REQUEST": "index the docs"}
+    argv = [sys.executable, "-m", "agentos.runtimes._entry", str(package), "indexer:main",
+            str(tmp_path / "no-context.md")]
+    for expected in ("2 files seen, 2 read, 2 added", "2 files seen, 0 read, 0 added"):
+        out = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert expected in out.stdout
     with KnowledgeStore(ws.knowledge_db) as store:
         assert paths_of(store.search("unique_marker_function")) == ["app.py"]
         assert store.stats()["files"] == 2
+    assert sorted(p.name for p in repo.rglob("*")) == ["app.py", "docs", "guide.md"]
 
 
 def test_the_bundled_hub_lock_records_the_docs_indexer(cli: CliRunner) -> None:
