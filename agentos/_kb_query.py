@@ -79,7 +79,7 @@ def expression(query_terms: Sequence[str]) -> str:
 # --- snippets -----------------------------------------------------------------------------
 
 SNIPPET_CHARS = 160
-MAX_PROBE_LINES = 50  # lines looked at per probe when picking a chunk's snippet line
+MAX_PROBE_LINES = 20  # lines looked at per probe when picking a chunk's snippet line
 Spans = Callable[[bytes], list[tuple[int, int, str]]]
 
 

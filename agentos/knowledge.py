@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
@@ -146,6 +147,8 @@ class KnowledgeStore:
         self.con = open_connection(self.path)
         self._query_tokenizer = self.con.fts5_tokenizer(
             "porter", [_kb_tokenizer.NAME, *_kb_tokenizer.BASE])
+        # The same tokens without Python in the chain, for text with no case change.
+        self._plain_tokenizer = self.con.fts5_tokenizer("porter", _kb_tokenizer.BASE)
 
     def close(self) -> None:
         self.con.close()
@@ -350,7 +353,10 @@ class KnowledgeStore:
         return [t for t in out if isinstance(t, str)]
 
     def _spans(self, data: bytes) -> list[tuple[int, int, str]]:
-        return cast("list[tuple[int, int, str]]", self._query_tokenizer(
+        """Tokens of ``data`` with byte offsets, as the index tokenizes it."""
+        tokenizer = (self._query_tokenizer if _kb_tokenizer.case_cuts(data)
+                     else self._plain_tokenizer)
+        return cast("list[tuple[int, int, str]]", tokenizer(
             data, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False))
 
     def search(self, query: str, k: int = 10, under: Path | None = None) -> list[Hit]:
@@ -386,7 +392,7 @@ class KnowledgeStore:
                         key=lambda r: (-r[0], r[1]))[:k]
         snippet = _kb_query.Snippets(query_terms, self._spans, SNIPPET_MARKS)
         bodies = self._bodies([cid for _, cid, *_ in scored])
-        return [(cid, Hit(Path(path), start, end, float(f"{score:.4g}"),
+        return [(cid, Hit(_path(path), start, end, float(f"{score:.4g}"),
                           snippet(bodies.get(cid, "")), lang))
                 for score, cid, start, end, lang, path in scored]
 
@@ -480,6 +486,12 @@ class _Prepared:
     rows: list[_Row] | None  # None: binary, nothing to index
     touch_only: bool = False  # content unchanged: record the new size and mtime only
     language: str = "binary"
+
+
+@lru_cache(maxsize=4096)
+def _path(text: str) -> Path:
+    """A stored path as a Path, shared between searches (a Path is immutable)."""
+    return Path(text)
 
 
 def _scalar(con: apsw.Connection, sql: str, args: tuple[Any, ...] = ()) -> Any:
