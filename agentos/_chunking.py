@@ -58,20 +58,20 @@ def language_of(path: PurePath) -> str:
 
 def chunk_text(text: str, language: str) -> list[Chunk]:
     """Split ``text`` into chunks (see the module docstring); an empty text has none."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
+    split = text.split("\n")
+    if split and split[-1] == "":
+        split.pop()
+    if not split:
         return []
+    lines = _Lines(split)
     if language == "python":
         spans, symbols = _python(text, lines)
     elif language == "markdown":
         spans, symbols = _markdown(lines)
     else:
         spans, symbols = _plain(lines, language)
-    # Offsets of line starts (line n starts at ends[n - 1] + n - 1), to cut each chunk's
-    # text out of ``text`` in one slice.
-    ends = [0, *accumulate(map(len, lines))]
+    # Line n starts at offset ends[n - 1] + n - 1: each chunk's text is one slice.
+    ends = lines.ends
     return [Chunk(s, e, text[ends[s - 1] + s - 1:ends[e] + e - 1], symbols(s, e))
             for s, e in spans]
 
@@ -81,16 +81,31 @@ def chunk_text(text: str, language: str) -> list[Chunk]:
 Span = tuple[int, int]  # first and last line, 1-based, inclusive
 
 
-def _trim(lines: list[str], start: int, end: int) -> Span | None:
+class _Lines(list[str]):
+    """The lines of a text, with their cumulative lengths: a span's size costs O(1)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines)
+        self.ends = [0, *accumulate(map(len, lines))]
+
+    def chars(self, span: Span) -> int:
+        return self.ends[span[1]] - self.ends[span[0] - 1] + span[1] - span[0] + 1
+
+    def blank(self, n: int) -> bool:
+        line = self[n - 1]
+        return not line or line.isspace()
+
+
+def _trim(lines: _Lines, start: int, end: int) -> Span | None:
     """The span without blank lines at either edge; None when it is all blank."""
-    while start <= end and not lines[start - 1].strip():
+    while start <= end and lines.blank(start):
         start += 1
-    while end >= start and not lines[end - 1].strip():
+    while end >= start and lines.blank(end):
         end -= 1
     return (start, end) if start <= end else None
 
 
-def _spans_between(lines: list[str], cuts: list[int], start: int, end: int) -> list[Span]:
+def _spans_between(lines: _Lines, cuts: list[int], start: int, end: int) -> list[Span]:
     """Trimmed spans from ``start`` to ``end``, cut before each line in ``cuts``."""
     bounds = [start, *(c for c in cuts if start < c <= end), end + 1]
     out = []
@@ -101,16 +116,12 @@ def _spans_between(lines: list[str], cuts: list[int], start: int, end: int) -> l
     return out
 
 
-def _chars(lines: list[str], span: Span) -> int:
-    return sum(map(len, lines[span[0] - 1:span[1]])) + span[1] - span[0] + 1
-
-
-def _too_big(lines: list[str], span: Span) -> bool:
+def _too_big(lines: _Lines, span: Span) -> bool:
     n = span[1] - span[0] + 1
-    return n > MAX_LINES or (n > 1 and _chars(lines, span) > MAX_CHARS)
+    return n > MAX_LINES or (n > 1 and lines.chars(span) > MAX_CHARS)
 
 
-def _merge(lines: list[str], spans: list[Span], limit: int = MERGE_LINES) -> list[Span]:
+def _merge(lines: _Lines, spans: list[Span], limit: int = MERGE_LINES) -> list[Span]:
     """Merge neighbouring spans while the merged span stays within ``limit`` lines."""
     out: list[Span] = []
     for span in spans:
@@ -122,7 +133,7 @@ def _merge(lines: list[str], spans: list[Span], limit: int = MERGE_LINES) -> lis
     return out
 
 
-def _windows(lines: list[str], span: Span) -> list[Span]:
+def _windows(lines: _Lines, span: Span) -> list[Span]:
     """Cut a long span into windows of about WINDOW lines, at a blank line when one is near."""
     out: list[Span] = []
     start, end = span
@@ -136,7 +147,7 @@ def _windows(lines: list[str], span: Span) -> list[Span]:
         stop -= 1  # last line of this window
         if stop < end and stop - start + 1 >= WINDOW:
             for cut in range(stop, start + (2 * WINDOW) // 3, -1):
-                if not lines[cut - 1].strip():
+                if lines.blank(cut):
                     stop = cut
                     break
         piece = _trim(lines, start, stop)
@@ -160,20 +171,26 @@ def _python_defs(text: str) -> list[tuple[int, int, str]]:
     ``str.find`` for the keywords, then a look at the start of the line, is several times
     faster than one regular expression over the whole text."""
     found: list[tuple[int, int, str]] = []
+    find, rfind, match = text.find, text.rfind, _PY_NAME.match
     for keyword in ("def ", "class "):
-        i = text.find(keyword)
+        i = find(keyword)
         while i >= 0:
-            if i and text[i - 1] not in " \t\n":  # part of a longer word ("undef ")
-                i = text.find(keyword, i + 1)
-                continue
-            start = text.rfind("\n", 0, i) + 1
-            prefix = text[start:i]
-            if not prefix or prefix.isspace() or prefix.split() == ["async"]:
-                m = _PY_NAME.match(text, i + len(keyword))
-                if m:
-                    indent = len(prefix.expandtabs()) - len(prefix.lstrip().expandtabs())
-                    found.append((i, indent, m.group(1)))
-            i = text.find(keyword, i + 1)
+            start = rfind("\n", 0, i) + 1
+            if start == i:
+                indent = 0
+            else:
+                prefix = text[start:i]
+                if not prefix.isspace():
+                    head = prefix.lstrip()
+                    if head.rstrip() != "async" or not head[5:].isspace():
+                        i = find(keyword, i + 1)  # inside a line: not a statement
+                        continue
+                    prefix = prefix[:len(prefix) - len(head)]
+                indent = len(prefix.expandtabs()) if "\t" in prefix else len(prefix)
+            m = match(text, i + len(keyword))
+            if m:
+                found.append((i, indent, m.group(1)))
+            i = find(keyword, i + 1)
     found.sort()
     out: list[tuple[int, int, str]] = []
     line, pos = 1, 0
@@ -187,7 +204,7 @@ def _python_defs(text: str) -> list[tuple[int, int, str]]:
 _DOCSTRING = re.compile(r"""\A(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]*[rRuU]?("{3}|'{3}|"|')\s*([^\n]*)""")
 
 
-def _python(text: str, lines: list[str]) -> tuple[list[Span], Symbols]:
+def _python(text: str, lines: _Lines) -> tuple[list[Span], Symbols]:
     defs = _python_defs(text)
     # The first line of the module docstring names the module, as a heading would.
     doc = _DOCSTRING.match(text)
@@ -248,7 +265,7 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
-def _markdown(lines: list[str]) -> tuple[list[Span], Symbols]:
+def _markdown(lines: _Lines) -> tuple[list[Span], Symbols]:
     cuts: list[int] = []
     titles: dict[int, str] = {}
     trail: list[tuple[int, str]] = []
@@ -295,7 +312,7 @@ _GENERIC_DEF = re.compile(
     r"[ \t]+\*?[ \t]*([A-Za-z_$][\w$]*)")
 
 
-def _plain(lines: list[str], language: str) -> tuple[list[Span], Symbols]:
+def _plain(lines: _Lines, language: str) -> tuple[list[Span], Symbols]:
     spans = _windows(lines, (1, len(lines)))
 
     def symbols(s: int, e: int) -> str:
