@@ -55,15 +55,18 @@ def _fresh_db(directory: Path, name: str) -> apsw.Connection:
     return con
 
 
+Timing = tuple[float, float]  # wall-clock seconds, CPU seconds of this process
+
+
 def _raw_insert(directory: Path, name: str, table_sql: str,
-                rows: list[tuple[int, str, str, str]]) -> float:
+                rows: list[tuple[int, str, str, str]]) -> Timing:
     con = _fresh_db(directory, name)
     con.execute(table_sql)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with con:
         con.executemany("INSERT INTO raw (rowid, path, symbols, body) VALUES (?, ?, ?, ?)",
                         rows)
-    elapsed = time.perf_counter() - started
+    elapsed = time.perf_counter() - started, time.process_time() - cpu
     con.close()
     return elapsed
 
@@ -86,9 +89,11 @@ def main() -> int:
 
     # Ingest, then re-add the unchanged tree; raw inserts of the very same chunks.
     # The three ingests take turns, so that a change in the machine's load hits all.
-    def ingest(i: int) -> float:
+    def ingest(i: int) -> Timing:
         with KnowledgeStore(tmp / f"kb{i}.db") as store:
-            return store.add([root]).seconds
+            cpu = time.process_time()
+            seconds = store.add([root]).seconds
+            return seconds, time.process_time() - cpu
 
     same_sql = ("CREATE VIRTUAL TABLE raw USING fts5(path, symbols, body, "
                 f"tokenize = '{_kb_tokenizer.TOKENIZE}')")
@@ -101,15 +106,18 @@ def main() -> int:
     rows: list[tuple[int, str, str, str]] = store.con.execute(
         "SELECT rowid, path, symbols, body FROM kb ORDER BY rowid").fetchall()
     body_bytes = sum(len(r[1]) + len(r[2]) + len(r[3]) for r in rows)
-    t_raw_same: list[float] = []
-    t_raw_plain: list[float] = []
+    t_raw_same: list[Timing] = []
+    t_raw_plain: list[Timing] = []
     for i in range(args.repeat):
         say(f"raw FTS5 inserts of the same chunks ({i + 1}/{args.repeat}) ...")
         if i:
             t_ingest.append(ingest(i))
         t_raw_same.append(_raw_insert(tmp, f"same{i}.db", same_sql, rows))
         t_raw_plain.append(_raw_insert(tmp, f"plain{i}.db", plain_sql, rows))
-    t_ingest_best, t_same_best, t_plain_best = min(t_ingest), min(t_raw_same), min(t_raw_plain)
+    t_ingest_best, t_same_best, t_plain_best = (min(t[0] for t in ts)
+                                                for ts in (t_ingest, t_raw_same, t_raw_plain))
+    c_ingest, c_same, c_plain = (min(t[1] for t in ts)
+                                 for ts in (t_ingest, t_raw_same, t_raw_plain))
 
     # Search: ours against the raw MATCH of the same expression, interleaved.
     say("searching ...")
@@ -139,6 +147,9 @@ def main() -> int:
         "raw_builtin_tokenizer_s": round(t_plain_best, 3),
         "ingest_vs_raw_same_tokenizer": round(t_same_best / t_ingest_best, 2),
         "ingest_vs_raw_builtin_tokenizer": round(t_plain_best / t_ingest_best, 2),
+        "ingest_cpu_s": round(c_ingest, 3),
+        "raw_same_tokenizer_cpu_s": round(c_same, 3),
+        "raw_builtin_tokenizer_cpu_s": round(c_plain, 3),
         "readd_s": round(readd.seconds, 3),
         "readd_files_read": readd.read,
         "readd_share_of_ingest": round(readd.seconds / t_ingest_best, 4),
