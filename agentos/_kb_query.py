@@ -79,7 +79,7 @@ def expression(query_terms: Sequence[str]) -> str:
 # --- snippets -----------------------------------------------------------------------------
 
 SNIPPET_CHARS = 160
-MAX_PROBE_LINES = 20  # lines looked at per probe when picking a chunk's snippet line
+MAX_PROBE_LINES = 12  # lines looked at per probe when picking a chunk's snippet line
 Spans = Callable[[bytes], list[tuple[int, int, str]]]
 
 
@@ -96,8 +96,10 @@ class Snippets:
     def __init__(self, query_terms: dict[str, tuple[str, ...]], spans: Spans,
                  marks: tuple[str, str] = ("«", "»")) -> None:
         self.wanted = {t for toks in query_terms.values() for t in toks}
-        self.probes = sorted({*self.wanted,
-                              *(w.lower() for t in query_terms for w in _WORD.findall(t))})
+        # Stems, and the words whose stem is not part of them ("copy" for "copi"); a probe
+        # that holds a shorter one ("decoder", "decod") finds nothing the shorter misses.
+        found = {*self.wanted, *(w.lower() for t in query_terms for w in _WORD.findall(t))}
+        self.probes = sorted(p for p in found if not any(o != p and o in p for o in found))
         self.spans = spans
         self.marks = marks
 

@@ -39,9 +39,10 @@ from agentos.workspace import Workspace
 # bm25 weights of the columns path, symbols, body.
 WEIGHTS = (10.0, 3.0, 1.0)
 SNIPPET_MARKS = ("«", "»")
-# Search ranks the best RERANK_POOL * k chunks by bm25, then weighs each by its file's
-# prior (see _kb_query.prior).
-RERANK_POOL = 2
+# Search ranks the best k + RERANK_EXTRA chunks by bm25, then weighs each by its file's
+# prior (see _kb_query.prior). A larger pool changed no known-item result on the standard
+# library and costs search time (FTS5 sorts by rank under the LIMIT).
+RERANK_EXTRA = 5
 BATCH_FILES = 256
 BATCH_BYTES = 4_000_000
 
@@ -370,7 +371,7 @@ class KnowledgeStore:
         if not expr or k <= 0:
             return []
         # The best few times k by bm25, re-ranked with the file's prior (tests weigh less).
-        pool = k * RERANK_POOL
+        pool = k + RERANK_EXTRA
         bounds = self._outside(under)
         rows: list[tuple[Any, ...]]
         if bounds is None:

@@ -538,7 +538,7 @@ def test_kb_search_prints_ranked_hits_with_marked_snippets(cli: CliRunner,
     out = cli("kb", "search", "scheduler", "every", cwd=src)
     assert out.returncode == 0
     assert re.fullmatch(r' 1\. mod\.py:1-17  \d+\.\d\d python\n'
-                        r"    class «Scheduler»:\n", out.stdout), out.stdout
+                        r'    """«Scheduling» of periodic jobs\."""\n', out.stdout), out.stdout
     assert cli("kb", "search", "NEAR(\"").stdout == "no results\n"
 
 
