@@ -7,6 +7,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,6 +15,7 @@ from agentos.cli._common import console, err_console, fail, json_option, print_j
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
 from agentos.runs import ACTIVE, RunRecord, RunStore, pid_alive
+from agentos.workspace import Workspace
 
 
 def _ago(ts: float | None) -> str:
@@ -206,14 +208,11 @@ def status(as_json: bool) -> None:
     table(None, ["run", "agent", "status", "health", "last output", "attempt"], rows)
 
 
-def _health(ws: object) -> dict[str, dict[str, object]]:
-    """Per-session health from the guardian's last cycle, when the guardian exists."""
-    try:
-        from guardian.monitor import last_health
-    except ImportError:
-        return {}
-    result: dict[str, dict[str, object]] = last_health(ws)
-    return result
+def _health(ws: Workspace) -> dict[str, dict[str, Any]]:
+    """Per-session health from the guardian's last cycle."""
+    from guardian.monitor import last_health
+
+    return last_health(ws)
 
 
 @click.command()
