@@ -10,7 +10,8 @@ into their parts and stems them.
 Adding is incremental: a file whose size and mtime are unchanged is not opened; a file
 whose content hash is unchanged is not re-indexed; only the chunks of an edited file that
 actually changed are re-indexed; files gone from an added directory are removed. Files
-are written in batches, one transaction each.
+are written in batches, one transaction each; a large add reads and chunks files in a
+worker process while this one indexes (:mod:`agentos._kb_ingest`).
 
 Any text is a valid query (:mod:`agentos._kb_query`); the orchestrator feeds each agent
 :meth:`KnowledgeStore.context` for its request.
@@ -18,7 +19,6 @@ Any text is a valid query (:mod:`agentos._kb_query`); the orchestrator feeds eac
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,8 +30,8 @@ from typing import Any, cast
 
 import apsw
 
-from agentos import _kb_files, _kb_query, _kb_tokenizer
-from agentos._chunking import chunk_text, language_of
+from agentos import _kb_files, _kb_ingest, _kb_query, _kb_tokenizer
+from agentos._kb_ingest import Prepared
 from agentos.errors import BadInput, NotFound
 from agentos.state import Migration, connect, migrate, transaction
 from agentos.workspace import Workspace
@@ -229,42 +229,24 @@ class KnowledgeStore:
 
     def _batches(self, todo: list[_kb_files.FileEntry],
                  known: dict[str, tuple[int, int, int, str]],
-                 stats: AddStats) -> Iterator[tuple[list[_Prepared], int]]:
-        """Read, hash and chunk the files: batches of prepared files, and how many files
-        are done after each."""
-        batch: list[_Prepared] = []
+                 stats: AddStats) -> Iterator[tuple[list[Prepared], int]]:
+        """The files read, hashed and chunked (in a worker process when there are many),
+        in batches, each with how many files are done after it."""
+        batch: list[Prepared] = []
         size = 0
-        for done, entry in enumerate(todo, start=1):
-            prepared = self._prepare(entry, known.get(entry.path), stats)
-            if prepared is not None:
-                batch.append(prepared)
-                size += entry.size
+        work = [(e, known[e.path][3] if e.path in known else None) for e in todo]
+        for done, outcome in enumerate(_kb_ingest.prepare_all(work), start=1):
+            if isinstance(outcome, Prepared):
+                stats.read += 1
+                batch.append(outcome)
+                size += outcome.entry.size
+            else:
+                stats.errors.append(f"{outcome.entry.path}: {outcome.reason}")
             if len(batch) >= BATCH_FILES or size >= BATCH_BYTES or done == len(todo):
                 yield batch, done
                 batch, size = [], 0
 
-    def _prepare(self, entry: _kb_files.FileEntry, old: tuple[int, int, int, str] | None,
-                 stats: AddStats) -> _Prepared | None:
-        try:
-            data = Path(entry.path).read_bytes()
-        except OSError as exc:
-            stats.errors.append(f"{entry.path}: {exc.strerror or exc}")
-            return None
-        stats.read += 1
-        digest = hashlib.sha256(data).hexdigest()
-        if old is not None and old[3] == digest:
-            return _Prepared(entry, digest, None, touch_only=True)
-        text = _kb_files.decode(data)
-        if text is None:
-            return _Prepared(entry, digest, None)
-        language = language_of(Path(entry.path))
-        rows = []
-        for c in chunk_text(text, language):
-            h = hashlib.sha256(f"{entry.label}\0{c.symbols}\0{c.text}".encode()).hexdigest()
-            rows.append(_Row(c.start_line, c.end_line, h, c.symbols, c.text))
-        return _Prepared(entry, digest, rows, language=language)
-
-    def _write(self, batch: list[_Prepared], stats: AddStats) -> None:
+    def _write(self, batch: list[Prepared], stats: AddStats) -> None:
         now = time.time()
         with transaction(self.con):
             con = self.con
@@ -469,24 +451,6 @@ class KnowledgeStore:
         return {"database": str(self.path), "files": files, "binary_files": skipped,
                 "chunks": chunks, "bytes": size, "languages": languages,
                 "last_indexed": last, "database_bytes": db_bytes}
-
-
-@dataclass(frozen=True)
-class _Row:
-    start_line: int
-    end_line: int
-    sha256: str
-    symbols: str
-    text: str
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    entry: _kb_files.FileEntry
-    sha256: str
-    rows: list[_Row] | None  # None: binary, nothing to index
-    touch_only: bool = False  # content unchanged: record the new size and mtime only
-    language: str = "binary"
 
 
 @lru_cache(maxsize=4096)

@@ -16,7 +16,7 @@ import apsw
 import pytest
 from conftest import CliRunner
 
-from agentos import _kb_files, _kb_tokenizer
+from agentos import _kb_files, _kb_ingest, _kb_tokenizer
 from agentos._chunking import MAX_LINES, chunk_text, language_of
 from agentos._kb_query import prior
 from agentos.cli import main as cli_main
@@ -326,6 +326,21 @@ def test_progress_counts_the_files_to_read_and_a_large_add_stays_exact(
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
     assert_index_exact(store)
     assert store.stats()["files"] == 90
+
+
+def test_a_large_add_prepared_by_a_worker_process_is_exact(store: KnowledgeStore,
+                                                            tmp_path: Path) -> None:
+    body = "".join(f"def function_{j}(value):\n    return value + {j}\n\n\n"
+                   for j in range(400))  # about 20 KB
+    n = max(_kb_ingest.PARALLEL_FILES,
+            _kb_ingest.PARALLEL_BYTES // len(body) + 1)
+    src = write(tmp_path / "src", {f"pkg/mod_{i}.py": f"# module {i}\n" + body
+                                   for i in range(n)})
+    assert sum(p.stat().st_size for p in src.rglob("*.py")) >= _kb_ingest.PARALLEL_BYTES
+    stats = store.add([src])
+    assert (stats.seen, stats.read, stats.added, stats.errors) == (n, n, n, [])
+    assert_index_exact(store)
+    assert {h.path.name for h in store.search("module 7", k=50)} >= {"mod_7.py"}
 
 
 def test_two_processes_adding_at_once_leave_one_exact_index(cli: CliRunner, ws: Workspace,
