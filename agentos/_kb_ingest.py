@@ -88,8 +88,8 @@ Work = Sequence[tuple[FileEntry, "str | None"]]  # files, with the hash they had
 
 def prepare_all(todo: Work) -> Iterator[Outcome]:
     """``prepare`` for every (file, previous hash), in order."""
-    big = (len(todo) >= PARALLEL_FILES
-           and sum(e.size for e, _ in todo) >= PARALLEL_BYTES and _cores() > 1)
+    big = (len(todo) >= PARALLEL_FILES and bool(sys.executable) and _cores() > 1
+           and sum(e.size for e, _ in todo) >= PARALLEL_BYTES)
     done = 0
     if big:
         for outcome in _in_worker(todo):
