@@ -14,7 +14,9 @@ Measures, in one run and on the same machine state:
   bm25, snippets, file metadata) against the raw FTS5 ``MATCH ... ORDER BY rank LIMIT 10``
   of the same expression on the same table.
 
-With ``--repeat N`` each ingest figure is the best of N runs, taken in turns.
+With ``--repeat N`` each ingest figure is the best of N runs, taken in turns. CPU
+seconds count this process only: a large add also reads and chunks files in a worker
+process, which runs beside the indexer on a second core.
 """
 
 from __future__ import annotations
