@@ -79,8 +79,9 @@ def _check_member(member: tarfile.TarInfo, names: set[str], archive: Path) -> No
                 f"hardlink {name!r} -> {target!r} points outside the package", file=archive
             )
     elif not (member.isreg() or member.isdir()):
-        raise HostileArchive(f"member {name!r} is a device, FIFO or other special file",
-                             file=archive)
+        raise HostileArchive(
+            f"member {name!r} is a device, FIFO or other special file", file=archive
+        )
 
 
 def extract(archive: Path, dest: Path) -> None:
@@ -90,8 +91,9 @@ def extract(archive: Path, dest: Path) -> None:
     except FileNotFoundError:
         raise BadInput("archive not found", file=archive) from None
     if size > MAX_ARCHIVE_BYTES:
-        raise HostileArchive(f"archive is {size} bytes, over the {MAX_ARCHIVE_BYTES} limit",
-                             file=archive)
+        raise HostileArchive(
+            f"archive is {size} bytes, over the {MAX_ARCHIVE_BYTES} limit", file=archive
+        )
     try:
         with tarfile.open(archive, mode="r:*") as tar:
             members: list[tarfile.TarInfo] = []

@@ -30,9 +30,17 @@ _POLL = 0.1
 _AGENTOS_FILE = re.compile(r"^AGENTOS_[^/]*$")
 
 # Variables that would point git at another repository than the worktree's.
-_GIT_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                      "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
-                      "GIT_PREFIX", "GIT_CEILING_DIRECTORIES")
+_GIT_LOCATION_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_CEILING_DIRECTORIES",
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +68,9 @@ class _Capture:
         if len(self._tail) > TAIL_BYTES:
             del self._tail[: len(self._tail) - TAIL_BYTES]
 
-    def outcome(self, passed: bool, exit_code: int | None = None,
-                timed_out: bool = False) -> Outcome:
+    def outcome(
+        self, passed: bool, exit_code: int | None = None, timed_out: bool = False
+    ) -> Outcome:
         tail = self._tail.decode("utf-8", errors="replace")
         if self.size > TAIL_BYTES:
             tail = tail.lstrip("\ufffd")  # a character cut in half by the tail boundary
@@ -95,8 +104,13 @@ def run_shell(command: str, cwd: Path, env: dict[str, str], timeout: float) -> O
     cap = _Capture()
     try:
         proc = subprocess.Popen(
-            [bash, "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            [bash, "-c", command],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     except OSError as exc:  # e.g. the directory vanished under us
         return reported(False, f"could not start the check: {exc}\n")
@@ -202,8 +216,12 @@ def _git_env() -> dict[str, str]:
 def git(worktree: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     if shutil.which("git") is None:
         raise MissingTool("git is needed for diff checks and is not on PATH")
-    return subprocess.run(["git", "-C", str(worktree), *args], capture_output=True,
-                          env=_git_env(), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["git", "-C", str(worktree), *args],
+        capture_output=True,
+        env=_git_env(),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def toplevel(path: Path) -> Path | None:
@@ -217,8 +235,9 @@ def resolve_base(worktree: Path, base: str) -> tuple[Path, str]:
     :class:`BadInput` when either does not exist."""
     top = toplevel(worktree)
     if top is None:
-        raise BadInput(f"{worktree} is not a git repository; diff checks need one",
-                       field="worktree")
+        raise BadInput(
+            f"{worktree} is not a git repository; diff checks need one", field="worktree"
+        )
     out = git(top, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
     if out.returncode != 0:
         raise BadInput(f"{base!r} is not a commit in {worktree}", field="base")
@@ -251,11 +270,24 @@ def changes(top: Path, base: str) -> list[Change]:
     Files ignored by git (``.gitignore``, ``info/exclude``) and the root-level ``AGENTOS_*``
     files AgentOS writes into a worktree are not counted.
     """
-    diff = git(top, "-c", "core.quotepath=off", "diff", "--numstat", "-z", "--no-renames",
-               "--no-ext-diff", "--no-textconv", base, "--")
+    diff = git(
+        top,
+        "-c",
+        "core.quotepath=off",
+        "diff",
+        "--numstat",
+        "-z",
+        "--no-renames",
+        "--no-ext-diff",
+        "--no-textconv",
+        base,
+        "--",
+    )
     if diff.returncode != 0:
-        raise BadInput(f"git diff against {base!r} failed: "
-                       f"{diff.stderr.decode(errors='replace').strip()}", field="base")
+        raise BadInput(
+            f"git diff against {base!r} failed: {diff.stderr.decode(errors='replace').strip()}",
+            field="base",
+        )
     found: dict[str, Change] = {}
     for record in diff.stdout.split(b"\0"):
         if not record:
@@ -263,16 +295,18 @@ def changes(top: Path, base: str) -> list[Change]:
         added, removed, raw = record.split(b"\t", 2)
         path = os.fsdecode(raw)
         binary = added == b"-"
-        found[path] = Change(path, 0 if binary else int(added), 0 if binary else int(removed),
-                             binary=binary)
+        found[path] = Change(
+            path, 0 if binary else int(added), 0 if binary else int(removed), binary=binary
+        )
     others = git(top, "ls-files", "-z", "--others", "--exclude-standard", "--full-name")
     for raw in others.stdout.split(b"\0"):
         if raw:
             path = os.fsdecode(raw)
             lines, binary = _count_lines(top / path)
             found[path] = Change(path, lines, 0, untracked=True, binary=binary)
-    return sorted((c for c in found.values() if not _AGENTOS_FILE.match(c.path)),
-                  key=lambda c: c.path)
+    return sorted(
+        (c for c in found.values() if not _AGENTOS_FILE.match(c.path)), key=lambda c: c.path
+    )
 
 
 def glob_regex(glob: str) -> re.Pattern[str]:
@@ -296,7 +330,7 @@ def glob_regex(glob: str) -> re.Pattern[str]:
             out.append("[^/]")
             i += 1
         elif g[i] == "[" and (end := g.find("]", i + 2)) != -1:
-            body = g[i + 1:end]
+            body = g[i + 1 : end]
             body = "^" + body[1:] if body.startswith("!") else body
             out.append("[" + body.replace("\\", "\\\\") + "]")
             i = end + 1
@@ -320,7 +354,9 @@ def no_changes_outside(found: list[Change], base: str, globs: list[str]) -> Outc
 def max_diff_lines(found: list[Change], base: str, limit: int) -> Outcome:
     total = sum(c.lines for c in found)
     head = f"{total} line(s) changed in {len(found)} file(s) against {base[:12]} (limit {limit})"
-    body = [f"  +{c.added} -{c.removed}  {c.path}"
-            f"{' (binary)' if c.binary else ''}{' (untracked)' if c.untracked else ''}"
-            for c in sorted(found, key=lambda c: (-c.lines, c.path))[:50]]
+    body = [
+        f"  +{c.added} -{c.removed}  {c.path}"
+        f"{' (binary)' if c.binary else ''}{' (untracked)' if c.untracked else ''}"
+        for c in sorted(found, key=lambda c: (-c.lines, c.path))[:50]
+    ]
     return reported(total <= limit, "\n".join([head, *body]) + "\n")

@@ -27,18 +27,60 @@ MERGE_LINES = 30
 WINDOW = 50
 
 _LANGUAGES = {
-    ".py": "python", ".pyi": "python", ".pyw": "python",
-    ".md": "markdown", ".markdown": "markdown", ".mdx": "markdown",
-    ".rst": "rst", ".txt": "text", ".adoc": "asciidoc",
-    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
-    ".ts": "typescript", ".tsx": "typescript", ".go": "go", ".rs": "rust", ".java": "java",
-    ".kt": "kotlin", ".swift": "swift", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
-    ".hpp": "cpp", ".cs": "csharp", ".rb": "ruby", ".php": "php", ".sh": "shell",
-    ".bash": "shell", ".zsh": "shell", ".sql": "sql", ".html": "html", ".htm": "html",
-    ".css": "css", ".scss": "css", ".json": "json", ".yaml": "yaml", ".yml": "yaml",
-    ".toml": "toml", ".ini": "ini", ".cfg": "ini", ".xml": "xml", ".lua": "lua",
-    ".r": "r", ".scala": "scala", ".ex": "elixir", ".exs": "elixir", ".erl": "erlang",
-    ".hs": "haskell", ".ml": "ocaml", ".clj": "clojure", ".vim": "vim", ".tex": "latex",
+    ".py": "python",
+    ".pyi": "python",
+    ".pyw": "python",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".mdx": "markdown",
+    ".rst": "rst",
+    ".txt": "text",
+    ".adoc": "asciidoc",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".tsx": "typescript",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".swift": "swift",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".cs": "csharp",
+    ".rb": "ruby",
+    ".php": "php",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".zsh": "shell",
+    ".sql": "sql",
+    ".html": "html",
+    ".htm": "html",
+    ".css": "css",
+    ".scss": "css",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".toml": "toml",
+    ".ini": "ini",
+    ".cfg": "ini",
+    ".xml": "xml",
+    ".lua": "lua",
+    ".r": "r",
+    ".scala": "scala",
+    ".ex": "elixir",
+    ".exs": "elixir",
+    ".erl": "erlang",
+    ".hs": "haskell",
+    ".ml": "ocaml",
+    ".clj": "clojure",
+    ".vim": "vim",
+    ".tex": "latex",
 }
 _NAMES = {"makefile": "make", "dockerfile": "docker", "readme": "text", "license": "text"}
 
@@ -72,8 +114,9 @@ def chunk_text(text: str, language: str) -> list[Chunk]:
         spans, symbols = _plain(lines, language)
     # Line n starts at offset ends[n - 1] + n - 1: each chunk's text is one slice.
     ends = lines.ends
-    return [Chunk(s, e, text[ends[s - 1] + s - 1:ends[e] + e - 1], symbols(s, e))
-            for s, e in spans]
+    return [
+        Chunk(s, e, text[ends[s - 1] + s - 1 : ends[e] + e - 1], symbols(s, e)) for s, e in spans
+    ]
 
 
 # --- shared -------------------------------------------------------------------------------
@@ -125,8 +168,7 @@ def _merge(lines: _Lines, spans: list[Span], limit: int = MERGE_LINES) -> list[S
     """Merge neighbouring spans while the merged span stays within ``limit`` lines."""
     out: list[Span] = []
     for span in spans:
-        if out and span[1] - out[-1][0] + 1 <= limit and not _too_big(lines, (out[-1][0],
-                                                                               span[1])):
+        if out and span[1] - out[-1][0] + 1 <= limit and not _too_big(lines, (out[-1][0], span[1])):
             out[-1] = (out[-1][0], span[1])
         else:
             out.append(span)
@@ -185,7 +227,7 @@ def _python_defs(text: str) -> list[tuple[int, int, str]]:
                     if head.rstrip() != "async" or not head[5:].isspace():
                         i = find(keyword, i + 1)  # inside a line: not a statement
                         continue
-                    prefix = prefix[:len(prefix) - len(head)]
+                    prefix = prefix[: len(prefix) - len(head)]
                 indent = len(prefix.expandtabs()) if "\t" in prefix else len(prefix)
             m = match(text, i + len(keyword))
             if m:
@@ -233,8 +275,11 @@ def _python(text: str, lines: _Lines) -> tuple[list[Span], Symbols]:
         if not _too_big(lines, unit):
             spans.append(unit)
             continue
-        inner = [(n, i) for n, i, _ in defs[bisect_right(at, unit[0]):bisect_right(at, unit[1])]
-                 if i > 0]
+        inner = [
+            (n, i)
+            for n, i, _ in defs[bisect_right(at, unit[0]) : bisect_right(at, unit[1])]
+            if i > 0
+        ]
         level = min((i for _, i in inner), default=0)
         inner_cuts: list[int] = []
         for n, i in inner:
@@ -247,7 +292,7 @@ def _python(text: str, lines: _Lines) -> tuple[list[Span], Symbols]:
     spans = _merge(lines, spans)
 
     def symbols(s: int, e: int) -> str:
-        names = [name for _, _, name in defs[bisect_left(at, s):bisect_right(at, e)]]
+        names = [name for _, _, name in defs[bisect_left(at, s) : bisect_right(at, e)]]
         if summary and s <= summary_line <= e:
             names.insert(0, summary)
         # A piece of a long class that holds no top-level name is named after the class.
@@ -305,11 +350,13 @@ def _markdown(lines: _Lines) -> tuple[list[Span], Symbols]:
 # --- anything else ------------------------------------------------------------------------
 
 # Languages where a window has no definitions worth looking for.
-_PROSE_OR_DATA = frozenset({"text", "rst", "asciidoc", "json", "yaml", "toml", "ini", "xml",
-                            "html", "css", "latex"})
+_PROSE_OR_DATA = frozenset(
+    {"text", "rst", "asciidoc", "json", "yaml", "toml", "ini", "xml", "html", "css", "latex"}
+)
 _GENERIC_DEF = re.compile(
     r"\b(?:function|func|fn|def|class|struct|interface|trait|enum|impl|module|type|sub)"
-    r"[ \t]+\*?[ \t]*([A-Za-z_$][\w$]*)")
+    r"[ \t]+\*?[ \t]*([A-Za-z_$][\w$]*)"
+)
 
 
 def _plain(lines: _Lines, language: str) -> tuple[list[Span], Symbols]:
@@ -318,7 +365,7 @@ def _plain(lines: _Lines, language: str) -> tuple[list[Span], Symbols]:
     def symbols(s: int, e: int) -> str:
         if language in _PROSE_OR_DATA:
             return ""
-        text = "\n".join(lines[s - 1:e])
+        text = "\n".join(lines[s - 1 : e])
         return " ".join(dict.fromkeys(m.group(1) for m in _GENERIC_DEF.finditer(text)))
 
     return spans, symbols

@@ -24,8 +24,9 @@ def _is_ours(hook: Any) -> bool:
     return isinstance(command, str) and "agentos" in command and " gate hook" in command
 
 
-def merge_stop_hook(repo: Path, command: str, *, timeout: int = HOOK_TIMEOUT,
-                    local: bool = False) -> tuple[Path, bool]:
+def merge_stop_hook(
+    repo: Path, command: str, *, timeout: int = HOOK_TIMEOUT, local: bool = False
+) -> tuple[Path, bool]:
     """Merge a Stop hook running ``command`` into ``repo/.claude/settings.json`` (or
     ``settings.local.json`` with ``local``), keeping everything already there.
 

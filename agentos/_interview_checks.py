@@ -17,36 +17,51 @@ from agentos.checks import CheckSpec, FileContains
 
 TEST_COMMAND = "python -m pytest -q"
 LINT_COMMAND = "ruff check ."
-_NEAR = 120   # how far around a path its criterion is looked for, in characters
+_NEAR = 120  # how far around a path its criterion is looked for, in characters
 
-_PASS = r"(?:must\s+|should\s+|still\s+|to\s+|will\s+|all\s+)?(?:pass|passes|passing|passed|" \
-        r"succeed|succeeds|is\s+green|are\s+green|green)\b"
+_PASS = (
+    r"(?:must\s+|should\s+|still\s+|to\s+|will\s+|all\s+)?(?:pass|passes|passing|passed|"
+    r"succeed|succeeds|is\s+green|are\s+green|green)\b"
+)
 _TESTS_PASS = re.compile(
-    r"\b(?:tests?|test\s+suite|suite|pytest)\s+(?:\w+\s+)?" + _PASS, re.IGNORECASE)
+    r"\b(?:tests?|test\s+suite|suite|pytest)\s+(?:\w+\s+)?" + _PASS, re.IGNORECASE
+)
 _TESTS_GREEN = re.compile(r"\b(?:all\s+)?(?:\w+\s+)?tests\s+green\b", re.IGNORECASE)
 _LINT = re.compile(
     r"\bruff(?:\s+check)?(?:\s+\.)?(?:\s+(?:and|,)\s+(?:mypy|pytest|the\s+tests|tests?))?\s+"
     r"(?:must\s+|should\s+|still\s+)?(?:pass|passes|is\s+clean|are\s+clean|clean)\b"
     r"|\blint(?:er|ing)?\s+(?:is\s+|stays\s+|must\s+be\s+|should\s+be\s+)?"
-    r"(?:clean|passes|pass|green)\b|\bno\s+lint\s+(?:errors|warnings)\b", re.IGNORECASE)
+    r"(?:clean|passes|pass|green)\b|\bno\s+lint\s+(?:errors|warnings)\b",
+    re.IGNORECASE,
+)
 _MYPY = re.compile(
     r"\bmypy(\s+--strict)?(?:\s+[\w./-]+)?\s+(?:must\s+|should\s+|still\s+)?"
-    r"(?:pass|passes|is\s+clean|clean)\b", re.IGNORECASE)
+    r"(?:pass|passes|is\s+clean|clean)\b",
+    re.IGNORECASE,
+)
 _AFTER_PASSES = re.compile(r"\s+" + _PASS, re.IGNORECASE)
 _AFTER_EXISTS = re.compile(
     r"\s+(?:must|should|has\s+to|needs\s+to|will)\s+(?:exist|be\s+created)\b"
-    r"|\s+(?:exists|is\s+created)\b", re.IGNORECASE)
+    r"|\s+(?:exists|is\s+created)\b",
+    re.IGNORECASE,
+)
 _BEFORE_CREATE = re.compile(
-    r"\b(?:create|add|write)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?(?:file\s+)?$", re.IGNORECASE)
+    r"\b(?:create|add|write)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?(?:file\s+)?$", re.IGNORECASE
+)
 _NOT_A_FILE_OF_ITS_OWN = re.compile(
-    r"\s+(?:section|entry|heading|paragraph|line|example|badge)\b", re.IGNORECASE)
+    r"\s+(?:section|entry|heading|paragraph|line|example|badge)\b", re.IGNORECASE
+)
 _AFTER_CONTAINS = re.compile(
     r"\s+(?:must|should|has\s+to|needs\s+to)\s+(?:contain|include|mention|have|list|show)"
-    r"\s+(?:the\s+|a\s+|an\s+)?(?:\w+\s+)?$", re.IGNORECASE)
+    r"\s+(?:the\s+|a\s+|an\s+)?(?:\w+\s+)?$",
+    re.IGNORECASE,
+)
 _ONLY_CHANGE = re.compile(
     r"\bonly\s+(?:change|changes|edit|edits|touch|touches|modify|modifies|add|adds|update)\s+"
     r"(?:files?\s+)?(?:in\s+|under\s+)?$"
-    r"|\b(?:nothing|no\s+files?|anything|everything)\s+outside\s+(?:of\s+)?$", re.IGNORECASE)
+    r"|\b(?:nothing|no\s+files?|anything|everything)\s+outside\s+(?:of\s+)?$",
+    re.IGNORECASE,
+)
 _PATH_ONLY = re.compile(r"\s+only\b", re.IGNORECASE)
 _IN_BEFORE = re.compile(r"\b(?:in|to|under|inside)\s+$", re.IGNORECASE)
 _LIST_GLUE = re.compile(r"^\s*(?:,|and|or|,\s*and)\s*$", re.IGNORECASE)
@@ -54,10 +69,14 @@ _DIFF_LIMIT = re.compile(
     r"\b(?:diff|patch|change(?:s|set)?)\b[^.;\n]{0,30}?\b(?:under|below|at\s+most|"
     r"no\s+more\s+than|less\s+than|within|max(?:imum)?(?:\s+of)?)\s+(\d+)\s+(?:changed\s+)?lines"
     r"|\b(?:at\s+most|no\s+more\s+than|under|less\s+than)\s+(\d+)\s+(?:changed\s+)?lines?\s+"
-    r"(?:changed|of\s+diff)", re.IGNORECASE)
+    r"(?:changed|of\s+diff)",
+    re.IGNORECASE,
+)
 _COMMAND_OK = re.compile(
     r"\s+(?:must\s+|should\s+)?(?:exits?\s+(?:with\s+)?(?:code\s+)?0\b|succeeds\b|passes\b|"
-    r"works\b|runs\s+cleanly\b)", re.IGNORECASE)
+    r"works\b|runs\s+cleanly\b)",
+    re.IGNORECASE,
+)
 
 
 def propose_checks(text: str, entities: list[Entity]) -> list[CheckSpec]:
@@ -66,25 +85,33 @@ def propose_checks(text: str, entities: list[Entity]) -> list[CheckSpec]:
     paths = [e for e in entities if e.kind == "path"]
 
     for e in paths:
-        after, before = text[e.end:e.end + _NEAR], text[max(0, e.start - _NEAR):e.start]
+        after, before = text[e.end : e.end + _NEAR], text[max(0, e.start - _NEAR) : e.start]
         if _is_python_test(e.text) and _AFTER_PASSES.match(after):
-            found.append((e.start, _check(name=f"{e.text} passes",
-                                             run=f"{TEST_COMMAND} {e.text}")))
-        if _is_file(e.text) and (_AFTER_EXISTS.match(after) or (
-                _BEFORE_CREATE.search(before) and not _NOT_A_FILE_OF_ITS_OWN.match(after))):
+            found.append((e.start, _check(name=f"{e.text} passes", run=f"{TEST_COMMAND} {e.text}")))
+        if _is_file(e.text) and (
+            _AFTER_EXISTS.match(after)
+            or (_BEFORE_CREATE.search(before) and not _NOT_A_FILE_OF_ITS_OWN.match(after))
+        ):
             found.append((e.start, _check(name=f"{e.text} exists", file_exists=e.text)))
         if _is_file(e.text):
             quote = _next_literal(text, e, entities)
             if quote is not None:
-                found.append((e.start, _check(
-                    name=f'{e.text} contains "{quote}"',
-                    file_contains=FileContains(path=e.text, pattern=_literal(quote)))))
+                found.append(
+                    (
+                        e.start,
+                        _check(
+                            name=f'{e.text} contains "{quote}"',
+                            file_contains=FileContains(path=e.text, pattern=_literal(quote)),
+                        ),
+                    )
+                )
 
     allowed = _allowed_paths(text, paths)
     if allowed:
         globs = [p.rstrip("/") + "/**" if p.endswith("/") else p for p in allowed]
-        found.append((0, _check(name="changes stay in " + ", ".join(allowed),
-                                   no_changes_outside=globs)))
+        found.append(
+            (0, _check(name="changes stay in " + ", ".join(allowed), no_changes_outside=globs))
+        )
 
     for m in [*_TESTS_PASS.finditer(text), *_TESTS_GREEN.finditer(text)]:
         found.append((m.start(), _check(name="tests pass", run=TEST_COMMAND)))
@@ -101,7 +128,7 @@ def propose_checks(text: str, entities: list[Entity]) -> list[CheckSpec]:
         found.append((m.start(), _check(name=f"at most {n} changed lines", max_diff_lines=n)))
         break
     for e in entities:
-        if e.kind == "command" and _COMMAND_OK.match(text[e.end:]):
+        if e.kind == "command" and _COMMAND_OK.match(text[e.end :]):
             found.append((e.start, _check(name=f"{e.text} succeeds", run=e.text)))
 
     found.sort(key=lambda item: item[0])
@@ -148,21 +175,21 @@ def _next_literal(text: str, path: Entity, entities: list[Entity]) -> str | None
     if not later:
         return None
     nxt = later[0]
-    return nxt.text if _AFTER_CONTAINS.match(text[path.end:nxt.start]) else None
+    return nxt.text if _AFTER_CONTAINS.match(text[path.end : nxt.start]) else None
 
 
 def _allowed_paths(text: str, paths: list[Entity]) -> list[str]:
     """Paths the request limits the change to: "only change X and Y", "in X only"."""
     allowed: list[str] = []
     for i, e in enumerate(paths):
-        before, after = text[max(0, e.start - _NEAR):e.start], text[e.end:e.end + _NEAR]
+        before, after = text[max(0, e.start - _NEAR) : e.start], text[e.end : e.end + _NEAR]
         starts_list = _ONLY_CHANGE.search(before) is not None
         in_only = _IN_BEFORE.search(before) is not None and _PATH_ONLY.match(after) is not None
         if not (starts_list or in_only):
             continue
         run = [e.text]
-        for nxt in paths[i + 1:]:
-            if not _LIST_GLUE.match(text[paths[i + len(run) - 1].end:nxt.start]):
+        for nxt in paths[i + 1 :]:
+            if not _LIST_GLUE.match(text[paths[i + len(run) - 1].end : nxt.start]):
                 break
             run.append(nxt.text)
         for p in run:

@@ -16,20 +16,28 @@ from agentos._interview_checks import propose_checks
 from agentos.text import stem_phrase, stems, words
 
 _CLAUSE_SPLIT = re.compile(r"[.;:!?]+(?=\s|$)|[\n;]|,\s+")
-_LEAD = frozenset(stems("please can could would you we i need needs want like let us also "
-                        "then and just kindly now d ll should must to will go ahead probably "
-                        "maybe perhaps really quickly simply first finally"))
+_LEAD = frozenset(
+    stems(
+        "please can could would you we i need needs want like let us also "
+        "then and just kindly now d ll should must to will go ahead probably "
+        "maybe perhaps really quickly simply first finally"
+    )
+)
 _PRE_VERB = frozenset(stems("to should must will please and then"))
 STOP = lex.stem_set(lex.STOPWORDS)
-_DETERMINERS = frozenset(lex.DETERMINERS)      # compared with words, not stems ("its"/"it")
+_DETERMINERS = frozenset(lex.DETERMINERS)  # compared with words, not stems ("its"/"it")
 PRONOUNS = frozenset(lex.PRONOUNS)
 _EMPTY_OBJECTS = lex.stem_set(lex.PRONOUNS) | lex.stem_set(lex.GENERIC_OBJECTS)
 VAGUE_WORDS = lex.stem_set(p for p in lex.VAGUE if " " not in p)
-_OBJECT_HEADS = frozenset(stems("the a an it this that them these those all every each its "
-                                 "their our my your"))
-UNKNOWN_VERB = 0.4        # an unlisted word used as an imperative verb
-_VERBS = tuple((s, p) for s, group in ((0.5, lex.STRONG_VERBS), (0.4, lex.MEDIUM_VERBS),
-                                        (0.2, lex.WEAK_VERBS)) for p in group)
+_OBJECT_HEADS = frozenset(
+    stems("the a an it this that them these those all every each its their our my your")
+)
+UNKNOWN_VERB = 0.4  # an unlisted word used as an imperative verb
+_VERBS = tuple(
+    (s, p)
+    for s, group in ((0.5, lex.STRONG_VERBS), (0.4, lex.MEDIUM_VERBS), (0.2, lex.WEAK_VERBS))
+    for p in group
+)
 
 
 class Reading:
@@ -40,17 +48,18 @@ class Reading:
         self.entities = lex.find_entities(text)
         parts, last = [], 0
         for i, e in enumerate(self.entities):
-            parts += [text[last:e.start], f" qqref{i} "]
+            parts += [text[last : e.start], f" qqref{i} "]
             last = e.end
         parts.append(text[last:])
         self.masked = "".join(parts)
         self.tokens = stems(self.masked)
         self.index = lex.positions(self.tokens)
         self.words = words(self.masked)
-        if len(self.words) != len(self.tokens):   # never seen; keep the stems to be safe
+        if len(self.words) != len(self.tokens):  # never seen; keep the stems to be safe
             self.words = list(self.tokens)
-        self.clauses = [c for c in (_tokens_of(s) for s in _CLAUSE_SPLIT.split(self.masked))
-                        if c[0]]
+        self.clauses = [
+            c for c in (_tokens_of(s) for s in _CLAUSE_SPLIT.split(self.masked)) if c[0]
+        ]
         self.checks = propose_checks(text, self.entities)
 
     def kinds(self, *kinds: str) -> list[str]:
@@ -76,7 +85,7 @@ class Reading:
         """The words the request used for each phrase found ("tests" for "test")."""
         seen: dict[str, None] = {}
         for pos, phrase in lex.find_phrases(self.tokens, phrases, self.index):
-            seen.setdefault(self.surface(self.words[pos:pos + len(stem_phrase(phrase))]), None)
+            seen.setdefault(self.surface(self.words[pos : pos + len(stem_phrase(phrase))]), None)
         return list(seen)
 
     def content(self) -> list[str]:
@@ -92,10 +101,10 @@ def _tokens_of(clause: str) -> tuple[list[str], list[str]]:
 class Verb:
     phrase: str
     strength: float
-    obj: str | None           # the object's words, or an entity's text
+    obj: str | None  # the object's words, or an entity's text
     obj_is_entity: bool
     empty_object: str | None  # "it", "stuff": an object that names nothing
-    span: str                 # the words of the request: "make it better"
+    span: str  # the words of the request: "make it better"
 
     @property
     def score(self) -> float:
@@ -114,7 +123,7 @@ def verbs(r: Reading) -> list[Verb]:
                 continue
             for strength, phrase in _VERBS:
                 key = stem_phrase(phrase)
-                if tuple(toks[i:i + len(key)]) == key:
+                if tuple(toks[i : i + len(key)]) == key:
                     found.append(_object(r, phrase, strength, toks, ws, i, i + len(key)))
                     break
             else:
@@ -133,10 +142,11 @@ def _imperative(r: Reading, toks: list[str], i: int) -> bool:
     return nxt in _OBJECT_HEADS or r.entity(nxt) is not None
 
 
-def _object(r: Reading, phrase: str, strength: float, toks: list[str], ws: list[str],
-            verb_at: int, at: int) -> Verb:
+def _object(
+    r: Reading, phrase: str, strength: float, toks: list[str], ws: list[str], verb_at: int, at: int
+) -> Verb:
     def span(end: int) -> str:
-        return r.surface(ws[verb_at:min(end, len(ws))])
+        return r.surface(ws[verb_at : min(end, len(ws))])
 
     j = at
     while j < len(toks) and ws[j] in _DETERMINERS:
@@ -153,7 +163,11 @@ def _object(r: Reading, phrase: str, strength: float, toks: list[str], ws: list[
             return Verb(phrase, strength, e.text, True, None, span(k + 1))
     if toks[j] in STOP:
         return Verb(phrase, strength, None, False, None, span(j))
-    obj = [w for t, w in zip(toks[j:j + 3], ws[j:j + 3], strict=False)
-           if t not in STOP and not t.startswith("qqref")][:2]
-    return Verb(phrase, strength, " ".join(obj) or None, False, None,
-                 span(j + len(obj) if obj else j))
+    obj = [
+        w
+        for t, w in zip(toks[j : j + 3], ws[j : j + 3], strict=False)
+        if t not in STOP and not t.startswith("qqref")
+    ][:2]
+    return Verb(
+        phrase, strength, " ".join(obj) or None, False, None, span(j + len(obj) if obj else j)
+    )

@@ -16,18 +16,38 @@ from pathlib import Path
 MAX_FILE_BYTES = 1_048_576
 SNIFF_BYTES = 8192
 
-SKIP_DIRS = frozenset({
-    ".git", ".hg", ".svn", ".agentos", "node_modules", "__pycache__", ".venv", "venv",
-    "site-packages", "dist-packages", ".tox", ".nox", ".mypy_cache", ".pytest_cache",
-    ".ruff_cache", ".cache", ".idea", ".eggs", "__pypackages__",
-})
-BINARY_SUFFIXES = frozenset("""
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".agentos",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        "site-packages",
+        "dist-packages",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".cache",
+        ".idea",
+        ".eggs",
+        "__pypackages__",
+    }
+)
+BINARY_SUFFIXES = frozenset(
+    """
 .png .jpg .jpeg .gif .bmp .ico .webp .tif .tiff .psd .svgz .pdf .zip .gz .tgz .bz2 .xz .zst
 .7z .rar .tar .whl .egg .jar .war .so .dylib .dll .exe .o .a .lib .obj .pyc .pyo .pyd .class
 .wasm .woff .woff2 .ttf .otf .eot .mp3 .mp4 .m4a .wav .ogg .flac .aif .aiff .aifc .au .mov
 .avi .mkv .webm .db .sqlite .sqlite3 .pkl .pickle .pck .npy .npz .parquet .bin .dat .iso .dmg
 .xcf .blend .fbx .glb
-""".split())  # noqa: SIM905 -- a word list reads better as text
+""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -65,8 +85,7 @@ def walk(root: Path) -> Iterator[FileEntry]:
                 elif entry.is_file() and wanted_name(entry.name):
                     st = entry.stat()
                     if st.st_size <= MAX_FILE_BYTES:
-                        yield FileEntry(entry.path, prefix + entry.name, st.st_size,
-                                        st.st_mtime_ns)
+                        yield FileEntry(entry.path, prefix + entry.name, st.st_size, st.st_mtime_ns)
             except OSError:
                 continue  # vanished between listing and stat
         stack.extend(reversed(subdirs))

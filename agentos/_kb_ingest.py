@@ -76,10 +76,16 @@ def prepare(entry: FileEntry, old_sha256: str | None) -> Outcome:
     if text is None:
         return Prepared(entry, digest, None, False, "binary")
     language = language_of(PurePath(entry.path))
-    rows = [Row(c.start_line, c.end_line,
-                hashlib.sha256(f"{entry.label}\0{c.symbols}\0{c.text}".encode()).hexdigest(),
-                c.symbols, c.text)
-            for c in chunk_text(text, language)]
+    rows = [
+        Row(
+            c.start_line,
+            c.end_line,
+            hashlib.sha256(f"{entry.label}\0{c.symbols}\0{c.text}".encode()).hexdigest(),
+            c.symbols,
+            c.text,
+        )
+        for c in chunk_text(text, language)
+    ]
     return Prepared(entry, digest, rows, False, language)
 
 
@@ -88,8 +94,12 @@ Work = Sequence[tuple[FileEntry, "str | None"]]  # files, with the hash they had
 
 def prepare_all(todo: Work) -> Iterator[Outcome]:
     """``prepare`` for every (file, previous hash), in order."""
-    big = (len(todo) >= PARALLEL_FILES and bool(sys.executable) and _cores() > 1
-           and sum(e.size for e, _ in todo) >= PARALLEL_BYTES)
+    big = (
+        len(todo) >= PARALLEL_FILES
+        and bool(sys.executable)
+        and _cores() > 1
+        and sum(e.size for e, _ in todo) >= PARALLEL_BYTES
+    )
     done = 0
     if big:
         for outcome in _in_worker(todo):
@@ -104,8 +114,12 @@ def _in_worker(todo: Work) -> Iterator[Outcome]:
 
     A thread drains the worker's pipe into a bounded queue, so that the worker keeps
     going while the caller indexes (a pipe alone would hold it one group ahead)."""
-    proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", __name__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     stdout = proc.stdout
     groups: Queue[list[Outcome] | None] = Queue(maxsize=AHEAD_GROUPS)
@@ -143,7 +157,7 @@ def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The worker: read the work, write the outcomes group by group."""
     todo: list[tuple[FileEntry, str | None]] = pickle.load(stdin)
     for i in range(0, len(todo), GROUP_FILES):
-        group = [prepare(entry, old) for entry, old in todo[i:i + GROUP_FILES]]
+        group = [prepare(entry, old) for entry, old in todo[i : i + GROUP_FILES]]
         pickle.dump(group, stdout, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.flush()
 

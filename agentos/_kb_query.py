@@ -28,7 +28,8 @@ TEST_PRIOR = 0.6  # test code weighs this much, next to the code it tests
 _TERM = re.compile(r"\w+(?:[./-]\w+)*")
 
 # Words that carry no meaning for search; dropped unless the query has nothing else.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further
 had has have having he her here hers him his how i if in into is it its itself just me more
@@ -36,12 +37,14 @@ most my no nor not of off on once only or other our ours out over own same she s
 such than that the their them then there these they this those through to too under until up
 very was we were what when where which while who whom why will with would you your yours
 near
-""".split())  # noqa: SIM905 -- a word list reads better as text
+""".split()
+)
 
 
 _TEST_PATH = re.compile(
     r"(?:^|/)(?:tests?|testing|__tests__|spec)/|(?:^|/)\w*_tests?/|(?:^|/)test_[^/]*$"
-    r"|_test\.\w+$|\.(?:test|spec)\.\w+$|(?:^|/)conftest\.py$")
+    r"|_test\.\w+$|\.(?:test|spec)\.\w+$|(?:^|/)conftest\.py$"
+)
 
 
 def prior(label: str) -> float:
@@ -93,8 +96,12 @@ class Snippets:
     tokens. FTS5's own snippet() tokenizes the whole chunk, twice, which with a tokenizer
     written in Python costs more than the search itself."""
 
-    def __init__(self, query_terms: dict[str, tuple[str, ...]], spans: Spans,
-                 marks: tuple[str, str] = ("«", "»")) -> None:
+    def __init__(
+        self,
+        query_terms: dict[str, tuple[str, ...]],
+        spans: Spans,
+        marks: tuple[str, str] = ("«", "»"),
+    ) -> None:
         self.wanted = {t for toks in query_terms.values() for t in toks}
         # Stems, and the words whose stem is not part of them ("copy" for "copi"); a probe
         # that holds a shorter one ("decoder", "decod") finds nothing the shorter misses.
@@ -117,11 +124,11 @@ class Snippets:
         # The line holding the most distinct probes; the first such line on a tie.
         best = min(per_line, key=lambda at: (-len(per_line[at]), at), default=0)
         end = body.find("\n", best)
-        line = body[best:end if end != -1 else len(body)].strip()
+        line = body[best : end if end != -1 else len(body)].strip()
         if len(line) > 4 * SNIPPET_CHARS:  # a minified file: tokenize only near a match
             lowered = line.lower()
             first = min((i for p in self.probes if (i := lowered.find(p)) >= 0), default=0)
-            line = line[max(0, first - SNIPPET_CHARS // 2):first + 2 * SNIPPET_CHARS]
+            line = line[max(0, first - SNIPPET_CHARS // 2) : first + 2 * SNIPPET_CHARS]
         return _mark(line, self.wanted, self.spans, self.marks)
 
 
@@ -133,7 +140,7 @@ def _mark(line: str, wanted: Collection[str], spans: Spans, marks: tuple[str, st
     hits: list[tuple[int, int]] = []
     for s, e, token in spans(data):
         if token in wanted:
-            if hits and not data[hits[-1][1]:s].strip(b"_"):  # one identifier: one mark
+            if hits and not data[hits[-1][1] : s].strip(b"_"):  # one identifier: one mark
                 s = hits.pop()[0]
             hits.append((s, e))
     start, end = 0, len(data)

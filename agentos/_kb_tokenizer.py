@@ -69,21 +69,22 @@ def split_case(utf8: bytes) -> bytes:
 
 
 def _factory(con: apsw.Connection, args: list[str]) -> Tokenize:
-    base = con.fts5_tokenizer(args[0], args[1:]) if args else con.fts5_tokenizer(
-        BASE[0], BASE[1:])
+    base = con.fts5_tokenizer(args[0], args[1:]) if args else con.fts5_tokenizer(BASE[0], BASE[1:])
     document = apsw.FTS5_TOKENIZE_DOCUMENT
 
     def tokenize(utf8: bytes, flags: int, locale: str | None) -> Any:
         if flags == document:
-            return base(split_case(utf8), flags, locale, include_offsets=False,
-                        include_colocated=False)
+            return base(
+                split_case(utf8), flags, locale, include_offsets=False, include_colocated=False
+            )
         return _with_offsets(base, utf8, flags, locale)
 
     return tokenize
 
 
-def _with_offsets(base: apsw.FTS5Tokenizer, utf8: bytes, flags: int,
-                  locale: str | None) -> list[tuple[int, int, str]]:
+def _with_offsets(
+    base: apsw.FTS5Tokenizer, utf8: bytes, flags: int, locale: str | None
+) -> list[tuple[int, int, str]]:
     """Tokens with byte offsets into ``utf8``; only tokens with a case change are split."""
     tokens = _spans(base, utf8, flags, locale)
     cuts = case_cuts(utf8)
@@ -106,10 +107,10 @@ def _with_offsets(base: apsw.FTS5Tokenizer, utf8: bytes, flags: int,
     return out
 
 
-def _spans(base: apsw.FTS5Tokenizer, utf8: bytes, flags: int, locale: str | None
-           ) -> list[tuple[int, int, str]]:
-    return cast("list[tuple[int, int, str]]",
-                base(utf8, flags, locale, include_colocated=False))
+def _spans(
+    base: apsw.FTS5Tokenizer, utf8: bytes, flags: int, locale: str | None
+) -> list[tuple[int, int, str]]:
+    return cast("list[tuple[int, int, str]]", base(utf8, flags, locale, include_colocated=False))
 
 
 def register(con: apsw.Connection) -> None:

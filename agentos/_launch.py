@@ -53,8 +53,14 @@ class AgentFiles:
     def pane_command(self) -> list[str]:
         """What the pane runs; the guardian respawns it to restart the agent."""
         bash = shutil.which("bash") or "/bin/bash"
-        return [shutil.which("env") or "/usr/bin/env", "-i", bash, "--noprofile", "--norc",
-                str(self.wrapper)]
+        return [
+            shutil.which("env") or "/usr/bin/env",
+            "-i",
+            bash,
+            "--noprofile",
+            "--norc",
+            str(self.wrapper),
+        ]
 
     def exit_code(self) -> int | None:
         """The agent's exit status, once the wrapper has written it."""
@@ -64,8 +70,12 @@ class AgentFiles:
             return None
 
 
-def agent_env(task: AgentTask, files: AgentFiles, path_dirs: list[str],
-              parent: Mapping[str, str] | None = None) -> dict[str, str]:
+def agent_env(
+    task: AgentTask,
+    files: AgentFiles,
+    path_dirs: list[str],
+    parent: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The whole environment of an agent: nothing of the parent's leaks unless listed."""
     parent = os.environ if parent is None else parent
     dirs = [*path_dirs, str(Path(sys.executable).parent), *BASE_PATH]
@@ -78,20 +88,22 @@ def agent_env(task: AgentTask, files: AgentFiles, path_dirs: list[str],
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     env.update({name: parent[name] for name in task.manifest.env if name in parent})
-    env.update({
-        "AGENTOS_RUN_ID": task.run_id,
-        "AGENTOS_AGENT": task.agent,
-        "AGENTOS_AGENT_VERSION": task.manifest.version,
-        "AGENTOS_PACKAGE_DIR": str(task.package_dir),
-        "AGENTOS_WORKSPACE": str(task.workspace),
-        "AGENTOS_REPO": str(task.repo),
-        "AGENTOS_WORKTREE": str(task.worktree),
-        "AGENTOS_REQUEST": task.request,
-        "AGENTOS_CONTEXT_FILE": str(task.context_file),
-        "AGENTOS_FEEDBACK_FILE": str(task.feedback_file),
-        "AGENTOS_ATTEMPT": str(task.attempt),
-        "AGENTOS_HEARTBEAT_FILE": str(files.heartbeat),
-    })
+    env.update(
+        {
+            "AGENTOS_RUN_ID": task.run_id,
+            "AGENTOS_AGENT": task.agent,
+            "AGENTOS_AGENT_VERSION": task.manifest.version,
+            "AGENTOS_PACKAGE_DIR": str(task.package_dir),
+            "AGENTOS_WORKSPACE": str(task.workspace),
+            "AGENTOS_REPO": str(task.repo),
+            "AGENTOS_WORKTREE": str(task.worktree),
+            "AGENTOS_REQUEST": task.request,
+            "AGENTOS_CONTEXT_FILE": str(task.context_file),
+            "AGENTOS_FEEDBACK_FILE": str(task.feedback_file),
+            "AGENTOS_ATTEMPT": str(task.attempt),
+            "AGENTOS_HEARTBEAT_FILE": str(files.heartbeat),
+        }
+    )
     return env
 
 

@@ -139,8 +139,20 @@ class Index:
     touches them, so loading the cached index creates few objects."""
 
     def __init__(self, data: tuple[Any, ...]) -> None:
-        (fmt, byteorder, self.revision, self.cards, self.multi, self.anchors, self.postings,
-         self.patterns, self.pattern_cards, self.grams, self.gram_lens, self.always) = data
+        (
+            fmt,
+            byteorder,
+            self.revision,
+            self.cards,
+            self.multi,
+            self.anchors,
+            self.postings,
+            self.patterns,
+            self.pattern_cards,
+            self.grams,
+            self.gram_lens,
+            self.always,
+        ) = data
         if (fmt, byteorder) != (FORMAT, sys.byteorder):
             raise ValueError(f"index format {fmt}/{byteorder}, expected {FORMAT}")
         self._data = data
@@ -176,8 +188,12 @@ class Index:
             t = card.triggers
             texts: list[str] = []
             requires: list[int] = []
-            for role, items in ((KEYWORD, t.keywords), (PHRASE, t.phrases),
-                                (REQUIRE, t.require), (EXCLUDE, t.exclude)):
+            for role, items in (
+                (KEYWORD, t.keywords),
+                (PHRASE, t.phrases),
+                (REQUIRE, t.require),
+                (EXCLUDE, t.exclude),
+            ):
                 seen: set[int] = set()
                 for text in items:
                     ti, pos = term(text), len(texts)
@@ -193,10 +209,24 @@ class Index:
                     pattern_cards.append([])
                 pattern_cards[patterns[pattern]] += [ci, len(texts)]
                 texts.append(pattern)
-            checks = json.dumps([c.model_dump(mode="json", exclude_none=True)
-                                 for c in card.checks]) if card.checks else ""
-            rows.append((card.id, card.agent, card.version or "", card.priority, card.group,
-                         card.min_score, checks, "\0".join(texts), _pack(requires)))
+            checks = (
+                json.dumps([c.model_dump(mode="json", exclude_none=True) for c in card.checks])
+                if card.checks
+                else ""
+            )
+            rows.append(
+                (
+                    card.id,
+                    card.agent,
+                    card.version or "",
+                    card.priority,
+                    card.group,
+                    card.min_score,
+                    checks,
+                    "\0".join(texts),
+                    _pack(requires),
+                )
+            )
 
         terms = list(term_ids)
         frequency: dict[str, int] = {}
@@ -217,15 +247,22 @@ class Index:
             else:
                 for k in sorted(keys):
                     grams.setdefault(k, []).append(pi)
-        return cls((
-            FORMAT, sys.byteorder, revision, rows,
-            {ti: " ".join(key) for ti, key in enumerate(terms) if len(key) > 1},
-            {stem: _pack(v) for stem, v in anchors.items()},
-            [_pack(p) for p in postings],
-            list(patterns), [_pack(c) for c in pattern_cards],
-            {k: tuple(v) for k, v in grams.items()},
-            tuple(sorted({len(k) for k in grams})), tuple(always),
-        ))
+        return cls(
+            (
+                FORMAT,
+                sys.byteorder,
+                revision,
+                rows,
+                {ti: " ".join(key) for ti, key in enumerate(terms) if len(key) > 1},
+                {stem: _pack(v) for stem, v in anchors.items()},
+                [_pack(p) for p in postings],
+                list(patterns),
+                [_pack(c) for c in pattern_cards],
+                {k: tuple(v) for k, v in grams.items()},
+                tuple(sorted({len(k) for k in grams})),
+                tuple(always),
+            )
+        )
 
     def dumps(self) -> bytes:
         return marshal.dumps(self._data)
@@ -254,7 +291,7 @@ class Index:
             text = normalize(request)
             for n in self.gram_lens:
                 for i in range(len(text) - n + 1):
-                    hit = self.grams.get(text[i:i + n])
+                    hit = self.grams.get(text[i : i + n])
                     if hit is not None:
                         found.update(hit)
         return sorted(found)
@@ -276,7 +313,7 @@ class Index:
                     continue
                 key = self.multi[ti].split(" ")
                 n = len(key)
-                if any(p >= offset and seq[p - offset:p - offset + n] == key for p in where):
+                if any(p >= offset and seq[p - offset : p - offset + n] == key for p in where):
                     present.add(ti)
         return present
 
@@ -317,10 +354,14 @@ class Index:
             texts = row[7].split("\0")
             req = _unpack(row[8])
             missing = [texts[req[j + 1]] for j in range(0, len(req), 2) if req[j] not in present]
-            hits.append(Hit(
-                ci, score, [f"{_LABEL[role]}:{texts[pos]}" for pos, role in sorted(fired)],
-                _reason(None if excluded is None else texts[excluded], missing, score, row[5]),
-            ))
+            hits.append(
+                Hit(
+                    ci,
+                    score,
+                    [f"{_LABEL[role]}:{texts[pos]}" for pos, role in sorted(fired)],
+                    _reason(None if excluded is None else texts[excluded], missing, score, row[5]),
+                )
+            )
         return hits
 
 
@@ -336,11 +377,12 @@ def _reason(excluded: str | None, missing: list[str], score: int, min_score: int
 
 def _contains(seq: list[str], key: tuple[str, ...]) -> bool:
     n = len(key)
-    return any(tuple(seq[i:i + n]) == key for i in range(len(seq) - n + 1))
+    return any(tuple(seq[i : i + n]) == key for i in range(len(seq) - n + 1))
 
 
-def reference_match(cards: Sequence[Card], request: str) -> list[tuple[str, int, list[str],
-                                                                         str | None]]:
+def reference_match(
+    cards: Sequence[Card], request: str
+) -> list[tuple[str, int, list[str], str | None]]:
     """SPEC's matching rules as a plain loop over every card and trigger: the oracle the
     index is tested against, and the baseline the benchmark compares with.
 

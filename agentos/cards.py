@@ -97,8 +97,9 @@ class Card(StrictModel):
 
 def cards_revision(cards_dir: Path) -> str:
     """sha256 over the card files (each file's name and the sha256 of its content)."""
-    return revision_of((p.name, hashlib.sha256(_read(p)).hexdigest())
-                       for p in card_files(cards_dir))
+    return revision_of(
+        (p.name, hashlib.sha256(_read(p)).hexdigest()) for p in card_files(cards_dir)
+    )
 
 
 def _read(path: Path) -> bytes:
@@ -133,8 +134,12 @@ class Problem:
         return f"{self.file}: {self.field}: {self.message}"
 
     def as_dict(self) -> dict[str, str]:
-        return {"file": self.file, "field": self.field, "message": self.message,
-                "severity": self.severity}
+        return {
+            "file": self.file,
+            "field": self.field,
+            "message": self.message,
+            "severity": self.severity,
+        }
 
 
 def _card_problems(path: Path, data: bytes) -> tuple[Card | None, list[Problem]]:
@@ -154,8 +159,7 @@ def load_card(path: Path) -> Card:
     """Read one card file; the first problem is raised as :class:`ValidationFailed`."""
     card, problems = _card_problems(path, _read(path))
     if card is None:
-        raise ValidationFailed(problems[0].message, file=problems[0].file,
-                               field=problems[0].field)
+        raise ValidationFailed(problems[0].message, file=problems[0].file, field=problems[0].field)
     return card
 
 
@@ -173,8 +177,13 @@ def _duplicates(found: list[tuple[Path, Card]]) -> list[Problem]:
     out = []
     for path, card in found:
         if card.id in first:
-            out.append(Problem(str(path), "id",
-                               f"duplicate card id {card.id!r} (also in {first[card.id].name})"))
+            out.append(
+                Problem(
+                    str(path),
+                    "id",
+                    f"duplicate card id {card.id!r} (also in {first[card.id].name})",
+                )
+            )
         else:
             first[card.id] = path
     return out
@@ -194,8 +203,9 @@ def load_cards(cards_dir: Path) -> CardSet:
         card, problems = _card_problems(path, data)
         if card is None:
             p = problems[0]
-            raise ValidationFailed(f"{p.message} (run `agentos cards lint`)", file=p.file,
-                                   field=p.field)
+            raise ValidationFailed(
+                f"{p.message} (run `agentos cards lint`)", file=p.file, field=p.field
+            )
         found.append((path, card))
     dup = _duplicates(found)
     if dup:
@@ -232,14 +242,24 @@ class _Resolver:
 
     def problems(self, path: Path, card: Card) -> list[Problem]:
         if not self.installed.get(card.agent):
-            return [Problem(str(path), "agent",
-                            f"agent {card.agent!r} is not installed in the hub "
-                            "(see `agentos hub list`)")]
+            return [
+                Problem(
+                    str(path),
+                    "agent",
+                    f"agent {card.agent!r} is not installed in the hub (see `agentos hub list`)",
+                )
+            ]
         try:
             self.hub.resolve(card.agent, card.version)
         except NotFound as exc:
-            return [Problem(str(path), "version",
-                            f"{exc.message}; the router will reject this card", "warning")]
+            return [
+                Problem(
+                    str(path),
+                    "version",
+                    f"{exc.message}; the router will reject this card",
+                    "warning",
+                )
+            ]
         return []
 
 
@@ -250,22 +270,37 @@ def _stem_duplicates(path: Path, card: Card) -> list[Problem]:
         for i, term in enumerate(getattr(card.triggers, kind)):
             key = stem_phrase(term)
             if key in seen:
-                out.append(Problem(str(path), f"triggers.{kind}[{i}]",
-                                   f"{term!r} is the same as {seen[key]!r} after stemming; "
-                                   "it counts once", "warning"))
+                out.append(
+                    Problem(
+                        str(path),
+                        f"triggers.{kind}[{i}]",
+                        f"{term!r} is the same as {seen[key]!r} after stemming; it counts once",
+                        "warning",
+                    )
+                )
             else:
                 seen[key] = term
     rules_out = {stem_phrase(t): t for t in card.triggers.exclude}
     for i, term in enumerate(card.triggers.require):
         if stem_phrase(term) in rules_out:
-            out.append(Problem(str(path), f"triggers.require[{i}]",
-                               f"{term!r} is also excluded: this card can never match",
-                               "warning"))
+            out.append(
+                Problem(
+                    str(path),
+                    f"triggers.require[{i}]",
+                    f"{term!r} is also excluded: this card can never match",
+                    "warning",
+                )
+            )
     for i, pattern in enumerate(card.triggers.regex):
         if re.compile(pattern).search("") is not None:
-            out.append(Problem(str(path), f"triggers.regex[{i}]",
-                               f"{pattern!r} matches the empty string, so every request",
-                               "warning"))
+            out.append(
+                Problem(
+                    str(path),
+                    f"triggers.regex[{i}]",
+                    f"{pattern!r} matches the empty string, so every request",
+                    "warning",
+                )
+            )
     return out
 
 
@@ -300,11 +335,25 @@ def lint_cards(path: Path, hub_dir: Path | None) -> LintReport:
             problems.extend(resolver.problems(file, card))
         problems.extend(_stem_duplicates(file, card))
     if path.is_dir():
-        problems.extend(Problem(str(p), "(file)", f"ignored: card files end in {CARD_SUFFIX}",
-                                "warning") for p in sorted(path.glob("*.yml")))
+        problems.extend(
+            Problem(str(p), "(file)", f"ignored: card files end in {CARD_SUFFIX}", "warning")
+            for p in sorted(path.glob("*.yml"))
+        )
     problems.sort(key=lambda p: p.file)  # stable: each file's problems stay in field order
     return LintReport(tuple(files), tuple(found), tuple(problems))
 
 
-__all__ = ["CARD_SUFFIX", "Card", "CardSet", "LintReport", "Problem", "Triggers", "card_files",
-           "cards_revision", "lint_cards", "load_card", "load_cards", "revision_of"]
+__all__ = [
+    "CARD_SUFFIX",
+    "Card",
+    "CardSet",
+    "LintReport",
+    "Problem",
+    "Triggers",
+    "card_files",
+    "cards_revision",
+    "lint_cards",
+    "load_card",
+    "load_cards",
+    "revision_of",
+]

@@ -73,8 +73,9 @@ def _tool(name: str, fix: str) -> Check:
     path = shutil.which(name)
     if path is None:
         return Check(name, "tool", False, f"{name} is not on PATH", fix, required=True)
-    return Check(name, "tool", True, _version([path, "-V" if name == "tmux" else "--version"]),
-                 required=True)
+    return Check(
+        name, "tool", True, _version([path, "-V" if name == "tmux" else "--version"]), required=True
+    )
 
 
 def _server(environ: Mapping[str, str]) -> ServerStatus:
@@ -83,8 +84,13 @@ def _server(environ: Mapping[str, str]) -> ServerStatus:
 
 def _server_check(status: ServerStatus) -> Check:
     if not status.reachable:
-        return Check("ollama server", "server", False, f"no answer at {status.host}",
-                     "ollama serve  (https://ollama.com/download)")
+        return Check(
+            "ollama server",
+            "server",
+            False,
+            f"no answer at {status.host}",
+            "ollama serve  (https://ollama.com/download)",
+        )
     models = ", ".join(status.models) or "no models pulled yet"
     return Check("ollama server", "server", True, f"{status.host}: {models}")
 
@@ -104,12 +110,14 @@ def _framework(runtime: str, server: ServerStatus) -> Check:
     detail = _dist_version(runtime)
     if runtime == "ollama":
         if not server.reachable:
-            return Check(runtime, "runtime", False, f"{detail}; the server is not running",
-                         "ollama serve")
+            return Check(
+                runtime, "runtime", False, f"{detail}; the server is not running", "ollama serve"
+            )
         return Check(runtime, "runtime", True, detail)
     if not server.reachable:
-        return Check(runtime, "runtime", True, f"{detail}; Ollama models need the server",
-                     "ollama serve")
+        return Check(
+            runtime, "runtime", True, f"{detail}; Ollama models need the server", "ollama serve"
+        )
     return Check(runtime, "runtime", True, detail)
 
 
@@ -118,8 +126,13 @@ def _cli(runtime: str) -> Check:
     assert isinstance(agent, CliAgent)
     path = shutil.which(agent.program)
     if path is None:
-        return Check(runtime, "runtime", False, f"the `{agent.program}` CLI is not on PATH",
-                     agent.install_hint)
+        return Check(
+            runtime,
+            "runtime",
+            False,
+            f"the `{agent.program}` CLI is not on PATH",
+            agent.install_hint,
+        )
     return Check(runtime, "runtime", True, _version([path, "--version"]) or path)
 
 
@@ -140,15 +153,20 @@ def _models(ws: Workspace, server: ServerStatus) -> list[Check]:
             continue
         if manifest.model is not None and manifest.runtime in EXTRAS:
             users.setdefault(manifest.model, []).append(manifest.name)
-    return [Check(f"model {model}", "model", server.has_model(model),
-                  ("pulled" if server.has_model(model) else "not pulled")
-                  + f"; used by {', '.join(names)}",
-                  "" if server.has_model(model) else f"ollama pull {model}")
-            for model, names in sorted(users.items())]
+    return [
+        Check(
+            f"model {model}",
+            "model",
+            server.has_model(model),
+            ("pulled" if server.has_model(model) else "not pulled")
+            + f"; used by {', '.join(names)}",
+            "" if server.has_model(model) else f"ollama pull {model}",
+        )
+        for model, names in sorted(users.items())
+    ]
 
 
-def diagnose(ws: Workspace | None = None, environ: Mapping[str, str] | None = None
-             ) -> Diagnosis:
+def diagnose(ws: Workspace | None = None, environ: Mapping[str, str] | None = None) -> Diagnosis:
     """Check tmux, git, the Ollama server, every runtime and (with ``ws``) its models."""
     environ = os.environ if environ is None else environ
     server = _server(environ)
@@ -157,8 +175,13 @@ def diagnose(ws: Workspace | None = None, environ: Mapping[str, str] | None = No
         _tool("tmux", "apt-get install tmux  (macOS: brew install tmux)"),
         _tool("git", "apt-get install git  (macOS: brew install git)"),
         _server_check(server),
-        Check("shell", "runtime", bash is not None, bash or "bash is not on PATH",
-              "" if bash else "apt-get install bash"),
+        Check(
+            "shell",
+            "runtime",
+            bash is not None,
+            bash or "bash is not on PATH",
+            "" if bash else "apt-get install bash",
+        ),
         Check("python", "runtime", True, f"Python {sys.version.split()[0]}"),
         *(_cli(name) for name in ("claude-code", "gemini-cli", "codex")),
         *(_framework(name, server) for name in ("ollama", "langchain", "crewai")),

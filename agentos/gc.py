@@ -28,9 +28,12 @@ class GcReport:
     saved_commits: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[str]]:
-        return {"aborted_runs": self.aborted_runs, "killed_sessions": self.killed_sessions,
-                "removed_worktrees": self.removed_worktrees,
-                "saved_commits": self.saved_commits}
+        return {
+            "aborted_runs": self.aborted_runs,
+            "killed_sessions": self.killed_sessions,
+            "removed_worktrees": self.removed_worktrees,
+            "saved_commits": self.saved_commits,
+        }
 
     @property
     def empty(self) -> bool:
@@ -55,15 +58,21 @@ def collect_garbage(ws: Workspace) -> GcReport:
                     commit = wt.commit_all(
                         Path(agent.worktree),
                         f"agentos: {agent.agent} (run {run.id}), saved by gc after the "
-                        "orchestrator died\n", agent.agent)
+                        "orchestrator died\n",
+                        agent.agent,
+                    )
                     if commit:
                         report.saved_commits.append(f"{agent.branch}@{commit[:12]}")
                     wt.remove_worktree(Path(run.repo), Path(agent.worktree))
                     report.removed_worktrees.append(agent.worktree)
                 store.update_agent(run.id, agent.agent, status="aborted")
-            store.update(run.id, status="aborted", ended_at=time.time(),
-                         message="the orchestrator died; gc aborted the run "
-                                 "(agents' work kept on their branches)")
+            store.update(
+                run.id,
+                status="aborted",
+                ended_at=time.time(),
+                message="the orchestrator died; gc aborted the run "
+                "(agents' work kept on their branches)",
+            )
             report.aborted_runs.append(run.id)
             repos.add(run.repo)
             _receipt(ws, run.id, report)
@@ -83,8 +92,12 @@ def collect_garbage(ws: Workspace) -> GcReport:
 def _receipt(ws: Workspace, run_id: str, report: GcReport) -> None:
     from agentos.receipts import write_receipt
 
-    write_receipt(ws, "run", {"status": "aborted", "by": "gc",
-                              "saved_commits": report.saved_commits}, run_id=run_id)
+    write_receipt(
+        ws,
+        "run",
+        {"status": "aborted", "by": "gc", "saved_commits": report.saved_commits},
+        run_id=run_id,
+    )
 
 
 def _orphan_sessions(ws: Workspace, live_runs: set[str], report: GcReport) -> None:

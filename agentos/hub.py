@@ -78,8 +78,12 @@ class InstalledVersion:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "name": self.name, "version": self.version, "active": self.active,
-            "sha256": self.sha256, "source": self.source, "installed": self.installed,
+            "name": self.name,
+            "version": self.version,
+            "active": self.active,
+            "sha256": self.sha256,
+            "source": self.source,
+            "installed": self.installed,
             "path": str(self.path),
         }
 
@@ -100,7 +104,8 @@ def content_digest(package_dir: Path) -> tuple[str, dict[str, str]]:
         rel = path.relative_to(package_dir).as_posix()
         files[rel] = (
             sha256_bytes(f"symlink:{path.readlink()}".encode())
-            if path.is_symlink() else sha256_file(path)
+            if path.is_symlink()
+            else sha256_file(path)
         )
     return _tree_digest(files), files
 
@@ -161,10 +166,17 @@ class Hub:
         for name, pkg in sorted(self.read_lock().packages.items()):
             for version in sorted(pkg.versions, key=version_key):
                 v = pkg.versions[version]
-                out.append(InstalledVersion(
-                    name, version, version == pkg.active, v.sha256, v.source, v.installed,
-                    self.root / name / version,
-                ))
+                out.append(
+                    InstalledVersion(
+                        name,
+                        version,
+                        version == pkg.active,
+                        v.sha256,
+                        v.source,
+                        v.installed,
+                        self.root / name / version,
+                    )
+                )
         return out
 
     def get(self, ref: str) -> tuple[InstalledVersion, Manifest]:
@@ -176,12 +188,14 @@ class Hub:
         version = version or pkg.active
         if version is None or version not in pkg.versions:
             known = ", ".join(sorted(pkg.versions, key=version_key))
-            raise NotFound(f"{name}@{version} is not installed (installed: {known})",
-                           field="package")
+            raise NotFound(
+                f"{name}@{version} is not installed (installed: {known})", field="package"
+            )
         v = pkg.versions[version]
         path = self.root / name / version
-        info = InstalledVersion(name, version, version == pkg.active, v.sha256, v.source,
-                                v.installed, path)
+        info = InstalledVersion(
+            name, version, version == pkg.active, v.sha256, v.source, v.installed, path
+        )
         return info, load_manifest(path)
 
     def resolve(self, name: str, constraint: str | None) -> str:
@@ -202,8 +216,9 @@ class Hub:
         fitting = [v for v in pkg.versions if spec.contains(v, prereleases=True)]
         if not fitting:
             known = ", ".join(sorted(pkg.versions, key=version_key))
-            raise NotFound(f"no installed version of {name} satisfies {constraint!r} "
-                           f"(installed: {known})")
+            raise NotFound(
+                f"no installed version of {name} satisfies {constraint!r} (installed: {known})"
+            )
         return max(fitting, key=version_key)
 
     # -- changing --------------------------------------------------------------------------
@@ -219,8 +234,9 @@ class Hub:
     def _write_lock(self, lock: LockFile) -> None:
         data = lock.model_dump(mode="json")
         for pkg in data["packages"].values():
-            pkg["versions"] = dict(sorted(pkg["versions"].items(),
-                                          key=lambda kv: version_key(kv[0])))
+            pkg["versions"] = dict(
+                sorted(pkg["versions"].items(), key=lambda kv: version_key(kv[0]))
+            )
         data["packages"] = dict(sorted(data["packages"].items()))
         text = _LOCK_HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
         atomic_write(self.lock_path, text)
@@ -237,8 +253,7 @@ class Hub:
             )
         if path.is_file():
             if not path.name.endswith((".tar.gz", ".tgz")):
-                raise BadInput("expected a package directory, a .tar.gz or a git URL",
-                               file=path)
+                raise BadInput("expected a package directory, a .tar.gz or a git URL", file=path)
             # Validate every member before anything is written to the hub.
             with tempfile.TemporaryDirectory() as probe:
                 _archive.extract(path, Path(probe))
@@ -258,8 +273,9 @@ class Hub:
                     repo.git.checkout(ref)
             except git.GitCommandError as exc:
                 detail = (exc.stderr or str(exc)).strip().splitlines()
-                raise BadInput(f"git: {detail[-1] if detail else exc}",
-                               file=f"{url}@{ref}" if ref else url) from None
+                raise BadInput(
+                    f"git: {detail[-1] if detail else exc}", file=f"{url}@{ref}" if ref else url
+                ) from None
             commit = repo.head.commit.hexsha
             checkout = Path(tmp)
             return self._install_staged(
@@ -286,12 +302,16 @@ class Hub:
                             "bump the version to publish a change",
                             field="version",
                         )
-                    return InstallResult(manifest.name, manifest.version, digest,
-                                         existing.source, changed=False)
+                    return InstallResult(
+                        manifest.name, manifest.version, digest, existing.source, changed=False
+                    )
                 target = self.root / manifest.name / manifest.version
                 if target.exists():
-                    raise Conflict(f"{target} exists but is not in {LOCK_FILE}; remove it "
-                                   "or run `agentos hub verify`", field="version")
+                    raise Conflict(
+                        f"{target} exists but is not in {LOCK_FILE}; remove it "
+                        "or run `agentos hub verify`",
+                        field="version",
+                    )
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _make_read_only(pkg_dir)
                 pkg_dir.rename(target)
@@ -321,8 +341,7 @@ class Hub:
         """Remove ``name@version``; returns the version now active (if any remains)."""
         name, version = parse_ref(ref)
         if version is None:
-            raise BadInput(f"{ref!r}: give the version to remove, as NAME@VERSION",
-                           field="package")
+            raise BadInput(f"{ref!r}: give the version to remove, as NAME@VERSION", field="package")
         with self._locked() as lock:
             pkg = lock.packages.get(name)
             if pkg is None or version not in pkg.versions:
@@ -381,13 +400,19 @@ def parse_constraint(constraint: str) -> SpecifierSet:
     try:
         return SpecifierSet(constraint)
     except InvalidSpecifier:
-        raise ValidationFailed(f"{constraint!r} is not a version constraint like '>=1.0,<2'",
-                               field="version") from None
+        raise ValidationFailed(
+            f"{constraint!r} is not a version constraint like '>=1.0,<2'", field="version"
+        ) from None
 
 
 def _copy_package(src: Path, dest: Path) -> None:
-    shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True,
-                    ignore=shutil.ignore_patterns(*_archive.IGNORED_PARTS, "*.pyc"))
+    shutil.copytree(
+        src,
+        dest,
+        dirs_exist_ok=True,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(*_archive.IGNORED_PARTS, "*.pyc"),
+    )
 
 
 def _package_root(extracted: Path, source: Path) -> Path:

@@ -37,12 +37,22 @@ log = logging.getLogger(__name__)
 
 AXES: tuple[Axis, ...] = ("goal", "constraints", "scope", "context", "success")
 DEFAULT_WEIGHTS: dict[str, float] = {
-    "goal": 0.30, "constraints": 0.15, "scope": 0.20, "context": 0.15, "success": 0.20}
+    "goal": 0.30,
+    "constraints": 0.15,
+    "scope": 0.20,
+    "context": 0.15,
+    "success": 0.20,
+}
 DEFAULT_FLOORS: dict[str, float] = {
-    "goal": 0.5, "constraints": 0.0, "scope": 0.0, "context": 0.0, "success": 0.0}
-WEAK_BELOW = 0.5          # an axis under this (or under its floor) gets a question
+    "goal": 0.5,
+    "constraints": 0.0,
+    "scope": 0.0,
+    "context": 0.0,
+    "success": 0.0,
+}
+WEAK_BELOW = 0.5  # an axis under this (or under its floor) gets a question
 MAX_CANDIDATES = 5
-_DIGITS = 3               # scores are rounded so every process prints the same numbers
+_DIGITS = 3  # scores are rounded so every process prints the same numbers
 
 
 @dataclass(frozen=True)
@@ -65,10 +75,10 @@ class Interview:
     threshold: float = 0.4
     floors: dict[str, float] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)      # why it is blocked
+    reasons: list[str] = field(default_factory=list)  # why it is blocked
     evidence: dict[str, list[str]] = field(default_factory=dict)
-    rewrite: str | None = None             # a clearer request proposed by an LLM, if any
-    rewrite_error: str | None = None       # why no rewrite came back, when one was asked
+    rewrite: str | None = None  # a clearer request proposed by an LLM, if any
+    rewrite_error: str | None = None  # why no rewrite came back, when one was asked
 
     @property
     def weak(self) -> list[str]:
@@ -85,16 +95,21 @@ class Interview:
             "floors": {a: self.floors.get(a, 0.0) for a in AXES},
             "reasons": list(self.reasons),
             "questions": [q.as_dict() for q in self.questions],
-            "proposed_checks": [c.model_dump(mode="json", exclude_none=True)
-                                for c in self.proposed_checks],
+            "proposed_checks": [
+                c.model_dump(mode="json", exclude_none=True) for c in self.proposed_checks
+            ],
             "evidence": {a: list(self.evidence.get(a, [])) for a in AXES},
             "rewrite": self.rewrite,
             "rewrite_error": self.rewrite_error,
         }
 
 
-def interview(request: str, settings: InterviewSettings, *,
-              candidates: Callable[[str], list[str]] | None = None) -> Interview:
+def interview(
+    request: str,
+    settings: InterviewSettings,
+    *,
+    candidates: Callable[[str], list[str]] | None = None,
+) -> Interview:
     """Score ``request`` and, when it is blocked, ask one question per weak axis.
 
     ``candidates(request)`` returns file paths the knowledge store finds for the request;
@@ -104,8 +119,11 @@ def interview(request: str, settings: InterviewSettings, *,
         raise BadInput("the request is empty: say what should be done", field="request")
     reading = Reading(request)
     scored = {
-        "goal": _goal(reading), "constraints": _constraints(reading), "scope": _scope(reading),
-        "context": _context(reading), "success": _success(reading),
+        "goal": _goal(reading),
+        "constraints": _constraints(reading),
+        "scope": _scope(reading),
+        "context": _context(reading),
+        "success": _success(reading),
     }
     axes: dict[str, float] = {a: round(min(1.0, max(0.0, scored[a][0])), _DIGITS) for a in AXES}
     evidence: dict[str, list[str]] = {a: scored[a][1] for a in AXES}
@@ -118,22 +136,32 @@ def interview(request: str, settings: InterviewSettings, *,
     reasons = []
     if ambiguity > settings.threshold:
         reasons.append(f"ambiguity {ambiguity:.3f} is over the threshold {settings.threshold}")
-    reasons += [f"{a} {axes[a]:.3f} is under its floor {floors[a]}"
-                for a in AXES if axes[a] < floors[a]]
+    reasons += [
+        f"{a} {axes[a]:.3f} is under its floor {floors[a]}" for a in AXES if axes[a] < floors[a]
+    ]
     passed = not reasons
 
     questions: list[Question] = []
     if not passed:
         weak = [a for a in AXES if axes[a] < floors[a] or axes[a] < WEAK_BELOW]
-        if not weak:   # blocked on the total alone: ask about the biggest gap
+        if not weak:  # blocked on the total alone: ask about the biggest gap
             weak = [max(AXES, key=lambda a: (weights[a] * (1 - axes[a]), -AXES.index(a)))]
         found = _candidates(request, candidates) if "scope" in weak else []
         questions = [Question(a, _ask(a, reading, found)) for a in weak]
 
-    return Interview(axes=axes, ambiguity=ambiguity, passed=passed, questions=questions,
-                     proposed_checks=reading.checks, request=request,
-                     threshold=settings.threshold, floors=floors, weights=weights,
-                     reasons=reasons, evidence=evidence)
+    return Interview(
+        axes=axes,
+        ambiguity=ambiguity,
+        passed=passed,
+        questions=questions,
+        proposed_checks=reading.checks,
+        request=request,
+        threshold=settings.threshold,
+        floors=floors,
+        weights=weights,
+        reasons=reasons,
+        evidence=evidence,
+    )
 
 
 def interview_in(ws: Workspace, request: str, *, rewrite: bool = True) -> Interview:
@@ -162,7 +190,7 @@ def knowledge_candidates(ws: Workspace, k: int = 8) -> Callable[[str], list[str]
         return None
 
     def candidates(request: str) -> list[str]:
-        knowledge = importlib.import_module("agentos.knowledge")   # built apart, loaded late
+        knowledge = importlib.import_module("agentos.knowledge")  # built apart, loaded late
         try:
             with knowledge.open_store(ws) as store:
                 hits = store.search(request, k)
@@ -212,9 +240,8 @@ def _goal(r: Reading) -> Scored:
         # A problem described without an action: fixing it is implied, and clearer when
         # the expected behaviour is said too.
         score = 0.5 if r.find(lex.EXPECTED_WORDS) else 0.35
-        ev.append("problem described: " + ", ".join(r.find(lex.BUG_WORDS)
-                                                      or r.find(lex.SYMPTOMS)))
-    content = len(set(r.content()))   # distinct words: repeating one says nothing new
+        ev.append("problem described: " + ", ".join(r.find(lex.BUG_WORDS) or r.find(lex.SYMPTOMS)))
+    content = len(set(r.content()))  # distinct words: repeating one says nothing new
     score += 0.15 if content >= 12 else 0.1 if content >= 6 else 0.0
     vague = r.find(lex.VAGUE)
     if vague:
@@ -245,15 +272,17 @@ def _scope(r: Reading) -> Scored:
     return score, ev
 
 
-_NO_CHANGE = re.compile(r"\bno(?:\s+\w+){0,2}\s+(?:changes?|other|new)\b|\bnothing\s+else\b",
-                        re.IGNORECASE)
+_NO_CHANGE = re.compile(
+    r"\bno(?:\s+\w+){0,2}\s+(?:changes?|other|new)\b|\bnothing\s+else\b", re.IGNORECASE
+)
 
 
 def _constraints(r: Reading) -> Scored:
     ev: list[str] = []
     found = r.find(lex.CONSTRAINTS)
-    found += [m.group(0).lower() for m in _NO_CHANGE.finditer(r.masked)
-              if m.group(0).lower() not in found]
+    found += [
+        m.group(0).lower() for m in _NO_CHANGE.finditer(r.masked) if m.group(0).lower() not in found
+    ]
     found += [m.group(0).lower() for m in lex.LIMIT_RE.finditer(r.text)]
     limits = r.kinds("version", "quantity")
     score = _steps(len(found), (0.45, 0.3, 0.25)) + min(0.4, 0.2 * len(limits))
@@ -266,8 +295,11 @@ def _constraints(r: Reading) -> Scored:
 
 def _errors_seen(r: Reading) -> list[str]:
     seen = r.kinds("error", "exit")
-    seen += [e.text for e in r.entities if e.kind == "status" and e.text[0] in "45"
-             and e.text not in seen]
+    seen += [
+        e.text
+        for e in r.entities
+        if e.kind == "status" and e.text[0] in "45" and e.text not in seen
+    ]
     return seen
 
 
@@ -287,8 +319,11 @@ def _context(r: Reading) -> Scored:
         ev.append("symptoms: " + ", ".join(symptoms))
     score += _steps(len(current), (0.3, 0.15, 0.05)) + _steps(len(reasons), (0.25, 0.1))
     score += 0.15 if repro else 0.0
-    for label, found in (("current vs expected", current), ("reasons", reasons),
-                         ("reproduction", repro)):
+    for label, found in (
+        ("current vs expected", current),
+        ("reasons", reasons),
+        ("reproduction", repro),
+    ):
         if found:
             ev.append(f"{label}: " + ", ".join(found))
     return score, ev
@@ -309,9 +344,13 @@ def _success(r: Reading) -> Scored:
     score += 0.2 if tests else 0.0
     score += 0.15 if expected else 0.0
     score += 0.15 if measurable else 0.0
-    for label, found in (("acceptance", strong + accept), ("tests", tests),
-                         ("expected", expected), ("measurable", measurable),
-                         ("checks", [c.name for c in r.checks])):
+    for label, found in (
+        ("acceptance", strong + accept),
+        ("tests", tests),
+        ("expected", expected),
+        ("measurable", measurable),
+        ("checks", [c.name for c in r.checks]),
+    ):
         if found:
             ev.append(f"{label}: " + ", ".join(found))
     return score, ev
@@ -344,17 +383,27 @@ def _ask(axis: str, r: Reading, found: list[str]) -> str:
         return _ask_scope(r, found)
     if axis == "constraints":
         paths, symbols = r.kinds("path", "endpoint"), r.kinds("symbol", "command")
-        where = (f"Besides {', '.join(paths[:2])}, may other files change? " if paths
-                 else f"Besides {', '.join(symbols[:2])}, what else may change? " if symbols
-                 else "")
-        return (f"{where}What must stay as it is (public API, output format, other files, "
-                "dependencies), and within which limits (versions, size, time)?")
+        where = (
+            f"Besides {', '.join(paths[:2])}, may other files change? "
+            if paths
+            else f"Besides {', '.join(symbols[:2])}, what else may change? "
+            if symbols
+            else ""
+        )
+        return (
+            f"{where}What must stay as it is (public API, output format, other files, "
+            "dependencies), and within which limits (versions, size, time)?"
+        )
     if axis == "context":
         if r.find(lex.BUG_WORDS) or r.find(lex.SYMPTOMS):
-            return ("What happens now, and what did you expect instead? Paste the exact "
-                    "error message or the command that shows it.")
-        return ("Why is this needed, and how does it behave today? A sentence of background "
-                "(who needs it, what it replaces) is enough.")
+            return (
+                "What happens now, and what did you expect instead? Paste the exact "
+                "error message or the command that shows it."
+            )
+        return (
+            "Why is this needed, and how does it behave today? A sentence of background "
+            "(who needs it, what it replaces) is enough."
+        )
     return _ask_success(r)
 
 
@@ -369,8 +418,10 @@ def _ask_scope(r: Reading, found: list[str]) -> str:
         head = "Which"
     if found:
         return f"{head} files or modules should change? Candidates: {', '.join(found)}."
-    return (f"{head} files, modules or functions should change? Name a path or a symbol "
-            "(a function, class or command).")
+    return (
+        f"{head} files, modules or functions should change? Name a path or a symbol "
+        "(a function, class or command)."
+    )
 
 
 _BARE_VERBS = ("make", "do", "help", "look", "look into", "check", "work on", "deal with")
@@ -382,33 +433,51 @@ def _ask_goal(r: Reading) -> str:
         best = replace(best, phrase="change")
     vague = r.said(lex.VAGUE)
     if best is None:
-        return ("What should be done? Start with an action and its object, e.g. “fix the "
-                "KeyError in route()” or “add a --json flag to hub list”.")
+        return (
+            "What should be done? Start with an action and its object, e.g. “fix the "
+            "KeyError in route()” or “add a --json flag to hub list”."
+        )
     if best.empty_object in PRONOUNS:
-        return (f"What does “{best.empty_object}” refer to in “{best.span}”? Name the thing "
-                f"to {best.phrase} and what should be different afterwards.")
+        return (
+            f"What does “{best.empty_object}” refer to in “{best.span}”? Name the thing "
+            f"to {best.phrase} and what should be different afterwards."
+        )
     if best.empty_object is not None:
-        return (f"“{best.span}” does not say which {best.empty_object} or what is wrong with "
-                f"it: name the part to {best.phrase} and what should be different afterwards.")
+        return (
+            f"“{best.span}” does not say which {best.empty_object} or what is wrong with "
+            f"it: name the part to {best.phrase} and what should be different afterwards."
+        )
     if best.obj is None:
-        return (f"“{best.span}” has no object: {best.phrase} what, exactly, and what should be "
-                "different afterwards?")
+        return (
+            f"“{best.span}” has no object: {best.phrase} what, exactly, and what should be "
+            "different afterwards?"
+        )
     if vague:
-        return (f"{_quoted(vague)} {_is_are(vague)} vague: what exactly should be "
-                f"different after you {best.span}, and how would you measure it?")
-    return (f"“{best.span}” is open-ended: what exactly should change in {best.obj}, and how "
-            "should it behave afterwards?")
+        return (
+            f"{_quoted(vague)} {_is_are(vague)} vague: what exactly should be "
+            f"different after you {best.span}, and how would you measure it?"
+        )
+    return (
+        f"“{best.span}” is open-ended: what exactly should change in {best.obj}, and how "
+        "should it behave afterwards?"
+    )
 
 
 def _ask_success(r: Reading) -> str:
     if r.find(("speed up", "faster", "slow", "performance", "optimize", "optimise")):
-        return ("How will we know it is done? Name the operation, how long it takes now and "
-                "the target (e.g. “under 200 ms for 10k rows”), or the benchmark to run.")
+        return (
+            "How will we know it is done? Name the operation, how long it takes now and "
+            "the target (e.g. “under 200 ms for 10k rows”), or the benchmark to run."
+        )
     if r.find(lex.TEST_WORDS):
-        return ("How will we know it is done? Say which tests must pass (a file or test name) "
-                "or which command must succeed.")
-    return ("How will we know it is done? Name a check: tests that must pass, a command and "
-            "its expected output or exit code, a status code, or a file that must exist.")
+        return (
+            "How will we know it is done? Say which tests must pass (a file or test name) "
+            "or which command must succeed."
+        )
+    return (
+        "How will we know it is done? Name a check: tests that must pass, a command and "
+        "its expected output or exit code, a status code, or a file that must exist."
+    )
 
 
 # --- an optional rewrite through Ollama ---------------------------------------------------
@@ -421,8 +490,13 @@ original; never invent file names, errors or numbers: write <...> where the deve
 fill something in. Answer with the rewritten request only."""
 
 
-def with_rewrite(result: Interview, settings: InterviewSettings, *,
-                 host: str | None = None, timeout: float = 60.0) -> Interview:
+def with_rewrite(
+    result: Interview,
+    settings: InterviewSettings,
+    *,
+    host: str | None = None,
+    timeout: float = 60.0,
+) -> Interview:
     """``result`` with a clearer rewrite proposed by the configured Ollama model.
 
     Nothing is asked when no ``rewrite_model`` is configured or the request passed. The
@@ -435,30 +509,38 @@ def with_rewrite(result: Interview, settings: InterviewSettings, *,
     return replace(result, rewrite=propose_rewrite(result, model, host=host, timeout=timeout))
 
 
-def propose_rewrite(result: Interview, model: str, *, host: str | None = None,
-                    timeout: float = 60.0) -> str:
+def propose_rewrite(
+    result: Interview, model: str, *, host: str | None = None, timeout: float = 60.0
+) -> str:
     """Ask ``model`` (through the ``ollama`` client) for a clearer version of the request."""
-    try:   # heavy and optional: only a configured rewrite pays for them
+    try:  # heavy and optional: only a configured rewrite pays for them
         import httpx
         import ollama
     except ImportError as exc:
-        raise OperationFailed(f"the ollama client is not installed ({exc}): "
-                              "pip install 'agentos[ollama]'",
-                              field="interview.rewrite_model") from exc
+        raise OperationFailed(
+            f"the ollama client is not installed ({exc}): pip install 'agentos[ollama]'",
+            field="interview.rewrite_model",
+        ) from exc
 
     asks = "\n".join(f"- {q.axis}: {q.text}" for q in result.questions)
     user = f"Request:\n{result.request}\n\nWhat is missing:\n{asks or '- nothing'}"
     client = ollama.Client(host=host, timeout=timeout)
     try:
-        reply = client.chat(model=model, messages=[
-            {"role": "system", "content": _REWRITE_PROMPT},
-            {"role": "user", "content": user},
-        ], options={"temperature": 0})
+        reply = client.chat(
+            model=model,
+            messages=[
+                {"role": "system", "content": _REWRITE_PROMPT},
+                {"role": "user", "content": user},
+            ],
+            options={"temperature": 0},
+        )
     except (ollama.ResponseError, ConnectionError, httpx.HTTPError) as exc:
-        raise OperationFailed(f"no rewrite from Ollama model {model}: {exc}",
-                              field="interview.rewrite_model") from exc
+        raise OperationFailed(
+            f"no rewrite from Ollama model {model}: {exc}", field="interview.rewrite_model"
+        ) from exc
     text = (reply.message.content or "").strip()
     if not text:
-        raise OperationFailed(f"Ollama model {model} returned an empty rewrite",
-                              field="interview.rewrite_model")
+        raise OperationFailed(
+            f"Ollama model {model} returned an empty rewrite", field="interview.rewrite_model"
+        )
     return text

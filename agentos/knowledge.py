@@ -99,8 +99,11 @@ class Context:
     tokens: int  # estimated (see estimate_tokens)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "tokens": self.tokens,
-                "chunks": [h.as_dict() for h in self.chunks]}
+        return {
+            "text": self.text,
+            "tokens": self.tokens,
+            "chunks": [h.as_dict() for h in self.chunks],
+        }
 
 
 @dataclass
@@ -147,7 +150,8 @@ class KnowledgeStore:
         self.path = Path(path)
         self.con = open_connection(self.path)
         self._query_tokenizer = self.con.fts5_tokenizer(
-            "porter", [_kb_tokenizer.NAME, *_kb_tokenizer.BASE])
+            "porter", [_kb_tokenizer.NAME, *_kb_tokenizer.BASE]
+        )
         # The same tokens without Python in the chain, for text with no case change.
         self._plain_tokenizer = self.con.fts5_tokenizer("porter", _kb_tokenizer.BASE)
 
@@ -157,8 +161,12 @@ class KnowledgeStore:
     def __enter__(self) -> KnowledgeStore:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     # --- adding and removing ------------------------------------------------------------
@@ -193,8 +201,9 @@ class KnowledgeStore:
                 gone.update(vanished)
         gone.difference_update(found)
         stats.seen = len(found)
-        todo = [e for p, e in found.items()
-                if p not in known or known[p][1:3] != (e.size, e.mtime_ns)]
+        todo = [
+            e for p, e in found.items() if p not in known or known[p][1:3] != (e.size, e.mtime_ns)
+        ]
         stats.removed = self._remove_ids([known[p][0] for p in sorted(gone) if p in known])
         total = len(todo)
         if progress:
@@ -214,8 +223,7 @@ class KnowledgeStore:
         many files were removed. Paths need not exist on disk any more."""
         ids: list[int] = []
         for given in paths:
-            ids.extend(v[0] for v in self._known_under(Path(given).expanduser().resolve())
-                       .values())
+            ids.extend(v[0] for v in self._known_under(Path(given).expanduser().resolve()).values())
         return self._remove_ids(sorted(set(ids)))
 
     def _known_under(self, path: Path) -> dict[str, tuple[int, int, int, str]]:
@@ -224,12 +232,17 @@ class KnowledgeStore:
         lo = base.rstrip("/") + "/"
         rows = self.con.execute(
             "SELECT path, id, size, mtime_ns, sha256 FROM files"
-            " WHERE path = ? OR (path >= ? AND path < ?)", (base, lo, lo[:-1] + "0"))
+            " WHERE path = ? OR (path >= ? AND path < ?)",
+            (base, lo, lo[:-1] + "0"),
+        )
         return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
-    def _batches(self, todo: list[_kb_files.FileEntry],
-                 known: dict[str, tuple[int, int, int, str]],
-                 stats: AddStats) -> Iterator[tuple[list[Prepared], int]]:
+    def _batches(
+        self,
+        todo: list[_kb_files.FileEntry],
+        known: dict[str, tuple[int, int, int, str]],
+        stats: AddStats,
+    ) -> Iterator[tuple[list[Prepared], int]]:
         """The files read, hashed and chunked (in a worker process when there are many),
         in batches, each with how many files are done after it."""
         batch: list[Prepared] = []
@@ -257,21 +270,35 @@ class KnowledgeStore:
             stale: list[int] = []
             for item in batch:
                 e = item.entry
-                row = con.execute("SELECT id, sha256 FROM files WHERE path = ?",
-                                  (e.path,)).fetchone()
+                row = con.execute(
+                    "SELECT id, sha256 FROM files WHERE path = ?", (e.path,)
+                ).fetchone()
                 if item.touch_only:
                     if row is not None and row[1] == item.sha256:
-                        con.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?",
-                                    (e.size, e.mtime_ns, row[0]))
+                        con.execute(
+                            "UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?",
+                            (e.size, e.mtime_ns, row[0]),
+                        )
                     continue
                 chunks = item.rows or []
-                values = (e.label, e.size, e.mtime_ns, item.sha256, item.language,
-                          int(item.rows is None), len(chunks), now)
+                values = (
+                    e.label,
+                    e.size,
+                    e.mtime_ns,
+                    item.sha256,
+                    item.language,
+                    int(item.rows is None),
+                    len(chunks),
+                    now,
+                )
                 if row is None:
                     file_id = _scalar(
-                        con, "INSERT INTO files (label, size, mtime_ns, sha256, language, binary,"
+                        con,
+                        "INSERT INTO files (label, size, mtime_ns, sha256, language, binary,"
                         " chunks, indexed_at, path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                        " RETURNING id", (*values, e.path))
+                        " RETURNING id",
+                        (*values, e.path),
+                    )
                     if item.rows is None:
                         stats.skipped += 1
                     else:
@@ -281,7 +308,8 @@ class KnowledgeStore:
                     con.execute(
                         "UPDATE files SET label = ?, size = ?, mtime_ns = ?, sha256 = ?,"
                         " language = ?, binary = ?, chunks = ?, indexed_at = ? WHERE id = ?",
-                        (*values, file_id))
+                        (*values, file_id),
+                    )
                     if item.rows is None:
                         stats.skipped += 1
                     else:
@@ -290,7 +318,8 @@ class KnowledgeStore:
                 old: dict[str, list[int]] = {}
                 if row is not None:
                     for cid, sha in con.execute(
-                            "SELECT id, sha256 FROM chunks WHERE file_id = ?", (file_id,)):
+                        "SELECT id, sha256 FROM chunks WHERE file_id = ?", (file_id,)
+                    ):
                         old.setdefault(sha, []).append(cid)
                 for c in chunks:
                     reuse = old.get(c.sha256)
@@ -298,19 +327,25 @@ class KnowledgeStore:
                         line_updates.append((c.start_line, c.end_line, reuse.pop()))
                         continue
                     next_id += 1
-                    chunk_rows.append((next_id, file_id, c.start_line, c.end_line,
-                                       item.language, c.sha256))
+                    chunk_rows.append(
+                        (next_id, file_id, c.start_line, c.end_line, item.language, c.sha256)
+                    )
                     fts_rows.append((next_id, e.label, c.symbols, c.text))
                 stale.extend(cid for ids in old.values() for cid in ids)
             if stale:
                 con.executemany("DELETE FROM kb WHERE rowid = ?", [(i,) for i in stale])
                 con.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in stale])
-            con.executemany("UPDATE chunks SET start_line = ?, end_line = ? WHERE id = ?",
-                            line_updates)
-            con.executemany("INSERT INTO chunks (id, file_id, start_line, end_line, language,"
-                            " sha256) VALUES (?, ?, ?, ?, ?, ?)", chunk_rows)
-            con.executemany("INSERT INTO kb (rowid, path, symbols, body) VALUES (?, ?, ?, ?)",
-                            fts_rows)
+            con.executemany(
+                "UPDATE chunks SET start_line = ?, end_line = ? WHERE id = ?", line_updates
+            )
+            con.executemany(
+                "INSERT INTO chunks (id, file_id, start_line, end_line, language,"
+                " sha256) VALUES (?, ?, ?, ?, ?, ?)",
+                chunk_rows,
+            )
+            con.executemany(
+                "INSERT INTO kb (rowid, path, symbols, body) VALUES (?, ?, ?, ?)", fts_rows
+            )
         stats.chunks += len(fts_rows)
 
     def _remove_ids(self, file_ids: list[int]) -> int:
@@ -318,8 +353,10 @@ class KnowledgeStore:
             return 0
         with transaction(self.con):
             for file_id in file_ids:
-                self.con.execute("DELETE FROM kb WHERE rowid IN"
-                                 " (SELECT id FROM chunks WHERE file_id = ?)", (file_id,))
+                self.con.execute(
+                    "DELETE FROM kb WHERE rowid IN (SELECT id FROM chunks WHERE file_id = ?)",
+                    (file_id,),
+                )
                 self.con.execute("DELETE FROM chunks WHERE file_id = ?", (file_id,))
                 self.con.execute("DELETE FROM files WHERE id = ?", (file_id,))
         return len(file_ids)
@@ -331,16 +368,24 @@ class KnowledgeStore:
         return _kb_query.expression(list(_kb_query.terms(query, self._tokens)))
 
     def _tokens(self, text: str) -> list[str]:
-        out = self._query_tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None,
-                                    include_offsets=False, include_colocated=False)
+        out = self._query_tokenizer(
+            text.encode("utf-8"),
+            apsw.FTS5_TOKENIZE_QUERY,
+            None,
+            include_offsets=False,
+            include_colocated=False,
+        )
         return [t for t in out if isinstance(t, str)]
 
     def _spans(self, data: bytes) -> list[tuple[int, int, str]]:
         """Tokens of ``data`` with byte offsets, as the index tokenizes it."""
-        tokenizer = (self._query_tokenizer if _kb_tokenizer.case_cuts(data)
-                     else self._plain_tokenizer)
-        return cast("list[tuple[int, int, str]]", tokenizer(
-            data, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False))
+        tokenizer = (
+            self._query_tokenizer if _kb_tokenizer.case_cuts(data) else self._plain_tokenizer
+        )
+        return cast(
+            "list[tuple[int, int, str]]",
+            tokenizer(data, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False),
+        )
 
     def search(self, query: str, k: int = 10, under: Path | None = None) -> list[Hit]:
         """The ``k`` best chunks for ``query``, best first; any text is a valid query.
@@ -362,30 +407,51 @@ class KnowledgeStore:
                 " FROM (SELECT rowid AS id, rank AS score"
                 "       FROM kb WHERE kb MATCH ? ORDER BY rank LIMIT ?) AS m"
                 " JOIN chunks c ON c.id = m.id JOIN files f ON f.id = c.file_id",
-                (expr, pool)).fetchall()
+                (expr, pool),
+            ).fetchall()
         else:
             rows = self.con.execute(
                 "SELECT kb.rowid, kb.rank, c.start_line, c.end_line, c.language, f.path,"
                 " f.label FROM kb JOIN chunks c ON c.id = kb.rowid"
                 " JOIN files f ON f.id = c.file_id"
                 " WHERE kb MATCH ? AND f.path >= ? AND f.path < ? ORDER BY kb.rank LIMIT ?",
-                (expr, *bounds, pool)).fetchall()
-        scored = sorted(((-rank * _kb_query.prior(label), cid, start, end, lang, path)
-                         for cid, rank, start, end, lang, path, label in rows),
-                        key=lambda r: (-r[0], r[1]))[:k]
+                (expr, *bounds, pool),
+            ).fetchall()
+        scored = sorted(
+            (
+                (-rank * _kb_query.prior(label), cid, start, end, lang, path)
+                for cid, rank, start, end, lang, path, label in rows
+            ),
+            key=lambda r: (-r[0], r[1]),
+        )[:k]
         snippet = _kb_query.Snippets(query_terms, self._spans, SNIPPET_MARKS)
         bodies = self._bodies([cid for _, cid, *_ in scored])
-        return [(cid, Hit(_path(path), start, end, float(f"{score:.4g}"),
-                          snippet(bodies.get(cid, "")), lang))
-                for score, cid, start, end, lang, path in scored]
+        return [
+            (
+                cid,
+                Hit(
+                    _path(path),
+                    start,
+                    end,
+                    float(f"{score:.4g}"),
+                    snippet(bodies.get(cid, "")),
+                    lang,
+                ),
+            )
+            for score, cid, start, end, lang, path in scored
+        ]
 
     def _bodies(self, chunk_ids: list[int]) -> dict[int, str]:
         """The text of these chunks, by id, in one query."""
         if not chunk_ids:
             return {}
         marks = ", ".join("?" * len(chunk_ids))
-        return {cid: body for cid, body in self.con.execute(
-            f"SELECT rowid, body FROM kb WHERE rowid IN ({marks})", chunk_ids)}
+        return {
+            cid: body
+            for cid, body in self.con.execute(
+                f"SELECT rowid, body FROM kb WHERE rowid IN ({marks})", chunk_ids
+            )
+        }
 
     def _outside(self, under: Path | None) -> tuple[str, str] | None:
         """The path range of ``under`` when some indexed file lies outside it, else None."""
@@ -393,8 +459,12 @@ class KnowledgeStore:
             return None
         lo = str(Path(under).expanduser().resolve()).rstrip("/") + "/"
         hi = lo[:-1] + "0"
-        if self.con.execute("SELECT 1 FROM files WHERE path < ? OR path >= ? LIMIT 1",
-                            (lo, hi)).fetchone() is None:
+        if (
+            self.con.execute(
+                "SELECT 1 FROM files WHERE path < ? OR path >= ? LIMIT 1", (lo, hi)
+            ).fetchone()
+            is None
+        ):
             return None
         return lo, hi
 
@@ -405,8 +475,9 @@ class KnowledgeStore:
         A chunk that does not fit is passed over for the next ones; when not even the best
         one fits, its first lines are given (the hit's line range says which)."""
         if budget_tokens <= 0:
-            raise BadInput(f"must be a positive number of tokens, not {budget_tokens}",
-                           field="budget")
+            raise BadInput(
+                f"must be a positive number of tokens, not {budget_tokens}", field="budget"
+            )
         base = Path(under).expanduser().resolve() if under is not None else None
         header = "# Context from the knowledge store\n"
         parts, used = [header], estimate_tokens(header)
@@ -442,15 +513,27 @@ class KnowledgeStore:
         size = _scalar(con, "SELECT coalesce(sum(size), 0) FROM files WHERE binary = 0")
         skipped = _scalar(con, "SELECT count(*) FROM files WHERE binary = 1")
         chunks = _scalar(con, "SELECT count(*) FROM chunks")
-        languages = {str(lang): n for lang, n in con.execute(
-            "SELECT language, count(*) FROM files WHERE binary = 0 GROUP BY language"
-            " ORDER BY count(*) DESC, language")}
+        languages = {
+            str(lang): n
+            for lang, n in con.execute(
+                "SELECT language, count(*) FROM files WHERE binary = 0 GROUP BY language"
+                " ORDER BY count(*) DESC, language"
+            )
+        }
         last = _scalar(con, "SELECT max(indexed_at) FROM files")
-        db_bytes = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal"))
-                       if p.exists())
-        return {"database": str(self.path), "files": files, "binary_files": skipped,
-                "chunks": chunks, "bytes": size, "languages": languages,
-                "last_indexed": last, "database_bytes": db_bytes}
+        db_bytes = sum(
+            p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists()
+        )
+        return {
+            "database": str(self.path),
+            "files": files,
+            "binary_files": skipped,
+            "chunks": chunks,
+            "bytes": size,
+            "languages": languages,
+            "last_indexed": last,
+            "database_bytes": db_bytes,
+        }
 
 
 @lru_cache(maxsize=4096)
@@ -471,5 +554,4 @@ def _block(hit: Hit, lines: list[str], base: Path | None) -> str:
     fence = "```"
     while fence in body:
         fence += "`"
-    return (f"## {shown}:{hit.start_line}-{hit.end_line}\n"
-            f"{fence}{hit.language}\n{body}\n{fence}\n")
+    return f"## {shown}:{hit.start_line}-{hit.end_line}\n{fence}{hit.language}\n{body}\n{fence}\n"

@@ -70,18 +70,23 @@ class Manifest(StrictModel):
             if not _ENTRY_CALLABLE.match(self.entry):
                 raise ValidationFailed(
                     f"{self.runtime} entry must be 'module:callable', not {self.entry!r}",
-                    file=file, field="entry",
+                    file=file,
+                    field="entry",
                 )
             module = self.entry.split(":")[0].replace(".", "/")
-            if not ((package_dir / f"{module}.py").is_file()
-                    or (package_dir / module / "__init__.py").is_file()):
+            if not (
+                (package_dir / f"{module}.py").is_file()
+                or (package_dir / module / "__init__.py").is_file()
+            ):
                 raise ValidationFailed(
                     f"module {self.entry.split(':')[0]!r} not found in the package",
-                    file=file, field="entry",
+                    file=file,
+                    field="entry",
                 )
         elif self.runtime != "ollama" and not (package_dir / self.entry).is_file():
-            raise ValidationFailed(f"{self.entry!r} not found in the package",
-                                   file=file, field="entry")
+            raise ValidationFailed(
+                f"{self.entry!r} not found in the package", file=file, field="entry"
+            )
 
 
 def load_manifest(package_dir: Path) -> Manifest:

@@ -69,11 +69,18 @@ class AgentState:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "agent": self.name, "version": self.manifest.version, "card": self.card,
-            "runtime": self.manifest.runtime, "branch": self.branch, "status": self.status,
-            "attempts": self.attempts, "exit_code": self.exit_code,
-            "gate": self.gate.as_dict() if self.gate else None, "commits": self.commits,
-            "log": str(self.files.log), "output_tail": _tail(self.files.log, OUTPUT_TAIL),
+            "agent": self.name,
+            "version": self.manifest.version,
+            "card": self.card,
+            "runtime": self.manifest.runtime,
+            "branch": self.branch,
+            "status": self.status,
+            "attempts": self.attempts,
+            "exit_code": self.exit_code,
+            "gate": self.gate.as_dict() if self.gate else None,
+            "commits": self.commits,
+            "log": str(self.files.log),
+            "output_tail": _tail(self.files.log, OUTPUT_TAIL),
         }
 
 
@@ -93,19 +100,34 @@ class RunReport:
         return 0 if self.status == "succeeded" else 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run": self.run_id, "status": self.status, "message": self.message,
-                "decision": self.decision, "interview": self.interview, "agents": self.agents,
-                "merge": self.merge, "receipts": self.receipts}
+        return {
+            "run": self.run_id,
+            "status": self.status,
+            "message": self.message,
+            "decision": self.decision,
+            "interview": self.interview,
+            "agents": self.agents,
+            "merge": self.merge,
+            "receipts": self.receipts,
+        }
 
 
-def start_run(ws: Workspace, request: str, repo: Path, *, force: bool = False,
-              run_id: str | None = None, on_event: Event | None = None) -> RunReport:
+def start_run(
+    ws: Workspace,
+    request: str,
+    repo: Path,
+    *,
+    force: bool = False,
+    run_id: str | None = None,
+    on_event: Event | None = None,
+) -> RunReport:
     """Run ``request`` against ``repo`` from start to teardown; the report says how it went."""
     return Orchestrator(ws, request, repo, force=force, run_id=run_id, on_event=on_event).run()
 
 
-def start_detached(ws: Workspace, request: str, repo: Path, *, force: bool = False
-                   ) -> tuple[str, Path]:
+def start_detached(
+    ws: Workspace, request: str, repo: Path, *, force: bool = False
+) -> tuple[str, Path]:
     """Start a run in a background process; returns its id and the orchestrator's log.
 
     The run is in state.db (and visible to ``runs show``) as soon as its orchestrator has
@@ -119,19 +141,40 @@ def start_detached(ws: Workspace, request: str, repo: Path, *, force: bool = Fal
     run_id = new_run_id()
     log = ws.logs_dir / run_id / "orchestrator.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "run", request,
-            "--repo", str(repo), "--run-id", run_id, "--json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "agentos",
+        "--workspace",
+        str(ws.root),
+        "run",
+        request,
+        "--repo",
+        str(repo),
+        "--run-id",
+        run_id,
+        "--json",
+    ]
     if force:
         argv.append("--force")
     with log.open("ab") as out:
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                         start_new_session=True)
+        subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+        )
     return run_id, log
 
 
 class Orchestrator:
-    def __init__(self, ws: Workspace, request: str, repo: Path, *, force: bool = False,
-                 run_id: str | None = None, on_event: Event | None = None) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        request: str,
+        repo: Path,
+        *,
+        force: bool = False,
+        run_id: str | None = None,
+        on_event: Event | None = None,
+    ) -> None:
         if not request.strip():
             raise BadInput("the request is empty", field="REQUEST")
         self.ws = ws
@@ -159,14 +202,16 @@ class Orchestrator:
         self._preflight_repo()
         self.store = RunStore(self.ws)
         self.store.create(self.run_id, self.request, self.repo)
-        self.store.update(self.run_id, target_branch=self.target, base_commit=self.base,
-                          started_at=time.time())
+        self.store.update(
+            self.run_id, target_branch=self.target, base_commit=self.base, started_at=time.time()
+        )
         try:
             with _signals_cancel():
                 self._run()
         except (Cancelled, KeyboardInterrupt):
-            self._finish("cancelled", "the run was cancelled; agents' work is kept on "
-                         "their branches")
+            self._finish(
+                "cancelled", "the run was cancelled; agents' work is kept on their branches"
+            )
         except AgentOSError as exc:
             self._finish("failed", str(exc))
             self._teardown()
@@ -189,34 +234,48 @@ class Orchestrator:
         self.report.receipts.append(receipt.id)
         assert self.store is not None
         self.store.update(self.run_id, decision=decision.decision, receipt=receipt.id)
-        self.emit(f"decision: {decision.decision} "
-                  + ", ".join(f"{s.agent}@{s.version} ({s.card}, score {s.score})"
-                              for s in decision.selected))
+        self.emit(
+            f"decision: {decision.decision} "
+            + ", ".join(
+                f"{s.agent}@{s.version} ({s.card}, score {s.score})" for s in decision.selected
+            )
+        )
         if decision.decision != "route":
-            reason = ("cards tie: " + ", ".join(decision.tied) if decision.decision == "clarify"
-                      else "no routing card matches the request")
+            reason = (
+                "cards tie: " + ", ".join(decision.tied)
+                if decision.decision == "clarify"
+                else "no routing card matches the request"
+            )
             self._finish(decision.decision, reason)
             return
         hub = Hub(self.ws.hub_dir)
         for sel in decision.selected:
             info, manifest = hub.get(f"{sel.agent}@{sel.version}")
             get_runtime(manifest.runtime).preflight(manifest, info.path)
-            self.agents.append(self._plan_agent(sel.card, manifest, info.path,
-                                                [*sel.checks, *self.request_checks]))
+            self.agents.append(
+                self._plan_agent(sel.card, manifest, info.path, [*sel.checks, *self.request_checks])
+            )
         require_tmux()
         self._ensure_guardian()
         context = self._context()
         self._set_status("running")
         for agent in self.agents:
-            self.store.add_agent(self.run_id, agent.name, agent.manifest.version,
-                                 card=agent.card, branch=agent.branch,
-                                 worktree=str(agent.worktree), session=agent.session)
+            self.store.add_agent(
+                self.run_id,
+                agent.name,
+                agent.manifest.version,
+                card=agent.card,
+                branch=agent.branch,
+                worktree=str(agent.worktree),
+                session=agent.session,
+            )
         self._drive_all(context)
         if all(a.status == "passed" for a in self.agents):
             self._merge()
         else:
-            failed = ", ".join(f"{a.name} ({a.status})" for a in self.agents
-                               if a.status != "passed")
+            failed = ", ".join(
+                f"{a.name} ({a.status})" for a in self.agents if a.status != "passed"
+            )
             self._finish("failed", f"not done: {failed}; nothing was merged")
 
     # -- steps -----------------------------------------------------------------------------
@@ -226,18 +285,25 @@ class Orchestrator:
             raise BadInput("repository not found", file=self.repo, field="--repo")
         repo = wt.open_repo(self.repo)
         if Path(repo.working_tree_dir or "").resolve() != self.repo:
-            raise BadInput("give the repository's top-level directory",
-                           file=self.repo, field="--repo")
+            raise BadInput(
+                "give the repository's top-level directory", file=self.repo, field="--repo"
+            )
         branch, self.base = wt.head(self.repo)
         if branch is None:
-            raise BadInput("HEAD is detached: check out the branch to merge into",
-                           file=self.repo, field="--repo")
+            raise BadInput(
+                "HEAD is detached: check out the branch to merge into",
+                file=self.repo,
+                field="--repo",
+            )
         self.target = branch
         dirty = wt.tracked_changes(self.repo)
         if dirty:
-            raise BadInput(f"uncommitted changes ({', '.join(dirty[:5])}): commit or stash "
-                           "them first, so that merging the agents' work cannot lose yours",
-                           file=self.repo, field="--repo")
+            raise BadInput(
+                f"uncommitted changes ({', '.join(dirty[:5])}): commit or stash "
+                "them first, so that merging the agents' work cannot lose yours",
+                file=self.repo,
+                field="--repo",
+            )
         wt.ensure_agent_files_excluded(repo)
 
     def _interview(self) -> bool:
@@ -250,8 +316,9 @@ class Orchestrator:
         self.request_checks = list(result.proposed_checks)
         fields = {k: v for k, v in result.as_dict().items() if k != "request"}
         fields["override"] = "--force" if self.force and not result.passed else "none"
-        receipt = write_receipt(self.ws, "interview", fields, run_id=self.run_id,
-                                request=self.request)
+        receipt = write_receipt(
+            self.ws, "interview", fields, run_id=self.run_id, request=self.request
+        )
         self.report.receipts.append(receipt.id)
         if result.passed:
             return True
@@ -279,25 +346,34 @@ class Orchestrator:
 
         with open_store(self.ws) as store:
             stats = store.add([self.repo])
-            self.emit(f"knowledge store: {stats.seen} files, {stats.read} read, "
-                      f"{stats.chunks} chunks")
+            self.emit(
+                f"knowledge store: {stats.seen} files, {stats.read} read, {stats.chunks} chunks"
+            )
             ctx = store.context(self.request, CONTEXT_BUDGET, under=self.repo)
-        header = (f"# Context for run {self.run_id}\n\nRequest: {self.request}\n\n"
-                  "The knowledge store found these parts of the repository relevant "
-                  "(paths are relative to the repository root).\n\n")
+        header = (
+            f"# Context for run {self.run_id}\n\nRequest: {self.request}\n\n"
+            "The knowledge store found these parts of the repository relevant "
+            "(paths are relative to the repository root).\n\n"
+        )
         text: str = ctx.text
         return header + text.replace(str(self.repo) + "/", "")
 
-    def _plan_agent(self, card: str, manifest: Manifest, package_dir: Path,
-                    card_checks: list[Any]) -> AgentState:
+    def _plan_agent(
+        self, card: str, manifest: Manifest, package_dir: Path, card_checks: list[Any]
+    ) -> AgentState:
         name = manifest.name
         return AgentState(
-            card=card, manifest=manifest, package_dir=package_dir, card_checks=card_checks,
+            card=card,
+            manifest=manifest,
+            package_dir=package_dir,
+            card_checks=card_checks,
             branch=wt.branch_name(self.run_id, name),
             worktree=self.ws.worktrees_dir / self.run_id / name,
             session=session_name(self.run_id, name),
-            files=AgentFiles(self.ws.state_dir / "runs" / self.run_id / name,
-                             self.ws.logs_dir / self.run_id / f"{name}.log"),
+            files=AgentFiles(
+                self.ws.state_dir / "runs" / self.run_id / name,
+                self.ws.logs_dir / self.run_id / f"{name}.log",
+            ),
         )
 
     def _drive_all(self, context: str) -> None:
@@ -317,23 +393,44 @@ class Orchestrator:
         """One agent: its worktree, then attempts: start, wait for its exit file, commit,
         gate, retry. Agents are driven in parallel, one thread each."""
         assert self.store is not None
-        wt.add_worktree(self.repo, agent.worktree, agent.branch, self.base,
-                        sparse_paths=agent.manifest.paths or None, admin_lock=self._git_admin)
+        wt.add_worktree(
+            self.repo,
+            agent.worktree,
+            agent.branch,
+            self.base,
+            sparse_paths=agent.manifest.paths or None,
+            admin_lock=self._git_admin,
+        )
         agent.worktree.joinpath("AGENTOS_CONTEXT.md").write_text(context, encoding="utf-8")
         retries = self.ws.settings.run.retries
         checks = collect_checks(self.ws, package=agent.manifest, card_checks=agent.card_checks)
         agent.started_at = time.time()
         while agent.attempts <= retries and not self.cancel.is_set():
             agent.attempts += 1
-            task = AgentTask(self.run_id, agent.name, agent.manifest, agent.package_dir,
-                             agent.worktree, self.repo, self.ws.root, self.request,
-                             agent.files.run_dir, agent.attempts)
+            task = AgentTask(
+                self.run_id,
+                agent.name,
+                agent.manifest,
+                agent.package_dir,
+                agent.worktree,
+                self.repo,
+                self.ws.root,
+                self.request,
+                agent.files.run_dir,
+                agent.attempts,
+            )
             pane, env = prepare(task, agent.files)
             agent.status = "running"
-            self.store.update_agent(self.run_id, agent.name, status="running",
-                                    attempts=agent.attempts, started_at=agent.started_at)
-            self.emit(f"{agent.name}: attempt {agent.attempts} started in tmux session "
-                      f"{agent.session}")
+            self.store.update_agent(
+                self.run_id,
+                agent.name,
+                status="running",
+                attempts=agent.attempts,
+                started_at=agent.started_at,
+            )
+            self.emit(
+                f"{agent.name}: attempt {agent.attempts} started in tmux session {agent.session}"
+            )
             self.sessions.start(agent.session, pane, agent.worktree)
             agent.exit_code = self._wait_for_exit(agent)
             commit = wt.commit_all(agent.worktree, self._commit_message(agent), agent.name)
@@ -342,31 +439,45 @@ class Orchestrator:
             if agent.files.stopped.exists():
                 # The guardian killed it: no gate, no retry.
                 agent.status = "killed"
-                self.emit(f"{agent.name}: stopped by the guardian: "
-                          f"{agent.files.stopped.read_text().strip()}")
+                self.emit(
+                    f"{agent.name}: stopped by the guardian: "
+                    f"{agent.files.stopped.read_text().strip()}"
+                )
                 break
             agent.status = "gating"
-            self.store.update_agent(self.run_id, agent.name, status="gating",
-                                    exit_code=agent.exit_code)
+            self.store.update_agent(
+                self.run_id, agent.name, status="gating", exit_code=agent.exit_code
+            )
             agent.gate = run_gate(checks, agent.worktree, base=self.base, env=env)
             passed = agent.exit_code == 0 and agent.gate.passed
-            fields = {"agent": f"{agent.name}@{agent.manifest.version}",
-                      "exit_code": agent.exit_code, "accepted": passed,
-                      **gate_receipt_fields(agent.gate, agent.attempts)}
+            fields = {
+                "agent": f"{agent.name}@{agent.manifest.version}",
+                "exit_code": agent.exit_code,
+                "accepted": passed,
+                **gate_receipt_fields(agent.gate, agent.attempts),
+            }
             receipt = write_receipt(self.ws, "gate", fields, run_id=self.run_id)
             self.report.receipts.append(receipt.id)
-            self.emit(f"{agent.name}: attempt {agent.attempts} exited "
-                      f"{agent.exit_code}; {agent.gate.summary()}")
+            self.emit(
+                f"{agent.name}: attempt {agent.attempts} exited "
+                f"{agent.exit_code}; {agent.gate.summary()}"
+            )
             if passed:
                 agent.status = "passed"
                 break
             agent.status = "failed"
             if agent.attempts <= retries:
                 agent.worktree.joinpath("AGENTOS_FEEDBACK.md").write_text(
-                    self._feedback(agent), encoding="utf-8")
+                    self._feedback(agent), encoding="utf-8"
+                )
         agent.ended_at = time.time()
-        self.store.update_agent(self.run_id, agent.name, status=agent.status,
-                                exit_code=agent.exit_code, ended_at=agent.ended_at)
+        self.store.update_agent(
+            self.run_id,
+            agent.name,
+            status=agent.status,
+            exit_code=agent.exit_code,
+            ended_at=agent.ended_at,
+        )
 
     def _wait_for_exit(self, agent: AgentState) -> int | None:
         """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124)."""
@@ -395,22 +506,35 @@ class Orchestrator:
         text = agent.gate.feedback()
         if agent.exit_code != 0:
             tail = _tail(agent.files.log, OUTPUT_TAIL)
-            text += (f"\n## Your process exited with code {agent.exit_code}\n\n"
-                     f"Last output:\n\n```text\n{tail}\n```\n")
+            text += (
+                f"\n## Your process exited with code {agent.exit_code}\n\n"
+                f"Last output:\n\n```text\n{tail}\n```\n"
+            )
         return text
 
     def _commit_message(self, agent: AgentState) -> str:
-        return (f"agentos: {agent.name} attempt {agent.attempts} (run {self.run_id})\n\n"
-                f"Request: {self.request}\nAgent: {agent.manifest.ref} via card {agent.card}\n")
+        return (
+            f"agentos: {agent.name} attempt {agent.attempts} (run {self.run_id})\n\n"
+            f"Request: {self.request}\nAgent: {agent.manifest.ref} via card {agent.card}\n"
+        )
 
     def _merge(self) -> None:
         self._set_status("merging")
-        result = wt.merge_branches(self.repo, self.target, [a.branch for a in self.agents],
-                                   self.run_id, self.ws.worktrees_dir / self.run_id / "_merge")
-        self.report.merge = {"merged": result.merged, "commit": result.commit,
-                             "conflicts": result.conflicts,
-                             "conflicting_branch": result.conflicting_branch,
-                             "message": result.message, "target": self.target}
+        result = wt.merge_branches(
+            self.repo,
+            self.target,
+            [a.branch for a in self.agents],
+            self.run_id,
+            self.ws.worktrees_dir / self.run_id / "_merge",
+        )
+        self.report.merge = {
+            "merged": result.merged,
+            "commit": result.commit,
+            "conflicts": result.conflicts,
+            "conflicting_branch": result.conflicting_branch,
+            "message": result.message,
+            "target": self.target,
+        }
         receipt = write_receipt(self.ws, "merge", self.report.merge, run_id=self.run_id)
         self.report.receipts.append(receipt.id)
         self.emit(f"merge: {result.message}")
@@ -430,8 +554,7 @@ class Orchestrator:
         self.report.status = status
         self.report.message = message
         if self.store is not None:
-            self.store.update(self.run_id, status=status, message=message,
-                              ended_at=time.time())
+            self.store.update(self.run_id, status=status, message=message, ended_at=time.time())
 
     def _teardown(self) -> None:
         """End sessions, keep the work on branches, remove worktrees; always."""
@@ -441,9 +564,14 @@ class Orchestrator:
                 list(pool.map(self._teardown_agent, self.agents))
             wt.prune(self.repo)
             merged = self.report.status == "succeeded"
-            wt.delete_branch(self.repo, *(
-                a.branch for a in self.agents
-                if merged or wt.commits_ahead(self.repo, a.branch, self.base) == 0))
+            wt.delete_branch(
+                self.repo,
+                *(
+                    a.branch
+                    for a in self.agents
+                    if merged or wt.commits_ahead(self.repo, a.branch, self.base) == 0
+                ),
+            )
         self.report.agents = [agent.as_dict() for agent in self.agents]
         _remove_tree(self.ws.worktrees_dir / self.run_id)
         _remove_tree(self.ws.state_dir / "runs" / self.run_id)
@@ -454,8 +582,9 @@ class Orchestrator:
         prunes the registrations once, then deletes branches)."""
         self.sessions.kill(agent.session)
         if agent.worktree.exists():
-            commit = wt.commit_all(agent.worktree, self._commit_message(agent)
-                                   + "(saved at teardown)\n", agent.name)
+            commit = wt.commit_all(
+                agent.worktree, self._commit_message(agent) + "(saved at teardown)\n", agent.name
+            )
             if commit:
                 agent.commits.append(commit)
             _remove_tree(agent.worktree)
@@ -464,13 +593,31 @@ class Orchestrator:
 
     def _final_receipt(self) -> None:
         fields = {
-            "status": self.report.status, "message": self.report.message,
-            "repo": str(self.repo), "target": self.target, "base": self.base,
-            "agents": [{k: a[k] for k in ("agent", "version", "card", "branch", "status",
-                                          "attempts", "exit_code", "commits", "output_tail")}
-                       for a in self.report.agents],
-            "kept_branches": [a["branch"] for a in self.report.agents
-                              if wt.branch_exists(self.repo, a["branch"])],
+            "status": self.report.status,
+            "message": self.report.message,
+            "repo": str(self.repo),
+            "target": self.target,
+            "base": self.base,
+            "agents": [
+                {
+                    k: a[k]
+                    for k in (
+                        "agent",
+                        "version",
+                        "card",
+                        "branch",
+                        "status",
+                        "attempts",
+                        "exit_code",
+                        "commits",
+                        "output_tail",
+                    )
+                }
+                for a in self.report.agents
+            ],
+            "kept_branches": [
+                a["branch"] for a in self.report.agents if wt.branch_exists(self.repo, a["branch"])
+            ],
         }
         receipt = write_receipt(self.ws, "run", fields, run_id=self.run_id)
         self.report.receipts.append(receipt.id)

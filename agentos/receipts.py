@@ -83,8 +83,13 @@ class ReceiptInfo:
     path: Path
 
     def as_dict(self) -> dict[str, object]:
-        return {"id": self.id, "kind": self.kind, "time": self.time, "run_id": self.run_id,
-                "path": str(self.path)}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "time": self.time,
+            "run_id": self.run_id,
+            "path": str(self.path),
+        }
 
 
 def receipt_id(seq: int) -> str:
@@ -102,8 +107,14 @@ def _scalar(value: object) -> str:
     if isinstance(value, int | float):
         return repr(value)
     text = str(value)
-    if (not text or text != text.strip() or text[0] in "\"|" or text in ("null", "true", "false")
-            or _CONTROL_RE.search(text) or "\n" in text):
+    if (
+        not text
+        or text != text.strip()
+        or text[0] in '"|'
+        or text in ("null", "true", "false")
+        or _CONTROL_RE.search(text)
+        or "\n" in text
+    ):
         # One unambiguous line; control characters are escaped so `cat` shows them.
         return json.dumps(text, ensure_ascii=False)
     return text
@@ -111,8 +122,12 @@ def _scalar(value: object) -> str:
 
 def _is_block(value: object) -> bool:
     """A multi-line string shown as an indented block (command output, a long request)."""
-    return (isinstance(value, str) and "\n" in value.strip("\n") and not _CONTROL_RE.search(value)
-            and all(line == line.rstrip() for line in value.split("\n")))
+    return (
+        isinstance(value, str)
+        and "\n" in value.strip("\n")
+        and not _CONTROL_RE.search(value)
+        and all(line == line.rstrip() for line in value.split("\n"))
+    )
 
 
 def _key(key: object) -> str:
@@ -148,7 +163,7 @@ def _render_item(item: object, pad: str, out: list[str]) -> None:
         first = len(out)
         for k, v in item.items():
             _render(_key(k), v, pad + "  ", out)
-        out[first] = f"{pad}- {out[first][len(pad) + 2:]}"
+        out[first] = f"{pad}- {out[first][len(pad) + 2 :]}"
     elif isinstance(item, list | tuple) and item:
         out.append(f"{pad}-")
         for sub in item:
@@ -297,8 +312,7 @@ def write_receipt(
     if not _KIND_RE.match(kind):
         raise BadInput(f"{kind!r} must be lowercase letters, digits and '-'", field="kind")
     if run_id is not None and not _RUN_RE.match(run_id):
-        raise BadInput(f"{run_id!r} must be one word of letters, digits and ._:@+-",
-                       field="run id")
+        raise BadInput(f"{run_id!r} must be one word of letters, digits and ._:@+-", field="run id")
     lines = []
     if request is not None:
         if ws.settings.receipts.redact:
@@ -312,8 +326,7 @@ def write_receipt(
             receipt = _append(chain, kind, body, run_id)
             if receipt is not None:
                 return receipt
-    raise OSError(f"{ws.receipts_dir}: could not append a receipt: another writer ignores "
-                  "the lock")
+    raise OSError(f"{ws.receipts_dir}: could not append a receipt: another writer ignores the lock")
 
 
 def _append(chain: _Chain, kind: str, body: str, run_id: str | None) -> Receipt | None:
@@ -334,7 +347,7 @@ def _append(chain: _Chain, kind: str, body: str, run_id: str | None) -> Receipt 
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -358,8 +371,11 @@ def _receipt_paths(directory: Path) -> list[tuple[int, Path]]:
     except FileNotFoundError:
         return []
     found = ((m, name) for name in names if (m := _NAME_RE.match(name)))
-    return sorted((int(m.group(1)), directory / name) for m, name in found
-                  if receipt_id(int(m.group(1))) == m.group(1))
+    return sorted(
+        (int(m.group(1)), directory / name)
+        for m, name in found
+        if receipt_id(int(m.group(1))) == m.group(1)
+    )
 
 
 def _header(path: Path) -> dict[str, str]:
@@ -380,8 +396,11 @@ def list_receipts(ws: Workspace, run_id: str | None = None) -> list[ReceiptInfo]
         head = _header(path)
         if run_id is not None and head.get("run") != run_id:
             continue
-        out.append(ReceiptInfo(receipt_id(seq), head.get("kind", "?"), head.get("time", "?"),
-                               head.get("run"), path))
+        out.append(
+            ReceiptInfo(
+                receipt_id(seq), head.get("kind", "?"), head.get("time", "?"), head.get("run"), path
+            )
+        )
     return out
 
 
@@ -404,29 +423,31 @@ def read_receipt(ws: Workspace, id: str) -> str:
 # --- verifying ----------------------------------------------------------------------------
 
 
-def _check_one(rid: str, data: bytes,
-               expected_previous: str | None) -> tuple[str | None, list[str]]:
+def _check_one(
+    rid: str, data: bytes, expected_previous: str | None
+) -> tuple[str | None, list[str]]:
     """The sha256 the receipt declares (None when it has lost it), and its problems."""
     problems = []
     trailer = _TRAILER_RE.search(data)
     if trailer is None:
         return None, [f"{rid}: changed after it was written (its closing sha256 line is gone)"]
     declared = trailer.group(1).decode()
-    content = data[:trailer.start() + (1 if trailer.group(0).startswith(b"\n") else 0)]
+    content = data[: trailer.start() + (1 if trailer.group(0).startswith(b"\n") else 0)]
     if hashlib.sha256(content).hexdigest() != declared:
-        problems.append(f"{rid}: changed after it was written (content does not match its "
-                        "sha256)")
+        problems.append(f"{rid}: changed after it was written (content does not match its sha256)")
     if not content.startswith(f"receipt: {rid}\n".encode()):
         holds = content.split(b"\n", 1)[0].decode("utf-8", "replace").removeprefix("receipt: ")
-        problems.append(f"{rid}: the file holds receipt {holds!r}: receipts were moved or "
-                        "reordered")
+        problems.append(
+            f"{rid}: the file holds receipt {holds!r}: receipts were moved or reordered"
+        )
     previous = _PREVIOUS_RE.search(content)
     if previous is None:
         problems.append(f"{rid}: changed after it was written (its previous line is gone)")
     elif expected_previous is not None and previous.group(1).decode() != expected_previous:
         before = expected_previous.split()[0] if expected_previous != FIRST else "the start"
-        problems.append(f"{rid}: does not follow {before}: one of them was changed, or "
-                        "receipts were reordered")
+        problems.append(
+            f"{rid}: does not follow {before}: one of them was changed, or receipts were reordered"
+        )
     return declared, problems
 
 
@@ -440,8 +461,10 @@ def verify_chain(ws: Workspace) -> list[str]:
         head = chain.head()
     problems: list[str] = []
     if head is None and files:
-        problems.append(f"{receipt_id(max(files))}: the chain's head ({HEAD_FILE}) is missing "
-                        "or unreadable, so the newest receipts cannot be checked")
+        problems.append(
+            f"{receipt_id(max(files))}: the chain's head ({HEAD_FILE}) is missing "
+            "or unreadable, so the newest receipts cannot be checked"
+        )
     top = max([*files, head[0] if head else 0], default=0)
     previous: str | None = FIRST
     for seq in range(1, top + 1):
@@ -454,7 +477,8 @@ def verify_chain(ws: Workspace) -> list[str]:
         declared, found = _check_one(rid, (directory / name).read_bytes(), previous)
         problems.extend(found)
         if head is not None and seq == head[0] and declared != head[1]:
-            problems.append(f"{rid}: changed after it was written (the chain's head records "
-                            "another sha256)")
+            problems.append(
+                f"{rid}: changed after it was written (the chain's head records another sha256)"
+            )
         previous = None if declared is None else f"{rid} {declared}"
     return problems

@@ -59,10 +59,16 @@ class Selected:
         return f"{self.agent}@{self.version}"
 
     def as_dict(self) -> dict[str, object]:
-        return {"card": self.card, "agent": self.agent, "version": self.version,
-                "score": self.score, "fired": list(self.fired), "priority": self.priority,
-                "group": self.group,
-                "checks": [c.model_dump(mode="json", exclude_none=True) for c in self.checks]}
+        return {
+            "card": self.card,
+            "agent": self.agent,
+            "version": self.version,
+            "score": self.score,
+            "fired": list(self.fired),
+            "priority": self.priority,
+            "group": self.group,
+            "checks": [c.model_dump(mode="json", exclude_none=True) for c in self.checks],
+        }
 
 
 @dataclass(frozen=True)
@@ -93,25 +99,37 @@ class Decision:
     hub_revision: str
 
     def as_dict(self) -> dict[str, object]:
-        return {"decision": self.decision,
-                "selected": [s.as_dict() for s in self.selected],
-                "rejected": [r.as_dict() for r in self.rejected],
-                "tied": list(self.tied),
-                "cards_revision": self.cards_revision,
-                "hub_revision": self.hub_revision}
+        return {
+            "decision": self.decision,
+            "selected": [s.as_dict() for s in self.selected],
+            "rejected": [r.as_dict() for r in self.rejected],
+            "tied": list(self.tied),
+            "cards_revision": self.cards_revision,
+            "hub_revision": self.hub_revision,
+        }
 
     def receipt_fields(self) -> dict[str, object]:
         selected = []
         for s in self.selected:
-            entry: dict[str, object] = {"card": s.card, "agent": s.ref, "score": s.score,
-                                        "priority": s.priority, "group": s.group,
-                                        "fired": s.fired}
+            entry: dict[str, object] = {
+                "card": s.card,
+                "agent": s.ref,
+                "score": s.score,
+                "priority": s.priority,
+                "group": s.group,
+                "fired": s.fired,
+            }
             if s.checks:
                 entry["checks"] = [c.name for c in s.checks]
             selected.append(entry)
-        return {"decision": self.decision, "selected": selected, "tied": self.tied,
-                "rejected": [r.as_dict() for r in self.rejected],
-                "cards_revision": self.cards_revision, "hub_revision": self.hub_revision}
+        return {
+            "decision": self.decision,
+            "selected": selected,
+            "tied": self.tied,
+            "rejected": [r.as_dict() for r in self.rejected],
+            "cards_revision": self.cards_revision,
+            "hub_revision": self.hub_revision,
+        }
 
 
 # --- the compiled card set ----------------------------------------------------------------
@@ -160,8 +178,11 @@ def current_revision(ws: Workspace) -> str:
         with suppress(OSError, ValueError, EOFError, TypeError):
             loaded = marshal.loads(stat_path.read_bytes())
             if isinstance(loaded, tuple) and len(loaded) == 2 and loaded[0] == str(directory):
-                known = {name: entry for name, entry in dict(loaded[1]).items()
-                         if isinstance(entry, tuple) and len(entry) == 6}
+                known = {
+                    name: entry
+                    for name, entry in dict(loaded[1]).items()
+                    if isinstance(entry, tuple) and len(entry) == 6
+                }
     now = time.time_ns()
     fresh: dict[str, tuple[int, int, int, int, str, int]] = {}
     changed = False
@@ -170,8 +191,13 @@ def current_revision(ws: Workspace) -> str:
     except (FileNotFoundError, NotADirectoryError):
         dir_fd = None
     try:  # os with a directory fd, not pathlib: this loop runs for every card on every route
-        names = [] if dir_fd is None else sorted(
-            n for n in os.listdir(dir_fd) if n.endswith(CARD_SUFFIX) and not n.startswith("."))
+        names = (
+            []
+            if dir_fd is None
+            else sorted(
+                n for n in os.listdir(dir_fd) if n.endswith(CARD_SUFFIX) and not n.startswith(".")
+            )
+        )
         for name in names:
             try:
                 st = os.stat(name, dir_fd=dir_fd)
@@ -235,8 +261,11 @@ class _HubSnapshot(Hub):
         self._revision = hashlib.sha256(data).hexdigest()
         global _parsed_lock
         if _parsed_lock[0] != self._revision:  # parsing hub.lock costs more than routing
-            lock = (validate(LockFile, yaml.load(data, Loader=_Loader), file=self.lock_path)
-                    if data else LockFile())
+            lock = (
+                validate(LockFile, yaml.load(data, Loader=_Loader), file=self.lock_path)
+                if data
+                else LockFile()
+            )
             _parsed_lock = (self._revision, lock)
         self._lock = _parsed_lock[1]
 
@@ -288,14 +317,16 @@ class _Candidate:
     priority: int
 
 
-def decide_with(index: Index, request: str, hub_revision: str,
-                resolve: Callable[[str, str | None], str]) -> Decision:
+def decide_with(
+    index: Index, request: str, hub_revision: str, resolve: Callable[[str, str | None], str]
+) -> Decision:
     """The decision for ``request`` on a compiled index; ``resolve`` is the hub's."""
     return decide_hits(index, index.match(request), hub_revision, resolve)
 
 
-def decide_hits(index: Index, hits: list[Hit], hub_revision: str,
-                resolve: Callable[[str, str | None], str]) -> Decision:
+def decide_hits(
+    index: Index, hits: list[Hit], hub_revision: str, resolve: Callable[[str, str | None], str]
+) -> Decision:
     """The decision from the cards that fired (``hits``, in card order): rules, hub, groups."""
     rejected: list[Rejected] = []
     groups: dict[str, list[_Candidate]] = {}
@@ -322,9 +353,12 @@ def decide_hits(index: Index, hits: list[Hit], hub_revision: str,
         else:
             selected.append(_selected(index, top, group))
             winner = top.id
-        for c in ranked[len(best):]:
-            why = (f"score {c.hit.score} < {top.hit.score}" if c.hit.score < top.hit.score
-                   else f"same score {c.hit.score}, priority {c.priority} < {top.priority}")
+        for c in ranked[len(best) :]:
+            why = (
+                f"score {c.hit.score} < {top.hit.score}"
+                if c.hit.score < top.hit.score
+                else f"same score {c.hit.score}, priority {c.priority} < {top.priority}"
+            )
             rejected.append(Rejected(c.id, f"lost to {winner} in group {group!r}: {why}"))
     selected.sort(key=lambda s: (-s.score, -s.priority, s.card))
     rejected.sort(key=lambda r: r.card)
@@ -336,8 +370,7 @@ def _selected(index: Index, c: _Candidate, group: str) -> Selected:
     card_id, agent = index.card(c.hit.card)[:2]
     checks_json = index.checks_json(c.hit.card)
     checks = [CheckSpec.model_validate(d) for d in json.loads(checks_json)] if checks_json else []
-    return Selected(card_id, agent, c.version, c.hit.score, c.hit.fired, c.priority, group,
-                    checks)
+    return Selected(card_id, agent, c.version, c.hit.score, c.hit.fired, c.priority, group, checks)
 
 
 def decide(ws: Workspace, request: str) -> Decision:
@@ -351,10 +384,20 @@ def decide(ws: Workspace, request: str) -> Decision:
 def route(ws: Workspace, request: str, *, run_id: str | None = None) -> tuple[Decision, Receipt]:
     """Decide, and write the route receipt."""
     decision = decide(ws, request)
-    receipt = write_receipt(ws, "route", decision.receipt_fields(), run_id=run_id,
-                            request=request)
+    receipt = write_receipt(ws, "route", decision.receipt_fields(), run_id=run_id, request=request)
     return decision, receipt
 
 
-__all__ = ["CLARIFY", "NO_MATCH", "ROUTE", "Decision", "Rejected", "Selected",
-           "compile_cards", "decide", "decide_with", "load_index", "route"]
+__all__ = [
+    "CLARIFY",
+    "NO_MATCH",
+    "ROUTE",
+    "Decision",
+    "Rejected",
+    "Selected",
+    "compile_cards",
+    "decide",
+    "decide_with",
+    "load_index",
+    "route",
+]

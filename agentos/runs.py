@@ -17,8 +17,16 @@ from agentos.workspace import Workspace
 
 # A run in one of these states has (or had) a live orchestrator.
 ACTIVE = ("pending", "running", "gating", "merging")
-FINAL = ("succeeded", "failed", "conflict", "blocked", "no_match", "clarify", "cancelled",
-         "aborted")
+FINAL = (
+    "succeeded",
+    "failed",
+    "conflict",
+    "blocked",
+    "no_match",
+    "clarify",
+    "cancelled",
+    "aborted",
+)
 
 
 def new_run_id() -> str:
@@ -65,10 +73,14 @@ class RunRecord:
         return data
 
 
-_RUN_COLS = ("id, request, repo, target_branch, base_commit, status, decision, receipt, pid, "
-             "created_at, started_at, ended_at, message")
-_AGENT_COLS = ("run_id, agent, version, card, branch, worktree, session, status, attempts, "
-               "exit_code, restarts, started_at, ended_at")
+_RUN_COLS = (
+    "id, request, repo, target_branch, base_commit, status, decision, receipt, pid, "
+    "created_at, started_at, ended_at, message"
+)
+_AGENT_COLS = (
+    "run_id, agent, version, card, branch, worktree, session, status, attempts, "
+    "exit_code, restarts, started_at, ended_at"
+)
 
 
 class RunStore:
@@ -95,33 +107,37 @@ class RunStore:
             self.con.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
 
     def add_agent(self, run_id: str, agent: str, version: str, **fields: Any) -> None:
-        data = {"run_id": run_id, "agent": agent, "version": version, "status": "pending",
-                **fields}
+        data = {"run_id": run_id, "agent": agent, "version": version, "status": "pending", **fields}
         cols = ", ".join(data)
         marks = ", ".join("?" for _ in data)
         with state.transaction(self.con):
-            self.con.execute(f"INSERT OR REPLACE INTO run_agents ({cols}) VALUES ({marks})",
-                             tuple(data.values()))
+            self.con.execute(
+                f"INSERT OR REPLACE INTO run_agents ({cols}) VALUES ({marks})", tuple(data.values())
+            )
 
     def update_agent(self, run_id: str, agent: str, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
         with state.transaction(self.con):
-            self.con.execute(f"UPDATE run_agents SET {cols} WHERE run_id = ? AND agent = ?",
-                             (*fields.values(), run_id, agent))
+            self.con.execute(
+                f"UPDATE run_agents SET {cols} WHERE run_id = ? AND agent = ?",
+                (*fields.values(), run_id, agent),
+            )
 
     def get(self, run_id: str) -> RunRecord:
-        row = self.con.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?",
-                               (run_id,)).fetchone()
+        row = self.con.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
-            matches = [r[0] for r in self.con.execute(
-                "SELECT id FROM runs WHERE id LIKE ? ORDER BY id", (f"%{run_id}%",))]
+            matches = [
+                r[0]
+                for r in self.con.execute(
+                    "SELECT id FROM runs WHERE id LIKE ? ORDER BY id", (f"%{run_id}%",)
+                )
+            ]
             if len(matches) != 1:
                 raise NotFound(f"no run {run_id!r}", field="run")
             return self.get(matches[0])
         return self._record(row)
 
-    def list(self, *, statuses: tuple[str, ...] | None = None, limit: int = 50
-             ) -> list[RunRecord]:
+    def list(self, *, statuses: tuple[str, ...] | None = None, limit: int = 50) -> list[RunRecord]:
         sql = f"SELECT {_RUN_COLS} FROM runs"
         args: tuple[Any, ...] = ()
         if statuses:
@@ -132,9 +148,10 @@ class RunStore:
 
     def _record(self, row: tuple[Any, ...]) -> RunRecord:
         agents = tuple(
-            AgentRecord(*a) for a in self.con.execute(
-                f"SELECT {_AGENT_COLS} FROM run_agents WHERE run_id = ? ORDER BY agent",
-                (row[0],))
+            AgentRecord(*a)
+            for a in self.con.execute(
+                f"SELECT {_AGENT_COLS} FROM run_agents WHERE run_id = ? ORDER BY agent", (row[0],)
+            )
         )
         return RunRecord(**dict(zip(_RUN_COLS.split(", "), row, strict=True)), agents=agents)
 

@@ -78,8 +78,22 @@ class Sessions:
         second query could ask for its pid.
         """
         self.kill(name)
-        result = self.server.cmd("new-session", "-d", "-s", name, "-c", str(cwd), "-x", "200",
-                                 "-y", "50", "-P", "-F", "#{pane_pid}", shlex.join(command))
+        result = self.server.cmd(
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-c",
+            str(cwd),
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "-P",
+            "-F",
+            "#{pane_pid}",
+            shlex.join(command),
+        )
         if result.returncode != 0:
             detail = " ".join(result.stderr).strip() or f"exit {result.returncode}"
             raise OperationFailed(f"tmux could not start session {name}: {detail}")
@@ -117,8 +131,7 @@ class Sessions:
         return result.returncode == 0
 
     def capture(self, name: str, lines: int = 200) -> str:
-        result = self.server.cmd("capture-pane", "-p", "-J", "-t", f"={name}:",
-                                 "-S", f"-{lines}")
+        result = self.server.cmd("capture-pane", "-p", "-J", "-t", f"={name}:", "-S", f"-{lines}")
         return "\n".join(result.stdout) if result.returncode == 0 else ""
 
     def send_text(self, name: str, text: str) -> bool:

@@ -104,9 +104,7 @@ def migrate(con: apsw.Connection, migrations: Sequence[Migration]) -> list[str]:
             continue
         with transaction(con):
             # Another process may have applied it while we waited for the write lock.
-            if con.execute(
-                "SELECT 1 FROM migrations WHERE name = ?", (migration.name,)
-            ).fetchone():
+            if con.execute("SELECT 1 FROM migrations WHERE name = ?", (migration.name,)).fetchone():
                 continue
             con.execute(migration.sql)
             con.execute(

@@ -61,11 +61,18 @@ class CheckResult:
     output_bytes: int = 0  # size of the whole output
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "passed": self.passed,
-                "duration": round(self.duration, 3), "exit_code": self.exit_code,
-                "timed_out": self.timed_out, "definition": self.definition,
-                "digest": self.digest, "output_bytes": self.output_bytes,
-                "output_tail": self.output_tail}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "passed": self.passed,
+            "duration": round(self.duration, 3),
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "definition": self.definition,
+            "digest": self.digest,
+            "output_bytes": self.output_bytes,
+            "output_tail": self.output_tail,
+        }
 
 
 @dataclass(frozen=True)
@@ -92,8 +99,12 @@ class GateResult:
         return f"gate failed: {len(self.failures)} of {total} checks failed ({names})"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"passed": self.passed, "summary": self.summary(), "base": self.base,
-                "checks": [r.as_dict() for r in self.results]}
+        return {
+            "passed": self.passed,
+            "summary": self.summary(),
+            "base": self.base,
+            "checks": [r.as_dict() for r in self.results],
+        }
 
     def feedback(self) -> str:
         """Markdown for the agent: each failing check, what it does, and its output tail."""
@@ -108,17 +119,26 @@ class GateResult:
             "nothing. Fix the work so that every failing check below passes, then finish.",
         ]
         for r in self.failures:
-            status = ("timed out" if r.timed_out
-                      else f"exit {r.exit_code}" if r.exit_code is not None else "failed")
-            lines += ["", f"## FAILED: {r.name} ({r.kind}, {status})", "",
-                      f"Check: {r.definition}", ""]
+            status = (
+                "timed out"
+                if r.timed_out
+                else f"exit {r.exit_code}"
+                if r.exit_code is not None
+                else "failed"
+            )
+            lines += [
+                "",
+                f"## FAILED: {r.name} ({r.kind}, {status})",
+                "",
+                f"Check: {r.definition}",
+                "",
+            ]
             shown = len(r.output_tail.encode("utf-8"))
             if r.output_bytes > shown:
                 lines += [f"Last {shown} of {r.output_bytes} bytes of output:", ""]
             fence = "`" * max(3, _longest_backtick_run(r.output_tail) + 1)
             tail = r.output_tail if r.output_tail.endswith("\n") else r.output_tail + "\n"
-            lines += [f"{fence}text", tail.rstrip("\n") if r.output_tail else "(no output)",
-                      fence]
+            lines += [f"{fence}text", tail.rstrip("\n") if r.output_tail else "(no output)", fence]
         return "\n".join(lines) + "\n"
 
 
@@ -133,8 +153,9 @@ def _longest_backtick_run(text: str) -> int:
 # --- which checks --------------------------------------------------------------------------
 
 
-def collect_checks(ws: Workspace, *, package: Manifest | None = None,
-                   card_checks: Sequence[CheckSpec] = ()) -> list[CheckSpec]:
+def collect_checks(
+    ws: Workspace, *, package: Manifest | None = None, card_checks: Sequence[CheckSpec] = ()
+) -> list[CheckSpec]:
     """The checks of a run: the package's, then the card's, then the workspace's.
 
     They are read from the hub (``package``, as loaded from the hub), the card and
@@ -218,8 +239,7 @@ class _Runner:
     """Runs checks one by one; the diff against the base is computed once and reused
     until a shell check (which may change files) has run."""
 
-    def __init__(self, worktree: Path, base: tuple[Path, str] | None,
-                 env: dict[str, str]) -> None:
+    def __init__(self, worktree: Path, base: tuple[Path, str] | None, env: dict[str, str]) -> None:
         self.worktree, self.base, self.env = worktree, base, env
         self._changes: list[cr.Change] | None = None
 
@@ -235,25 +255,29 @@ class _Runner:
             self._changes = None
             cwd = cr.inside(self.worktree, check.cwd or ".")
             if cwd is None:
-                return cr.reported(False,
-                                   f"cwd {check.cwd} leads outside the worktree (symlink)\n")
+                return cr.reported(False, f"cwd {check.cwd} leads outside the worktree (symlink)\n")
             if not cwd.is_dir():
-                return cr.reported(False,
-                                   f"cwd {check.cwd} is not a directory in the worktree\n")
+                return cr.reported(False, f"cwd {check.cwd} is not a directory in the worktree\n")
             return cr.run_shell(check.run, cwd, self.env, check.timeout)
         if check.file_exists is not None:
             return cr.file_exists(self.worktree, check.file_exists)
         if check.file_contains is not None:
-            return cr.file_contains(self.worktree, check.file_contains.path,
-                                    check.file_contains.pattern)
+            return cr.file_contains(
+                self.worktree, check.file_contains.path, check.file_contains.pattern
+            )
         if check.no_changes_outside is not None:
             return cr.no_changes_outside(*self.changes(), check.no_changes_outside)
         assert check.max_diff_lines is not None
         return cr.max_diff_lines(*self.changes(), check.max_diff_lines)
 
 
-def run_gate(checks: Sequence[CheckSpec], worktree: Path, *, base: str | None = None,
-             env: Mapping[str, str] | None = None) -> GateResult:
+def run_gate(
+    checks: Sequence[CheckSpec],
+    worktree: Path,
+    *,
+    base: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> GateResult:
     """Run every check, in order, in ``worktree``; the gate passes when all of them pass.
 
     ``base`` is the revision the diff checks compare against (the run's base commit);
@@ -275,12 +299,20 @@ def run_gate(checks: Sequence[CheckSpec], worktree: Path, *, base: str | None = 
     for check in checks:
         started = time.monotonic()
         outcome = runner.run(check)
-        results.append(CheckResult(
-            name=check.name, kind=check.kind, passed=outcome.passed,
-            duration=time.monotonic() - started, exit_code=outcome.exit_code,
-            output_tail=outcome.tail, digest=outcome.digest, timed_out=outcome.timed_out,
-            definition=describe(check), output_bytes=outcome.size,
-        ))
+        results.append(
+            CheckResult(
+                name=check.name,
+                kind=check.kind,
+                passed=outcome.passed,
+                duration=time.monotonic() - started,
+                exit_code=outcome.exit_code,
+                output_tail=outcome.tail,
+                digest=outcome.digest,
+                timed_out=outcome.timed_out,
+                definition=describe(check),
+                output_bytes=outcome.size,
+            )
+        )
     return GateResult(results, resolved[1] if resolved else None)
 
 
@@ -299,9 +331,13 @@ def gate_receipt_fields(result: GateResult, attempt: int) -> dict[str, Any]:
     output digest; failing checks also carry their output tail."""
     checks: list[dict[str, Any]] = []
     for r in result.results:
-        entry: dict[str, Any] = {"name": r.name, "kind": r.kind,
-                                 "result": "pass" if r.passed else "fail",
-                                 "duration": round(r.duration, 3), "digest": r.digest}
+        entry: dict[str, Any] = {
+            "name": r.name,
+            "kind": r.kind,
+            "result": "pass" if r.passed else "fail",
+            "duration": round(r.duration, 3),
+            "digest": r.digest,
+        }
         if r.exit_code is not None:
             entry["exit_code"] = r.exit_code
         if r.timed_out:
@@ -309,13 +345,23 @@ def gate_receipt_fields(result: GateResult, attempt: int) -> dict[str, Any]:
         if not r.passed:
             entry["output_tail"] = r.output_tail
         checks.append(entry)
-    return {"attempt": attempt, "passed": result.passed, "summary": result.summary(),
-            "base": result.base, "checks": checks}
+    return {
+        "attempt": attempt,
+        "passed": result.passed,
+        "summary": result.summary(),
+        "base": result.base,
+        "checks": checks,
+    }
 
 
-def write_gate_receipt(ws: Workspace, result: GateResult, *, attempt: int = 1,
-                       run_id: str | None = None,
-                       context: Mapping[str, object] | None = None) -> Receipt:
+def write_gate_receipt(
+    ws: Workspace,
+    result: GateResult,
+    *,
+    attempt: int = 1,
+    run_id: str | None = None,
+    context: Mapping[str, object] | None = None,
+) -> Receipt:
     """Append a "gate" receipt: ``context`` (where the gate ran, who asked), then
     :func:`gate_receipt_fields`."""
     fields = {**(context or {}), **gate_receipt_fields(result, attempt)}
@@ -323,7 +369,6 @@ def write_gate_receipt(ws: Workspace, result: GateResult, *, attempt: int = 1,
 
 
 # --- the Claude Code Stop hook -----------------------------------------------------------
-
 
 
 def repo_root(path: Path) -> Path:
@@ -349,8 +394,12 @@ def parse_hook_input(text: str) -> dict[str, Any]:
     return payload
 
 
-_HOOK_FIELDS: dict[str, type] = {"session_id": str, "cwd": str, "hook_event_name": str,
-                                 "stop_hook_active": bool}
+_HOOK_FIELDS: dict[str, type] = {
+    "session_id": str,
+    "cwd": str,
+    "hook_event_name": str,
+    "stop_hook_active": bool,
+}
 
 
 @dataclass(frozen=True)
@@ -361,8 +410,13 @@ class HookOutcome:
     repo: Path | None = None  # where the checks ran
 
 
-def stop_hook(payload: Mapping[str, Any], checks: Sequence[CheckSpec], *,
-              base: str | None = None, env: Mapping[str, str] | None = None) -> HookOutcome:
+def stop_hook(
+    payload: Mapping[str, Any],
+    checks: Sequence[CheckSpec],
+    *,
+    base: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> HookOutcome:
     """Decide a Claude Code ``Stop`` hook: run ``checks`` in the repository at ``cwd``.
 
     When ``stop_hook_active`` is true, Claude is already continuing because of a Stop hook:
@@ -378,8 +432,14 @@ def stop_hook(payload: Mapping[str, Any], checks: Sequence[CheckSpec], *,
     return HookOutcome(2, result.feedback(), result, repo)
 
 
-def hook_command(ws: Workspace, *, package: str | None = None, card: str | None = None,
-                 names: Sequence[str] = (), base: str | None = None) -> str:
+def hook_command(
+    ws: Workspace,
+    *,
+    package: str | None = None,
+    card: str | None = None,
+    names: Sequence[str] = (),
+    base: str | None = None,
+) -> str:
     """The shell command Claude Code runs for the hook: this Python, this workspace."""
     argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "gate", "hook"]
     if package:
@@ -393,8 +453,9 @@ def hook_command(ws: Workspace, *, package: str | None = None, card: str | None 
     return shlex.join(argv)
 
 
-def install_stop_hook(repo: Path, command: str, *, timeout: int = HOOK_TIMEOUT,
-                      local: bool = False) -> tuple[Path, bool]:
+def install_stop_hook(
+    repo: Path, command: str, *, timeout: int = HOOK_TIMEOUT, local: bool = False
+) -> tuple[Path, bool]:
     """Merge the gate's Stop hook (``command``) into the ``.claude/settings.json`` of the
     repository holding ``repo`` (``settings.local.json``, kept out of git, with ``local``),
     keeping everything already there. Installing twice changes nothing; an AgentOS gate
@@ -410,8 +471,9 @@ def load_package(ws: Workspace, ref: str | None) -> Manifest | None:
     return Hub(ws.hub_dir).get(ref)[1]
 
 
-def gate_checks(ws: Workspace, *, package: str | None = None,
-                card: str | None = None) -> list[CheckSpec]:
+def gate_checks(
+    ws: Workspace, *, package: str | None = None, card: str | None = None
+) -> list[CheckSpec]:
     """The checks a run would get, for ``agentos gate run/hook``: those of hub package
     ``package`` (``name[@version]``) and of the card with id ``card`` -- whose agent, at the
     version the card asks for, is the package when ``package`` is not given -- then the

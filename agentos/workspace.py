@@ -39,7 +39,7 @@ class InterviewSettings(StrictModel):
     threshold: float = Field(default=0.4, ge=0, le=1)
     floors: dict[Axis, float] = Field(default_factory=dict)
     weights: dict[Axis, float] = Field(default_factory=dict)
-    rewrite_model: str | None = None   # an Ollama model that proposes clearer rewrites
+    rewrite_model: str | None = None  # an Ollama model that proposes clearer rewrites
 
     @model_validator(mode="after")
     def _in_unit_range(self) -> InterviewSettings:
@@ -156,8 +156,9 @@ def find_workspace(
         if given:
             path = Path(given).expanduser().resolve()
             if not path.is_dir():
-                raise NotFound(f"workspace {path} does not exist (run `agentos init {path}`)",
-                               field=origin)
+                raise NotFound(
+                    f"workspace {path} does not exist (run `agentos init {path}`)", field=origin
+                )
             return Workspace(path)
     here = (cwd or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
@@ -181,8 +182,11 @@ def init_workspace(directory: Path) -> tuple[Workspace, list[str]]:
     ws = Workspace(directory)
     for name, target in (("hub", ws.hub_dir), ("routing_cards", ws.cards_dir)):
         if not target.exists():
-            shutil.copytree(bundled_dir(name), target, ignore=shutil.ignore_patterns(
-                "__pycache__", "*.pyc", ".lock"))
+            shutil.copytree(
+                bundled_dir(name),
+                target,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".lock"),
+            )
             created.append(f"{name}/")
     for d, label in ((ws.receipts_dir, "receipts/"), (ws.state_dir, f"{STATE_DIR}/")):
         if not d.exists():
@@ -203,4 +207,3 @@ run: {retries: 2, guardian: true}
 checks: []
 guardian: {interval: 60, stuck_after: 300, max_restarts: 1, kill_after: 900}
 """
-

@@ -37,8 +37,9 @@ def open_repo(path: Path) -> git.Repo:
     try:
         repo = git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise BadInput("not a git repository (run `git init` and commit first)",
-                       file=path, field="--repo") from None
+        raise BadInput(
+            "not a git repository (run `git init` and commit first)", file=path, field="--repo"
+        ) from None
     if not repo.head.is_valid():
         raise BadInput("the repository has no commit yet", file=path, field="--repo")
     return repo
@@ -55,8 +56,9 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
     result = subprocess.CompletedProcess(argv, int(status or 0), str(out), str(err))
     if check and result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()
-        raise OperationFailed(f"git {args[0]} failed in {repo_dir}: "
-                              f"{detail[-1] if detail else result.returncode}")
+        raise OperationFailed(
+            f"git {args[0]} failed in {repo_dir}: {detail[-1] if detail else result.returncode}"
+        )
     return result
 
 
@@ -67,9 +69,12 @@ def ensure_agent_files_excluded(repo: git.Repo) -> None:
     text = exclude.read_text() if exclude.exists() else ""
     if AGENT_FILES_GLOB not in text.splitlines():
         with exclude.open("a") as fh:
-            fh.write(("" if text.endswith("\n") or not text else "\n")
-                     + "# AgentOS: context and feedback files in agent worktrees\n"
-                     + AGENT_FILES_GLOB + "\n")
+            fh.write(
+                ("" if text.endswith("\n") or not text else "\n")
+                + "# AgentOS: context and feedback files in agent worktrees\n"
+                + AGENT_FILES_GLOB
+                + "\n"
+            )
 
 
 def tracked_changes(repo_dir: Path) -> list[str]:
@@ -78,9 +83,14 @@ def tracked_changes(repo_dir: Path) -> list[str]:
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
-def add_worktree(repo_dir: Path, path: Path, branch: str, base: str,
-                 sparse_paths: list[str] | None = None,
-                 admin_lock: AbstractContextManager[object] | None = None) -> None:
+def add_worktree(
+    repo_dir: Path,
+    path: Path,
+    branch: str,
+    base: str,
+    sparse_paths: list[str] | None = None,
+    admin_lock: AbstractContextManager[object] | None = None,
+) -> None:
     """Create ``path`` on a new ``branch`` at ``base``; sparse when paths are given and the
     repository is large.
 
@@ -108,8 +118,18 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
     _git(worktree, "add", "-A")
     if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return None
-    _git(worktree, "-c", f"user.name={author}", "-c", "user.email=agent@agentos.localhost",
-         "commit", "-q", "--no-verify", "-m", message)
+    _git(
+        worktree,
+        "-c",
+        f"user.name={author}",
+        "-c",
+        "user.email=agent@agentos.localhost",
+        "commit",
+        "-q",
+        "--no-verify",
+        "-m",
+        message,
+    )
     return _git(worktree, "rev-parse", "HEAD").stdout.strip()
 
 
@@ -126,8 +146,12 @@ def commits_ahead(repo_dir: Path, branch: str, base: str) -> int:
 
 
 def branch_exists(repo_dir: Path, branch: str) -> bool:
-    return _git(repo_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}",
-                check=False).returncode == 0
+    return (
+        _git(
+            repo_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False
+        ).returncode
+        == 0
+    )
 
 
 def delete_branch(repo_dir: Path, *branches: str) -> None:
@@ -151,8 +175,9 @@ class MergeResult:
     message: str = ""
 
 
-def merge_branches(repo_dir: Path, target: str, branches: list[str], run_id: str,
-                   scratch: Path) -> MergeResult:
+def merge_branches(
+    repo_dir: Path, target: str, branches: list[str], run_id: str, scratch: Path
+) -> MergeResult:
     """Merge ``branches`` into ``target``, all or nothing.
 
     The branches are merged together in a scratch worktree first; the target moves only
@@ -167,17 +192,23 @@ def merge_branches(repo_dir: Path, target: str, branches: list[str], run_id: str
     _git(repo_dir, "worktree", "add", "-q", "-b", integration, str(scratch), target)
     try:
         for branch in with_work:
-            result = _git(scratch, "merge", "--no-edit", "-m", f"agentos: merge {branch}",
-                          branch, check=False)
+            result = _git(
+                scratch, "merge", "--no-edit", "-m", f"agentos: merge {branch}", branch, check=False
+            )
             if result.returncode != 0:
-                conflicts = _git(scratch, "diff", "--name-only", "--diff-filter=U",
-                                 check=False).stdout.split()
+                conflicts = _git(
+                    scratch, "diff", "--name-only", "--diff-filter=U", check=False
+                ).stdout.split()
                 _git(scratch, "merge", "--abort", check=False)
                 remove_worktree(repo_dir, scratch)
                 delete_branch(repo_dir, integration)
-                return MergeResult(False, conflicts=conflicts, conflicting_branch=branch,
-                                   message=f"{branch} conflicts with the others in: "
-                                           f"{', '.join(conflicts) or result.stderr.strip()}")
+                return MergeResult(
+                    False,
+                    conflicts=conflicts,
+                    conflicting_branch=branch,
+                    message=f"{branch} conflicts with the others in: "
+                    f"{', '.join(conflicts) or result.stderr.strip()}",
+                )
         merged = _git(scratch, "rev-parse", "HEAD").stdout.strip()
     finally:
         remove_worktree(repo_dir, scratch)
@@ -198,12 +229,15 @@ def _advance(repo_dir: Path, target: str, merged: str, integration: str) -> None
             raise OperationFailed(
                 f"could not merge into {target} in {repo_dir}: "
                 f"{(result.stderr or result.stdout).strip().splitlines()[-1:]} "
-                "(the agent branches are kept)")
+                "(the agent branches are kept)"
+            )
         return
     old = _git(repo_dir, "rev-parse", f"refs/heads/{target}").stdout.strip()
     if _git(repo_dir, "merge-base", "--is-ancestor", old, merged, check=False).returncode != 0:
-        raise OperationFailed(f"{target} moved during the run and is not checked out; "
-                              "merge the agent branches by hand (they are kept)")
+        raise OperationFailed(
+            f"{target} moved during the run and is not checked out; "
+            "merge the agent branches by hand (they are kept)"
+        )
     _git(repo_dir, "update-ref", f"refs/heads/{target}", merged, old)
 
 
@@ -215,8 +249,7 @@ def common_repo(worktree: Path) -> Path | None:
     """The main repository a worktree belongs to, or None when it is not a worktree."""
     if not (worktree / ".git").exists():
         return None
-    result = _git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir",
-                  check=False)
+    result = _git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
     if result.returncode != 0:
         return None
     return Path(result.stdout.strip()).parent

@@ -34,8 +34,9 @@ def cpu() -> float:
 
 
 def server_cpu(socket: str) -> float:
-    out = subprocess.run(["tmux", "-L", socket, "display-message", "-p", "#{pid}"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["tmux", "-L", socket, "display-message", "-p", "#{pid}"], capture_output=True, text=True
+    )
     fields = Path(f"/proc/{out.stdout.strip()}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -69,8 +70,9 @@ def run_bench(tmp: Path, socket: str, n_agents: int, n_cycles: int) -> None:
     ws, _ = init_workspace(tmp / "ws")
     pkg = tmp / "pkg"
     pkg.mkdir()
-    (pkg / "agent.yaml").write_text("name: ticker\nversion: 1.0.0\ndescription: Prints.\n"
-                                    "runtime: shell\nentry: run.sh\n")
+    (pkg / "agent.yaml").write_text(
+        "name: ticker\nversion: 1.0.0\ndescription: Prints.\nruntime: shell\nentry: run.sh\n"
+    )
     (pkg / "run.sh").write_text(AGENT_SCRIPT)
     hub = Hub(ws.hub_dir)
     hub.install(str(pkg))
@@ -87,12 +89,20 @@ def run_bench(tmp: Path, socket: str, n_agents: int, n_cycles: int) -> None:
         worktree = tmp / "wt" / run_id / name
         worktree.mkdir(parents=True)
         files = agent_files(ws, run_id, name)
-        task = AgentTask(run_id, name, manifest, info.path, worktree, tmp, ws.root, "bench",
-                         files.run_dir, 1)
+        task = AgentTask(
+            run_id, name, manifest, info.path, worktree, tmp, ws.root, "bench", files.run_dir, 1
+        )
         pane, _ = prepare(task, files)
         session = session_name(run_id, name)
-        store.add_agent(run_id, name, manifest.version, session=session,
-                        worktree=str(worktree), status="running", attempts=1)
+        store.add_agent(
+            run_id,
+            name,
+            manifest.version,
+            session=session,
+            worktree=str(worktree),
+            status="running",
+            attempts=1,
+        )
         sessions.start(session, pane, worktree)
     store.close()
     deadline = time.monotonic() + 20
@@ -117,8 +127,15 @@ def run_bench(tmp: Path, socket: str, n_agents: int, n_cycles: int) -> None:
     def one_cycle() -> None:
         healths.update(a["health"] for a in guardian.cycle().agents)
 
-    raw_argv = ["tmux", "-L", socket, "list-panes", "-a", "-F",
-                "#{session_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}"]
+    raw_argv = [
+        "tmux",
+        "-L",
+        socket,
+        "list-panes",
+        "-a",
+        "-F",
+        "#{session_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}",
+    ]
 
     def raw_list_panes() -> None:
         subprocess.run(raw_argv, capture_output=True, check=True)
@@ -127,15 +144,23 @@ def run_bench(tmp: Path, socket: str, n_agents: int, n_cycles: int) -> None:
     raw = measure(raw_list_panes, n_cycles)
     guardian.close()
 
-    print(f"guardian cycle, {n_agents} live agents in {-(-n_agents // per_run)} runs, "
-          f"{n_cycles} cycles (healths seen: {', '.join(sorted(healths))})")
-    print(f"  one cycle:                 {cyc[0]:7.2f} ms CPU (guardian + tmux clients), "
-          f"{cyc[1]:6.2f} ms tmux server, {cyc[2]:7.2f} ms wall")
-    print(f"  raw `tmux list-panes -a`:  {raw[0]:7.2f} ms CPU (python + tmux client),    "
-          f"{raw[1]:6.2f} ms tmux server, {raw[2]:7.2f} ms wall")
-    print(f"  ratio cycle / list-panes:  {cyc[0] / raw[0]:7.1f}x CPU, "
-          f"{(cyc[0] + cyc[1]) / (raw[0] + raw[1]):.1f}x CPU incl. server, "
-          f"{cyc[2] / raw[2]:.1f}x wall")
+    print(
+        f"guardian cycle, {n_agents} live agents in {-(-n_agents // per_run)} runs, "
+        f"{n_cycles} cycles (healths seen: {', '.join(sorted(healths))})"
+    )
+    print(
+        f"  one cycle:                 {cyc[0]:7.2f} ms CPU (guardian + tmux clients), "
+        f"{cyc[1]:6.2f} ms tmux server, {cyc[2]:7.2f} ms wall"
+    )
+    print(
+        f"  raw `tmux list-panes -a`:  {raw[0]:7.2f} ms CPU (python + tmux client),    "
+        f"{raw[1]:6.2f} ms tmux server, {raw[2]:7.2f} ms wall"
+    )
+    print(
+        f"  ratio cycle / list-panes:  {cyc[0] / raw[0]:7.1f}x CPU, "
+        f"{(cyc[0] + cyc[1]) / (raw[0] + raw[1]):.1f}x CPU incl. server, "
+        f"{cyc[2] / raw[2]:.1f}x wall"
+    )
     per_minute = (cyc[0] + cyc[1]) / 60_000 * 100
     print(f"  at the default 60 s interval: {per_minute:.4f}% of one core")
 

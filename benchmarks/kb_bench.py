@@ -37,17 +37,45 @@ from agentos.knowledge import KnowledgeStore
 from agentos.state import connect
 
 QUERIES = [
-    "parse command line arguments", "json decoder", "HTTPServer", "parseDate",
-    "read a zip archive", "compress data with gzip", "send an email with smtp",
-    "temporary directory", "regular expression compile", "thread pool executor",
-    "unit test assertEqual", "copy a file tree", "sqlite3 connection cursor",
-    "csv reader dialect", "random choice shuffle", "date time formatting strftime",
-    "url parse quote", "base64 encode", "hash sha256 hexdigest", "subprocess run capture output",
-    "asyncio event loop", "logging handler formatter", "pickle protocol",
-    "abstract base class", "dataclass field default factory", "enum auto value",
-    "heap queue priority", "binary search insort", "signal handler", "socket bind listen",
-    "xml element tree parse", "configparser read ini", "tar file extract", "uuid4",
-    "os.path.join", "shutil.rmtree", "NEAR(\"x\" AND OR *", "", "the of and",
+    "parse command line arguments",
+    "json decoder",
+    "HTTPServer",
+    "parseDate",
+    "read a zip archive",
+    "compress data with gzip",
+    "send an email with smtp",
+    "temporary directory",
+    "regular expression compile",
+    "thread pool executor",
+    "unit test assertEqual",
+    "copy a file tree",
+    "sqlite3 connection cursor",
+    "csv reader dialect",
+    "random choice shuffle",
+    "date time formatting strftime",
+    "url parse quote",
+    "base64 encode",
+    "hash sha256 hexdigest",
+    "subprocess run capture output",
+    "asyncio event loop",
+    "logging handler formatter",
+    "pickle protocol",
+    "abstract base class",
+    "dataclass field default factory",
+    "enum auto value",
+    "heap queue priority",
+    "binary search insort",
+    "signal handler",
+    "socket bind listen",
+    "xml element tree parse",
+    "configparser read ini",
+    "tar file extract",
+    "uuid4",
+    "os.path.join",
+    "shutil.rmtree",
+    'NEAR("x" AND OR *',
+    "",
+    "the of and",
 ]
 
 
@@ -60,14 +88,14 @@ def _fresh_db(directory: Path, name: str) -> apsw.Connection:
 Timing = tuple[float, float]  # wall-clock seconds, CPU seconds of this process
 
 
-def _raw_insert(directory: Path, name: str, table_sql: str,
-                rows: list[tuple[int, str, str, str]]) -> Timing:
+def _raw_insert(
+    directory: Path, name: str, table_sql: str, rows: list[tuple[int, str, str, str]]
+) -> Timing:
     con = _fresh_db(directory, name)
     con.execute(table_sql)
     started, cpu = time.perf_counter(), time.process_time()
     with con:
-        con.executemany("INSERT INTO raw (rowid, path, symbols, body) VALUES (?, ?, ?, ?)",
-                        rows)
+        con.executemany("INSERT INTO raw (rowid, path, symbols, body) VALUES (?, ?, ?, ?)", rows)
     elapsed = time.perf_counter() - started, time.process_time() - cpu
     con.close()
     return elapsed
@@ -97,8 +125,10 @@ def main() -> int:
             seconds = store.add([root]).seconds
             return seconds, time.process_time() - cpu
 
-    same_sql = ("CREATE VIRTUAL TABLE raw USING fts5(path, symbols, body, "
-                f"tokenize = '{_kb_tokenizer.TOKENIZE}')")
+    same_sql = (
+        "CREATE VIRTUAL TABLE raw USING fts5(path, symbols, body, "
+        f"tokenize = '{_kb_tokenizer.TOKENIZE}')"
+    )
     plain_sql = "CREATE VIRTUAL TABLE raw USING fts5(path, symbols, body)"
     say(f"ingesting {root} ...")
     t_ingest = [ingest(0)]
@@ -106,7 +136,8 @@ def main() -> int:
     readd = store.add([root])
     info = store.stats()
     rows: list[tuple[int, str, str, str]] = store.con.execute(
-        "SELECT rowid, path, symbols, body FROM kb ORDER BY rowid").fetchall()
+        "SELECT rowid, path, symbols, body FROM kb ORDER BY rowid"
+    ).fetchall()
     body_bytes = sum(len(r[1]) + len(r[2]) + len(r[3]) for r in rows)
     t_raw_same: list[Timing] = []
     t_raw_plain: list[Timing] = []
@@ -116,10 +147,12 @@ def main() -> int:
             t_ingest.append(ingest(i))
         t_raw_same.append(_raw_insert(tmp, f"same{i}.db", same_sql, rows))
         t_raw_plain.append(_raw_insert(tmp, f"plain{i}.db", plain_sql, rows))
-    t_ingest_best, t_same_best, t_plain_best = (min(t[0] for t in ts)
-                                                for ts in (t_ingest, t_raw_same, t_raw_plain))
-    c_ingest, c_same, c_plain = (min(t[1] for t in ts)
-                                 for ts in (t_ingest, t_raw_same, t_raw_plain))
+    t_ingest_best, t_same_best, t_plain_best = (
+        min(t[0] for t in ts) for ts in (t_ingest, t_raw_same, t_raw_plain)
+    )
+    c_ingest, c_same, c_plain = (
+        min(t[1] for t in ts) for ts in (t_ingest, t_raw_same, t_raw_plain)
+    )
 
     # Search: ours against the raw MATCH of the same expression, interleaved.
     say("searching ...")
@@ -142,9 +175,12 @@ def main() -> int:
     mb = body_bytes / 1e6
     figures = {
         "root": str(root),
-        "files": info["files"], "binary_files": info["binary_files"],
-        "chunks": info["chunks"], "text_mb": round(mb, 1),
-        "ingest_s": round(t_ingest_best, 3), "ingest_mb_s": round(mb / t_ingest_best, 1),
+        "files": info["files"],
+        "binary_files": info["binary_files"],
+        "chunks": info["chunks"],
+        "text_mb": round(mb, 1),
+        "ingest_s": round(t_ingest_best, 3),
+        "ingest_mb_s": round(mb / t_ingest_best, 1),
         "raw_same_tokenizer_s": round(t_same_best, 3),
         "raw_builtin_tokenizer_s": round(t_plain_best, 3),
         "ingest_vs_raw_same_tokenizer": round(t_same_best / t_ingest_best, 2),
@@ -155,13 +191,13 @@ def main() -> int:
         "readd_s": round(readd.seconds, 3),
         "readd_files_read": readd.read,
         "readd_share_of_ingest": round(readd.seconds / t_ingest_best, 4),
-        "search_queries": len(QUERIES), "search_samples": len(ours),
+        "search_queries": len(QUERIES),
+        "search_samples": len(ours),
         "search_p50_ms": round(statistics.median(ours) * 1000, 3),
         "search_p95_ms": round(_percentile(ours, 95) * 1000, 3),
         "raw_match_p50_ms": round(statistics.median(raw) * 1000, 3),
         "raw_match_p95_ms": round(_percentile(raw, 95) * 1000, 3),
-        "search_p50_vs_raw": round(statistics.median(ours) / max(statistics.median(raw), 1e-9),
-                                   2),
+        "search_p50_vs_raw": round(statistics.median(ours) / max(statistics.median(raw), 1e-9), 2),
         "database_mb": round(info["database_bytes"] / 1e6, 1),
     }
     store.close()
@@ -172,10 +208,12 @@ def main() -> int:
     for key, value in figures.items():
         print(f"{key:<{width}}  {value}")
     print()
-    print(f"targets: ingest >= 0.6x raw ({figures['ingest_vs_raw_same_tokenizer']}x same "
-          f"tokenizer, {figures['ingest_vs_raw_builtin_tokenizer']}x built-in); re-add <= 5% "
-          f"({figures['readd_share_of_ingest']:.2%}); search p50 <= 1.5x raw "
-          f"({figures['search_p50_vs_raw']}x)")
+    print(
+        f"targets: ingest >= 0.6x raw ({figures['ingest_vs_raw_same_tokenizer']}x same "
+        f"tokenizer, {figures['ingest_vs_raw_builtin_tokenizer']}x built-in); re-add <= 5% "
+        f"({figures['readd_share_of_ingest']:.2%}); search p50 <= 1.5x raw "
+        f"({figures['search_p50_vs_raw']}x)"
+    )
     return 0
 
 

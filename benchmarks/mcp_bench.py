@@ -56,10 +56,21 @@ def echo(text: str) -> str:
 
 mcp.run()
 """
-ROUTE_REQUESTS = ["fix the lint errors in src/app.py", "write tests for the parser",
-                  "update the README docs", "refactor the router module", "make it faster"]
-SEARCHES = ["parse receipts chain", "knowledge store search", "routing card triggers",
-            "tmux session", "git worktree branch", "interview ambiguity axes"]
+ROUTE_REQUESTS = [
+    "fix the lint errors in src/app.py",
+    "write tests for the parser",
+    "update the README docs",
+    "refactor the router module",
+    "make it faster",
+]
+SEARCHES = [
+    "parse receipts chain",
+    "knowledge store search",
+    "routing card triggers",
+    "tmux session",
+    "git worktree branch",
+    "interview ambiguity axes",
+]
 
 
 async def _spawn_initialize(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -67,8 +78,10 @@ async def _spawn_initialize(argv: list[str], env: dict[str, str]) -> tuple[float
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
     with open(os.devnull, "w") as devnull:
         started = time.perf_counter()
-        async with stdio_client(params, errlog=devnull) as (read, write), \
-                ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=devnull) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             initialized = time.perf_counter() - started
             await session.list_tools()
@@ -85,11 +98,23 @@ class _RawClient:
     client library's work (the Python SDK re-validates every result against its schema)."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env, text=True)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+        )
         self.next_id = 0
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                    "clientInfo": {"name": "mcp_bench", "version": "1"}})
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "mcp_bench", "version": "1"},
+            },
+        )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def send(self, message: dict[str, Any]) -> None:
@@ -118,12 +143,14 @@ def _calls(argv: list[str], env: dict[str, str], n: int) -> dict[str, list[float
     times: dict[str, list[float]] = {"route": [], "kb_search": []}
     client = _RawClient(argv, env)
     try:
-        client.request("tools/call", {"name": "kb_add",
-                                      "arguments": {"paths": [str(ROOT / "agentos")]}})
+        client.request(
+            "tools/call", {"name": "kb_add", "arguments": {"paths": [str(ROOT / "agentos")]}}
+        )
         for i in range(n + 1):  # the first round warms up
             for tool, args in (
-                    ("route", {"request": ROUTE_REQUESTS[i % len(ROUTE_REQUESTS)]}),
-                    ("kb_search", {"query": SEARCHES[i % len(SEARCHES)], "k": 10})):
+                ("route", {"request": ROUTE_REQUESTS[i % len(ROUTE_REQUESTS)]}),
+                ("kb_search", {"query": SEARCHES[i % len(SEARCHES)], "k": 10}),
+            ):
                 started = time.perf_counter()
                 client.request("tools/call", {"name": tool, "arguments": args})
                 if i:
@@ -138,14 +165,17 @@ async def _sdk_calls(argv: list[str], env: dict[str, str], n: int) -> dict[str, 
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
     times: dict[str, list[float]] = {"route": [], "kb_search": []}
     with open(os.devnull, "w") as devnull:
-        async with stdio_client(params, errlog=devnull) as (read, write), \
-                ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=devnull) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             await session.list_tools()
             for i in range(n + 1):
                 for tool, args in (
-                        ("route", {"request": ROUTE_REQUESTS[i % len(ROUTE_REQUESTS)]}),
-                        ("kb_search", {"query": SEARCHES[i % len(SEARCHES)], "k": 10})):
+                    ("route", {"request": ROUTE_REQUESTS[i % len(ROUTE_REQUESTS)]}),
+                    ("kb_search", {"query": SEARCHES[i % len(SEARCHES)], "k": 10}),
+                ):
                     started = time.perf_counter()
                     result = await session.call_tool(tool, args)
                     assert not result.isError, result.content
@@ -182,8 +212,17 @@ def main() -> int:
         echo = Path(tmp) / "echo_server.py"
         echo.write_text(ECHO_SERVER)
         env = dict(os.environ)
-        ours = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "mcp", "serve",
-                "--repo", str(ROOT)]
+        ours = [
+            sys.executable,
+            "-m",
+            "agentos",
+            "--workspace",
+            str(ws.root),
+            "mcp",
+            "serve",
+            "--repo",
+            str(ROOT),
+        ]
         minimal = [sys.executable, str(echo)]
 
         async def starts() -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
@@ -208,36 +247,48 @@ def main() -> int:
         "spawn_initialize_ms": {
             "agentos": round(statistics.median(ours_t) * 1000, 1),
             "fastmcp_echo": round(statistics.median(echo_t) * 1000, 1),
-            "ratio": round(ratio, 3), "target": TARGET, "ok": ratio <= TARGET,
-            "runs": args.starts},
+            "ratio": round(ratio, 3),
+            "target": TARGET,
+            "ok": ratio <= TARGET,
+            "runs": args.starts,
+        },
         "spawn_initialize_tools_list_ms": {
             "agentos": round(statistics.median(ours_l) * 1000, 1),
             "fastmcp_echo": round(statistics.median(echo_l) * 1000, 1),
-            "ratio": round(statistics.median(ours_l) / statistics.median(echo_l), 3)},
+            "ratio": round(statistics.median(ours_l) / statistics.median(echo_l), 3),
+        },
         "tools_call_ms": {
-            tool: {"p50": round(_pct(calls[tool], 0.5) * 1000, 2),
-                   "p90": round(_pct(calls[tool], 0.9) * 1000, 2),
-                   "in_process_p50": round(_pct(raw[tool], 0.5) * 1000, 2),
-                   "sdk_client_p50": round(_pct(sdk[tool], 0.5) * 1000, 2),
-                   "overhead_p50": round((_pct(calls[tool], 0.5) - _pct(raw[tool], 0.5))
-                                         * 1000, 2),
-                   "calls": args.calls}
-            for tool in ("route", "kb_search")},
+            tool: {
+                "p50": round(_pct(calls[tool], 0.5) * 1000, 2),
+                "p90": round(_pct(calls[tool], 0.9) * 1000, 2),
+                "in_process_p50": round(_pct(raw[tool], 0.5) * 1000, 2),
+                "sdk_client_p50": round(_pct(sdk[tool], 0.5) * 1000, 2),
+                "overhead_p50": round((_pct(calls[tool], 0.5) - _pct(raw[tool], 0.5)) * 1000, 2),
+                "calls": args.calls,
+            }
+            for tool in ("route", "kb_search")
+        },
     }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         s = result["spawn_initialize_ms"]
-        print(f"spawn + initialize (median of {s['runs']}): agentos {s['agentos']} ms, "
-              f"minimal FastMCP echo {s['fastmcp_echo']} ms, ratio {s['ratio']}x "
-              f"(target <= {TARGET}x: {'ok' if s['ok'] else 'OVER'})")
+        print(
+            f"spawn + initialize (median of {s['runs']}): agentos {s['agentos']} ms, "
+            f"minimal FastMCP echo {s['fastmcp_echo']} ms, ratio {s['ratio']}x "
+            f"(target <= {TARGET}x: {'ok' if s['ok'] else 'OVER'})"
+        )
         t = result["spawn_initialize_tools_list_ms"]
-        print(f"spawn + initialize + tools/list: agentos {t['agentos']} ms (11 tools), "
-              f"echo {t['fastmcp_echo']} ms (1 tool), ratio {t['ratio']}x")
+        print(
+            f"spawn + initialize + tools/list: agentos {t['agentos']} ms (11 tools), "
+            f"echo {t['fastmcp_echo']} ms (1 tool), ratio {t['ratio']}x"
+        )
         for tool, t in result["tools_call_ms"].items():
-            print(f"tools/call {tool:9}: p50 {t['p50']} ms, p90 {t['p90']} ms; in-process "
-                  f"p50 {t['in_process_p50']} ms (protocol overhead {t['overhead_p50']} ms); "
-                  f"through the Python SDK client p50 {t['sdk_client_p50']} ms")
+            print(
+                f"tools/call {tool:9}: p50 {t['p50']} ms, p90 {t['p90']} ms; in-process "
+                f"p50 {t['in_process_p50']} ms (protocol overhead {t['overhead_p50']} ms); "
+                f"through the Python SDK client p50 {t['sdk_client_p50']} ms"
+            )
     return 0 if result["spawn_initialize_ms"]["ok"] else 1
 
 

@@ -38,8 +38,14 @@ from agentos.router import _resolver, decide, decide_hits, decide_with, load_ind
 from agentos.text import stem_phrase, stems
 from agentos.workspace import Workspace, init_workspace
 
-AGENTS = [("ruff-fixer", ">=1.0,<2"), ("test-runner", None), ("claude-coder", ">=1"),
-          ("codex-coder", None), ("gemini-coder", "<3"), ("ruff-fixer", ">=2")]
+AGENTS = [
+    ("ruff-fixer", ">=1.0,<2"),
+    ("test-runner", None),
+    ("claude-coder", ">=1"),
+    ("codex-coder", None),
+    ("gemini-coder", "<3"),
+    ("ruff-fixer", ">=2"),
+]
 CONSONANTS, VOWELS = "bcdfghjklmnpqrstvwz", "aeiou"
 
 
@@ -59,11 +65,17 @@ def card_yaml(i: int, rng: random.Random, vocab: list[str]) -> str:
     lines = [f"id: card-{i:05d}", f"agent: {agent}"]
     if version:
         lines.append(f'version: "{version}"')
-    lines += [f"description: synthetic card {i}", f"priority: {rng.randint(0, 2)}",
-              f"group: g{rng.randint(0, 49):02d}", f"min_score: {rng.randint(1, 4)}",
-              "triggers:", f"  keywords: [{', '.join(pick(rng.randint(4, 8)))}]",
-              "  phrases: [" + ", ".join(f'"{" ".join(pick(rng.randint(2, 3)))}"'
-                                          for _ in range(rng.randint(1, 3))) + "]"]
+    lines += [
+        f"description: synthetic card {i}",
+        f"priority: {rng.randint(0, 2)}",
+        f"group: g{rng.randint(0, 49):02d}",
+        f"min_score: {rng.randint(1, 4)}",
+        "triggers:",
+        f"  keywords: [{', '.join(pick(rng.randint(4, 8)))}]",
+        "  phrases: ["
+        + ", ".join(f'"{" ".join(pick(rng.randint(2, 3)))}"' for _ in range(rng.randint(1, 3)))
+        + "]",
+    ]
     if rng.random() < 0.3:
         lines.append(f"  regex: ['\\b{rng.choice(vocab)}-\\d+\\b']")
     if rng.random() < 0.2:
@@ -81,8 +93,21 @@ def make_workspace(root: Path, n_cards: int, seed: int = 7) -> tuple[Workspace, 
     vocab = vocabulary(rng, 4000)
     for i in range(n_cards):
         (ws.cards_dir / f"card-{i:05d}.yaml").write_text(card_yaml(i, rng, vocab))
-    filler = ["please", "could", "you", "the", "and", "in", "of", "for", "with", "on", "this",
-              "that", "it"]
+    filler = [
+        "please",
+        "could",
+        "you",
+        "the",
+        "and",
+        "in",
+        "of",
+        "for",
+        "with",
+        "on",
+        "this",
+        "that",
+        "it",
+    ]
     requests = []
     for _ in range(300):
         words = rng.sample(vocab, rng.randint(4, 12)) + rng.sample(filler, 4)
@@ -104,7 +129,7 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
 
 def ms(samples: list[float]) -> str:
     s = sorted(samples)
-    return (f"p50 {statistics.median(s) * 1e3:8.3f} ms   p90 {s[int(len(s) * 0.9)] * 1e3:8.3f} ms")
+    return f"p50 {statistics.median(s) * 1e3:8.3f} ms   p90 {s[int(len(s) * 0.9)] * 1e3:8.3f} ms"
 
 
 class Naive:
@@ -113,15 +138,19 @@ class Naive:
     def __init__(self, cards: tuple[Card, ...]) -> None:
         self.cards = sorted(cards, key=lambda c: c.id)
         self.compiled = [
-            ([(stem_phrase(k), k) for k in c.triggers.keywords],
-             [(stem_phrase(p), p) for p in c.triggers.phrases],
-             [(re.compile(r), r) for r in c.triggers.regex],
-             [stem_phrase(r) for r in c.triggers.require],
-             [(stem_phrase(x), x) for x in c.triggers.exclude]) for c in self.cards]
+            (
+                [(stem_phrase(k), k) for k in c.triggers.keywords],
+                [(stem_phrase(p), p) for p in c.triggers.phrases],
+                [(re.compile(r), r) for r in c.triggers.regex],
+                [stem_phrase(r) for r in c.triggers.require],
+                [(stem_phrase(x), x) for x in c.triggers.exclude],
+            )
+            for c in self.cards
+        ]
 
     def match(self, request: str) -> list[Hit]:
         seq = stems(request)
-        grams = {tuple(seq[i:i + n]) for n in (1, 2, 3) for i in range(len(seq) - n + 1)}
+        grams = {tuple(seq[i : i + n]) for n in (1, 2, 3) for i in range(len(seq) - n + 1)}
         hits = []
         for ci, (kws, phrases, regexes, require, exclude) in enumerate(self.compiled):
             score, fired = 0, []
@@ -137,9 +166,15 @@ class Naive:
             if not score:
                 continue
             excluded = next((t for k, t in exclude if k in grams), None)
-            reason = (f"excluded: the request has {excluded!r}" if excluded
-                      else "requires" if any(k not in grams for k in require)
-                      else "low" if score < self.cards[ci].min_score else None)
+            reason = (
+                f"excluded: the request has {excluded!r}"
+                if excluded
+                else "requires"
+                if any(k not in grams for k in require)
+                else "low"
+                if score < self.cards[ci].min_score
+                else None
+            )
             hits.append(Hit(ci, score, fired, reason))
         return hits
 
@@ -160,23 +195,29 @@ def bench_size(n_cards: int, n_requests: int, tmp: Path) -> None:
     t = time.perf_counter()
     Index.loads(blob)
     t_cache = time.perf_counter() - t
-    print(f"compile: YAML+validation {t_load * 1e3:.0f} ms, index {t_build * 1e3:.0f} ms; "
-          f"cached index {len(blob) / 1e6:.1f} MB loads in {t_cache * 1e3:.1f} ms")
+    print(
+        f"compile: YAML+validation {t_load * 1e3:.0f} ms, index {t_build * 1e3:.0f} ms; "
+        f"cached index {len(blob) / 1e6:.1f} MB loads in {t_cache * 1e3:.1f} ms"
+    )
 
     hub_rev, resolve = _resolver(ws)
     naive = Naive(card_set.cards)
     # Same answers first: the index against the reference evaluator and the naive loop.
     for request in requests[:50]:
-        got = [(index.card(h.card)[0], h.score, h.fired, h.reason is None)
-               for h in index.match(request)]
+        got = [
+            (index.card(h.card)[0], h.score, h.fired, h.reason is None)
+            for h in index.match(request)
+        ]
         ref = [(c, s, f, r is None) for c, s, f, r in reference_match(card_set.cards, request)]
         assert got == ref, f"index and reference disagree on {request!r}"
     for request in requests:  # warm: regexes compile on first use
         decide_with(index, request, hub_rev, resolve)
     fired = statistics.mean(len(index.match(r)) for r in requests)
     verdicts = [decide_with(index, r, hub_rev, resolve).decision for r in requests]
-    print(f"requests: {len(requests)}, {fired:.1f} cards fire per request on average; "
-          f"decisions: " + ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts))))
+    print(
+        f"requests: {len(requests)}, {fired:.1f} cards fire per request on average; "
+        f"decisions: " + ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
+    )
 
     def sample(fn: Callable[[str], object], rounds: int) -> list[float]:
         out: list[float] = []
@@ -188,8 +229,9 @@ def bench_size(n_cards: int, n_requests: int, tmp: Path) -> None:
         return out
 
     indexed = sample(lambda r: decide_with(index, r, hub_rev, resolve), 3)
-    naive_s = sample(lambda r: decide_hits(index, naive.match(r), hub_rev, resolve),
-                     1 if n_cards > 5000 else 2)
+    naive_s = sample(
+        lambda r: decide_hits(index, naive.match(r), hub_rev, resolve), 1 if n_cards > 5000 else 2
+    )
     # Card files younger than 2 s are always re-hashed (the racy-clean rule): let them age.
     time.sleep(max(0.0, 2.2 - (time.time() - ws.cards_dir.stat().st_mtime)))
     decide(ws, requests[0])
@@ -205,8 +247,9 @@ def bench_receipts(tmp: Path, repeat: int = 500) -> None:
     print("\n== receipts ==")
     ws, _ = init_workspace(tmp / "receipts-ws")
     hub_rev, resolve = _resolver(ws)
-    decision = decide_with(load_index(ws), "fix the lint errors E501 and run the tests",
-                           hub_rev, resolve)
+    decision = decide_with(
+        load_index(ws), "fix the lint errors E501 and run the tests", hub_rev, resolve
+    )
     fields = decision.receipt_fields()
     request = "fix the lint errors E501 and run the tests"
     write_receipt(ws, "route", fields, request=request)
@@ -222,8 +265,7 @@ def bench_receipts(tmp: Path, repeat: int = 500) -> None:
         raw.append(time.perf_counter() - t)
     print(f"write_receipt (lock, head, chain, fsync, link): {ms(writes)}")
     print(f"raw atomic write of the same bytes:             {ms(raw)}")
-    print(f"  ratio receipt / raw (p50): "
-          f"{statistics.median(writes) / statistics.median(raw):.2f}x")
+    print(f"  ratio receipt / raw (p50): {statistics.median(writes) / statistics.median(raw):.2f}x")
 
 
 def bench_process(tmp: Path, repeat: int = 15) -> None:
@@ -249,11 +291,13 @@ def bench_process(tmp: Path, repeat: int = 15) -> None:
         return wall, cpu
 
     request = "please fix the lint errors in the parser and run the tests"
-    for label, cmd in (("python -c pass", [sys.executable, "-c", "pass"]),
-                       ("agentos --version", [*exe, "--version"]),
-                       ("agentos hub list (any command)", [*exe, "hub", "list", "--json"]),
-                       ("agentos route REQUEST", [*exe, "route", request]),
-                       ("agentos route REQUEST --json", [*exe, "route", request, "--json"])):
+    for label, cmd in (
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+        ("agentos --version", [*exe, "--version"]),
+        ("agentos hub list (any command)", [*exe, "hub", "list", "--json"]),
+        ("agentos route REQUEST", [*exe, "route", request]),
+        ("agentos route REQUEST --json", [*exe, "route", request, "--json"]),
+    ):
         wall, cpu = run(cmd)
         print(f"{label:32} wall {ms(wall)}   cpu p50 {statistics.median(cpu) * 1e3:6.0f} ms")
     # The router's own share of a route process: what it imports beyond the CLI's common
@@ -270,13 +314,22 @@ def bench_process(tmp: Path, repeat: int = 15) -> None:
         "t2 = time.process_time()\n"
         "print((t1 - t0) * 1e3, (t2 - t1) * 1e3)\n"
     )
-    shares = [subprocess.run([sys.executable, "-c", probe, str(ws.root), request],
-                             capture_output=True, text=True, check=True, env=env).stdout.split()
-              for _ in range(repeat)]
+    shares = [
+        subprocess.run(
+            [sys.executable, "-c", probe, str(ws.root), request],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        ).stdout.split()
+        for _ in range(repeat)
+    ]
     imports = statistics.median(float(a) for a, _ in shares)
     call = statistics.median(float(b) for _, b in shares)
-    print(f"  of which the router: imports {imports:.0f} ms cpu, route() {call:.0f} ms cpu "
-          "(the rest is the CLI's own start-up, shared by every command)")
+    print(
+        f"  of which the router: imports {imports:.0f} ms cpu, route() {call:.0f} ms cpu "
+        "(the rest is the CLI's own start-up, shared by every command)"
+    )
 
 
 def main() -> None:

@@ -50,14 +50,30 @@ def add_agents(ws: Workspace, src: Path, prefix: str, count: int, script: str) -
         name = f"{prefix}-{i}"
         pkg = src / name
         pkg.mkdir(parents=True)
-        (pkg / "agent.yaml").write_text(yaml.safe_dump({
-            "name": name, "version": "1.0.0", "description": "bench agent",
-            "runtime": "shell", "entry": "run.sh"}))
+        (pkg / "agent.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "name": name,
+                    "version": "1.0.0",
+                    "description": "bench agent",
+                    "runtime": "shell",
+                    "entry": "run.sh",
+                }
+            )
+        )
         (pkg / "run.sh").write_text(script)
         hub.install(str(pkg))
-        (ws.cards_dir / f"{name}.yaml").write_text(yaml.safe_dump({
-            "id": name, "agent": name, "description": "bench", "group": name,
-            "triggers": {"keywords": [f"{prefix}x{count}"]}}))
+        (ws.cards_dir / f"{name}.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "id": name,
+                    "agent": name,
+                    "description": "bench",
+                    "group": name,
+                    "triggers": {"keywords": [f"{prefix}x{count}"]},
+                }
+            )
+        )
     return f"{prefix}x{count}"
 
 
@@ -74,8 +90,18 @@ def raw_agent(repo: Path, socket: str, i: int) -> float:
     t0 = time.perf_counter()
     sh("git", "worktree", "add", "-q", "-b", f"raw/{i}", str(path), "HEAD", cwd=repo)
     done = path.parent / f"raw-done-{i}"
-    sh("tmux", "-L", socket, "new-session", "-d", "-s", f"raw-{i}", "-c", str(path),
-       f"true; touch {done}")
+    sh(
+        "tmux",
+        "-L",
+        socket,
+        "new-session",
+        "-d",
+        "-s",
+        f"raw-{i}",
+        "-c",
+        str(path),
+        f"true; touch {done}",
+    )
     while not done.exists():
         time.sleep(0.005)
     sh("git", "worktree", "remove", "--force", str(path), cwd=repo)
@@ -111,13 +137,17 @@ def main() -> None:
             print(f"raw worktree+session+teardown per agent: p50 {raw * 1000:.1f} ms")
             print(f"run of 1 agent (`true`):  p50 {single * 1000:.1f} ms")
             print(f"run of {k} agents (`true`): p50 {multi * 1000:.1f} ms")
-            print(f"orchestration cost per additional agent: {per_agent * 1000:.1f} ms "
-                  f"= {per_agent / raw:.2f}x raw (target <= 1.5x)")
+            print(
+                f"orchestration cost per additional agent: {per_agent * 1000:.1f} ms "
+                f"= {per_agent / raw:.2f}x raw (target <= 1.5x)"
+            )
             print(f"fixed cost of a run beyond its one agent: {(single - per_agent) * 1000:.1f} ms")
             t1 = timed_run(ws, sleep1, repo)
             t8 = timed_run(ws, sleep8, repo)
-            print(f"1 agent sleeping 2 s: {t1:.2f} s; 8 agents sleeping 2 s: {t8:.2f} s "
-                  f"= {t8 / t1:.2f}x (target <= 1.3x)")
+            print(
+                f"1 agent sleeping 2 s: {t1:.2f} s; 8 agents sleeping 2 s: {t8:.2f} s "
+                f"= {t8 / t1:.2f}x (target <= 1.3x)"
+            )
         finally:
             subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
 

@@ -41,19 +41,24 @@ class Intervention:
         return asdict(self)
 
 
-def intervene(ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Observation,
-              decision: Decision) -> Intervention:
+def intervene(
+    ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Observation, decision: Decision
+) -> Intervention:
     """Carry out ``decision.action`` on the observed agent and record it."""
     s, w = obs.signals, obs.watched
     action = decision.action
     at = time.time()
     with state.transaction(con):
-        con.execute("INSERT INTO interventions (run_id, agent, action, reason, at) "
-                    "VALUES (?, ?, ?, ?, ?)", (s.run_id, s.agent, str(action), decision.reason, at))
+        con.execute(
+            "INSERT INTO interventions (run_id, agent, action, reason, at) VALUES (?, ?, ?, ?, ?)",
+            (s.run_id, s.agent, str(action), decision.reason, at),
+        )
         row_id = con.last_insert_rowid()
         if action is Action.RESTART:  # counted with its row, so the two always agree
-            con.execute("UPDATE run_agents SET restarts = restarts + 1 "
-                        "WHERE run_id = ? AND agent = ?", (s.run_id, s.agent))
+            con.execute(
+                "UPDATE run_agents SET restarts = restarts + 1 WHERE run_id = ? AND agent = ?",
+                (s.run_id, s.agent),
+            )
     if action is Action.NUDGE:
         ok = sessions.send_text(s.session, w.policy.nudge)
         detail = "" if ok else "tmux could not type into the pane"
@@ -67,9 +72,14 @@ def intervene(ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Obse
     else:
         raise ValueError(f"not an intervention: {action}")
     fields: dict[str, Any] = {
-        "agent": w.ref, "session": s.session, "action": str(action), "ok": ok,
-        "health": str(decision.health), "reason": decision.reason,
-        "output_age": round(s.output_age, 1), "quiet_for": round(s.quiet_for, 1),
+        "agent": w.ref,
+        "session": s.session,
+        "action": str(action),
+        "ok": ok,
+        "health": str(decision.health),
+        "reason": decision.reason,
+        "output_age": round(s.output_age, 1),
+        "quiet_for": round(s.quiet_for, 1),
         "restarts": s.restarts + (1 if action is Action.RESTART else 0),
         "policy": w.policy.as_dict(),
     }
@@ -78,8 +88,9 @@ def intervene(ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Obse
     receipt = write_receipt(ws, "guardian", fields, run_id=s.run_id)
     with state.transaction(con):
         con.execute("UPDATE interventions SET receipt = ? WHERE id = ?", (receipt.id, row_id))
-    return Intervention(s.run_id, s.agent, s.session, str(action), decision.reason, ok,
-                        receipt.id, at)
+    return Intervention(
+        s.run_id, s.agent, s.session, str(action), decision.reason, ok, receipt.id, at
+    )
 
 
 def _restart(sessions: Sessions, obs: Observation) -> tuple[bool, str]:

@@ -51,8 +51,9 @@ _INPUT_LINE = {
 }
 
 # Any program, any runtime: an explicit yes/no question at the bottom of the screen.
-_YES_NO = re.compile(r"\((?:y/n|yes/no)\)|\[(?:y/n|yes/no)\]|press enter to continue",
-                     re.IGNORECASE)
+_YES_NO = re.compile(
+    r"\((?:y/n|yes/no)\)|\[(?:y/n|yes/no)\]|press enter to continue", re.IGNORECASE
+)
 
 RUNTIMES = tuple(_DIALOGS)
 

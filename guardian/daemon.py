@@ -67,9 +67,13 @@ class CycleReport:
     watched: int = 0  # live agents, including those not due this cycle
 
     def as_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "agents": self.agents,
-                "interventions": [i.as_dict() for i in self.interventions],
-                "next_interval": self.next_interval, "watched": self.watched}
+        return {
+            "at": self.at,
+            "agents": self.agents,
+            "interventions": [i.as_dict() for i in self.interventions],
+            "next_interval": self.next_interval,
+            "watched": self.watched,
+        }
 
 
 class Guardian:
@@ -88,33 +92,53 @@ class Guardian:
     def cycle(self) -> CycleReport:
         watched = self.monitor.watched()
         now = time.time()
-        report = CycleReport(now, next_interval=min(
-            [self.interval, *(w.policy.interval for w in watched)]), watched=len(watched))
+        report = CycleReport(
+            now,
+            next_interval=min([self.interval, *(w.policy.interval for w in watched)]),
+            watched=len(watched),
+        )
         seen: list[tuple[Any, Decision]] = []
         for obs in self.monitor.observe(watched, now=now):
             decision = decide(obs.signals, obs.watched.policy)
             if decision.action is not Action.NONE:
                 done = intervene(self.ws, self.monitor.sessions, self.monitor.con, obs, decision)
                 report.interventions.append(done)
-                log.info("%s %s (run %s): %s%s", done.action, done.agent, done.run_id,
-                         done.reason, "" if done.ok else " [failed]")
+                log.info(
+                    "%s %s (run %s): %s%s",
+                    done.action,
+                    done.agent,
+                    done.run_id,
+                    done.reason,
+                    "" if done.ok else " [failed]",
+                )
             seen.append((obs, decision))
-            report.agents.append({"session": obs.signals.session, "run": obs.signals.run_id,
-                                  "agent": obs.signals.agent,
-                                  "output_age": round(obs.signals.output_age, 1),
-                                  **decision.as_dict()})
-        self.monitor.record(seen, watched, now=now, pid=self.pid, started_at=self.started_at,
-                            interval=self.interval)
+            report.agents.append(
+                {
+                    "session": obs.signals.session,
+                    "run": obs.signals.run_id,
+                    "agent": obs.signals.agent,
+                    "output_age": round(obs.signals.output_age, 1),
+                    **decision.as_dict(),
+                }
+            )
+        self.monitor.record(
+            seen, watched, now=now, pid=self.pid, started_at=self.started_at, interval=self.interval
+        )
         return report
 
 
 # --- the process --------------------------------------------------------------------------
 
 
-def run(ws: Workspace, *, interval: float | None = None, once: bool = False,
-        idle_exit: float | None = None,
-        on_cycle: Callable[[CycleReport], None] | None = None,
-        stop: threading.Event | None = None) -> None:
+def run(
+    ws: Workspace,
+    *,
+    interval: float | None = None,
+    once: bool = False,
+    idle_exit: float | None = None,
+    on_cycle: Callable[[CycleReport], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
     """Run the guardian here until SIGTERM/SIGINT (or ``stop``); one cycle with ``once``.
 
     With ``idle_exit``, the guardian ends after that many seconds without a live agent
@@ -156,8 +180,9 @@ def run(ws: Workspace, *, interval: float | None = None, once: bool = False,
         os.close(fd)
 
 
-def start(ws: Workspace, *, idle_exit: float | None = None, timeout: float = START_TIMEOUT
-          ) -> dict[str, Any]:
+def start(
+    ws: Workspace, *, idle_exit: float | None = None, timeout: float = START_TIMEOUT
+) -> dict[str, Any]:
     """Start a background guardian; refuse when one runs; replace a stale pidfile."""
     running, pid = _holder(ws)
     if running:
@@ -170,8 +195,14 @@ def start(ws: Workspace, *, idle_exit: float | None = None, timeout: float = STA
     if idle_exit is not None:
         argv += ["--idle-exit", str(idle_exit)]
     with out.open("ab") as fh:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh,
-                                cwd=ws.root, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=fh,
+            cwd=ws.root,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + timeout
     while _read_pid(ws) != proc.pid:
         code = proc.poll()
@@ -179,8 +210,7 @@ def start(ws: Workspace, *, idle_exit: float | None = None, timeout: float = STA
             running, pid = _holder(ws)
             if running:
                 raise Conflict(f"a guardian is already running (pid {pid})", field="guardian")
-            raise OperationFailed(f"the guardian exited as it started (status {code}); "
-                                  f"see {out}")
+            raise OperationFailed(f"the guardian exited as it started (status {code}); see {out}")
         if time.monotonic() > deadline:
             proc.kill()
             raise OperationFailed(f"the guardian did not start within {timeout}s; see {out}")
@@ -195,8 +225,10 @@ def stop(ws: Workspace, *, timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
         pidfile(ws).unlink(missing_ok=True)
         return {"stopped": False, "pid": None, "stale_pid": pid}
     if pid is None:
-        raise OperationFailed("a guardian holds the lock but has not written its pid yet; "
-                              "try again in a moment", file=pidfile(ws))
+        raise OperationFailed(
+            "a guardian holds the lock but has not written its pid yet; try again in a moment",
+            file=pidfile(ws),
+        )
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with suppress(ProcessLookupError):
             os.kill(pid, sig)
@@ -204,8 +236,7 @@ def stop(ws: Workspace, *, timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
         while time.monotonic() < deadline:
             if not _holder(ws)[0] and not pid_running(pid):
                 pidfile(ws).unlink(missing_ok=True)
-                return {"stopped": True, "pid": pid, "stale_pid": None,
-                        "signal": sig.name}
+                return {"stopped": True, "pid": pid, "stale_pid": None, "signal": sig.name}
             time.sleep(0.02)
     raise OperationFailed(f"the guardian (pid {pid}) did not stop")
 
@@ -234,26 +265,48 @@ def status(ws: Workspace, *, interventions: int = 20) -> dict[str, Any]:
     if ws.state_db.exists():
         con = open_db(ws)
         try:
-            row = con.execute("SELECT pid, started_at, at, cycles, agents, interval "
-                              "FROM guardian_cycles WHERE id = 1").fetchone()
+            row = con.execute(
+                "SELECT pid, started_at, at, cycles, agents, interval "
+                "FROM guardian_cycles WHERE id = 1"
+            ).fetchone()
             if row is not None:
-                last = {"pid": row[0], "started_at": row[1], "at": row[2],
-                        "ago": round(now - row[2], 1), "cycles": row[3], "agents": row[4],
-                        "interval": row[5]}
+                last = {
+                    "pid": row[0],
+                    "started_at": row[1],
+                    "at": row[2],
+                    "ago": round(now - row[2], 1),
+                    "cycles": row[3],
+                    "agents": row[4],
+                    "interval": row[5],
+                }
             recent = [
-                {"id": r[0], "run": r[1], "agent": r[2], "action": r[3], "reason": r[4],
-                 "receipt": r[5], "at": r[6]}
-                for r in con.execute("SELECT id, run_id, agent, action, reason, receipt, at "
-                                     "FROM interventions ORDER BY id DESC LIMIT ?",
-                                     (interventions,))]
+                {
+                    "id": r[0],
+                    "run": r[1],
+                    "agent": r[2],
+                    "action": r[3],
+                    "reason": r[4],
+                    "receipt": r[5],
+                    "at": r[6],
+                }
+                for r in con.execute(
+                    "SELECT id, run_id, agent, action, reason, receipt, at "
+                    "FROM interventions ORDER BY id DESC LIMIT ?",
+                    (interventions,),
+                )
+            ]
         finally:
             con.close()
     return {
-        "running": running, "pid": pid if running else None,
+        "running": running,
+        "pid": pid if running else None,
         "stale_pid": pid if not running else None,
-        "pidfile": str(pidfile(ws)), "log": str(logfile(ws)),
-        "interval": ws.settings.guardian.interval, "last_cycle": last,
-        "agents": last_health(ws), "interventions": recent,
+        "pidfile": str(pidfile(ws)),
+        "log": str(logfile(ws)),
+        "interval": ws.settings.guardian.interval,
+        "last_cycle": last,
+        "agents": last_health(ws),
+        "interventions": recent,
     }
 
 
@@ -278,8 +331,7 @@ def _acquire(ws: Workspace) -> int:
         if fd is not None:
             return fd
         if time.monotonic() > deadline:
-            raise Conflict(f"a guardian is already running (pid {_read_pid(ws)})",
-                           field="guardian")
+            raise Conflict(f"a guardian is already running (pid {_read_pid(ws)})", field="guardian")
         time.sleep(0.05)
 
 

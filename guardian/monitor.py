@@ -90,8 +90,7 @@ def open_db(ws: Workspace) -> apsw.Connection:
 
 def agent_files(ws: Workspace, run_id: str, agent: str) -> AgentFiles:
     """The files of a running agent, laid out as the orchestrator lays them out."""
-    return AgentFiles(ws.state_dir / "runs" / run_id / agent,
-                      ws.logs_dir / run_id / f"{agent}.log")
+    return AgentFiles(ws.state_dir / "runs" / run_id / agent, ws.logs_dir / run_id / f"{agent}.log")
 
 
 @dataclass(frozen=True)
@@ -133,13 +132,15 @@ class Observation:
 class Monitor:
     """Measures the live agents of one workspace; one instance lives as long as its guardian."""
 
-    def __init__(self, ws: Workspace, sessions: Sessions | None = None, *,
-                 interval: float | None = None) -> None:
+    def __init__(
+        self, ws: Workspace, sessions: Sessions | None = None, *, interval: float | None = None
+    ) -> None:
         self.ws = ws
         settings = ws.settings.guardian
         # ``agentos guardian run --interval`` replaces the workspace's interval.
-        self.settings = (settings if interval is None
-                         else settings.model_copy(update={"interval": interval}))
+        self.settings = (
+            settings if interval is None else settings.model_copy(update={"interval": interval})
+        )
         self.sessions = sessions or Sessions(ws.root)
         self.store = RunStore(ws)
         self.con = self.store.con
@@ -159,12 +160,20 @@ class Monitor:
                 if agent.status != "running" or not agent.session:
                     continue
                 manifest = self._manifest(agent.agent, agent.version)
-                policy = Policy.from_settings(self.settings,
-                                              manifest.guardian if manifest else None)
-                out.append(Watched(run, agent, agent.session,
-                                   agent_files(self.ws, run.id, agent.agent),
-                                   manifest.runtime if manifest else None, agent.version,
-                                   policy))
+                policy = Policy.from_settings(
+                    self.settings, manifest.guardian if manifest else None
+                )
+                out.append(
+                    Watched(
+                        run,
+                        agent,
+                        agent.session,
+                        agent_files(self.ws, run.id, agent.agent),
+                        manifest.runtime if manifest else None,
+                        agent.version,
+                        policy,
+                    )
+                )
         return out
 
     def _manifest(self, name: str, version: str) -> Manifest | None:
@@ -178,8 +187,9 @@ class Monitor:
 
     # -- one cycle's measurements ----------------------------------------------------------
 
-    def observe(self, watched: Sequence[Watched] | None = None, *, now: float | None = None
-                ) -> list[Observation]:
+    def observe(
+        self, watched: Sequence[Watched] | None = None, *, now: float | None = None
+    ) -> list[Observation]:
         """Measure the agents that are due.
 
         Every agent is due on every cycle, except one whose package sets a longer interval
@@ -188,8 +198,12 @@ class Monitor:
         agents = self.watched() if watched is None else list(watched)
         now = time.time() if now is None else now
         memory = self._memory()
-        agents = [w for w in agents if w.policy.interval <= self.settings.interval
-                  or _due(memory.get(w.session), w.policy, now)]
+        agents = [
+            w
+            for w in agents
+            if w.policy.interval <= self.settings.interval
+            or _due(memory.get(w.session), w.policy, now)
+        ]
         if not agents:
             return []
         panes = {p.session: p for p in self.sessions.panes()}
@@ -217,11 +231,18 @@ class Monitor:
             restart = past.get("restart")
             nudge = past.get("nudge")
             signals = Signals(
-                run_id=w.run.id, agent=w.agent.agent, session=w.session, now=now,
-                pane=pane is not None, alive=w.session in live,
-                exit_code=w.files.exit_code(), stopped=w.files.stopped.exists(),
-                output_changed_at=changed_at, heartbeat_at=_mtime(w.files.heartbeat),
-                prompt=prompt, prompt_streak=streak,
+                run_id=w.run.id,
+                agent=w.agent.agent,
+                session=w.session,
+                now=now,
+                pane=pane is not None,
+                alive=w.session in live,
+                exit_code=w.files.exit_code(),
+                stopped=w.files.stopped.exists(),
+                output_changed_at=changed_at,
+                heartbeat_at=_mtime(w.files.heartbeat),
+                prompt=prompt,
+                prompt_streak=streak,
                 run_started_at=w.run.started_at or w.run.created_at,
                 run_timeout=float(self.ws.settings.run.timeout),
                 restarts=restart[0] if restart else 0,
@@ -238,8 +259,18 @@ class Monitor:
         marker = f"@@agentos-guardian-{secrets.token_hex(8)}@@"
         args: list[str] = []
         for name in sessions:
-            args += ["capture-pane", "-p", "-J", "-t", f"={name}:", ";",
-                     "display-message", "-p", marker, ";"]
+            args += [
+                "capture-pane",
+                "-p",
+                "-J",
+                "-t",
+                f"={name}:",
+                ";",
+                "display-message",
+                "-p",
+                marker,
+                ";",
+            ]
         result = self.sessions.server.cmd(*args[:-1])
         if result.returncode == 0:
             parts: list[list[str]] = [[]]
@@ -249,8 +280,7 @@ class Monitor:
                 else:
                     parts[-1].append(line)
             if len(parts) > len(sessions):
-                return {name: "\n".join(part)
-                        for name, part in zip(sessions, parts, strict=False)}
+                return {name: "\n".join(part) for name, part in zip(sessions, parts, strict=False)}
         # A session ended between list-panes and capture-pane: tmux stopped at it.
         out = {}
         for name in sessions:
@@ -262,7 +292,8 @@ class Monitor:
     def _memory(self) -> dict[str, Memory]:
         rows = self.con.execute(
             "SELECT session, screen, log_size, changed_at, prompt_streak, checked_at "
-            "FROM guardian_agents")
+            "FROM guardian_agents"
+        )
         return {r[0]: Memory(tuple(r[1].split()), r[2], r[3], r[4], r[5]) for r in rows}
 
     def _history(self, run_ids: Iterable[str]) -> dict[tuple[str, str], _Counts]:
@@ -273,7 +304,8 @@ class Monitor:
         rows = self.con.execute(
             "SELECT run_id, agent, action, COUNT(*), MAX(at) FROM interventions "
             f"WHERE run_id IN ({', '.join('?' for _ in ids)}) GROUP BY run_id, agent, action",
-            ids)
+            ids,
+        )
         out: dict[tuple[str, str], _Counts] = {}
         for run_id, agent, action, count, at in rows:
             out.setdefault((run_id, agent), {})[action] = (count, at)
@@ -281,9 +313,16 @@ class Monitor:
 
     # -- what the cycle saw, for the next cycle and for `agentos status` -------------------
 
-    def record(self, seen: Sequence[tuple[Observation, Decision]], watched: Sequence[Watched],
-               *, now: float, pid: int | None = None, started_at: float | None = None,
-               interval: float | None = None) -> None:
+    def record(
+        self,
+        seen: Sequence[tuple[Observation, Decision]],
+        watched: Sequence[Watched],
+        *,
+        now: float,
+        pid: int | None = None,
+        started_at: float | None = None,
+        interval: float | None = None,
+    ) -> None:
         keep = {w.session for w in watched}
         with state.transaction(self.con):
             for obs, decision in seen:
@@ -292,9 +331,22 @@ class Monitor:
                     "INSERT OR REPLACE INTO guardian_agents (session, run_id, agent, screen, "
                     "log_size, changed_at, prompt, prompt_streak, heartbeat_at, health, action, "
                     "reason, checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (s.session, s.run_id, s.agent, " ".join(obs.screen), obs.log_size,
-                     s.output_changed_at, s.prompt, s.prompt_streak, s.heartbeat_at,
-                     str(decision.health), str(decision.action), decision.reason, now))
+                    (
+                        s.session,
+                        s.run_id,
+                        s.agent,
+                        " ".join(obs.screen),
+                        obs.log_size,
+                        s.output_changed_at,
+                        s.prompt,
+                        s.prompt_streak,
+                        s.heartbeat_at,
+                        str(decision.health),
+                        str(decision.action),
+                        decision.reason,
+                        now,
+                    ),
+                )
             for (session,) in list(self.con.execute("SELECT session FROM guardian_agents")):
                 if session not in keep:
                     self.con.execute("DELETE FROM guardian_agents WHERE session = ?", (session,))
@@ -304,7 +356,8 @@ class Monitor:
                 "started_at = excluded.started_at, at = excluded.at, agents = excluded.agents, "
                 "interval = excluded.interval, cycles = CASE WHEN guardian_cycles.pid IS "
                 "excluded.pid THEN guardian_cycles.cycles + 1 ELSE 1 END",
-                (pid, started_at, now, len(keep), interval))
+                (pid, started_at, now, len(keep), interval),
+            )
 
 
 def screen_lines(screen: str, leave_out: Iterable[str] = ()) -> tuple[str, ...]:
@@ -330,19 +383,28 @@ def last_health(ws: Workspace) -> dict[str, dict[str, Any]]:
         return {}
     con = open_db(ws)
     try:
-        rows = list(con.execute(
-            "SELECT session, run_id, agent, health, action, reason, changed_at, prompt, "
-            "checked_at FROM guardian_agents ORDER BY session"))
+        rows = list(
+            con.execute(
+                "SELECT session, run_id, agent, health, action, reason, changed_at, prompt, "
+                "checked_at FROM guardian_agents ORDER BY session"
+            )
+        )
     finally:
         con.close()
     now = time.time()
     return {
-        session: {"health": health, "output_age": round(max(0.0, now - changed_at), 1),
-                  "reason": reason, "action": action, "run": run_id, "agent": agent,
-                  "prompt": prompt, "checked_at": checked_at,
-                  "checked_ago": round(max(0.0, now - checked_at), 1)}
-        for session, run_id, agent, health, action, reason, changed_at, prompt, checked_at
-        in rows
+        session: {
+            "health": health,
+            "output_age": round(max(0.0, now - changed_at), 1),
+            "reason": reason,
+            "action": action,
+            "run": run_id,
+            "agent": agent,
+            "prompt": prompt,
+            "checked_at": checked_at,
+            "checked_ago": round(max(0.0, now - checked_at), 1),
+        }
+        for session, run_id, agent, health, action, reason, changed_at, prompt, checked_at in rows
     }
 
 
@@ -352,7 +414,7 @@ def _due(mem: Memory | None, policy: Policy, now: float) -> bool:
 
 def _is_suffix(new: tuple[str, ...], old: tuple[str, ...]) -> bool:
     """Whether ``new`` is ``old`` scrolled up (or unchanged): no line of output is new."""
-    return len(new) <= len(old) and (not new or old[len(old) - len(new):] == new)
+    return len(new) <= len(old) and (not new or old[len(old) - len(new) :] == new)
 
 
 def _pane_alive(pane: PaneInfo | None) -> bool:

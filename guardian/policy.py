@@ -54,8 +54,9 @@ class Policy:
     kill_after: float
 
     @classmethod
-    def from_settings(cls, settings: GuardianSettings,
-                      override: GuardianOverrides | None = None) -> Policy:
+    def from_settings(
+        cls, settings: GuardianSettings, override: GuardianOverrides | None = None
+    ) -> Policy:
         """The workspace's policy with a package's overrides applied, key by key."""
         values: dict[str, Any] = settings.model_dump()
         if override is not None:
@@ -91,8 +92,7 @@ class Signals:
     @property
     def quiet_since(self) -> float:
         """The start of the current quiet spell: output, heartbeat or restart, the latest."""
-        return max(self.output_changed_at, self.heartbeat_at or 0.0,
-                   self.last_restart_at or 0.0)
+        return max(self.output_changed_at, self.heartbeat_at or 0.0, self.last_restart_at or 0.0)
 
     @property
     def output_age(self) -> float:
@@ -118,61 +118,91 @@ def decide(s: Signals, p: Policy) -> Decision:
     if s.stopped:
         return Decision(Health.DEAD, Action.NONE, "stopped by the guardian")
     if s.exit_code is not None:
-        return Decision(Health.DEAD, Action.NONE,
-                        f"exited with status {s.exit_code}; the orchestrator takes over")
+        return Decision(
+            Health.DEAD,
+            Action.NONE,
+            f"exited with status {s.exit_code}; the orchestrator takes over",
+        )
     health = _health(s, p)
-    if (s.run_timeout is not None and s.run_started_at is not None
-            and s.now - s.run_started_at >= s.run_timeout):
-        return Decision(health.health, Action.KILL,
-                        f"the run passed its timeout of {_secs(s.run_timeout)}")
+    if (
+        s.run_timeout is not None
+        and s.run_started_at is not None
+        and s.now - s.run_started_at >= s.run_timeout
+    ):
+        return Decision(
+            health.health, Action.KILL, f"the run passed its timeout of {_secs(s.run_timeout)}"
+        )
     return health
 
 
 def _health(s: Signals, p: Policy) -> Decision:
     if not s.alive:
         if not s.pane:
-            return Decision(Health.DEAD, Action.NONE,
-                            "the session ended without an exit status; the orchestrator "
-                            "counts it as a failed attempt")
+            return Decision(
+                Health.DEAD,
+                Action.NONE,
+                "the session ended without an exit status; the orchestrator "
+                "counts it as a failed attempt",
+            )
         if s.restarts < p.max_restarts:
-            return Decision(Health.DEAD, Action.RESTART,
-                            "the pane's process died without an exit status; restart "
-                            f"{s.restarts + 1} of {p.max_restarts}")
-        return Decision(Health.DEAD, Action.KILL,
-                        f"the pane's process died without an exit status after "
-                        f"{s.restarts} restart(s)")
+            return Decision(
+                Health.DEAD,
+                Action.RESTART,
+                "the pane's process died without an exit status; restart "
+                f"{s.restarts + 1} of {p.max_restarts}",
+            )
+        return Decision(
+            Health.DEAD,
+            Action.KILL,
+            f"the pane's process died without an exit status after {s.restarts} restart(s)",
+        )
     if s.prompt is not None and s.prompt_streak >= PROMPT_CONFIRMATIONS:
-        return Decision(Health.WAITING, Action.NONE,
-                        f"waiting for input at a {s.prompt} prompt (answer it with "
-                        "`agentos attach`)")
+        return Decision(
+            Health.WAITING,
+            Action.NONE,
+            f"waiting for input at a {s.prompt} prompt (answer it with `agentos attach`)",
+        )
     quiet = s.quiet_for
     if quiet < p.stuck_after:
         return Decision(Health.HEALTHY, Action.NONE, f"output {_secs(s.output_age)} ago")
     if s.prompt is not None:
-        return Decision(Health.STUCK, Action.NONE,
-                        f"a {s.prompt} prompt is on screen; confirming it next cycle")
+        return Decision(
+            Health.STUCK, Action.NONE, f"a {s.prompt} prompt is on screen; confirming it next cycle"
+        )
     silent = f"no output for {_secs(quiet)}"
-    nudged_at = s.last_nudge_at if (s.last_nudge_at is not None
-                                    and s.last_nudge_at >= s.quiet_since) else None
+    nudged_at = (
+        s.last_nudge_at
+        if (s.last_nudge_at is not None and s.last_nudge_at >= s.quiet_since)
+        else None
+    )
     if nudged_at is None:
-        return Decision(Health.STUCK, Action.NUDGE,
-                        f"{silent} (stuck_after {_secs(p.stuck_after)})")
+        return Decision(
+            Health.STUCK, Action.NUDGE, f"{silent} (stuck_after {_secs(p.stuck_after)})"
+        )
     since_nudge = s.now - nudged_at
     if s.restarts < p.max_restarts:
         if since_nudge >= p.stuck_after:
-            return Decision(Health.STUCK, Action.RESTART,
-                            f"{silent}, {_secs(since_nudge)} of it after a nudge; restart "
-                            f"{s.restarts + 1} of {p.max_restarts}")
-        return Decision(Health.STUCK, Action.NONE,
-                        f"{silent}; nudged {_secs(since_nudge)} ago")
+            return Decision(
+                Health.STUCK,
+                Action.RESTART,
+                f"{silent}, {_secs(since_nudge)} of it after a nudge; restart "
+                f"{s.restarts + 1} of {p.max_restarts}",
+            )
+        return Decision(Health.STUCK, Action.NONE, f"{silent}; nudged {_secs(since_nudge)} ago")
     if quiet >= p.kill_after and since_nudge >= p.stuck_after:
-        return Decision(Health.STUCK, Action.KILL,
-                        f"{silent} (kill_after {_secs(p.kill_after)}) after a nudge and "
-                        f"{s.restarts} restart(s)")
-    return Decision(Health.STUCK, Action.NONE,
-                    f"{silent}; nudged {_secs(since_nudge)} ago; killed at "
-                    f"{_secs(max(p.kill_after, quiet - since_nudge + p.stuck_after))} "
-                    "of silence")
+        return Decision(
+            Health.STUCK,
+            Action.KILL,
+            f"{silent} (kill_after {_secs(p.kill_after)}) after a nudge and "
+            f"{s.restarts} restart(s)",
+        )
+    return Decision(
+        Health.STUCK,
+        Action.NONE,
+        f"{silent}; nudged {_secs(since_nudge)} ago; killed at "
+        f"{_secs(max(p.kill_after, quiet - since_nudge + p.stuck_after))} "
+        "of silence",
+    )
 
 
 def _secs(value: float) -> str:

@@ -69,20 +69,27 @@ def config_file(client: str, scope: str, project: Path, home: Path | None = None
     return (project if scope == "project" else home) / ".gemini" / "settings.json"
 
 
-def install_server(client: str, ws: Workspace, *, scope: str | None = None,
-                   name: str = "agentos", project: Path | None = None,
-                   repos: list[Path] | None = None, use_cli: bool = True) -> Installed:
+def install_server(
+    client: str,
+    ws: Workspace,
+    *,
+    scope: str | None = None,
+    name: str = "agentos",
+    project: Path | None = None,
+    repos: list[Path] | None = None,
+    use_cli: bool = True,
+) -> Installed:
     """Register this workspace's server with ``client``; an existing entry of that name in
     that scope is replaced."""
     if client not in CLIENTS:
         raise BadInput(f"unknown client {client!r} (use {' or '.join(CLIENTS)})", field="client")
     scope = scope or DEFAULT_SCOPE[client]
     if scope not in SCOPES[client]:
-        raise BadInput(f"{client} has no {scope!r} scope (use {', '.join(SCOPES[client])})",
-                       field="--scope")
+        raise BadInput(
+            f"{client} has no {scope!r} scope (use {', '.join(SCOPES[client])})", field="--scope"
+        )
     if not name or not all(c.isalnum() or c in "-_" for c in name):
-        raise BadInput(f"{name!r} is not a server name (letters, digits, - and _)",
-                       field="--name")
+        raise BadInput(f"{name!r} is not a server name (letters, digits, - and _)", field="--name")
     project = (project or Path.cwd()).resolve()
     if repos is None or not repos:
         repos = [project] if (project / ".git").exists() else []
@@ -100,8 +107,9 @@ def install_server(client: str, ws: Workspace, *, scope: str | None = None,
     return Installed(client, scope, name, "config file", str(target), argv)
 
 
-def _add_with_cli(exe: str, client: str, scope: str, name: str, argv: list[str],
-                  project: Path) -> None:
+def _add_with_cli(
+    exe: str, client: str, scope: str, name: str, argv: list[str], project: Path
+) -> None:
     # `mcp add` refuses (claude) or merges into (gemini) an existing name: remove it first.
     _run([exe, "mcp", "remove", "--scope", scope, name], project, check=False)
     if client == "claude":  # claude mcp add NAME -- COMMAND ARGS...
@@ -112,16 +120,24 @@ def _add_with_cli(exe: str, client: str, scope: str, name: str, argv: list[str],
 
 def _run(argv: list[str], cwd: Path, *, check: bool = True) -> str:
     try:
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=CLI_TIMEOUT)
+        done = subprocess.run(
+            argv,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=CLI_TIMEOUT,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         if not check:
             return ""
         raise OperationFailed(f"`{' '.join(argv[:3])}` did not run: {exc}") from None
     if check and done.returncode != 0:
         lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
-        raise OperationFailed(f"`{Path(argv[0]).name} {' '.join(argv[1:3])}` failed "
-                              f"(exit {done.returncode}): {lines[-1]}")
+        raise OperationFailed(
+            f"`{Path(argv[0]).name} {' '.join(argv[1:3])}` failed "
+            f"(exit {done.returncode}): {lines[-1]}"
+        )
     return done.stdout
 
 
@@ -144,15 +160,17 @@ def read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BadInput(f"not valid JSON (line {exc.lineno}): {exc.msg}; fix it or register "
-                       "by hand", file=path) from None
+        raise BadInput(
+            f"not valid JSON (line {exc.lineno}): {exc.msg}; fix it or register by hand", file=path
+        ) from None
     if not isinstance(data, dict):
         raise BadInput("expected a JSON object", file=path)
     return data
 
 
-def _write_entry(client: str, scope: str, name: str, argv: list[str], project: Path,
-                 target: Path) -> None:
+def _write_entry(
+    client: str, scope: str, name: str, argv: list[str], project: Path, target: Path
+) -> None:
     data = read_json(target)
     holder = data
     if client == "claude" and scope == "local":
@@ -198,8 +216,9 @@ def _is_agentos(name: str, entry: dict[str, Any], wanted: str) -> bool:
     return name == wanted or ("agentos" in args and "mcp" in args and "serve" in args)
 
 
-def registrations(project: Path, *, home: Path | None = None,
-                  name: str = "agentos") -> list[Registration]:
+def registrations(
+    project: Path, *, home: Path | None = None, name: str = "agentos"
+) -> list[Registration]:
     """Every registration of an AgentOS server the clients would load in ``project``."""
     project = project.resolve()
     found: list[Registration] = []
@@ -230,8 +249,13 @@ class Probe:
     seconds: float
 
 
-async def _probe(command: list[str] | None, url: str | None, env: dict[str, str] | None,
-                 timeout: float, errlog: Any) -> Probe:
+async def _probe(
+    command: list[str] | None,
+    url: str | None,
+    env: dict[str, str] | None,
+    timeout: float,
+    errlog: Any,
+) -> Probe:
     import anyio
     from mcp import ClientSession
 
@@ -240,28 +264,39 @@ async def _probe(command: list[str] | None, url: str | None, env: dict[str, str]
         if url is not None:
             from mcp.client.streamable_http import streamable_http_client
 
-            async with streamable_http_client(url) as (read, write, _), \
-                    ClientSession(read, write) as session:
+            async with (
+                streamable_http_client(url) as (read, write, _),
+                ClientSession(read, write) as session,
+            ):
                 return await _list(session, started)
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         assert command
         params = StdioServerParameters(command=command[0], args=command[1:], env=env)
-        async with stdio_client(params, errlog=errlog) as (read, write), \
-                ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             return await _list(session, started)
 
 
 async def _list(session: Any, started: float) -> Probe:
     init = await session.initialize()
     tools = await session.list_tools()
-    return Probe([t.name for t in tools.tools],
-                 f"{init.serverInfo.name} {init.serverInfo.version}",
-                 time.perf_counter() - started)
+    return Probe(
+        [t.name for t in tools.tools],
+        f"{init.serverInfo.name} {init.serverInfo.version}",
+        time.perf_counter() - started,
+    )
 
 
-def probe(command: list[str] | None = None, *, url: str | None = None,
-          env: dict[str, str] | None = None, timeout: float = 30.0) -> Probe:
+def probe(
+    command: list[str] | None = None,
+    *,
+    url: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 30.0,
+) -> Probe:
     """Start (or reach) a server, initialize, list its tools. Raises OperationFailed with
     the server's last line of stderr when it does not answer."""
     import anyio
@@ -272,8 +307,11 @@ def probe(command: list[str] | None = None, *, url: str | None = None,
         except Exception as exc:  # the doctor reports every way a connection can fail
             errlog.seek(0)
             lines = [ln for ln in errlog.read().splitlines() if ln.strip()]
-            why = _reason(exc) if not isinstance(exc, TimeoutError) else (
-                f"no answer within {timeout:g}s")
+            why = (
+                _reason(exc)
+                if not isinstance(exc, TimeoutError)
+                else (f"no answer within {timeout:g}s")
+            )
             detail = f"; server said: {lines[-1].strip()}" if lines else ""
             raise OperationFailed(f"{why}{detail}") from None
 
@@ -306,8 +344,9 @@ class DoctorReport:
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks]}
 
 
-def _connect_check(name: str, command: list[str] | None, url: str | None,
-                   timeout: float, prefix: str = "") -> Check:
+def _connect_check(
+    name: str, command: list[str] | None, url: str | None, timeout: float, prefix: str = ""
+) -> Check:
     from mcp_server.server import TOOL_NAMES
 
     try:
@@ -316,28 +355,41 @@ def _connect_check(name: str, command: list[str] | None, url: str | None,
         return Check(name, "fail", f"{prefix}does not connect: {exc}")
     missing = [t for t in TOOL_NAMES if t not in found.tools]
     if missing:
-        return Check(name, "fail", f"{prefix}connected to {found.server}, but tools are "
-                                   f"missing: {', '.join(missing)}")
-    return Check(name, "ok", f"{prefix}connected to {found.server}: initialize + tools/list "
-                             f"({len(found.tools)} tools) in {found.seconds:.2f}s")
+        return Check(
+            name,
+            "fail",
+            f"{prefix}connected to {found.server}, but tools are missing: {', '.join(missing)}",
+        )
+    return Check(
+        name,
+        "ok",
+        f"{prefix}connected to {found.server}: initialize + tools/list "
+        f"({len(found.tools)} tools) in {found.seconds:.2f}s",
+    )
 
 
-def doctor(ws: Workspace, *, project: Path | None = None, home: Path | None = None,
-           timeout: float = 30.0) -> DoctorReport:
+def doctor(
+    ws: Workspace, *, project: Path | None = None, home: Path | None = None, timeout: float = 30.0
+) -> DoctorReport:
     """Check that the server starts and answers, and that every registration connects."""
     project = (project or Path.cwd()).resolve()
     report = DoctorReport()
-    report.checks.append(_connect_check("server", server_command(ws, []), None, timeout,
-                                        f"workspace {ws.root}: "))
+    report.checks.append(
+        _connect_check("server", server_command(ws, []), None, timeout, f"workspace {ws.root}: ")
+    )
     found = registrations(project, home=home)
     for client in CLIENTS:
         exe = shutil.which(client)
         mine = [r for r in found if r.client == client]
         if not mine:
-            report.checks.append(Check(
-                f"{client} registration", "warn",
-                f"not registered for {project} (run `agentos mcp install {client}`)"
-                + ("" if exe else f"; the {client} CLI is not on PATH either")))
+            report.checks.append(
+                Check(
+                    f"{client} registration",
+                    "warn",
+                    f"not registered for {project} (run `agentos mcp install {client}`)"
+                    + ("" if exe else f"; the {client} CLI is not on PATH either"),
+                )
+            )
             continue
         for reg in mine:
             label = f"{client} {reg.scope} {reg.name!r}"
@@ -345,6 +397,7 @@ def doctor(ws: Workspace, *, project: Path | None = None, home: Path | None = No
             if reg.url is None and not reg.command:
                 report.checks.append(Check(label, "fail", f"{where}no command or URL"))
                 continue
-            report.checks.append(_connect_check(label, reg.command or None, reg.url, timeout,
-                                                where))
+            report.checks.append(
+                _connect_check(label, reg.command or None, reg.url, timeout, where)
+            )
     return report

@@ -31,8 +31,9 @@ class SelectedCard(_Out):
     fired: list[str] = Field(description="The triggers that fired.")
     priority: int
     group: str
-    checks: list[dict[str, Any]] = Field(default_factory=list,
-                                         description="The card's extra Stormbreaker checks.")
+    checks: list[dict[str, Any]] = Field(
+        default_factory=list, description="The card's extra Stormbreaker checks."
+    )
 
 
 class RejectedCard(_Out):
@@ -65,8 +66,9 @@ class InterviewResult(_Open):
     threshold: float
     axes: dict[str, float] = Field(description="goal, constraints, scope, context, success.")
     reasons: list[str] = Field(default_factory=list, description="Why it is blocked.")
-    questions: list[Question] = Field(default_factory=list,
-                                      description="One question per weak axis.")
+    questions: list[Question] = Field(
+        default_factory=list, description="One question per weak axis."
+    )
     rewrite: str | None = None
 
 
@@ -90,9 +92,11 @@ class AgentStatus(_Open):
 
 class TaskStatus(_Open):
     run_id: str
-    status: str = Field(description="starting, pending, running, gating, merging, or final: "
-                                    "succeeded, failed, conflict, blocked, no_match, "
-                                    "clarify, cancelled, aborted.")
+    status: str = Field(
+        description="starting, pending, running, gating, merging, or final: "
+        "succeeded, failed, conflict, blocked, no_match, "
+        "clarify, cancelled, aborted."
+    )
     finished: bool
     request: str | None = None
     repo: str | None = None
@@ -189,5 +193,6 @@ class GuardianStatus(_Out):
     installed: bool = Field(description="Whether the guardian is part of this installation.")
     running: bool | None = Field(default=None, description="Whether a guardian process is running.")
     message: str
-    status: dict[str, Any] = Field(default_factory=dict,
-                                   description="What the guardian reports about itself.")
+    status: dict[str, Any] = Field(
+        default_factory=dict, description="What the guardian reports about itself."
+    )

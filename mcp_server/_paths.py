@@ -79,25 +79,31 @@ class Confinement:
             if real == root or real.is_relative_to(root):
                 hidden = [p for p in real.relative_to(root).parts if p in PRIVATE]
                 if hidden:
-                    raise BadInput(f"{raw} is inside {hidden[0]}/, which MCP clients may not "
-                                   "read (state, agents' secrets, git internals)", field=field)
+                    raise BadInput(
+                        f"{raw} is inside {hidden[0]}/, which MCP clients may not "
+                        "read (state, agents' secrets, git internals)",
+                        field=field,
+                    )
                 return real
         allowed = ", ".join(str(r) for r in self.roots)
-        raise BadInput(f"{raw} is outside the workspace and the allowed repositories "
-                       f"({allowed}); allow another with `agentos mcp serve --repo DIR` or "
-                       f"{ROOTS_ENV}", field=field)
+        raise BadInput(
+            f"{raw} is outside the workspace and the allowed repositories "
+            f"({allowed}); allow another with `agentos mcp serve --repo DIR` or "
+            f"{ROOTS_ENV}",
+            field=field,
+        )
 
     def hub_source(self, source: str, field: str = "source") -> str:
         """A ``hub_install`` source the server may use: a remote git URL as given, a local
         path (or ``file://`` URL) confined like any other path."""
         text = source.strip()
         if not text:
-            raise BadInput("is empty: give a package directory, a .tar.gz or a git URL",
-                           field=field)
+            raise BadInput(
+                "is empty: give a package directory, a .tar.gz or a git URL", field=field
+            )
         bare = text.removeprefix("git+")
         if "::" in bare.split("/", 1)[0]:
-            raise BadInput(f"git transport {bare.split('::', 1)[0]!r} is not allowed",
-                           field=field)
+            raise BadInput(f"git transport {bare.split('::', 1)[0]!r} is not allowed", field=field)
         parts = urlsplit(bare)
         if parts.scheme == "file":
             local, at, ref = unquote(parts.path).rpartition("@")
@@ -105,8 +111,11 @@ class Confinement:
             return f"file://{path}" + (f"@{ref}" if at else "")
         if "://" in bare:
             if parts.scheme not in REMOTE_SCHEMES:
-                raise BadInput(f"URL scheme {parts.scheme!r} is not allowed (use "
-                               f"{', '.join(REMOTE_SCHEMES)} or a local path)", field=field)
+                raise BadInput(
+                    f"URL scheme {parts.scheme!r} is not allowed (use "
+                    f"{', '.join(REMOTE_SCHEMES)} or a local path)",
+                    field=field,
+                )
             return text
         if _scp_like(bare) and not Path(bare).exists():
             return text

@@ -48,8 +48,9 @@ def listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise OperationFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                              field="--http") from None
+        raise OperationFailed(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="--http"
+        ) from None
     sock.listen(128)
     return sock
 

@@ -45,8 +45,19 @@ from mcp_server._paths import Confinement
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "agentos"
-TOOL_NAMES = ("route", "interview", "run_task", "task_status", "kb_search", "kb_add",
-              "receipts_list", "receipt_show", "hub_list", "hub_install", "guardian_status")
+TOOL_NAMES = (
+    "route",
+    "interview",
+    "run_task",
+    "task_status",
+    "kb_search",
+    "kb_add",
+    "receipts_list",
+    "receipt_show",
+    "hub_list",
+    "hub_install",
+    "guardian_status",
+)
 LOG_TAIL = 2000
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 INSTRUCTIONS = (
@@ -60,8 +71,12 @@ INSTRUCTIONS = (
 
 T = TypeVar("T")
 
-READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
-             "openWorldHint": False}
+READ_ONLY = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,9 +87,13 @@ def _registrar(server: FastMCP[Any]) -> Callable[..., Callable[[F], F]]:
 
     def tool(title: str, **hints: bool) -> Callable[[F], F]:
         def register(fn: F) -> F:
-            server.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""),
-                            annotations=ToolAnnotations(title=title, **hints),
-                            structured_output=True)
+            server.add_tool(
+                fn,
+                title=title,
+                description=inspect.cleandoc(fn.__doc__ or ""),
+                annotations=ToolAnnotations(title=title, **hints),
+                structured_output=True,
+            )
             return fn
 
         return register
@@ -92,8 +111,10 @@ class AgentOSServer(FastMCP[Any]):
         known = tool.parameters.get("properties", {})
         unknown = sorted(set(arguments) - set(known))
         if unknown:
-            raise ToolError(f"{name}: unknown argument {unknown[0]!r} (it takes: "
-                            f"{', '.join(known) or 'no arguments'})")
+            raise ToolError(
+                f"{name}: unknown argument {unknown[0]!r} (it takes: "
+                f"{', '.join(known) or 'no arguments'})"
+            )
         try:
             result: Any = await super().call_tool(name, arguments)  # a tuple when structured
         except ToolError as exc:
@@ -104,8 +125,9 @@ class AgentOSServer(FastMCP[Any]):
             # whole skips the low-level server's jsonschema re-validation of it, which cost
             # more than most tools themselves (5-15 ms a call).
             content, structured = result
-            return CallToolResult(content=list(content), structuredContent=structured,
-                                  isError=False)
+            return CallToolResult(
+                content=list(content), structuredContent=structured, isError=False
+            )
         return result
 
 
@@ -139,20 +161,27 @@ def _tail(path: Path, limit: int = LOG_TAIL) -> str:
         return ""
 
 
-def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.0.0.1",
-                 port: int = 8765) -> AgentOSServer:
+def build_server(
+    ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.0.0.1", port: int = 8765
+) -> AgentOSServer:
     """The MCP server of workspace ``ws``; ``repos`` are the repositories clients may name."""
     ws.ensure()
     fence = Confinement(ws.root, repos)
-    server = AgentOSServer(SERVER_NAME, instructions=INSTRUCTIONS, host=host, port=port,
-                           log_level="WARNING")
+    server = AgentOSServer(
+        SERVER_NAME, instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING"
+    )
     server._mcp_server.version = __version__  # shown to clients in serverInfo
     tool = _registrar(server)
 
     # --- routing and interview ------------------------------------------------------------
 
-    @tool("Route a request", readOnlyHint=False, destructiveHint=False, idempotentHint=False,
-          openWorldHint=False)
+    @tool(
+        "Route a request",
+        readOnlyHint=False,
+        destructiveHint=False,
+        idempotentHint=False,
+        openWorldHint=False,
+    )
     async def route(
         request: Annotated[str, Field(description="What should be done, in plain words.")],
         run_id: Annotated[str | None, Field(description="Link the receipt to this run.")] = None,
@@ -188,16 +217,28 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
 
     # --- runs -----------------------------------------------------------------------------
 
-    @tool("Start a run", readOnlyHint=False, destructiveHint=True, idempotentHint=False,
-          openWorldHint=True)
+    @tool(
+        "Start a run",
+        readOnlyHint=False,
+        destructiveHint=True,
+        idempotentHint=False,
+        openWorldHint=True,
+    )
     async def run_task(
         request: Annotated[str, Field(description="What the agents should do.")],
-        repo: Annotated[str | None, Field(
-            description="The git repository to work on (default: the server's first --repo)."
-        )] = None,
-        force: Annotated[bool, Field(
-            description="Start even when the interview blocks the request (the receipt "
-                        "records the override).")] = False,
+        repo: Annotated[
+            str | None,
+            Field(
+                description="The git repository to work on (default: the server's first --repo)."
+            ),
+        ] = None,
+        force: Annotated[
+            bool,
+            Field(
+                description="Start even when the interview blocks the request (the receipt "
+                "records the override)."
+            ),
+        ] = False,
     ) -> m.RunStarted:
         """Start a run in the background and return its id at once: interview, route, agents
         in tmux sessions on their own git worktrees, the Stormbreaker gate, then merge.
@@ -209,13 +250,16 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
             if repo is None:
                 target = fence.default_repo
                 if target is None:
-                    raise BadInput("give the repository to work on (the server was started "
-                                   "without --repo)", field="repo")
+                    raise BadInput(
+                        "give the repository to work on (the server was started without --repo)",
+                        field="repo",
+                    )
             else:
                 target = fence.path(repo, "repo")
             run_id, log_file = start_detached(ws, request, target, force=force)
-            return m.RunStarted(run_id=run_id, status="started", repo=str(target),
-                                log=str(log_file))
+            return m.RunStarted(
+                run_id=run_id, status="started", repo=str(target), log=str(log_file)
+            )
 
         return await _call(work)
 
@@ -237,8 +281,12 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
             except NotFound:
                 orchestrator_log = ws.logs_dir / run_id / "orchestrator.log"
                 if _RUN_ID.fullmatch(run_id) and orchestrator_log.is_file():
-                    return m.TaskStatus(run_id=run_id, status="starting", finished=False,
-                                        log_tail=_tail(orchestrator_log))
+                    return m.TaskStatus(
+                        run_id=run_id,
+                        status="starting",
+                        finished=False,
+                        log_tail=_tail(orchestrator_log),
+                    )
                 raise
             finally:
                 store.close()
@@ -266,17 +314,28 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
 
             with open_store(ws) as store:
                 hits = store.search(query, k)
-            return m.KbSearchResult(query=query,
-                                    hits=[m.KbHit.model_validate(h.as_dict()) for h in hits])
+            return m.KbSearchResult(
+                query=query, hits=[m.KbHit.model_validate(h.as_dict()) for h in hits]
+            )
 
         return await _call(work)
 
-    @tool("Add files to the knowledge store", readOnlyHint=False, destructiveHint=False,
-          idempotentHint=True, openWorldHint=False)
+    @tool(
+        "Add files to the knowledge store",
+        readOnlyHint=False,
+        destructiveHint=False,
+        idempotentHint=True,
+        openWorldHint=False,
+    )
     async def kb_add(
-        paths: Annotated[list[str], Field(
-            min_length=1, description="Files or directories in the workspace or an allowed "
-                                      "repository (relative ones are taken from the first).")],
+        paths: Annotated[
+            list[str],
+            Field(
+                min_length=1,
+                description="Files or directories in the workspace or an allowed "
+                "repository (relative ones are taken from the first).",
+            ),
+        ],
     ) -> m.KbAddResult:
         """Index files and directories into the knowledge store, incrementally: unchanged
         files cost almost nothing, changed ones are replaced, deleted ones removed."""
@@ -296,8 +355,9 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
     @tool("List receipts", **READ_ONLY)
     async def receipts_list(
         run_id: Annotated[str | None, Field(description="Only this run's receipts.")] = None,
-        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many, the "
-                                                               "newest.")] = 50,
+        limit: Annotated[
+            int, Field(ge=1, le=1000, description="At most this many, the newest.")
+        ] = 50,
     ) -> m.ReceiptList:
         """List receipts (every routing decision, interview, gate result, guardian
         intervention and merge) in chain order: id, kind, time, run."""
@@ -306,8 +366,10 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
             from agentos.receipts import list_receipts
 
             found = list_receipts(ws, run_id=run_id)
-            return m.ReceiptList(total=len(found), receipts=[
-                m.ReceiptSummary.model_validate(r.as_dict()) for r in found[-limit:]])
+            return m.ReceiptList(
+                total=len(found),
+                receipts=[m.ReceiptSummary.model_validate(r.as_dict()) for r in found[-limit:]],
+            )
 
         return await _call(work)
 
@@ -329,17 +391,31 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
         def work() -> m.HubList:
             from agentos.hub import Hub
 
-            return m.HubList(packages=[m.HubPackage.model_validate(v.as_dict())
-                                       for v in Hub(ws.hub_dir).versions()])
+            return m.HubList(
+                packages=[
+                    m.HubPackage.model_validate(v.as_dict()) for v in Hub(ws.hub_dir).versions()
+                ]
+            )
 
         return await _call(work)
 
-    @tool("Install an agent package", readOnlyHint=False, destructiveHint=False,
-          idempotentHint=True, openWorldHint=True)
+    @tool(
+        "Install an agent package",
+        readOnlyHint=False,
+        destructiveHint=False,
+        idempotentHint=True,
+        openWorldHint=True,
+    )
     async def hub_install(
-        source: Annotated[str, Field(description=(
-            "A package directory or a .tar.gz made by `agentos hub pack` (in the workspace "
-            "or an allowed repository), or a git URL with an optional @ref."))],
+        source: Annotated[
+            str,
+            Field(
+                description=(
+                    "A package directory or a .tar.gz made by `agentos hub pack` (in the workspace "
+                    "or an allowed repository), or a git URL with an optional @ref."
+                )
+            ),
+        ],
     ) -> m.HubInstallResult:
         """Install an agent package into the hub and make it the active version. Installing
         the same name@version with other content is refused."""
@@ -348,9 +424,13 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
             from agentos.hub import Hub
 
             result = Hub(ws.hub_dir).install(fence.hub_source(source))
-            return m.HubInstallResult(name=result.name, version=result.version,
-                                      sha256=result.sha256, source=result.source,
-                                      changed=result.changed)
+            return m.HubInstallResult(
+                name=result.name,
+                version=result.version,
+                sha256=result.sha256,
+                source=result.source,
+                changed=result.changed,
+            )
 
         return await _call(work)
 
@@ -364,13 +444,21 @@ def build_server(ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.
 
     # --- resources ------------------------------------------------------------------------
 
-    @server.resource("agentos://receipts/{id}", name="receipt", mime_type="text/plain",
-                     description="A receipt by id, exactly as written.")
+    @server.resource(
+        "agentos://receipts/{id}",
+        name="receipt",
+        mime_type="text/plain",
+        description="A receipt by id, exactly as written.",
+    )
     async def receipt_resource(id: str) -> str:
         return (await _call(_receipt, ws, id)).text
 
-    @server.resource("agentos://cards/{id}", name="card", mime_type="application/yaml",
-                     description="A routing card by id: its YAML file.")
+    @server.resource(
+        "agentos://cards/{id}",
+        name="card",
+        mime_type="application/yaml",
+        description="A routing card by id: its YAML file.",
+    )
     async def card_resource(id: str) -> str:
         return await _call(_card_text, ws, id)
 
@@ -386,8 +474,13 @@ def _receipt(ws: Workspace, rid: str) -> m.ReceiptText:
     for line in text.splitlines()[:4]:
         key, _, value = line.partition(": ")
         head[key] = value
-    return m.ReceiptText(id=path.stem, kind=head.get("kind", "?"), time=head.get("time", "?"),
-                         run_id=head.get("run"), text=text)
+    return m.ReceiptText(
+        id=path.stem,
+        kind=head.get("kind", "?"),
+        time=head.get("time", "?"),
+        run_id=head.get("run"),
+        text=text,
+    )
 
 
 def _card_text(ws: Workspace, card_id: str) -> str:
@@ -413,40 +506,66 @@ def _guardian(ws: Workspace) -> m.GuardianStatus:
     daemon = importlib.import_module("guardian.daemon")
     status = getattr(daemon, "status", None)
     if status is None:
-        return m.GuardianStatus(installed=False, message="guardian not installed "
-                                "(guardian.daemon has no status())")
+        return m.GuardianStatus(
+            installed=False, message="guardian not installed (guardian.daemon has no status())"
+        )
     data = status(ws)
     data = dict(data) if isinstance(data, dict) else {"value": data}
     running = data.get("running")
-    message = str(data.get("message") or (
-        "guardian running" if running else "guardian not running" if running is False
-        else "guardian status"))
-    return m.GuardianStatus(installed=True, running=running if isinstance(running, bool) else None,
-                            message=message, status=data)
+    message = str(
+        data.get("message")
+        or (
+            "guardian running"
+            if running
+            else "guardian not running"
+            if running is False
+            else "guardian status"
+        )
+    )
+    return m.GuardianStatus(
+        installed=True,
+        running=running if isinstance(running, bool) else None,
+        message=message,
+        status=data,
+    )
 
 
 # --- running ------------------------------------------------------------------------------
 
 
-def serve(ws: Workspace, repos: Sequence[Path] = (), *, http: str | None = None,
-          allow_remote: bool = False) -> None:
+def serve(
+    ws: Workspace,
+    repos: Sequence[Path] = (),
+    *,
+    http: str | None = None,
+    allow_remote: bool = False,
+) -> None:
     """Run the server until the client goes away (stdio) or until interrupted (HTTP)."""
     level = os.environ.get("AGENTOS_LOG", "WARNING").upper()
-    logging.basicConfig(stream=sys.stderr,
-                        level=level if level in logging.getLevelNamesMapping() else "WARNING",
-                        format="agentos-mcp %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=level if level in logging.getLevelNamesMapping() else "WARNING",
+        format="agentos-mcp %(levelname)s %(name)s: %(message)s",
+    )
     if http is None:
         server = build_server(ws, repos)
         anyio.run(_transport.run_stdio, server)
         return
     host, port = _transport.parse_http(http)
     if not _transport.is_loopback(host) and not allow_remote:
-        raise BadInput(f"{host} is not a loopback address: the server has no authentication, "
-                       "so pass --allow-remote to listen there", field="--http")
+        raise BadInput(
+            f"{host} is not a loopback address: the server has no authentication, "
+            "so pass --allow-remote to listen there",
+            field="--http",
+        )
     server = build_server(ws, repos, host=host, port=port)
     sock = _transport.listen(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    print(f"agentos mcp: serving workspace {ws.root} on http://{shown}:{bound}"
-          f"{server.settings.streamable_http_path}", file=sys.stderr, flush=True)
+    print(
+        f"agentos mcp: serving workspace {ws.root} on http://{shown}:{bound}"
+        f"{server.settings.streamable_http_path}",
+        file=sys.stderr,
+        flush=True,
+    )
     anyio.run(_transport.run_http, server, sock)

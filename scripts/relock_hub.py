@@ -31,7 +31,8 @@ def main() -> None:
             installed = before.installed if before and before.sha256 == digest else BUNDLED_TIME
             pkg = lock.packages.setdefault(manifest.name, LockedPackage())
             pkg.versions[manifest.version] = LockedVersion(
-                sha256=digest, source="bundled", installed=installed, files=files)
+                sha256=digest, source="bundled", installed=installed, files=files
+            )
             pkg.active = max(pkg.versions, key=version_key)
             print(f"{manifest.ref}  {digest[:12]}")
 

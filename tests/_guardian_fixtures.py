@@ -30,8 +30,13 @@ HAVE_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode ==
 needs_tmux = pytest.mark.skipif(not HAVE_TMUX, reason="tmux is not installed")
 
 # Small numbers so that the whole ladder takes seconds (the interval's floor is 0.05 s).
-FAST = {"interval": 0.2, "stuck_after": 1, "max_restarts": 1, "kill_after": 2,
-        "nudge": "Are you stuck? Continue with the task."}
+FAST = {
+    "interval": 0.2,
+    "stuck_after": 1,
+    "max_restarts": 1,
+    "kill_after": 2,
+    "nudge": "Are you stuck? Continue with the task.",
+}
 
 
 @pytest.fixture
@@ -43,8 +48,9 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
 
 
-def configure(ws: Workspace, guardian: dict[str, Any] | None = None,
-              run: dict[str, Any] | None = None) -> Workspace:
+def configure(
+    ws: Workspace, guardian: dict[str, Any] | None = None, run: dict[str, Any] | None = None
+) -> Workspace:
     """Write agentos.yaml's guardian (and run) settings; a fresh Workspace reads them."""
     data: dict[str, Any] = {"guardian": {**FAST, **(guardian or {})}}
     if run:
@@ -62,11 +68,17 @@ class Launched:
     worktree: Path
 
 
-def launch(ws: Workspace, tmp_path: Path, agent: str, script: str, *,
-           run_id: str | None = None, **manifest: Any) -> Launched:
+def launch(
+    ws: Workspace,
+    tmp_path: Path,
+    agent: str,
+    script: str,
+    *,
+    run_id: str | None = None,
+    **manifest: Any,
+) -> Launched:
     """Install a shell agent running ``script`` and start it in its pane, as a run would."""
-    src = write_package(tmp_path / "src" / agent, name=agent, files={"run.sh": script},
-                        **manifest)
+    src = write_package(tmp_path / "src" / agent, name=agent, files={"run.sh": script}, **manifest)
     hub = Hub(ws.hub_dir)
     hub.install(str(src))
     info, pkg = hub.get(agent)
@@ -74,8 +86,9 @@ def launch(ws: Workspace, tmp_path: Path, agent: str, script: str, *,
     worktree = tmp_path / "worktrees" / run_id / agent
     worktree.mkdir(parents=True)
     files = agent_files(ws, run_id, agent)
-    task = AgentTask(run_id, agent, pkg, info.path, worktree, tmp_path, ws.root, "a test",
-                     files.run_dir, 1)
+    task = AgentTask(
+        run_id, agent, pkg, info.path, worktree, tmp_path, ws.root, "a test", files.run_dir, 1
+    )
     pane, _env = prepare(task, files)
     session = session_name(run_id, agent)
     store = RunStore(ws)
@@ -83,9 +96,17 @@ def launch(ws: Workspace, tmp_path: Path, agent: str, script: str, *,
         with contextlib.suppress(apsw.ConstraintError):  # a second agent of the same run
             store.create(run_id, "a test", tmp_path, status="running")
             store.update(run_id, started_at=time.time())
-        store.add_agent(run_id, agent, pkg.version, session=session, worktree=str(worktree),
-                        branch=f"agentos/{run_id}/{agent}", status="running", attempts=1,
-                        started_at=time.time())
+        store.add_agent(
+            run_id,
+            agent,
+            pkg.version,
+            session=session,
+            worktree=str(worktree),
+            branch=f"agentos/{run_id}/{agent}",
+            status="running",
+            attempts=1,
+            started_at=time.time(),
+        )
     finally:
         store.close()
     Sessions(ws.root).start(session, pane, worktree)
@@ -106,8 +127,7 @@ def interventions(ws: Workspace, run_id: str | None = None) -> list[tuple[str, s
         store.close()
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition"
-               ) -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -119,6 +139,9 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "c
 
 
 def tmux_sessions(socket: str) -> list[str]:
-    out = subprocess.run(["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.split() if out.returncode == 0 else []

@@ -44,26 +44,46 @@ CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 def cli(ws: Workspace) -> CliRunner:
     """Run ``agentos`` in a real subprocess against the test workspace."""
 
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None,
-            cwd: Path | None = None, workspace: Path | None = ws.root,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        workspace: Path | None = ws.root,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "agentos"]
         if workspace is not None:
             argv += ["--workspace", str(workspace)]
         full_env = {**os.environ, **(env or {})}
-        return subprocess.run([*argv, *args], input=input, capture_output=True, text=True,
-                              env=full_env, cwd=cwd, timeout=timeout)
+        return subprocess.run(
+            [*argv, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=full_env,
+            cwd=cwd,
+            timeout=timeout,
+        )
 
     return run
 
 
-def write_package(directory: Path, name: str = "demo-agent", version: str = "1.0.0",
-                  files: dict[str, str] | None = None, **fields: Any) -> Path:
+def write_package(
+    directory: Path,
+    name: str = "demo-agent",
+    version: str = "1.0.0",
+    files: dict[str, str] | None = None,
+    **fields: Any,
+) -> Path:
     """Write a valid shell agent package (fields override the manifest)."""
     directory.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
-        "name": name, "version": version, "description": "A test agent.",
-        "runtime": "shell", "entry": "run.sh",
+        "name": name,
+        "version": version,
+        "description": "A test agent.",
+        "runtime": "shell",
+        "entry": "run.sh",
     }
     manifest.update(fields)
     (directory / "agent.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
@@ -74,8 +94,9 @@ def write_package(directory: Path, name: str = "demo-agent", version: str = "1.0
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:

@@ -19,8 +19,9 @@ Reply = dict[str, Any]
 
 
 class FakeOllama:
-    def __init__(self, replies: list[Reply] | None = None,
-                 models: tuple[str, ...] = ("qwen2.5-coder:7b",)) -> None:
+    def __init__(
+        self, replies: list[Reply] | None = None, models: tuple[str, ...] = ("qwen2.5-coder:7b",)
+    ) -> None:
         self.replies = list(replies or [])
         self.models = models
         self.requests: list[dict[str, Any]] = []  # (path, body) of every POST, in order
@@ -33,9 +34,16 @@ class FakeOllama:
 
             def do_GET(self) -> None:
                 if self.path == "/api/tags":
-                    fake._json(self, 200, {"models": [
-                        {"name": m, "model": m, "size": 1, "digest": "0" * 64}
-                        for m in fake.models]})
+                    fake._json(
+                        self,
+                        200,
+                        {
+                            "models": [
+                                {"name": m, "model": m, "size": 1, "digest": "0" * 64}
+                                for m in fake.models
+                            ]
+                        },
+                    )
                 elif self.path in ("/", ""):
                     fake._text(self, 200, "Ollama is running")
                 else:
@@ -88,63 +96,110 @@ class FakeOllama:
     def _text(self, handler: BaseHTTPRequestHandler, status: int, text: str) -> None:
         self._send(handler, status, "text/plain", text.encode())
 
-    def _native(self, handler: BaseHTTPRequestHandler, body: dict[str, Any],
-                reply: Reply | None) -> None:
+    def _native(
+        self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply | None
+    ) -> None:
         if reply is None:
             self._json(handler, 500, {"error": "the fake server has no scripted reply left"})
             return
         model = body.get("model", "")
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        calls = [{"function": {"name": c["name"], "arguments": c.get("arguments", {})}}
-                 for c in reply.get("tool_calls", [])]
+        calls = [
+            {"function": {"name": c["name"], "arguments": c.get("arguments", {})}}
+            for c in reply.get("tool_calls", [])
+        ]
         text = reply.get("content", "")
-        final = {"model": model, "created_at": stamp, "done": True, "done_reason": "stop",
-                 "total_duration": 1, "eval_count": 1, "prompt_eval_count": 1}
+        final = {
+            "model": model,
+            "created_at": stamp,
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": 1,
+            "eval_count": 1,
+            "prompt_eval_count": 1,
+        }
         if not body.get("stream", True):
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 message["tool_calls"] = calls
             self._json(handler, 200, {**final, "message": message})
             return
-        pieces = [text[i:i + 12] for i in range(0, len(text), 12)]
-        lines = [{"model": model, "created_at": stamp, "done": False,
-                  "message": {"role": "assistant", "content": piece}} for piece in pieces]
+        pieces = [text[i : i + 12] for i in range(0, len(text), 12)]
+        lines = [
+            {
+                "model": model,
+                "created_at": stamp,
+                "done": False,
+                "message": {"role": "assistant", "content": piece},
+            }
+            for piece in pieces
+        ]
         if calls:
-            lines.append({"model": model, "created_at": stamp, "done": False,
-                          "message": {"role": "assistant", "content": "", "tool_calls": calls}})
+            lines.append(
+                {
+                    "model": model,
+                    "created_at": stamp,
+                    "done": False,
+                    "message": {"role": "assistant", "content": "", "tool_calls": calls},
+                }
+            )
         lines.append({**final, "message": {"role": "assistant", "content": ""}})
         data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
         self._send(handler, 200, "application/x-ndjson", data)
 
-    def _openai(self, handler: BaseHTTPRequestHandler, body: dict[str, Any],
-                reply: Reply | None) -> None:
+    def _openai(
+        self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply | None
+    ) -> None:
         if reply is None:
             self._json(handler, 500, {"error": {"message": "no scripted reply left"}})
             return
         model = body.get("model", "")
-        calls = [{"id": f"call_{i}", "type": "function",
-                  "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}}
-                 for i, c in enumerate(reply.get("tool_calls", []))]
+        calls = [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))},
+            }
+            for i, c in enumerate(reply.get("tool_calls", []))
+        ]
         message: dict[str, Any] = {"role": "assistant", "content": reply.get("content", "")}
         if calls:
             message["tool_calls"] = calls
         finish = "tool_calls" if calls else "stop"
         usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
         if not body.get("stream"):
-            self._json(handler, 200, {"id": "chatcmpl-1", "object": "chat.completion",
-                                      "created": int(time.time()), "model": model,
-                                      "choices": [{"index": 0, "message": message,
-                                                   "finish_reason": finish}],
-                                      "usage": usage})
+            self._json(
+                handler,
+                200,
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": usage,
+                },
+            )
             return
         delta: dict[str, Any] = {"role": "assistant", "content": message["content"]}
         if calls:
             delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(calls)]
-        events = [{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
-                   "model": model, "choices": [{"index": 0, "delta": delta,
-                                                "finish_reason": None}]},
-                  {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
-                   "model": model, "choices": [{"index": 0, "delta": {},
-                                                "finish_reason": finish}], "usage": usage}]
+        events = [
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            },
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                "usage": usage,
+            },
+        ]
         data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
         self._send(handler, 200, "text/event-stream", data + b"data: [DONE]\n\n")

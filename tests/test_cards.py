@@ -37,44 +37,103 @@ triggers:
 
 # (id, file name, content, expected lines of `cards lint` for that file)
 INVALID: list[tuple[str, str, str, list[str]]] = [
-    ("bad-yaml", "bad.yaml", "id: bad\ntriggers: {keywords: [lint\n",
-     ["line 3: invalid YAML: "]),  # the rest is libyaml's (or PyYAML's) own wording
-    ("unknown-field", "extra.yaml", GOOD.replace("id: good", "id: extra\ncolour: red"),
-     ["colour: unknown field"]),
-    ("bad-regex", "rx.yaml", GOOD.replace("id: good", "id: rx") + "  regex: ['ok', '(unclosed']\n",
-     ["triggers.regex[1]: '(unclosed' is not a valid regular expression: missing ), "
-      "unterminated subpattern at position 0"]),
-    ("unknown-agent", "ghost.yaml", GOOD.replace("id: good", "id: ghost").replace(
-        "ruff-fixer", "no-such-agent"),
-     ["agent: agent 'no-such-agent' is not installed in the hub (see `agentos hub list`)"]),
+    (
+        "bad-yaml",
+        "bad.yaml",
+        "id: bad\ntriggers: {keywords: [lint\n",
+        ["line 3: invalid YAML: "],
+    ),  # the rest is libyaml's (or PyYAML's) own wording
+    (
+        "unknown-field",
+        "extra.yaml",
+        GOOD.replace("id: good", "id: extra\ncolour: red"),
+        ["colour: unknown field"],
+    ),
+    (
+        "bad-regex",
+        "rx.yaml",
+        GOOD.replace("id: good", "id: rx") + "  regex: ['ok', '(unclosed']\n",
+        [
+            "triggers.regex[1]: '(unclosed' is not a valid regular expression: missing ), "
+            "unterminated subpattern at position 0"
+        ],
+    ),
+    (
+        "unknown-agent",
+        "ghost.yaml",
+        GOOD.replace("id: good", "id: ghost").replace("ruff-fixer", "no-such-agent"),
+        ["agent: agent 'no-such-agent' is not installed in the hub (see `agentos hub list`)"],
+    ),
     ("not-a-mapping", "list.yaml", "- id: x\n", ["(root): expected a mapping of card fields"]),
-    ("missing-triggers", "bare.yaml", "id: bare\nagent: ruff-fixer\n",
-     ["triggers: required field is missing"]),
-    ("nothing-to-score", "empty.yaml", "id: empty\nagent: ruff-fixer\ntriggers: {require: [x]}\n",
-     ["triggers: a card needs at least one keyword, phrase or regex to score"]),
-    ("bad-id-and-group", "caps.yaml", GOOD.replace("id: good", "id: Caps\ngroup: My Group"),
-     ["id: 'Caps' must be lowercase letters, digits and '-' (at most 64)",
-      "group: 'My Group' must be lowercase letters, digits and '-' (at most 64)"]),
-    ("bad-version", "ver.yaml", GOOD.replace("id: good", "id: ver\nversion: 'one'"),
-     ["version: 'one' is not a version constraint like '>=1.0,<2'"]),
-    ("min-score-zero", "min.yaml", GOOD.replace("id: good", "id: min\nmin_score: 0"),
-     ["min_score: Input should be greater than or equal to 1"]),
-    ("priority-not-int", "prio.yaml", GOOD.replace("id: good", "id: prio\npriority: '3'"),
-     ["priority: Input should be a valid integer"]),
-    ("keyword-without-words", "punct.yaml", GOOD.replace("[lint]", "[lint, '!!!']"),
-     ["triggers.keywords[1]: '!!!' has no words to match"]),
-    ("unknown-trigger", "trig.yaml", GOOD + "  synonyms: [x]\n",
-     ["triggers.synonyms: unknown field"]),
-    ("bad-check", "check.yaml", GOOD + "checks: [{name: c}]\n",
-     ["checks[0]: a check needs exactly one of run, file_exists, file_contains, "
-      "no_changes_outside, max_diff_lines"]),
+    (
+        "missing-triggers",
+        "bare.yaml",
+        "id: bare\nagent: ruff-fixer\n",
+        ["triggers: required field is missing"],
+    ),
+    (
+        "nothing-to-score",
+        "empty.yaml",
+        "id: empty\nagent: ruff-fixer\ntriggers: {require: [x]}\n",
+        ["triggers: a card needs at least one keyword, phrase or regex to score"],
+    ),
+    (
+        "bad-id-and-group",
+        "caps.yaml",
+        GOOD.replace("id: good", "id: Caps\ngroup: My Group"),
+        [
+            "id: 'Caps' must be lowercase letters, digits and '-' (at most 64)",
+            "group: 'My Group' must be lowercase letters, digits and '-' (at most 64)",
+        ],
+    ),
+    (
+        "bad-version",
+        "ver.yaml",
+        GOOD.replace("id: good", "id: ver\nversion: 'one'"),
+        ["version: 'one' is not a version constraint like '>=1.0,<2'"],
+    ),
+    (
+        "min-score-zero",
+        "min.yaml",
+        GOOD.replace("id: good", "id: min\nmin_score: 0"),
+        ["min_score: Input should be greater than or equal to 1"],
+    ),
+    (
+        "priority-not-int",
+        "prio.yaml",
+        GOOD.replace("id: good", "id: prio\npriority: '3'"),
+        ["priority: Input should be a valid integer"],
+    ),
+    (
+        "keyword-without-words",
+        "punct.yaml",
+        GOOD.replace("[lint]", "[lint, '!!!']"),
+        ["triggers.keywords[1]: '!!!' has no words to match"],
+    ),
+    (
+        "unknown-trigger",
+        "trig.yaml",
+        GOOD + "  synonyms: [x]\n",
+        ["triggers.synonyms: unknown field"],
+    ),
+    (
+        "bad-check",
+        "check.yaml",
+        GOOD + "checks: [{name: c}]\n",
+        [
+            "checks[0]: a check needs exactly one of run, file_exists, file_contains, "
+            "no_changes_outside, max_diff_lines"
+        ],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "content", "expected"), [c[1:] for c in INVALID],
-                         ids=[c[0] for c in INVALID])
+@pytest.mark.parametrize(
+    ("name", "content", "expected"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
+)
 def test_lint_reports_each_problem_as_file_field_message_and_exits_2(
-        cli: CliRunner, ws: Workspace, name: str, content: str, expected: list[str]) -> None:
+    cli: CliRunner, ws: Workspace, name: str, content: str, expected: list[str]
+) -> None:
     path = ws.cards_dir / name
     path.write_text(content)
     result = cli("cards", "lint")
@@ -85,7 +144,8 @@ def test_lint_reports_each_problem_as_file_field_message_and_exits_2(
         whole = line == f"{path}: {want}"
         assert whole or (want.endswith(" ") and line.startswith(f"{path}: {want}")), line
     assert lines[-1] == (
-        f"6 card files checked: {len(expected)} error{'s' * (len(expected) != 1)}, 0 warnings")
+        f"6 card files checked: {len(expected)} error{'s' * (len(expected) != 1)}, 0 warnings"
+    )
     assert "Traceback" not in result.stdout + result.stderr
 
 
@@ -93,19 +153,32 @@ def test_duplicate_ids_name_both_files(cli: CliRunner, ws: Workspace) -> None:
     shutil.copy(ws.cards_dir / "fix-lint.yaml", ws.cards_dir / "lint-again.yaml")
     result = cli("cards", "lint", "--json")
     assert result.returncode == 2
-    assert json.loads(result.stdout) == {"ok": False, "files": 6, "problems": [{
-        "file": str(ws.cards_dir / "lint-again.yaml"), "field": "id",
-        "message": "duplicate card id 'fix-lint' (also in fix-lint.yaml)", "severity": "error"}]}
+    assert json.loads(result.stdout) == {
+        "ok": False,
+        "files": 6,
+        "problems": [
+            {
+                "file": str(ws.cards_dir / "lint-again.yaml"),
+                "field": "id",
+                "message": "duplicate card id 'fix-lint' (also in fix-lint.yaml)",
+                "severity": "error",
+            }
+        ],
+    }
 
 
 def test_every_problem_of_one_card_is_reported(tmp_path: Path, ws: Workspace) -> None:
     path = tmp_path / "many.yaml"
-    path.write_text("id: BAD\nagent: ruff-fixer\nmin_score: -1\nextra: 1\n"
-                    "triggers: {regex: ['[']}\n")
+    path.write_text(
+        "id: BAD\nagent: ruff-fixer\nmin_score: -1\nextra: 1\ntriggers: {regex: ['[']}\n"
+    )
     report = lint_cards(path, ws.hub_dir)
     assert [(p.field, p.severity) for p in report.problems] == [
-        ("id", "error"), ("min_score", "error"), ("triggers.regex[0]", "error"),
-        ("extra", "error")]
+        ("id", "error"),
+        ("min_score", "error"),
+        ("triggers.regex[0]", "error"),
+        ("extra", "error"),
+    ]
 
 
 def test_the_bundled_cards_lint_clean(cli: CliRunner) -> None:
@@ -116,7 +189,10 @@ def test_the_bundled_cards_lint_clean(cli: CliRunner) -> None:
 def test_warnings_do_not_fail_lint(cli: CliRunner, ws: Workspace) -> None:
     (ws.cards_dir / "future.yaml").write_text(
         GOOD.replace("id: good", "id: future\nversion: '>=2'").replace(
-            "[lint]", "[lint, linting, format]") + "  exclude: [lint]\n  require: [lints]\n")
+            "[lint]", "[lint, linting, format]"
+        )
+        + "  exclude: [lint]\n  require: [lints]\n"
+    )
     (ws.cards_dir / "old.yml").write_text(GOOD)
     result = cli("cards", "lint")
     future, old = ws.cards_dir / "future.yaml", ws.cards_dir / "old.yml"
@@ -140,34 +216,77 @@ def test_lint_one_file_outside_the_workspace(cli: CliRunner, tmp_path: Path) -> 
     assert result.returncode == 2
     assert result.stdout.splitlines()[0] == (
         f"{path}: triggers.regex[0]: '[z-a]' is not a valid regular expression: bad character "
-        "range z-a at position 1")
+        "range z-a at position 1"
+    )
     missing = cli("cards", "lint", str(tmp_path / "nope.yaml"))
     assert (missing.returncode, missing.stderr) == (
-        2, f"error: {tmp_path / 'nope.yaml'}: no such card file or directory\n")
+        2,
+        f"error: {tmp_path / 'nope.yaml'}: no such card file or directory\n",
+    )
 
 
 def test_cards_list_json_and_table(cli: CliRunner, ws: Workspace) -> None:
     doc = json.loads(cli("cards", "list", "--json").stdout)
     assert doc["revision"] == cards_revision(ws.cards_dir)
-    assert [c["id"] for c in doc["cards"]] == ["claude-code", "codex", "fix-lint", "gemini-cli",
-                                              "run-tests"]
+    assert [c["id"] for c in doc["cards"]] == [
+        "claude-code",
+        "codex",
+        "fix-lint",
+        "gemini-cli",
+        "run-tests",
+    ]
     fix = doc["cards"][2]
     assert fix == {
-        "id": "fix-lint", "agent": "ruff-fixer", "version": ">=1.0,<2",
+        "id": "fix-lint",
+        "agent": "ruff-fixer",
+        "version": ">=1.0,<2",
         "description": "Clean up lint and formatting problems in Python code.",
-        "priority": 0, "group": "code-change", "min_score": 1,
-        "triggers": {"keywords": ["lint", "linter", "ruff", "flake8", "format", "pep8", "isort",
-                                  "style"],
-                     "phrases": ["lint errors", "lint warnings", "code style", "unused imports",
-                                 "fix formatting"],
-                     "regex": [r"\b[EFW]\d{3}\b"], "require": [], "exclude": ["docs",
-                                                                             "documentation"]},
-        "checks": [], "file": str(ws.cards_dir / "fix-lint.yaml")}
+        "priority": 0,
+        "group": "code-change",
+        "min_score": 1,
+        "triggers": {
+            "keywords": ["lint", "linter", "ruff", "flake8", "format", "pep8", "isort", "style"],
+            "phrases": [
+                "lint errors",
+                "lint warnings",
+                "code style",
+                "unused imports",
+                "fix formatting",
+            ],
+            "regex": [r"\b[EFW]\d{3}\b"],
+            "require": [],
+            "exclude": ["docs", "documentation"],
+        },
+        "checks": [],
+        "file": str(ws.cards_dir / "fix-lint.yaml"),
+    }
     table = cli("cards", "list").stdout.splitlines()
-    assert table[0].split() == ["id", "┃", "agent", "┃", "version", "┃", "group", "┃",
-                                "priority", "┃", "min_score"]
-    assert table[4].split() == ["fix-lint", "│", "ruff-fixer", "│", ">=1.0,<2", "│",
-                                "code-change", "│", "0", "│", "1"]
+    assert table[0].split() == [
+        "id",
+        "┃",
+        "agent",
+        "┃",
+        "version",
+        "┃",
+        "group",
+        "┃",
+        "priority",
+        "┃",
+        "min_score",
+    ]
+    assert table[4].split() == [
+        "fix-lint",
+        "│",
+        "ruff-fixer",
+        "│",
+        ">=1.0,<2",
+        "│",
+        "code-change",
+        "│",
+        "0",
+        "│",
+        "1",
+    ]
 
 
 def test_cards_list_refuses_an_invalid_card_set(cli: CliRunner, ws: Workspace) -> None:
@@ -198,5 +317,6 @@ def test_load_cards_raises_the_first_problem(ws: Workspace) -> None:
     (ws.cards_dir / "a-bad.yaml").write_text(GOOD.replace("id: good", "id: x\nwhat: 1"))
     with pytest.raises(ValidationFailed) as caught:
         load_cards(ws.cards_dir)
-    assert str(caught.value) == (f"{ws.cards_dir / 'a-bad.yaml'}: what: unknown field "
-                                 "(run `agentos cards lint`)")
+    assert str(caught.value) == (
+        f"{ws.cards_dir / 'a-bad.yaml'}: what: unknown field (run `agentos cards lint`)"
+    )

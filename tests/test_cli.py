@@ -13,8 +13,9 @@ GROUPS = sorted(COMMANDS)
 
 
 def test_help_lists_the_command_groups() -> None:
-    out = subprocess.run([sys.executable, "-m", "agentos", "--help"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "agentos", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     listed = out.split("Commands:")[1]
     for name in GROUPS:
         assert f"  {name} " in listed
@@ -29,4 +30,5 @@ def test_every_command_has_help_text() -> None:
 def test_readme_cli_reference_is_in_sync_with_help() -> None:
     readme = (REPO_ROOT / "README.md").read_text()
     assert _docs.reference() in readme, (
-        "README.md's CLI reference is stale: run `python -m agentos.cli._docs`")
+        "README.md's CLI reference is stale: run `python -m agentos.cli._docs`"
+    )

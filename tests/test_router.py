@@ -40,8 +40,12 @@ def ws(tmp_path: Path) -> Workspace:
 
 
 def write_card(ws: Workspace, card_id: str, triggers: dict[str, Any], **fields: Any) -> Path:
-    data: dict[str, Any] = {"id": card_id, "agent": fields.pop("agent", "ruff-fixer"),
-                            **fields, "triggers": triggers}
+    data: dict[str, Any] = {
+        "id": card_id,
+        "agent": fields.pop("agent", "ruff-fixer"),
+        **fields,
+        "triggers": triggers,
+    }
     path = ws.cards_dir / f"{card_id}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -58,10 +62,12 @@ def bare(tmp_path: Path) -> Workspace:
 
 def summary(ws: Workspace, request: str) -> dict[str, Any]:
     d = decide(ws, request)
-    return {"decision": d.decision,
-            "selected": [(s.card, s.score) for s in d.selected],
-            "tied": d.tied,
-            "rejected": {r.card: r.reason for r in d.rejected}}
+    return {
+        "decision": d.decision,
+        "selected": [(s.card, s.score) for s in d.selected],
+        "tied": d.tied,
+        "rejected": {r.card: r.reason for r in d.rejected},
+    }
 
 
 # --- SPEC's rules, one row each ------------------------------------------------------------
@@ -69,111 +75,251 @@ def summary(ws: Workspace, request: str) -> dict[str, Any]:
 LINT = {"keywords": ["lint", "ruff"], "phrases": ["lint errors"], "regex": [r"\b[EFW]\d{3}\b"]}
 
 RULES: list[tuple[str, list[dict[str, Any]], str, dict[str, Any]]] = [
-    ("keyword-plus-one", [{"id": "a", "triggers": {"keywords": ["lint"]}}],
-     "please lint this", {"decision": "route", "selected": [("a", 1)]}),
-    ("words-are-case-insensitive", [{"id": "a", "triggers": {"keywords": ["lint"]}}],
-     "LINT the Parser", {"decision": "route", "selected": [("a", 1)]}),
-    ("stemming-tests-matches-test", [{"id": "a", "triggers": {"keywords": ["test"]}}],
-     "the tests fail", {"decision": "route", "selected": [("a", 1)]}),
-    ("stemming-works-both-ways", [{"id": "a", "triggers": {"keywords": ["failures"]}}],
-     "one failure", {"decision": "route", "selected": [("a", 1)]}),
-    ("stemming-running-matches-run", [{"id": "a", "triggers": {"phrases": ["run the tests"]}}],
-     "Running the test now", {"decision": "route", "selected": [("a", 3)]}),
-    ("phrase-plus-three-when-consecutive", [{"id": "a", "triggers": {"phrases": ["lint errors"]}}],
-     "fix the lint errors", {"decision": "route", "selected": [("a", 3)]}),
-    ("phrase-words-apart-do-not-count",
-     [{"id": "a", "triggers": {"phrases": ["lint errors"]}}],
-     "errors from lint", {"decision": "no_match"}),
-    ("scores-add-up-keyword-phrase-regex", [{"id": "a", "triggers": LINT}],
-     "fix the lint errors: E501 and W291", {"decision": "route", "selected": [("a", 7)]}),
-    ("each-keyword-counts-once", [{"id": "a", "triggers": {"keywords": ["lint"]}}],
-     "lint lint lint", {"decision": "route", "selected": [("a", 1)]}),
-    ("keywords-equal-after-stemming-count-once",
-     [{"id": "a", "triggers": {"keywords": ["format", "formatting"]}}],
-     "formatting and format", {"decision": "route", "selected": [("a", 1)]}),
-    ("regex-runs-on-the-raw-request",
-     [{"id": "a", "triggers": {"regex": [r"src/\w+\.py:\d+"]}}],
-     "crash at src/app.py:12", {"decision": "route", "selected": [("a", 3)]}),
-    ("regex-is-case-sensitive-unless-it-says-so",
-     [{"id": "a", "triggers": {"regex": [r"\bE\d{3}\b"]}}],
-     "e501 everywhere", {"decision": "no_match"}),
-    ("regex-inline-ignorecase", [{"id": "a", "triggers": {"regex": [r"(?i)\bE\d{3}\b"]}}],
-     "e501 everywhere", {"decision": "route", "selected": [("a", 3)]}),
-    ("regex-sees-what-stemming-drops", [{"id": "a", "triggers": {"regex": [r"tests\b"]}}],
-     "the test fails", {"decision": "no_match"}),
-    ("require-missing-rules-out",
-     [{"id": "a", "triggers": {"keywords": ["fix", "bug"], "require": ["claude"]}}],
-     "fix the bug", {"decision": "no_match", "rejected": {"a": "requires 'claude'"}}),
-    ("require-present-matches",
-     [{"id": "a", "triggers": {"keywords": ["fix", "bug"], "require": ["claude"]}}],
-     "fix the bug with Claude", {"decision": "route", "selected": [("a", 2)]}),
-    ("require-is-stemmed",
-     [{"id": "a", "triggers": {"keywords": ["fix"], "require": ["tests"]}}],
-     "fix the test", {"decision": "route", "selected": [("a", 1)]}),
-    ("exclude-word-rules-out",
-     [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["docs"]}}],
-     "lint the docs", {"decision": "no_match",
-                       "rejected": {"a": "excluded: the request has 'docs'"}}),
-    ("exclude-is-stemmed", [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["doc"]}}],
-     "lint the documents and docs", {"decision": "no_match",
-                                     "rejected": {"a": "excluded: the request has 'doc'"}}),
-    ("exclude-phrase-needs-the-phrase",
-     [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["read me"]}}],
-     "lint me and read it", {"decision": "route", "selected": [("a", 1)]}),
-    ("min-score-not-reached",
-     [{"id": "a", "min_score": 2, "triggers": {"keywords": ["lint", "ruff"]}}],
-     "lint it", {"decision": "no_match", "rejected": {"a": "score 1 is under min_score 2"}}),
-    ("min-score-reached",
-     [{"id": "a", "min_score": 2, "triggers": {"keywords": ["lint", "ruff"]}}],
-     "lint it with ruff", {"decision": "route", "selected": [("a", 2)]}),
-    ("higher-score-wins-the-group",
-     [{"id": "a", "triggers": {"keywords": ["lint"]}},
-      {"id": "b", "triggers": {"keywords": ["lint", "ruff"]}}],
-     "lint with ruff", {"decision": "route", "selected": [("b", 2)],
-                        "rejected": {"a": "lost to b in group 'default': score 1 < 2"}}),
-    ("priority-breaks-a-score-tie",
-     [{"id": "a", "priority": 1, "triggers": {"keywords": ["lint"]}},
-      {"id": "b", "triggers": {"keywords": ["lint"]}}],
-     "lint", {"decision": "route", "selected": [("a", 1)],
-              "rejected": {"b": "lost to a in group 'default': same score 1, priority 0 < 1"}}),
-    ("groups-form-a-task-force-of-two",
-     [{"id": "fix", "group": "code-change", "triggers": {"keywords": ["lint"]}},
-      {"id": "tests", "agent": "test-runner", "group": "verify",
-       "triggers": {"keywords": ["test"]}}],
-     "lint the code and run the tests",
-     {"decision": "route", "selected": [("fix", 1), ("tests", 1)]}),
-    ("tie-on-score-and-priority-asks-to-clarify",
-     [{"id": "a", "triggers": {"keywords": ["lint"]}},
-      {"id": "b", "agent": "claude-coder", "triggers": {"keywords": ["lint"]}}],
-     "lint", {"decision": "clarify", "selected": [], "tied": ["a", "b"]}),
-    ("a-tie-in-one-group-is-clarify-even-if-others-are-clear",
-     [{"id": "a", "triggers": {"keywords": ["lint"]}},
-      {"id": "b", "triggers": {"keywords": ["lint"]}},
-      {"id": "c", "group": "verify", "agent": "test-runner", "triggers": {"keywords": ["test"]}}],
-     "lint and test", {"decision": "clarify", "selected": [("c", 1)], "tied": ["a", "b"]}),
-    ("tie-below-the-top-is-not-a-tie",
-     [{"id": "a", "triggers": {"keywords": ["lint", "ruff"]}},
-      {"id": "b", "triggers": {"keywords": ["lint"]}},
-      {"id": "c", "triggers": {"keywords": ["lint"]}}],
-     "ruff lint", {"decision": "route", "selected": [("a", 2)]}),
-    ("nothing-matches", [{"id": "a", "triggers": {"keywords": ["lint"]}}],
-     "write a poem", {"decision": "no_match", "selected": [], "rejected": {}}),
-    ("no-installed-version-meets-the-constraint",
-     [{"id": "new-lint", "version": ">=2", "priority": 5, "triggers": {"keywords": ["lint"]}},
-      {"id": "old-lint", "version": ">=1.0,<2", "triggers": {"keywords": ["lint"]}}],
-     "lint", {"decision": "route", "selected": [("old-lint", 1)], "rejected": {
-         "new-lint": "no installed version of ruff-fixer satisfies '>=2' (installed: 1.0.0)"}}),
-    ("unknown-agent-is-rejected-at-route-time",
-     [{"id": "ghost", "agent": "no-such-agent", "triggers": {"keywords": ["lint"]}}],
-     "lint", {"decision": "no_match",
-              "rejected": {"ghost": "agent 'no-such-agent' is not installed in the hub"}}),
+    (
+        "keyword-plus-one",
+        [{"id": "a", "triggers": {"keywords": ["lint"]}}],
+        "please lint this",
+        {"decision": "route", "selected": [("a", 1)]},
+    ),
+    (
+        "words-are-case-insensitive",
+        [{"id": "a", "triggers": {"keywords": ["lint"]}}],
+        "LINT the Parser",
+        {"decision": "route", "selected": [("a", 1)]},
+    ),
+    (
+        "stemming-tests-matches-test",
+        [{"id": "a", "triggers": {"keywords": ["test"]}}],
+        "the tests fail",
+        {"decision": "route", "selected": [("a", 1)]},
+    ),
+    (
+        "stemming-works-both-ways",
+        [{"id": "a", "triggers": {"keywords": ["failures"]}}],
+        "one failure",
+        {"decision": "route", "selected": [("a", 1)]},
+    ),
+    (
+        "stemming-running-matches-run",
+        [{"id": "a", "triggers": {"phrases": ["run the tests"]}}],
+        "Running the test now",
+        {"decision": "route", "selected": [("a", 3)]},
+    ),
+    (
+        "phrase-plus-three-when-consecutive",
+        [{"id": "a", "triggers": {"phrases": ["lint errors"]}}],
+        "fix the lint errors",
+        {"decision": "route", "selected": [("a", 3)]},
+    ),
+    (
+        "phrase-words-apart-do-not-count",
+        [{"id": "a", "triggers": {"phrases": ["lint errors"]}}],
+        "errors from lint",
+        {"decision": "no_match"},
+    ),
+    (
+        "scores-add-up-keyword-phrase-regex",
+        [{"id": "a", "triggers": LINT}],
+        "fix the lint errors: E501 and W291",
+        {"decision": "route", "selected": [("a", 7)]},
+    ),
+    (
+        "each-keyword-counts-once",
+        [{"id": "a", "triggers": {"keywords": ["lint"]}}],
+        "lint lint lint",
+        {"decision": "route", "selected": [("a", 1)]},
+    ),
+    (
+        "keywords-equal-after-stemming-count-once",
+        [{"id": "a", "triggers": {"keywords": ["format", "formatting"]}}],
+        "formatting and format",
+        {"decision": "route", "selected": [("a", 1)]},
+    ),
+    (
+        "regex-runs-on-the-raw-request",
+        [{"id": "a", "triggers": {"regex": [r"src/\w+\.py:\d+"]}}],
+        "crash at src/app.py:12",
+        {"decision": "route", "selected": [("a", 3)]},
+    ),
+    (
+        "regex-is-case-sensitive-unless-it-says-so",
+        [{"id": "a", "triggers": {"regex": [r"\bE\d{3}\b"]}}],
+        "e501 everywhere",
+        {"decision": "no_match"},
+    ),
+    (
+        "regex-inline-ignorecase",
+        [{"id": "a", "triggers": {"regex": [r"(?i)\bE\d{3}\b"]}}],
+        "e501 everywhere",
+        {"decision": "route", "selected": [("a", 3)]},
+    ),
+    (
+        "regex-sees-what-stemming-drops",
+        [{"id": "a", "triggers": {"regex": [r"tests\b"]}}],
+        "the test fails",
+        {"decision": "no_match"},
+    ),
+    (
+        "require-missing-rules-out",
+        [{"id": "a", "triggers": {"keywords": ["fix", "bug"], "require": ["claude"]}}],
+        "fix the bug",
+        {"decision": "no_match", "rejected": {"a": "requires 'claude'"}},
+    ),
+    (
+        "require-present-matches",
+        [{"id": "a", "triggers": {"keywords": ["fix", "bug"], "require": ["claude"]}}],
+        "fix the bug with Claude",
+        {"decision": "route", "selected": [("a", 2)]},
+    ),
+    (
+        "require-is-stemmed",
+        [{"id": "a", "triggers": {"keywords": ["fix"], "require": ["tests"]}}],
+        "fix the test",
+        {"decision": "route", "selected": [("a", 1)]},
+    ),
+    (
+        "exclude-word-rules-out",
+        [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["docs"]}}],
+        "lint the docs",
+        {"decision": "no_match", "rejected": {"a": "excluded: the request has 'docs'"}},
+    ),
+    (
+        "exclude-is-stemmed",
+        [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["doc"]}}],
+        "lint the documents and docs",
+        {"decision": "no_match", "rejected": {"a": "excluded: the request has 'doc'"}},
+    ),
+    (
+        "exclude-phrase-needs-the-phrase",
+        [{"id": "a", "triggers": {"keywords": ["lint"], "exclude": ["read me"]}}],
+        "lint me and read it",
+        {"decision": "route", "selected": [("a", 1)]},
+    ),
+    (
+        "min-score-not-reached",
+        [{"id": "a", "min_score": 2, "triggers": {"keywords": ["lint", "ruff"]}}],
+        "lint it",
+        {"decision": "no_match", "rejected": {"a": "score 1 is under min_score 2"}},
+    ),
+    (
+        "min-score-reached",
+        [{"id": "a", "min_score": 2, "triggers": {"keywords": ["lint", "ruff"]}}],
+        "lint it with ruff",
+        {"decision": "route", "selected": [("a", 2)]},
+    ),
+    (
+        "higher-score-wins-the-group",
+        [
+            {"id": "a", "triggers": {"keywords": ["lint"]}},
+            {"id": "b", "triggers": {"keywords": ["lint", "ruff"]}},
+        ],
+        "lint with ruff",
+        {
+            "decision": "route",
+            "selected": [("b", 2)],
+            "rejected": {"a": "lost to b in group 'default': score 1 < 2"},
+        },
+    ),
+    (
+        "priority-breaks-a-score-tie",
+        [
+            {"id": "a", "priority": 1, "triggers": {"keywords": ["lint"]}},
+            {"id": "b", "triggers": {"keywords": ["lint"]}},
+        ],
+        "lint",
+        {
+            "decision": "route",
+            "selected": [("a", 1)],
+            "rejected": {"b": "lost to a in group 'default': same score 1, priority 0 < 1"},
+        },
+    ),
+    (
+        "groups-form-a-task-force-of-two",
+        [
+            {"id": "fix", "group": "code-change", "triggers": {"keywords": ["lint"]}},
+            {
+                "id": "tests",
+                "agent": "test-runner",
+                "group": "verify",
+                "triggers": {"keywords": ["test"]},
+            },
+        ],
+        "lint the code and run the tests",
+        {"decision": "route", "selected": [("fix", 1), ("tests", 1)]},
+    ),
+    (
+        "tie-on-score-and-priority-asks-to-clarify",
+        [
+            {"id": "a", "triggers": {"keywords": ["lint"]}},
+            {"id": "b", "agent": "claude-coder", "triggers": {"keywords": ["lint"]}},
+        ],
+        "lint",
+        {"decision": "clarify", "selected": [], "tied": ["a", "b"]},
+    ),
+    (
+        "a-tie-in-one-group-is-clarify-even-if-others-are-clear",
+        [
+            {"id": "a", "triggers": {"keywords": ["lint"]}},
+            {"id": "b", "triggers": {"keywords": ["lint"]}},
+            {
+                "id": "c",
+                "group": "verify",
+                "agent": "test-runner",
+                "triggers": {"keywords": ["test"]},
+            },
+        ],
+        "lint and test",
+        {"decision": "clarify", "selected": [("c", 1)], "tied": ["a", "b"]},
+    ),
+    (
+        "tie-below-the-top-is-not-a-tie",
+        [
+            {"id": "a", "triggers": {"keywords": ["lint", "ruff"]}},
+            {"id": "b", "triggers": {"keywords": ["lint"]}},
+            {"id": "c", "triggers": {"keywords": ["lint"]}},
+        ],
+        "ruff lint",
+        {"decision": "route", "selected": [("a", 2)]},
+    ),
+    (
+        "nothing-matches",
+        [{"id": "a", "triggers": {"keywords": ["lint"]}}],
+        "write a poem",
+        {"decision": "no_match", "selected": [], "rejected": {}},
+    ),
+    (
+        "no-installed-version-meets-the-constraint",
+        [
+            {"id": "new-lint", "version": ">=2", "priority": 5, "triggers": {"keywords": ["lint"]}},
+            {"id": "old-lint", "version": ">=1.0,<2", "triggers": {"keywords": ["lint"]}},
+        ],
+        "lint",
+        {
+            "decision": "route",
+            "selected": [("old-lint", 1)],
+            "rejected": {
+                "new-lint": "no installed version of ruff-fixer satisfies '>=2' (installed: 1.0.0)"
+            },
+        },
+    ),
+    (
+        "unknown-agent-is-rejected-at-route-time",
+        [{"id": "ghost", "agent": "no-such-agent", "triggers": {"keywords": ["lint"]}}],
+        "lint",
+        {
+            "decision": "no_match",
+            "rejected": {"ghost": "agent 'no-such-agent' is not installed in the hub"},
+        },
+    ),
 ]
 
 
-@pytest.mark.parametrize(("cards", "request_text", "expected"),
-                         [r[1:] for r in RULES], ids=[r[0] for r in RULES])
-def test_routing_rules(bare: Workspace, cards: list[dict[str, Any]], request_text: str,
-                       expected: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("cards", "request_text", "expected"), [r[1:] for r in RULES], ids=[r[0] for r in RULES]
+)
+def test_routing_rules(
+    bare: Workspace, cards: list[dict[str, Any]], request_text: str, expected: dict[str, Any]
+) -> None:
     for card in cards:
         card = dict(card)
         write_card(bare, card.pop("id"), card.pop("triggers"), **card)
@@ -183,26 +329,38 @@ def test_routing_rules(bare: Workspace, cards: list[dict[str, Any]], request_tex
 
 
 def test_selected_cards_carry_agent_version_fired_triggers_and_checks(bare: Workspace) -> None:
-    write_card(bare, "fix-lint", LINT, group="code-change", priority=2,
-               checks=[{"name": "lint clean", "run": "ruff check ."}])
+    write_card(
+        bare,
+        "fix-lint",
+        LINT,
+        group="code-change",
+        priority=2,
+        checks=[{"name": "lint clean", "run": "ruff check ."}],
+    )
     d = decide(bare, "fix the lint errors, E501")
-    assert [s.as_dict() for s in d.selected] == [{
-        "card": "fix-lint", "agent": "ruff-fixer", "version": "1.0.0", "score": 7,
-        "fired": ["keyword:lint", "phrase:lint errors", r"regex:\b[EFW]\d{3}\b"],
-        "priority": 2, "group": "code-change",
-        "checks": [{"name": "lint clean", "run": "ruff check .", "timeout": 300.0}],
-    }]
+    assert [s.as_dict() for s in d.selected] == [
+        {
+            "card": "fix-lint",
+            "agent": "ruff-fixer",
+            "version": "1.0.0",
+            "score": 7,
+            "fired": ["keyword:lint", "phrase:lint errors", r"regex:\b[EFW]\d{3}\b"],
+            "priority": 2,
+            "group": "code-change",
+            "checks": [{"name": "lint clean", "run": "ruff check .", "timeout": 300.0}],
+        }
+    ]
     assert d.selected[0].checks[0].run == "ruff check ."
     assert d.cards_revision == cards_revision(bare.cards_dir)
     assert d.hub_revision == Hub(bare.hub_dir).revision()
 
 
 def test_version_constraint_picks_the_highest_fitting_installed_version(
-        bare: Workspace, tmp_path: Path) -> None:
+    bare: Workspace, tmp_path: Path
+) -> None:
     hub = Hub(bare.hub_dir)
     for version in ("1.0.0", "1.4.0", "2.0.0"):
-        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer",
-                                      version=version)))
+        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer", version=version)))
     write_card(bare, "pinned", {"keywords": ["lint"]}, agent="fixer", version="<2")
     write_card(bare, "latest", {"keywords": ["ruff"]}, agent="fixer", group="other")
     d = decide(bare, "lint with ruff")
@@ -223,21 +381,48 @@ def _random_cards(rng: random.Random, vocab: list[str], n: int) -> list[Card]:
         triggers: dict[str, Any] = {
             "keywords": pick(rng.randint(1, 4)) + [" ".join(pick(2))] * rng.randint(0, 1),
             "phrases": [" ".join(pick(rng.randint(2, 3))) for _ in range(rng.randint(0, 2))],
-            "regex": rng.choice([[], [rf"\b{rng.choice(vocab)}-\d+"], ["(?i)X[0-9]{2}"],
-                                 [r"\d{4}|zz"], ["[a-c]+q"]]),
+            "regex": rng.choice(
+                [[], [rf"\b{rng.choice(vocab)}-\d+"], ["(?i)X[0-9]{2}"], [r"\d{4}|zz"], ["[a-c]+q"]]
+            ),
             "require": pick(rng.randint(1, 2)) if rng.random() < 0.2 else [],
             "exclude": [" ".join(pick(rng.randint(1, 2)))] if rng.random() < 0.3 else [],
         }
-        cards.append(Card.model_validate({
-            "id": f"c{i:03d}", "agent": "ruff-fixer", "group": f"g{rng.randint(0, 3)}",
-            "min_score": rng.randint(1, 4), "triggers": triggers}))
+        cards.append(
+            Card.model_validate(
+                {
+                    "id": f"c{i:03d}",
+                    "agent": "ruff-fixer",
+                    "group": f"g{rng.randint(0, 3)}",
+                    "min_score": rng.randint(1, 4),
+                    "triggers": triggers,
+                }
+            )
+        )
     return cards
 
 
 def test_index_gives_exactly_the_reference_evaluators_answers() -> None:
     rng = random.Random(1234)
-    vocab = ["lint", "tests", "testing", "fix", "bug", "docs", "ruff", "format", "formatting",
-             "run", "the", "a", "parser", "claude", "failures", "failing", "style", "code"]
+    vocab = [
+        "lint",
+        "tests",
+        "testing",
+        "fix",
+        "bug",
+        "docs",
+        "ruff",
+        "format",
+        "formatting",
+        "run",
+        "the",
+        "a",
+        "parser",
+        "claude",
+        "failures",
+        "failing",
+        "style",
+        "code",
+    ]
     cards = _random_cards(rng, vocab, 200)
     index = Index.build(cards, "rev")
     reloaded = Index.loads(index.dumps())
@@ -252,12 +437,40 @@ def test_index_gives_exactly_the_reference_evaluators_answers() -> None:
             assert got == expected, request
 
 
-PATTERNS = [r"\bE\d{3}\b", r"(?i)traceback", r"foo(bar)+baz", r"(?:abc|xyz)\d", r"a|\d",
-            r"(?i:KELVIN)", r"[0-9]+", r"x{2,}yy", r"(?i)sitting", r"(?i)ISTANBUL",
-            r"(?x) h e l l o", r"\.py\b", r"(ab)?cd", r"q*rst"]
-SAMPLES = ["E501 here", "TRACEBACK (most recent)", "foobarbarbaz", "xyz1", "9", "\u212aelvin",
-           "kelvin", "xxxyy", "\u017fitting", "\u0130stanbul", "hello", "a.py", "cd", "rst",
-           "nothing", "\u0131stanbul"]
+PATTERNS = [
+    r"\bE\d{3}\b",
+    r"(?i)traceback",
+    r"foo(bar)+baz",
+    r"(?:abc|xyz)\d",
+    r"a|\d",
+    r"(?i:KELVIN)",
+    r"[0-9]+",
+    r"x{2,}yy",
+    r"(?i)sitting",
+    r"(?i)ISTANBUL",
+    r"(?x) h e l l o",
+    r"\.py\b",
+    r"(ab)?cd",
+    r"q*rst",
+]
+SAMPLES = [
+    "E501 here",
+    "TRACEBACK (most recent)",
+    "foobarbarbaz",
+    "xyz1",
+    "9",
+    "\u212aelvin",
+    "kelvin",
+    "xxxyy",
+    "\u017fitting",
+    "\u0130stanbul",
+    "hello",
+    "a.py",
+    "cd",
+    "rst",
+    "nothing",
+    "\u0131stanbul",
+]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -316,18 +529,21 @@ def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(ws: Workspace) -> None:
     for path in cache_dir(ws).iterdir():
         path.write_bytes(b"garbage")
     from agentos import router
+
     router._INDEXES.clear()
     router._STATS.clear()
     assert decide(ws, "run the tests and fix the lint").as_dict() == before
 
 
 def test_an_invalid_card_stops_routing_with_file_and_field(cli: CliRunner, ws: Workspace) -> None:
-    (ws.cards_dir / "broken.yaml").write_text("id: broken\nagent: ruff-fixer\nsize: 3\n"
-                                              "triggers: {keywords: [x]}\n")
+    (ws.cards_dir / "broken.yaml").write_text(
+        "id: broken\nagent: ruff-fixer\nsize: 3\ntriggers: {keywords: [x]}\n"
+    )
     result = cli("route", "fix the lint")
     assert result.returncode == 2
-    assert result.stderr == (f"error: {ws.cards_dir / 'broken.yaml'}: size: unknown field "
-                             "(run `agentos cards lint`)\n")
+    assert result.stderr == (
+        f"error: {ws.cards_dir / 'broken.yaml'}: size: unknown field (run `agentos cards lint`)\n"
+    )
     assert "Traceback" not in result.stdout + result.stderr
 
 
@@ -344,15 +560,27 @@ def test_route_json_is_the_decision_and_the_receipt(cli: CliRunner, ws: Workspac
     doc = json.loads(result.stdout)
     assert _blank(doc) == {
         "decision": "route",
-        "selected": [{"card": "fix-lint", "agent": "ruff-fixer", "version": "1.0.0", "score": 7,
-                      "fired": ["keyword:lint", "phrase:lint errors",
-                                r"regex:\b[EFW]\d{3}\b"],
-                      "priority": 0, "group": "code-change", "checks": []}],
-        "rejected": [{"card": "claude-code", "reason": "requires 'claude'"},
-                     {"card": "codex", "reason": "requires 'codex'"},
-                     {"card": "gemini-cli", "reason": "requires 'gemini'"}],
+        "selected": [
+            {
+                "card": "fix-lint",
+                "agent": "ruff-fixer",
+                "version": "1.0.0",
+                "score": 7,
+                "fired": ["keyword:lint", "phrase:lint errors", r"regex:\b[EFW]\d{3}\b"],
+                "priority": 0,
+                "group": "code-change",
+                "checks": [],
+            }
+        ],
+        "rejected": [
+            {"card": "claude-code", "reason": "requires 'claude'"},
+            {"card": "codex", "reason": "requires 'codex'"},
+            {"card": "gemini-cli", "reason": "requires 'gemini'"},
+        ],
         "tied": [],
-        "cards_revision": "<rev>", "hub_revision": "<rev>", "receipt": "<id>",
+        "cards_revision": "<rev>",
+        "hub_revision": "<rev>",
+        "receipt": "<id>",
     }
     assert doc["receipt"] == "00000001"
     text = read_receipt(ws, doc["receipt"])
@@ -371,13 +599,18 @@ def test_route_prints_the_decision_table_and_receipt(cli: CliRunner) -> None:
     assert lines[-1] == "receipt: 00000001"
 
 
-@pytest.mark.parametrize(("request_text", "code", "decision"), [
-    ("write a poem about the sea", 1, "no_match"),
-    ("fix the bug using codex or using gemini", 1, "clarify"),
-    ("run the test suite", 0, "route"),
-], ids=["no-match-exits-1", "clarify-exits-1", "route-exits-0"])
+@pytest.mark.parametrize(
+    ("request_text", "code", "decision"),
+    [
+        ("write a poem about the sea", 1, "no_match"),
+        ("fix the bug using codex or using gemini", 1, "clarify"),
+        ("run the test suite", 0, "route"),
+    ],
+    ids=["no-match-exits-1", "clarify-exits-1", "route-exits-0"],
+)
 def test_route_exit_status_says_whether_a_task_force_was_chosen(
-        cli: CliRunner, request_text: str, code: int, decision: str) -> None:
+    cli: CliRunner, request_text: str, code: int, decision: str
+) -> None:
     result = cli("route", request_text, "--json")
     assert result.returncode == code
     assert json.loads(result.stdout)["decision"] == decision
@@ -391,11 +624,15 @@ def test_clarify_names_the_tied_cards(cli: CliRunner) -> None:
 def test_an_empty_request_is_bad_input(cli: CliRunner) -> None:
     result = cli("route", "  ")
     assert (result.returncode, result.stdout, result.stderr) == (
-        2, "", "error: REQUEST: the request is empty\n")
+        2,
+        "",
+        "error: REQUEST: the request is empty\n",
+    )
 
 
 def test_a_card_nothing_installed_satisfies_is_rejected_in_the_receipt(
-        cli: CliRunner, ws: Workspace) -> None:
+    cli: CliRunner, ws: Workspace
+) -> None:
     path = ws.cards_dir / "fix-lint.yaml"
     path.write_text(path.read_text().replace('">=1.0,<2"', '">=3"'))
     doc = json.loads(cli("route", "clean up the lint errors", "--json").stdout)
@@ -428,8 +665,21 @@ def test_the_same_request_gets_the_same_decision_in_100_processes(ws: Workspace)
     def one(seed: int) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PYTHONHASHSEED": str(seed)}  # set and dict order vary per process
         return subprocess.run(
-            [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "route", request,
-             "--json"], capture_output=True, text=True, env=env, timeout=120)
+            [
+                sys.executable,
+                "-m",
+                "agentos",
+                "--workspace",
+                str(ws.root),
+                "route",
+                request,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(one, range(100)))
@@ -440,8 +690,9 @@ def test_the_same_request_gets_the_same_decision_in_100_processes(ws: Workspace)
     assert [s["card"] for s in docs[0]["selected"]] == ["fix-lint", "run-tests"]
     assert receipts == [f"{i:08d}" for i in range(1, 101)]  # one each, no fork, no gap
     assert verify_chain(ws) == []
-    bodies = {read_receipt(ws, r).split("\nrequest:", 1)[1].split("\nprevious:")[0]
-              for r in receipts}
+    bodies = {
+        read_receipt(ws, r).split("\nrequest:", 1)[1].split("\nprevious:")[0] for r in receipts
+    }
     assert len(bodies) == 1
 
 

@@ -56,7 +56,8 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Pa
     assert checks["ollama server"]["detail"] == f"{fake.host}: {MODEL}, llama3.2:latest"
     assert checks["crewai"]["detail"] == "not installed: crewai"
     assert checks[f"model {MODEL}"]["detail"] == (
-        "pulled; used by crewai-crew, langchain-coder, ollama-coder")
+        "pulled; used by crewai-crew, langchain-coder, ollama-coder"
+    )
 
 
 def test_doctor_names_ollama_serve_when_the_server_is_down(cli, tmp_path: Path) -> None:
@@ -67,7 +68,9 @@ def test_doctor_names_ollama_serve_when_the_server_is_down(cli, tmp_path: Path) 
     assert result.returncode == 0
     checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
     assert (checks["ollama server"]["ready"], checks["ollama server"]["detail"]) == (
-        False, f"no answer at {host}")
+        False,
+        f"no answer at {host}",
+    )
     assert checks["ollama server"]["fix"].startswith("ollama serve")
     assert (checks["ollama"]["ready"], checks["ollama"]["fix"]) == (False, "ollama serve")
     # langchain and crewai packages that bring their own model still run.
@@ -85,11 +88,17 @@ def test_doctor_fails_when_tmux_and_git_are_missing(cli, tmp_path: Path) -> None
     assert doc["ready"] is False
     assert [(c["name"], c["ready"], c["fix"]) for c in doc["checks"][:2]] == [
         ("tmux", False, "apt-get install tmux  (macOS: brew install tmux)"),
-        ("git", False, "apt-get install git  (macOS: brew install git)")]
+        ("git", False, "apt-get install git  (macOS: brew install git)"),
+    ]
 
 
 def test_doctor_runs_from_any_directory(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "agentos", "doctor", "--json"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "agentos", "doctor", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["checks"][0]["name"] == "tmux"

@@ -24,15 +24,22 @@ from agentos.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
-    reason="tmux is not installed (scripts/setup installs it)")
+    reason="tmux is not installed (scripts/setup installs it)",
+)
 
 MODEL = "qwen2.5-coder:7b"
 GREET = "def greet():\n    return 'hi'\n"
 # Workspace settings: the gate checks the greeting; no retries; no background guardian
 # (it would outlive the test).
-GREETING_GATE = {"run": {"retries": 0, "guardian": False}, "checks": [
-    {"name": "greet says hello",
-     "run": "python -c \"import hello; assert hello.greet() == 'hello'\""}]}
+GREETING_GATE = {
+    "run": {"retries": 0, "guardian": False},
+    "checks": [
+        {
+            "name": "greet says hello",
+            "run": "python -c \"import hello; assert hello.greet() == 'hello'\"",
+        }
+    ],
+}
 FIXED = "def greet():\n    return 'hello'\n"
 
 
@@ -45,8 +52,11 @@ def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def tmux_sessions(socket_name: str) -> list[str]:
-    out = subprocess.run(["tmux", "-L", socket_name, "list-sessions", "-F", "#{session_name}"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["tmux", "-L", socket_name, "list-sessions", "-F", "#{session_name}"],
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.split() if out.returncode == 0 else []
 
 
@@ -60,18 +70,36 @@ def receipt_of_kind(ws: Workspace, ids: list[str], kind: str) -> str:
     return [t for t in texts if f"\nkind: {kind}\n" in t][-1]
 
 
-def install(ws: Workspace, tmp_path: Path, name: str, runtime: str, entry: str,
-            files: dict[str, str], keyword: str, **fields: object) -> None:
-    src = write_package(tmp_path / "src" / name, name=name, runtime=runtime, entry=entry,
-                        files=files, **fields)
+def install(
+    ws: Workspace,
+    tmp_path: Path,
+    name: str,
+    runtime: str,
+    entry: str,
+    files: dict[str, str],
+    keyword: str,
+    **fields: object,
+) -> None:
+    src = write_package(
+        tmp_path / "src" / name, name=name, runtime=runtime, entry=entry, files=files, **fields
+    )
     Hub(ws.hub_dir).install(str(src))
-    (ws.cards_dir / f"{name}.yaml").write_text(yaml.safe_dump({
-        "id": name, "agent": name, "description": "test card", "group": name,
-        "triggers": {"keywords": [keyword]}}))
+    (ws.cards_dir / f"{name}.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "id": name,
+                "agent": name,
+                "description": "test card",
+                "group": name,
+                "triggers": {"keywords": [keyword]},
+            }
+        )
+    )
 
 
-def run(cli, repo: Path, request: str, env: dict[str, str] | None = None
-        ) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+def run(
+    cli, repo: Path, request: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
     result = cli("run", request, "--repo", str(repo), "--force", "--json", env=env)
     report = json.loads(result.stdout) if result.stdout.strip() else {}
     return result, report
@@ -143,10 +171,24 @@ def build(inputs, tools):
 def test_a_langchain_agent_on_a_fake_chat_model_changes_the_repo_and_reports_in_the_receipt(
     cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
-    install(ws, tmp_path, "lc-notes", "langchain", "notes_agent:build",
-            {"notes_agent.py": LANGCHAIN_AGENT}, "notes",
-            checks=[{"name": "notes written", "file_contains":
-                     {"path": "NOTES.md", "pattern": "^request: write the notes please$"}}])
+    install(
+        ws,
+        tmp_path,
+        "lc-notes",
+        "langchain",
+        "notes_agent:build",
+        {"notes_agent.py": LANGCHAIN_AGENT},
+        "notes",
+        checks=[
+            {
+                "name": "notes written",
+                "file_contains": {
+                    "path": "NOTES.md",
+                    "pattern": "^request: write the notes please$",
+                },
+            }
+        ],
+    )
 
     # No OLLAMA_HOST and no model: nothing may reach for a network.
     result, report = run(cli, repo, "write the notes please")
@@ -165,10 +207,21 @@ def test_a_langchain_agent_on_a_fake_chat_model_changes_the_repo_and_reports_in_
 def test_a_crewai_crew_on_a_custom_llm_changes_the_repo_and_reports_in_the_receipt(
     cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
-    install(ws, tmp_path, "crew-report", "crewai", "report_crew:build",
-            {"report_crew.py": CREWAI_CREW}, "report",
-            checks=[{"name": "report written", "file_contains":
-                     {"path": "REPORT.md", "pattern": "^report for: write the report$"}}])
+    install(
+        ws,
+        tmp_path,
+        "crew-report",
+        "crewai",
+        "report_crew:build",
+        {"report_crew.py": CREWAI_CREW},
+        "report",
+        checks=[
+            {
+                "name": "report written",
+                "file_contains": {"path": "REPORT.md", "pattern": "^report for: write the report$"},
+            }
+        ],
+    )
 
     result, report = run(cli, repo, "write the report")
 
@@ -192,6 +245,7 @@ def test_a_crewai_crew_on_a_custom_llm_changes_the_repo_and_reports_in_the_recei
 
 # -- the bundled examples, on their default Ollama model ---------------------------------
 
+
 def _greeting_gate(ws: Workspace) -> None:
     ws.settings_file.write_text(yaml.safe_dump(GREETING_GATE))
 
@@ -203,13 +257,18 @@ def test_the_bundled_langchain_coder_uses_its_ollama_model_through_langchain_oll
     cli, ws: Workspace, repo: Path
 ) -> None:
     _greeting_gate(ws)
-    script = [{"content": "", "tool_calls": [{"name": "read_file",
-                                              "arguments": {"path": "hello.py"}}]},
-              {"content": "", "tool_calls": [WRITE_FIX]},
-              {"content": "Fixed greet(). LC-OLLAMA-DONE"}]
+    script = [
+        {"content": "", "tool_calls": [{"name": "read_file", "arguments": {"path": "hello.py"}}]},
+        {"content": "", "tool_calls": [WRITE_FIX]},
+        {"content": "Fixed greet(). LC-OLLAMA-DONE"},
+    ]
     with FakeOllama(script, models=(MODEL,)) as fake:
-        result, report = run(cli, repo, "fix the greeting bug in hello.py with langchain",
-                             env={"OLLAMA_HOST": fake.host})
+        result, report = run(
+            cli,
+            repo,
+            "fix the greeting bug in hello.py with langchain",
+            env={"OLLAMA_HOST": fake.host},
+        )
         chats = fake.chat_requests()
 
     assert result.returncode == 0, result.stdout + result.stderr
@@ -217,7 +276,11 @@ def test_the_bundled_langchain_coder_uses_its_ollama_model_through_langchain_oll
     assert (repo / "hello.py").read_text() == FIXED
     assert [(c["model"], c["options"]["num_ctx"]) for c in chats] == [(MODEL, 16384)] * 3
     assert {t["function"]["name"] for t in chats[0]["tools"]} == {
-        "read_file", "write_file", "list_files", "run_command"}
+        "read_file",
+        "write_file",
+        "list_files",
+        "run_command",
+    }
     assert "fix the greeting bug in hello.py with langchain" in json.dumps(chats[0]["messages"])
     tool_results = [m["content"] for m in chats[2]["messages"] if m["role"] == "tool"]
     assert tool_results == [GREET, "wrote 32 characters to hello.py"]
@@ -229,12 +292,18 @@ def test_the_bundled_crewai_crew_uses_its_ollama_model_for_both_agents(
     cli, ws: Workspace, repo: Path
 ) -> None:
     _greeting_gate(ws)
-    script = [{"content": "", "tool_calls": [WRITE_FIX]},            # engineer
-              {"content": "Changed hello.py so greet() returns 'hello'."},
-              {"content": "Reviewed hello.py: correct. CREW-OLLAMA-DONE"}]  # reviewer
+    script = [
+        {"content": "", "tool_calls": [WRITE_FIX]},  # engineer
+        {"content": "Changed hello.py so greet() returns 'hello'."},
+        {"content": "Reviewed hello.py: correct. CREW-OLLAMA-DONE"},
+    ]  # reviewer
     with FakeOllama(script, models=(MODEL,)) as fake:
-        result, report = run(cli, repo, "fix the greeting bug in hello.py with crewai",
-                             env={"OLLAMA_HOST": fake.host})
+        result, report = run(
+            cli,
+            repo,
+            "fix the greeting bug in hello.py with crewai",
+            env={"OLLAMA_HOST": fake.host},
+        )
         requests = list(fake.requests)
 
     assert result.returncode == 0, result.stdout + result.stderr
@@ -276,30 +345,69 @@ def hiding(tmp_path: Path, *modules: str) -> dict[str, str]:
     return {"PYTHONPATH": str(site)}
 
 
-@pytest.mark.parametrize(("runtime", "entry", "hidden", "message"), [
-    ("langchain", "agent:build", ("langchain_core",),
-     "the langchain runtime needs langchain-core, which is not installed: "
-     "run `pip install 'agentos[langchain]'`"),
-    ("langchain", "agent:build", ("langchain_ollama",),
-     "the langchain runtime needs langchain-ollama, which is not installed: "
-     "run `pip install 'agentos[langchain]'`"),
-    ("crewai", "agent:build", ("crewai",),
-     "the crewai runtime needs crewai, which is not installed: "
-     "run `pip install 'agentos[crewai]'`"),
-    ("ollama", "agent.py", ("ollama",),
-     "the ollama runtime needs ollama, which is not installed: "
-     "run `pip install 'agentos[ollama]'`"),
-], ids=["langchain-core", "langchain-ollama", "crewai", "ollama"])
+@pytest.mark.parametrize(
+    ("runtime", "entry", "hidden", "message"),
+    [
+        (
+            "langchain",
+            "agent:build",
+            ("langchain_core",),
+            "the langchain runtime needs langchain-core, which is not installed: "
+            "run `pip install 'agentos[langchain]'`",
+        ),
+        (
+            "langchain",
+            "agent:build",
+            ("langchain_ollama",),
+            "the langchain runtime needs langchain-ollama, which is not installed: "
+            "run `pip install 'agentos[langchain]'`",
+        ),
+        (
+            "crewai",
+            "agent:build",
+            ("crewai",),
+            "the crewai runtime needs crewai, which is not installed: "
+            "run `pip install 'agentos[crewai]'`",
+        ),
+        (
+            "ollama",
+            "agent.py",
+            ("ollama",),
+            "the ollama runtime needs ollama, which is not installed: "
+            "run `pip install 'agentos[ollama]'`",
+        ),
+    ],
+    ids=["langchain-core", "langchain-ollama", "crewai", "ollama"],
+)
 def test_a_missing_extra_stops_the_run_before_anything_starts_naming_the_pip_command(
-    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str,
-    runtime: str, entry: str, hidden: tuple[str, ...], message: str
+    cli,
+    ws: Workspace,
+    tmp_path: Path,
+    repo: Path,
+    tmux_socket: str,
+    runtime: str,
+    entry: str,
+    hidden: tuple[str, ...],
+    message: str,
 ) -> None:
-    install(ws, tmp_path, "needs-extra", runtime, entry, {"agent.py": "def build(): pass\n"},
-            "extra", model=MODEL)
+    install(
+        ws,
+        tmp_path,
+        "needs-extra",
+        runtime,
+        entry,
+        {"agent.py": "def build(): pass\n"},
+        "extra",
+        model=MODEL,
+    )
     env = hiding(tmp_path, *hidden)
     # The trick is honest: this Python really cannot import the module.
-    probe = subprocess.run([sys.executable, "-c", f"import {hidden[0]}"], capture_output=True,
-                           text=True, env={**os.environ, **env})
+    probe = subprocess.run(
+        [sys.executable, "-c", f"import {hidden[0]}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
     assert f"ModuleNotFoundError: No module named '{hidden[0]}'" in probe.stderr
 
     result = cli("run", "extra", "--repo", str(repo), "--force", "--json", env=env)
@@ -314,43 +422,64 @@ def test_a_missing_extra_stops_the_run_before_anything_starts_naming_the_pip_com
 
 # -- the in-pane program on its own ------------------------------------------------------
 
-PARROT_CHAIN = '''
+PARROT_CHAIN = """
 from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.output_parsers import StrOutputParser
 
 chain = (ChatPromptTemplate.from_messages([("human", "Do {request} in {repo}.")])
          | ParrotFakeChatModel() | StrOutputParser())
-'''
+"""
 
 
-def _entry(tmp_path: Path, framework: str, entry: str, files: dict[str, str]
-           ) -> subprocess.CompletedProcess[str]:
+def _entry(
+    tmp_path: Path, framework: str, entry: str, files: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     package = write_package(tmp_path / "pkg", files=files)
     work = make_repo(tmp_path / "wt")
     return subprocess.run(
-        [sys.executable, "-m", "agentos.runtimes._framework_entry", framework, str(package),
-         entry, str(tmp_path / "state")], cwd=work, capture_output=True, text=True, timeout=120,
-        env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"),
-             "AGENTOS_REQUEST": "the thing"})
+        [
+            sys.executable,
+            "-m",
+            "agentos.runtimes._framework_entry",
+            framework,
+            str(package),
+            entry,
+            str(tmp_path / "state"),
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "AGENTOS_REQUEST": "the thing",
+        },
+    )
 
 
 def test_a_runnable_chain_is_invoked_with_the_request_and_the_repository_path(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     proc = _entry(tmp_path, "langchain", "chain_mod:chain", {"chain_mod.py": PARROT_CHAIN})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout == ("[agentos] langchain entry chain_mod:chain\n"
-                           "[agentos] langchain result:\n"
-                           f"Do the thing in {(tmp_path / 'wt').resolve()}.\n")
+    assert proc.stdout == (
+        "[agentos] langchain entry chain_mod:chain\n"
+        "[agentos] langchain result:\n"
+        f"Do the thing in {(tmp_path / 'wt').resolve()}.\n"
+    )
 
 
 def test_a_factory_asking_for_something_unknown_is_named_in_the_pane(tmp_path: Path) -> None:
-    proc = _entry(tmp_path, "langchain", "f:build",
-                  {"f.py": "def build(request, database):\n    pass\n"})
+    proc = _entry(
+        tmp_path, "langchain", "f:build", {"f.py": "def build(request, database):\n    pass\n"}
+    )
     assert proc.returncode == 2
     assert proc.stdout.splitlines()[-1] == (
         "[agentos] f:build: the entry asks for 'database'; it can ask for request, context, "
-        "feedback, repo, worktree, inputs, model, llm, tools")
+        "feedback, repo, worktree, inputs, model, llm, tools"
+    )
 
 
 def test_a_crewai_entry_that_is_not_a_crew_is_named_in_the_pane(tmp_path: Path) -> None:
@@ -366,10 +495,19 @@ def test_a_bundled_example_without_its_ollama_server_stops_before_anything_start
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         host = f"http://127.0.0.1:{s.getsockname()[1]}"
-    result = cli("run", f"fix the greeting bug in hello.py with {word}", "--repo", str(repo),
-                 "--force", "--json", env={"OLLAMA_HOST": host})
+    result = cli(
+        "run",
+        f"fix the greeting bug in hello.py with {word}",
+        "--repo",
+        str(repo),
+        "--force",
+        "--json",
+        env={"OLLAMA_HOST": host},
+    )
     assert result.returncode == 2
-    assert result.stderr == (f"error: runtime: the {runtime} runtime needs an Ollama server, "
-                             f"and none answers at {host}: start one with `ollama serve`\n")
+    assert result.stderr == (
+        f"error: runtime: the {runtime} runtime needs an Ollama server, "
+        f"and none answers at {host}: start one with `ollama serve`\n"
+    )
     assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
     assert tmux_sessions(tmux_socket) == []

@@ -68,9 +68,13 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_a_hanging_check_is_killed_with_its_process_group_at_its_timeout_and_fails(
-        repo: Path) -> None:
-    hang = check(name="hangs", timeout=1,
-                 run="echo started; sleep 600 & echo $! > bg.pid; sleep 600; echo never")
+    repo: Path,
+) -> None:
+    hang = check(
+        name="hangs",
+        timeout=1,
+        run="echo started; sleep 600 & echo $! > bg.pid; sleep 600; echo never",
+    )
     result = run_gate([hang], repo)
 
     assert result.passed is False
@@ -94,19 +98,29 @@ def test_processes_a_passing_check_leaves_behind_are_killed(repo: Path) -> None:
 
 
 def test_a_check_that_closes_its_output_but_keeps_running_still_times_out(repo: Path) -> None:
-    result = run_gate([check(name="silent", run="exec >/dev/null 2>&1; sleep 600",
-                             timeout=1)], repo)
+    result = run_gate(
+        [check(name="silent", run="exec >/dev/null 2>&1; sleep 600", timeout=1)], repo
+    )
     assert result.results[0].timed_out is True
 
 
 def test_exit_code_decides_and_output_interleaves_stdout_and_stderr(repo: Path) -> None:
-    result = run_gate([check(name="ok", run="echo out; echo err >&2"),
-                       check(name="bad", run="echo broken >&2; exit 3")], repo)
+    result = run_gate(
+        [
+            check(name="ok", run="echo out; echo err >&2"),
+            check(name="bad", run="echo broken >&2; exit 3"),
+        ],
+        repo,
+    )
 
     ok, bad = result.results
     assert (ok.passed, ok.exit_code, ok.output_tail) == (True, 0, "out\nerr\n")
     assert (bad.passed, bad.exit_code, bad.output_tail, bad.timed_out) == (
-        False, 3, "broken\n", False)
+        False,
+        3,
+        "broken\n",
+        False,
+    )
     assert result.passed is False
     assert [r.name for r in result.failures] == ["bad"]
 
@@ -121,11 +135,13 @@ def test_output_tail_is_the_last_4kb_and_digest_covers_the_whole_output(repo: Pa
     assert r.output_tail.encode() == full[-TAIL_BYTES:]
 
 
-def test_shell_checks_get_a_scrubbed_environment(repo: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shell_checks_get_a_scrubbed_environment(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AGENTOS_TEST_SECRET", "leaked")
-    result = run_gate([check(name="env", run="env | cut -d= -f1 | sort | tr '\\n' ' '")],
-                      repo, env={"GIVEN": "1"})
+    result = run_gate(
+        [check(name="env", run="env | cut -d= -f1 | sort | tr '\\n' ' '")], repo, env={"GIVEN": "1"}
+    )
 
     names = set(result.results[0].output_tail.split())
     assert "AGENTOS_TEST_SECRET" not in names
@@ -134,34 +150,46 @@ def test_shell_checks_get_a_scrubbed_environment(repo: Path,
 
 
 def test_shell_checks_run_in_their_cwd_inside_the_worktree(repo: Path) -> None:
-    result = run_gate([check(name="where", run="pwd", cwd="src"),
-                       check(name="missing dir", run="pwd", cwd="nope")], repo)
+    result = run_gate(
+        [
+            check(name="where", run="pwd", cwd="src"),
+            check(name="missing dir", run="pwd", cwd="nope"),
+        ],
+        repo,
+    )
 
     where, missing = result.results
     assert where.output_tail == f"{(repo / 'src').resolve()}\n"
     assert (missing.passed, missing.output_tail) == (
-        False, "cwd nope is not a directory in the worktree\n")
+        False,
+        "cwd nope is not a directory in the worktree\n",
+    )
 
 
-def test_a_cwd_symlinked_out_of_the_worktree_fails_the_check(repo: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_cwd_symlinked_out_of_the_worktree_fails_the_check(repo: Path, tmp_path: Path) -> None:
     (repo / "out").symlink_to(tmp_path)
     result = run_gate([check(name="escape", run="pwd", cwd="out")], repo)
     assert (result.passed, result.results[0].output_tail) == (
-        False, "cwd out leads outside the worktree (symlink)\n")
+        False,
+        "cwd out leads outside the worktree (symlink)\n",
+    )
 
 
-@pytest.mark.parametrize("fields, field", [
-    ({"run": "true", "cwd": "../elsewhere"}, "cwd"),
-    ({"run": "true", "cwd": "/tmp"}, "cwd"),
-    ({"file_exists": "../../etc/passwd"}, "file_exists"),
-    ({"file_contains": {"path": "a", "pattern": "(unclosed"}}, "file_contains.pattern"),
-    ({"file_contains": {"path": "/etc/passwd", "pattern": "x"}}, "file_contains.path"),
-    ({"no_changes_outside": ["/etc/**"]}, "no_changes_outside"),
-], ids=["cwd-dotdot", "cwd-absolute", "file-exists-dotdot", "bad-regex", "abs-path",
-        "abs-glob"])
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"run": "true", "cwd": "../elsewhere"}, "cwd"),
+        ({"run": "true", "cwd": "/tmp"}, "cwd"),
+        ({"file_exists": "../../etc/passwd"}, "file_exists"),
+        ({"file_contains": {"path": "a", "pattern": "(unclosed"}}, "file_contains.pattern"),
+        ({"file_contains": {"path": "/etc/passwd", "pattern": "x"}}, "file_contains.path"),
+        ({"no_changes_outside": ["/etc/**"]}, "no_changes_outside"),
+    ],
+    ids=["cwd-dotdot", "cwd-absolute", "file-exists-dotdot", "bad-regex", "abs-path", "abs-glob"],
+)
 def test_checks_that_escape_the_worktree_or_have_a_bad_regex_are_bad_input(
-        fields: dict[str, Any], field: str) -> None:
+    fields: dict[str, Any], field: str
+) -> None:
     with pytest.raises(ValidationFailed) as err:
         check(name="x", **fields)
     assert str(err.value).startswith(f"test: {field}: ")
@@ -171,13 +199,16 @@ def test_checks_that_escape_the_worktree_or_have_a_bad_regex_are_bad_input(
 
 
 def test_file_exists_and_file_contains(repo: Path) -> None:
-    result = run_gate([
-        check(name="readme", file_exists="README.md"),
-        check(name="changelog", file_exists="CHANGES.md"),
-        check(name="assigns x", file_contains={"path": "src/app.py", "pattern": r"^x = \d+$"}),
-        check(name="assigns y", file_contains={"path": "src/app.py", "pattern": r"^y ="}),
-        check(name="no file", file_contains={"path": "nope.py", "pattern": "x"}),
-    ], repo)
+    result = run_gate(
+        [
+            check(name="readme", file_exists="README.md"),
+            check(name="changelog", file_exists="CHANGES.md"),
+            check(name="assigns x", file_contains={"path": "src/app.py", "pattern": r"^x = \d+$"}),
+            check(name="assigns y", file_contains={"path": "src/app.py", "pattern": r"^y ="}),
+            check(name="no file", file_contains={"path": "nope.py", "pattern": "x"}),
+        ],
+        repo,
+    )
 
     assert [(r.name, r.passed, r.output_tail) for r in result.results] == [
         ("readme", True, "README.md exists\n"),
@@ -203,8 +234,8 @@ def test_no_changes_outside_counts_untracked_files(repo: Path) -> None:
     result = run_gate([only_src], repo, base=base)
     assert result.passed is False
     assert result.results[0].output_tail == (
-        f"1 file(s) changed outside src/** (against {base[:12]}):\n"
-        "  notes.txt (untracked)\n")
+        f"1 file(s) changed outside src/** (against {base[:12]}):\n  notes.txt (untracked)\n"
+    )
 
 
 def test_no_changes_outside_counts_commits_since_the_base_and_deletions(repo: Path) -> None:
@@ -228,7 +259,8 @@ def test_max_diff_lines_counts_untracked_files(repo: Path) -> None:
     assert result.results[0].output_tail == (
         f"5 line(s) changed in 2 file(s) against {base[:12]} (limit 4)\n"
         "  +3 -0  src/new.py (untracked)\n"
-        "  +1 -1  src/app.py\n")
+        "  +1 -1  src/app.py\n"
+    )
 
 
 def test_diff_checks_ignore_gitignored_files_and_agentos_files(repo: Path) -> None:
@@ -240,15 +272,22 @@ def test_diff_checks_ignore_gitignored_files_and_agentos_files(repo: Path) -> No
     write_feedback(repo, GateResult([]))
     (repo / "AGENTOS_CONTEXT.md").write_text("context\n" * 100)
 
-    result = run_gate([check(name="nothing", max_diff_lines=0),
-                       check(name="nowhere", no_changes_outside=[])], repo)
+    result = run_gate(
+        [check(name="nothing", max_diff_lines=0), check(name="nowhere", no_changes_outside=[])],
+        repo,
+    )
     assert result.passed is True, result.feedback()
 
 
 def test_diff_checks_see_files_an_earlier_shell_check_wrote(repo: Path) -> None:
-    result = run_gate([check(name="before", max_diff_lines=0),
-                       check(name="writes", run="echo generated > new.txt"),
-                       check(name="after", max_diff_lines=0)], repo)
+    result = run_gate(
+        [
+            check(name="before", max_diff_lines=0),
+            check(name="writes", run="echo generated > new.txt"),
+            check(name="after", max_diff_lines=0),
+        ],
+        repo,
+    )
     assert [r.passed for r in result.results] == [True, True, False]
     assert result.base == git(repo, "rev-parse", "HEAD")
 
@@ -264,22 +303,25 @@ def test_diff_checks_need_a_git_repository_and_a_real_base(repo: Path, tmp_path:
         run_gate([], tmp_path / "missing")
 
 
-@pytest.mark.parametrize("glob, path, matches", [
-    ("src/**", "src/a/b.py", True),
-    ("src/**", "srcx/a.py", False),
-    ("src", "src/a/b.py", True),
-    ("docs/", "docs/index.md", True),
-    ("*.md", "README.md", True),
-    ("*.md", "docs/README.md", False),
-    ("**/*.md", "docs/deep/README.md", True),
-    ("**/*.md", "README.md", True),
-    ("src/*.py", "src/a.py", True),
-    ("src/*.py", "src/pkg/a.py", False),
-    ("test_?.py", "test_a.py", True),
-    ("[!a]*.txt", "b.txt", True),
-    ("[!a]*.txt", "a.txt", False),
-    ("./tests/**", "tests/x.py", True),
-])
+@pytest.mark.parametrize(
+    "glob, path, matches",
+    [
+        ("src/**", "src/a/b.py", True),
+        ("src/**", "srcx/a.py", False),
+        ("src", "src/a/b.py", True),
+        ("docs/", "docs/index.md", True),
+        ("*.md", "README.md", True),
+        ("*.md", "docs/README.md", False),
+        ("**/*.md", "docs/deep/README.md", True),
+        ("**/*.md", "README.md", True),
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/pkg/a.py", False),
+        ("test_?.py", "test_a.py", True),
+        ("[!a]*.txt", "b.txt", True),
+        ("[!a]*.txt", "a.txt", False),
+        ("./tests/**", "tests/x.py", True),
+    ],
+)
 def test_glob_matching(glob: str, path: str, matches: bool) -> None:
     assert bool(glob_regex(glob).match(path)) is matches
 
@@ -288,26 +330,41 @@ def test_glob_matching(glob: str, path: str, matches: bool) -> None:
 
 
 def test_checks_come_from_package_then_card_then_workspace_and_duplicates_are_kept(
-        ws: Workspace, tmp_path: Path) -> None:
-    pkg = write_package(tmp_path / "pkg", checks=[
-        {"name": "tests", "run": "pytest -q"}, {"name": "lint", "run": "ruff check ."}])
+    ws: Workspace, tmp_path: Path
+) -> None:
+    pkg = write_package(
+        tmp_path / "pkg",
+        checks=[{"name": "tests", "run": "pytest -q"}, {"name": "lint", "run": "ruff check ."}],
+    )
     manifest = load_manifest(pkg)
-    ws = set_workspace_checks(ws, [{"name": "tests", "run": "pytest -q"},  # identical
-                                   {"name": "lint", "run": "flake8"},  # same name, different
-                                   {"name": "small", "max_diff_lines": 200}])
+    ws = set_workspace_checks(
+        ws,
+        [
+            {"name": "tests", "run": "pytest -q"},  # identical
+            {"name": "lint", "run": "flake8"},  # same name, different
+            {"name": "small", "max_diff_lines": 200},
+        ],
+    )
     card = [check(name="lint", run="pylint src"), check(name="readme", file_exists="README.md")]
 
     checks = collect_checks(ws, package=manifest, card_checks=card)
 
     assert [(c.name, c.kind) for c in checks] == [
-        ("tests", "run"), ("lint", "run"), ("lint [card]", "run"), ("readme", "file_exists"),
-        ("lint [workspace]", "run"), ("small", "max_diff_lines")]
+        ("tests", "run"),
+        ("lint", "run"),
+        ("lint [card]", "run"),
+        ("readme", "file_exists"),
+        ("lint [workspace]", "run"),
+        ("small", "max_diff_lines"),
+    ]
     assert [c.run for c in checks if c.name.startswith("lint")] == [
-        "ruff check .", "pylint src", "flake8"]
+        "ruff check .",
+        "pylint src",
+        "flake8",
+    ]
 
 
-def test_checks_written_inside_the_worktree_are_not_collected(ws: Workspace,
-                                                              repo: Path) -> None:
+def test_checks_written_inside_the_worktree_are_not_collected(ws: Workspace, repo: Path) -> None:
     ws = set_workspace_checks(ws, [{"name": "real", "run": "false"}])
     (repo / "agentos.yaml").write_text(yaml.safe_dump({"checks": []}))
     (repo / "agent.yaml").write_text("name: x\nchecks: []\n")
@@ -317,8 +374,7 @@ def test_checks_written_inside_the_worktree_are_not_collected(ws: Workspace,
 
 
 def test_select_checks_keeps_gate_order_and_rejects_unknown_names() -> None:
-    checks = [check(name="a", run="true"), check(name="b", run="true"),
-              check(name="c", run="true")]
+    checks = [check(name="a", run="true"), check(name="b", run="true"), check(name="c", run="true")]
     assert [c.name for c in select_checks(checks, ["c", "a"])] == ["a", "c"]
     assert select_checks(checks, []) == checks
     with pytest.raises(NotFound, match="no check named 'z' \\(checks: 'a', 'b', 'c'\\)"):
@@ -332,15 +388,24 @@ def test_a_gate_with_no_checks_passes_and_says_nothing_was_verified(repo: Path) 
     result = run_gate([], repo)
     assert result.passed is True
     assert result.summary() == "gate passed: no checks configured (nothing was verified)"
-    assert result.as_dict() == {"passed": True, "summary": result.summary(), "base": None,
-                                "checks": []}
+    assert result.as_dict() == {
+        "passed": True,
+        "summary": result.summary(),
+        "base": None,
+        "checks": [],
+    }
 
 
 def test_feedback_names_each_failing_check_with_its_output_tail(repo: Path) -> None:
-    result = run_gate([check(name="ok", run="true"),
-                       check(name="tests", run="echo 'FAILED test_x - assert 1 == 2'; exit 1"),
-                       check(name="fences", run="printf '```\\nlooks like markdown\\n'; false"),
-                       check(name="changelog", file_exists="CHANGES.md")], repo)
+    result = run_gate(
+        [
+            check(name="ok", run="true"),
+            check(name="tests", run="echo 'FAILED test_x - assert 1 == 2'; exit 1"),
+            check(name="fences", run="printf '```\\nlooks like markdown\\n'; false"),
+            check(name="changelog", file_exists="CHANGES.md"),
+        ],
+        repo,
+    )
 
     assert result.feedback() == (
         "# Stormbreaker gate: your work is not done yet\n"
@@ -373,26 +438,41 @@ def test_feedback_names_each_failing_check_with_its_output_tail(repo: Path) -> N
         "\n"
         "```text\n"
         "CHANGES.md does not exist\n"
-        "```\n")
+        "```\n"
+    )
     path = write_feedback(repo, result)
     assert path == repo / FEEDBACK_FILE
     assert path.read_text() == result.feedback()
 
 
 def test_gate_receipt_fields_record_each_check_with_its_digest(repo: Path) -> None:
-    result = run_gate([check(name="ok", run="echo fine"),
-                       check(name="bad", run="echo broken; exit 1")], repo)
+    result = run_gate(
+        [check(name="ok", run="echo fine"), check(name="bad", run="echo broken; exit 1")], repo
+    )
     fields = gate_receipt_fields(result, attempt=2)
     for entry in fields["checks"]:
         assert entry.pop("duration") >= 0
     assert fields == {
-        "attempt": 2, "passed": False, "base": None,
+        "attempt": 2,
+        "passed": False,
+        "base": None,
         "summary": "gate failed: 1 of 2 checks failed (bad)",
         "checks": [
-            {"name": "ok", "kind": "run", "result": "pass", "exit_code": 0,
-             "digest": hashlib.sha256(b"fine\n").hexdigest()},
-            {"name": "bad", "kind": "run", "result": "fail", "exit_code": 1,
-             "digest": hashlib.sha256(b"broken\n").hexdigest(), "output_tail": "broken\n"},
+            {
+                "name": "ok",
+                "kind": "run",
+                "result": "pass",
+                "exit_code": 0,
+                "digest": hashlib.sha256(b"fine\n").hexdigest(),
+            },
+            {
+                "name": "bad",
+                "kind": "run",
+                "result": "fail",
+                "exit_code": 1,
+                "digest": hashlib.sha256(b"broken\n").hexdigest(),
+                "output_tail": "broken\n",
+            },
         ],
     }
     json.dumps(fields)  # a receipt can store it as is
@@ -407,35 +487,64 @@ def _blank(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def test_gate_run_prints_a_json_report_and_exits_1_on_failure(cli: Any, ws: Workspace,
-                                                             repo: Path) -> None:
-    set_workspace_checks(ws, [{"name": "readme", "file_exists": "README.md"},
-                              {"name": "tests", "run": "echo 2 failed; exit 1"}])
+def test_gate_run_prints_a_json_report_and_exits_1_on_failure(
+    cli: Any, ws: Workspace, repo: Path
+) -> None:
+    set_workspace_checks(
+        ws,
+        [
+            {"name": "readme", "file_exists": "README.md"},
+            {"name": "tests", "run": "echo 2 failed; exit 1"},
+        ],
+    )
     out = cli("gate", "run", "--repo", str(repo), "--json")
     assert out.returncode == 1, out.stderr
     assert _blank(json.loads(out.stdout)) == {
-        "receipt": "00000001", "passed": False,
-        "summary": "gate failed: 1 of 2 checks failed (tests)", "base": None,
+        "receipt": "00000001",
+        "passed": False,
+        "summary": "gate failed: 1 of 2 checks failed (tests)",
+        "base": None,
         "checks": [
-            {"name": "readme", "kind": "file_exists", "passed": True, "duration": 0,
-             "exit_code": None, "timed_out": False, "definition": "file_exists README.md",
-             "digest": hashlib.sha256(b"README.md exists\n").hexdigest(), "output_bytes": 17,
-             "output_tail": "README.md exists\n"},
-            {"name": "tests", "kind": "run", "passed": False, "duration": 0, "exit_code": 1,
-             "timed_out": False, "definition": "`echo 2 failed; exit 1`, timeout 300s",
-             "digest": hashlib.sha256(b"2 failed\n").hexdigest(), "output_bytes": 9,
-             "output_tail": "2 failed\n"},
-        ]}
+            {
+                "name": "readme",
+                "kind": "file_exists",
+                "passed": True,
+                "duration": 0,
+                "exit_code": None,
+                "timed_out": False,
+                "definition": "file_exists README.md",
+                "digest": hashlib.sha256(b"README.md exists\n").hexdigest(),
+                "output_bytes": 17,
+                "output_tail": "README.md exists\n",
+            },
+            {
+                "name": "tests",
+                "kind": "run",
+                "passed": False,
+                "duration": 0,
+                "exit_code": 1,
+                "timed_out": False,
+                "definition": "`echo 2 failed; exit 1`, timeout 300s",
+                "digest": hashlib.sha256(b"2 failed\n").hexdigest(),
+                "output_bytes": 9,
+                "output_tail": "2 failed\n",
+            },
+        ],
+    }
 
     only = cli("gate", "run", "--repo", str(repo), "readme")
     assert only.returncode == 0, only.stdout
     assert only.stdout.endswith("gate passed: 1 of 1 checks passed\nreceipt 00000002\n")
 
 
-def test_gate_run_writes_a_gate_receipt_in_the_chain(cli: Any, ws: Workspace,
-                                                    repo: Path) -> None:
-    set_workspace_checks(ws, [{"name": "tests", "run": "printf 'one\\ntwo\\n'; exit 1"},
-                              {"name": "readme", "file_exists": "README.md"}])
+def test_gate_run_writes_a_gate_receipt_in_the_chain(cli: Any, ws: Workspace, repo: Path) -> None:
+    set_workspace_checks(
+        ws,
+        [
+            {"name": "tests", "run": "printf 'one\\ntwo\\n'; exit 1"},
+            {"name": "readme", "file_exists": "README.md"},
+        ],
+    )
     assert cli("gate", "run", "--repo", str(repo)).returncode == 1
 
     text = (ws.receipts_dir / "00000001.txt").read_text()
@@ -469,12 +578,14 @@ def test_gate_run_writes_a_gate_receipt_in_the_chain(cli: Any, ws: Workspace,
         "    duration: X\n"
         f"    digest: {readme_digest}\n"
         "previous: none\n"
-        "sha256: X\n")
+        "sha256: X\n"
+    )
     assert cli("receipts", "verify").returncode == 0
 
 
-def test_gate_run_readable_report_shows_failures_and_their_output(cli: Any, ws: Workspace,
-                                                                 repo: Path) -> None:
+def test_gate_run_readable_report_shows_failures_and_their_output(
+    cli: Any, ws: Workspace, repo: Path
+) -> None:
     set_workspace_checks(ws, [{"name": "tests", "run": "echo 'E   assert [1] == []'; exit 1"}])
     out = cli("gate", "run", cwd=repo / "src")  # the repository holding the current directory
     assert out.returncode == 1
@@ -495,48 +606,66 @@ def test_gate_run_readable_report_shows_failures_and_their_output(cli: Any, ws: 
 def test_gate_run_with_no_checks_passes_and_says_so(cli: Any, repo: Path) -> None:
     out = cli("gate", "run", "--repo", str(repo))
     assert (out.returncode, out.stdout) == (
-        0, "\ngate passed: no checks configured (nothing was verified)\nreceipt 00000001\n")
+        0,
+        "\ngate passed: no checks configured (nothing was verified)\nreceipt 00000001\n",
+    )
 
 
-def test_gate_run_adds_a_hub_packages_checks(cli: Any, ws: Workspace, repo: Path,
-                                            tmp_path: Path) -> None:
-    pkg = write_package(tmp_path / "pkg", name="checked", checks=[
-        {"name": "has changelog", "file_exists": "CHANGES.md"}])
+def test_gate_run_adds_a_hub_packages_checks(
+    cli: Any, ws: Workspace, repo: Path, tmp_path: Path
+) -> None:
+    pkg = write_package(
+        tmp_path / "pkg",
+        name="checked",
+        checks=[{"name": "has changelog", "file_exists": "CHANGES.md"}],
+    )
     assert cli("hub", "install", str(pkg)).returncode == 0
     out = cli("gate", "run", "--repo", str(repo), "--package", "checked", "--json")
     assert out.returncode == 1
     assert [c["name"] for c in json.loads(out.stdout)["checks"]] == ["has changelog"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nope"], "error: check: no check named 'nope' (checks: none)\n"),
-    (["--base", "no-such-rev", "--package", "test-runner", "no code changed"],
-     "error: base: 'no-such-rev' is not a commit in {repo}\n"),
-    (["--package", "ghost"], "error: package: no package 'ghost' in the hub\n"),
-], ids=["unknown-check", "bad-base", "unknown-package"])
-def test_gate_run_bad_input_is_one_line_and_exit_2(cli: Any, repo: Path, args: list[str],
-                                                  message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nope"], "error: check: no check named 'nope' (checks: none)\n"),
+        (
+            ["--base", "no-such-rev", "--package", "test-runner", "no code changed"],
+            "error: base: 'no-such-rev' is not a commit in {repo}\n",
+        ),
+        (["--package", "ghost"], "error: package: no package 'ghost' in the hub\n"),
+    ],
+    ids=["unknown-check", "bad-base", "unknown-package"],
+)
+def test_gate_run_bad_input_is_one_line_and_exit_2(
+    cli: Any, repo: Path, args: list[str], message: str
+) -> None:
     out = cli("gate", "run", "--repo", str(repo), *args)
     assert (out.returncode, out.stderr) == (2, message.format(repo=repo))
 
 
 def test_a_bad_regex_in_agentos_yaml_is_bad_input_naming_file_and_field(
-        cli: Any, ws: Workspace, repo: Path) -> None:
+    cli: Any, ws: Workspace, repo: Path
+) -> None:
     set_workspace_checks(ws, [{"name": "r", "file_contains": {"path": "a", "pattern": "(x"}}])
     out = cli("gate", "run", "--repo", str(repo))
     assert out.returncode == 2
     assert out.stderr.startswith(
         f"error: {ws.settings_file}: checks[0].file_contains.pattern: '(x' is not a valid "
-        "regular expression")
+        "regular expression"
+    )
     assert "Traceback" not in out.stderr
 
 
 def test_gate_list_shows_the_checks_in_gate_order(cli: Any, ws: Workspace) -> None:
     set_workspace_checks(ws, [{"name": "small", "max_diff_lines": 10}])
     out = cli("gate", "list", "--package", "ruff-fixer", "--json")
-    assert json.loads(out.stdout) == {"checks": [
-        {"name": "lint clean", "kind": "run", "definition": "`ruff check .`, timeout 120s"},
-        {"name": "small", "kind": "max_diff_lines", "definition": "max_diff_lines 10"}]}
+    assert json.loads(out.stdout) == {
+        "checks": [
+            {"name": "lint clean", "kind": "run", "definition": "`ruff check .`, timeout 120s"},
+            {"name": "small", "kind": "max_diff_lines", "definition": "max_diff_lines 10"},
+        ]
+    }
 
 
 def test_gate_list_with_a_card_adds_its_checks_and_its_agents(cli: Any, ws: Workspace) -> None:
@@ -547,14 +676,20 @@ def test_gate_list_with_a_card_adds_its_checks_and_its_agents(cli: Any, ws: Work
 
     out = cli("gate", "list", "--card", "fix-lint", "--json")
     assert [c["name"] for c in json.loads(out.stdout)["checks"]] == [
-        "lint clean", "formatted", "small"]
+        "lint clean",
+        "formatted",
+        "small",
+    ]
     ghost = cli("gate", "list", "--card", "ghost")
     assert (ghost.returncode, ghost.stderr) == (
-        2, f"error: card: no card with id 'ghost' in {ws.cards_dir}\n")
+        2,
+        f"error: card: no card with id 'ghost' in {ws.cards_dir}\n",
+    )
 
 
-def test_gate_run_does_not_need_the_environment_of_its_caller(cli: Any, ws: Workspace,
-                                                             repo: Path) -> None:
+def test_gate_run_does_not_need_the_environment_of_its_caller(
+    cli: Any, ws: Workspace, repo: Path
+) -> None:
     set_workspace_checks(ws, [{"name": "secret", "run": 'test -z "$AGENTOS_TEST_SECRET"'}])
     out = cli("gate", "run", "--repo", str(repo), env={"AGENTOS_TEST_SECRET": "x"})
     assert out.returncode == 0, out.stdout

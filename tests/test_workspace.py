@@ -89,9 +89,17 @@ def test_settings_defaults_match_the_spec(ws: Workspace) -> None:
     ws.settings_file.unlink()
     s = ws.settings
     assert (s.receipts.redact, s.interview.threshold, s.run.retries, s.run.guardian) == (
-        False, 0.4, 2, True)
-    assert (s.guardian.interval, s.guardian.stuck_after, s.guardian.max_restarts,
-            s.guardian.kill_after) == (60, 300, 1, 900)
+        False,
+        0.4,
+        2,
+        True,
+    )
+    assert (
+        s.guardian.interval,
+        s.guardian.stuck_after,
+        s.guardian.max_restarts,
+        s.guardian.kill_after,
+    ) == (60, 300, 1, 900)
     assert s.checks == []
 
 
@@ -110,8 +118,10 @@ def test_migrations_apply_once_in_order_and_are_recorded(tmp_path: Path) -> None
 
 
 def test_a_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None:
-    bad = [state.Migration("001_ok", "CREATE TABLE a (x)"),
-           state.Migration("002_bad", "CREATE TABLE b (x); CREATE TABLE a (y)")]
+    bad = [
+        state.Migration("001_ok", "CREATE TABLE a (x)"),
+        state.Migration("002_bad", "CREATE TABLE b (x); CREATE TABLE a (y)"),
+    ]
     with pytest.raises(apsw.SQLError):
         state.connect(tmp_path / "s.db", bad)
     con = apsw.Connection(str(tmp_path / "s.db"))

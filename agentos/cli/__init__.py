@@ -56,7 +56,10 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--workspace", "-w", metavar="DIR", envvar=None,
+    "--workspace",
+    "-w",
+    metavar="DIR",
+    envvar=None,
     help="Workspace directory (default: AGENTOS_HOME, then the nearest parent with .agentos/).",
 )
 @click.version_option(__version__, prog_name="agentos")

@@ -33,8 +33,9 @@ def workspace(ctx: click.Context | None = None) -> Workspace:
 
 
 def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print one JSON document on stdout.")(func)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
+    )(func)
 
 
 def print_json(data: Any) -> None:

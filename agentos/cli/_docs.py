@@ -19,10 +19,12 @@ END = "<!-- cli-reference:end -->"
 WIDTH = 100
 
 
-def _walk(command: click.Command, path: list[str], parent: click.Context | None
-          ) -> Iterator[tuple[str, str]]:
-    ctx = click.Context(command, info_name=path[-1], parent=parent, terminal_width=WIDTH,
-                        max_content_width=WIDTH)
+def _walk(
+    command: click.Command, path: list[str], parent: click.Context | None
+) -> Iterator[tuple[str, str]]:
+    ctx = click.Context(
+        command, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH
+    )
     yield " ".join(path), command.get_help(ctx)
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):

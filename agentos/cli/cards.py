@@ -29,16 +29,23 @@ def lint(ctx: click.Context, path: Path | None, as_json: bool) -> None:
     ws = workspace()
     report = lint_cards(path or ws.cards_dir, ws.hub_dir)
     if as_json:
-        print_json({"ok": not report.errors, "files": len(report.files),
-                    "problems": [p.as_dict() for p in report.problems]})
+        print_json(
+            {
+                "ok": not report.errors,
+                "files": len(report.files),
+                "problems": [p.as_dict() for p in report.problems],
+            }
+        )
     else:
         for p in report.problems:
             prefix = "warning: " if p.severity == "warning" else ""
             click.echo(f"{p.file}: {p.field}: {prefix}{p.message}")
         files, errors, warnings = len(report.files), len(report.errors), len(report.warnings)
-        click.echo(f"{files} card file{'s' * (files != 1)} checked: "
-                   f"{errors} error{'s' * (errors != 1)}, "
-                   f"{warnings} warning{'s' * (warnings != 1)}")
+        click.echo(
+            f"{files} card file{'s' * (files != 1)} checked: "
+            f"{errors} error{'s' * (errors != 1)}, "
+            f"{warnings} warning{'s' * (warnings != 1)}"
+        )
     if report.errors:
         fail(ctx, 2)
 
@@ -50,10 +57,21 @@ def list_(as_json: bool) -> None:
     (--json adds descriptions, triggers and checks)."""
     card_set = load_cards(workspace().cards_dir)
     if as_json:
-        print_json({"revision": card_set.revision, "cards": [
-            {**c.model_dump(mode="json", exclude_none=True), "file": str(f)}
-            for c, f in zip(card_set.cards, card_set.files, strict=True)]})
+        print_json(
+            {
+                "revision": card_set.revision,
+                "cards": [
+                    {**c.model_dump(mode="json", exclude_none=True), "file": str(f)}
+                    for c, f in zip(card_set.cards, card_set.files, strict=True)
+                ],
+            }
+        )
         return
-    table(None, ["id", "agent", "version", "group", "priority", "min_score"],
-          [(c.id, c.agent, escape(c.version or "active"), c.group, c.priority, c.min_score)
-           for c in card_set.cards])
+    table(
+        None,
+        ["id", "agent", "version", "group", "priority", "min_score"],
+        [
+            (c.id, c.agent, escape(c.version or "active"), c.group, c.priority, c.min_score)
+            for c in card_set.cards
+        ],
+    )

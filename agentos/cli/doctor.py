@@ -35,10 +35,15 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         print_json(result.as_dict())
     else:
-        table(None, ["check", "kind", "ready", "detail", "fix"],
-              [(c.name, c.kind, "yes" if c.ready else "NO", c.detail, c.fix)
-               for c in result.checks])
-        console.print("ready to run agents" if result.ready
-                      else "not ready: install what the required tools' fixes name")
+        table(
+            None,
+            ["check", "kind", "ready", "detail", "fix"],
+            [(c.name, c.kind, "yes" if c.ready else "NO", c.detail, c.fix) for c in result.checks],
+        )
+        console.print(
+            "ready to run agents"
+            if result.ready
+            else "not ready: install what the required tools' fixes name"
+        )
     if not result.ready:
         fail(ctx, 1)

@@ -29,19 +29,29 @@ from agentos.stormbreaker import (
 from agentos.workspace import Workspace
 
 _repo_option = click.option(
-    "--repo", type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Repository to check (default: the git repository holding the current directory).")
+    "--repo",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Repository to check (default: the git repository holding the current directory).",
+)
 _base_option = click.option(
-    "--base", metavar="REV",
+    "--base",
+    metavar="REV",
     help="Revision the diff checks compare against (default: HEAD, i.e. uncommitted and "
-         "untracked changes).")
+    "untracked changes).",
+)
 _package_option = click.option(
-    "--package", "package", metavar="NAME[@VERSION]",
-    help="Also run this hub package's checks (read from the hub, never from the repo).")
+    "--package",
+    "package",
+    metavar="NAME[@VERSION]",
+    help="Also run this hub package's checks (read from the hub, never from the repo).",
+)
 _card_option = click.option(
-    "--card", "card", metavar="ID",
+    "--card",
+    "card",
+    metavar="ID",
     help="Also run this routing card's checks, and its agent's unless --package is given: "
-         "the checks a run routed through the card gets.")
+    "the checks a run routed through the card gets.",
+)
 
 
 @click.group()
@@ -62,12 +72,19 @@ def list_(package: str | None, card: str | None, as_json: bool) -> None:
     ws = workspace()
     checks = gate_checks(ws, package=package, card=card)
     if as_json:
-        print_json({"checks": [{"name": c.name, "kind": c.kind, "definition": describe(c)}
-                               for c in checks]})
+        print_json(
+            {
+                "checks": [
+                    {"name": c.name, "kind": c.kind, "definition": describe(c)} for c in checks
+                ]
+            }
+        )
         return
     if not checks:
-        console.print("no checks configured: add them to agentos.yaml (checks:), "
-                      "an agent package or a routing card")
+        console.print(
+            "no checks configured: add them to agentos.yaml (checks:), "
+            "an agent package or a routing card"
+        )
     for c in checks:
         console.print(f"[bold]{escape(c.name)}[/]  {c.kind}  {escape(describe(c))}")
 
@@ -79,8 +96,9 @@ def _print_report(result: GateResult) -> None:
     for col in ("result", "check", "kind", "time", "exit"):
         t.add_column(col, overflow="fold")
     for r in result.results:
-        mark = ("[green]PASS[/]" if r.passed
-                else "[red]TIMEOUT[/]" if r.timed_out else "[red]FAIL[/]")
+        mark = (
+            "[green]PASS[/]" if r.passed else "[red]TIMEOUT[/]" if r.timed_out else "[red]FAIL[/]"
+        )
         exit_code = "" if r.exit_code is None else str(r.exit_code)
         t.add_row(mark, escape(r.name), r.kind, f"{r.duration:.2f}s", exit_code)
     if result.results:
@@ -101,8 +119,15 @@ def _print_report(result: GateResult) -> None:
 @click.argument("names", nargs=-1, metavar="[CHECK]...")
 @json_option
 @click.pass_context
-def run(ctx: click.Context, repo: Path | None, base: str | None, package: str | None,
-        card: str | None, names: tuple[str, ...], as_json: bool) -> None:
+def run(
+    ctx: click.Context,
+    repo: Path | None,
+    base: str | None,
+    package: str | None,
+    card: str | None,
+    names: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Run the gate's checks in a repository (only the CHECKs named, if any) and print a
     report. Exits 1 when a check fails. A gate with no checks passes, and says so."""
     ws = workspace()
@@ -128,11 +153,21 @@ def run(ctx: click.Context, repo: Path | None, base: str | None, package: str | 
 @_base_option
 @_package_option
 @_card_option
-@click.option("--check", "names", multiple=True, metavar="NAME",
-              help="Run only this check (repeatable; default: every check).")
+@click.option(
+    "--check",
+    "names",
+    multiple=True,
+    metavar="NAME",
+    help="Run only this check (repeatable; default: every check).",
+)
 @click.pass_context
-def hook(ctx: click.Context, base: str | None, package: str | None, card: str | None,
-         names: tuple[str, ...]) -> None:
+def hook(
+    ctx: click.Context,
+    base: str | None,
+    package: str | None,
+    card: str | None,
+    names: tuple[str, ...],
+) -> None:
     """A Claude Code Stop hook: reads the hook JSON on stdin and runs the checks in the
     repository at its `cwd`. While a check fails it exits 2 with the failing checks and
     their output on stderr, so Claude keeps working; once all pass it exits 0. When
@@ -145,8 +180,7 @@ def hook(ctx: click.Context, base: str | None, package: str | None, card: str | 
             outcome = stop_hook(payload, ())
         else:
             ws = workspace()
-            checks = select_checks(gate_checks(ws, package=package, card=card),
-                                   names)
+            checks = select_checks(gate_checks(ws, package=package, card=card), names)
             outcome = stop_hook(payload, checks, base=base)
             _hook_receipt(ws, payload, outcome, package, card)
     except AgentOSError as exc:  # exit 2 would block the agent on our own error
@@ -160,13 +194,20 @@ def hook(ctx: click.Context, base: str | None, package: str | None, card: str | 
     fail(ctx, outcome.exit_code)
 
 
-def _hook_receipt(ws: Workspace, payload: dict[str, Any], outcome: HookOutcome,
-                  package: str | None, card: str | None) -> None:
+def _hook_receipt(
+    ws: Workspace,
+    payload: dict[str, Any],
+    outcome: HookOutcome,
+    package: str | None,
+    card: str | None,
+) -> None:
     if outcome.result is None:
         return
-    context: dict[str, object] = {"via": "claude code stop hook",
-                                  "session": str(payload.get("session_id") or ""),
-                                  "repo": str(outcome.repo)}
+    context: dict[str, object] = {
+        "via": "claude code stop hook",
+        "session": str(payload.get("session_id") or ""),
+        "repo": str(outcome.repo),
+    }
     run_id = os.environ.get("AGENTOS_RUN_ID")
     if run_id:  # a field, not the receipt's run link: the run's own gate receipts count
         context["agentos_run"] = run_id
@@ -185,24 +226,44 @@ def _hook_receipt(ws: Workspace, payload: dict[str, Any], outcome: HookOutcome,
 @_base_option
 @_package_option
 @_card_option
-@click.option("--check", "names", multiple=True, metavar="NAME",
-              help="Have the hook run only this check (repeatable).")
-@click.option("--local", is_flag=True,
-              help="Write .claude/settings.local.json (kept out of git through "
-                   ".git/info/exclude) instead of .claude/settings.json.")
-@click.option("--timeout", type=click.IntRange(min=1), default=1800, show_default=True,
-              help="Seconds Claude Code gives the hook.")
+@click.option(
+    "--check",
+    "names",
+    multiple=True,
+    metavar="NAME",
+    help="Have the hook run only this check (repeatable).",
+)
+@click.option(
+    "--local",
+    is_flag=True,
+    help="Write .claude/settings.local.json (kept out of git through "
+    ".git/info/exclude) instead of .claude/settings.json.",
+)
+@click.option(
+    "--timeout",
+    type=click.IntRange(min=1),
+    default=1800,
+    show_default=True,
+    help="Seconds Claude Code gives the hook.",
+)
 @json_option
-def install_hook(repo: Path | None, base: str | None, package: str | None, card: str | None,
-                 names: tuple[str, ...], local: bool, timeout: int, as_json: bool) -> None:
+def install_hook(
+    repo: Path | None,
+    base: str | None,
+    package: str | None,
+    card: str | None,
+    names: tuple[str, ...],
+    local: bool,
+    timeout: int,
+    as_json: bool,
+) -> None:
     """Add the gate's Stop hook to a repository's .claude/settings.json, keeping every
     setting and hook already there. Running it again changes nothing."""
     ws = workspace()
     checks = gate_checks(ws, package=package, card=card)
     select_checks(checks, names)  # an unknown check name is an error now, not in the hook
     command = hook_command(ws, package=package, card=card, names=names, base=base)
-    path, changed = install_stop_hook(repo or Path.cwd(), command, timeout=timeout,
-                                      local=local)
+    path, changed = install_stop_hook(repo or Path.cwd(), command, timeout=timeout, local=local)
     if as_json:
         print_json({"settings": str(path), "changed": changed, "command": command})
     elif changed:

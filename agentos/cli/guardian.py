@@ -18,12 +18,20 @@ def guardian() -> None:
 
 
 @guardian.command()
-@click.option("--interval", type=click.FloatRange(min=0.05), default=None,
-              help="Seconds between cycles (default: guardian.interval of agentos.yaml).")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=None,
+    help="Seconds between cycles (default: guardian.interval of agentos.yaml).",
+)
 @click.option("--once", is_flag=True, help="Run one cycle, print what it saw, and exit.")
-@click.option("--idle-exit", type=click.FloatRange(min=0), default=None, hidden=True,
-              help="End after this many seconds without a live agent (runs start the "
-                   "guardian so).")
+@click.option(
+    "--idle-exit",
+    type=click.FloatRange(min=0),
+    default=None,
+    hidden=True,
+    help="End after this many seconds without a live agent (runs start the guardian so).",
+)
 @json_option
 def run(interval: float | None, once: bool, idle_exit: float | None, as_json: bool) -> None:
     """Watch every live agent in the foreground until Ctrl-C: each interval, check that
@@ -37,8 +45,10 @@ def run(interval: float | None, once: bool, idle_exit: float | None, as_json: bo
             _print_cycle(report, as_json)
             return
         for done in report.interventions:
-            line = (f"{_clock(done.at)} {done.action} {done.agent} (run {done.run_id}): "
-                    f"{done.reason}{'' if done.ok else ' [failed]'} (receipt {done.receipt})")
+            line = (
+                f"{_clock(done.at)} {done.action} {done.agent} (run {done.run_id}): "
+                f"{done.reason}{'' if done.ok else ' [failed]'} (receipt {done.receipt})"
+            )
             if as_json:
                 click.echo(json.dumps(done.as_dict()))  # one line per intervention
             else:
@@ -46,8 +56,7 @@ def run(interval: float | None, once: bool, idle_exit: float | None, as_json: bo
 
     if not once and not as_json:
         err_console.print("[dim]guardian running; Ctrl-C stops it[/]")
-    run_guardian(workspace(), interval=interval, once=once, idle_exit=idle_exit,
-                 on_cycle=on_cycle)
+    run_guardian(workspace(), interval=interval, once=once, idle_exit=idle_exit, on_cycle=on_cycle)
 
 
 @guardian.command()
@@ -77,9 +86,14 @@ def stop(as_json: bool) -> None:
     elif result["stopped"]:
         console.print(f"guardian stopped (pid {result['pid']})")
     else:
-        console.print("no guardian is running"
-                      + (f"; removed a stale pidfile (pid {result['stale_pid']})"
-                         if result["stale_pid"] else ""))
+        console.print(
+            "no guardian is running"
+            + (
+                f"; removed a stale pidfile (pid {result['stale_pid']})"
+                if result["stale_pid"]
+                else ""
+            )
+        )
 
 
 @guardian.command()
@@ -95,21 +109,34 @@ def status(as_json: bool) -> None:
     if data["running"]:
         console.print(f"guardian: running (pid {data['pid']}), every {data['interval']}s")
     else:
-        console.print("guardian: not running"
-                      + (f" (stale pidfile of pid {data['stale_pid']})"
-                         if data["stale_pid"] else ""))
+        console.print(
+            "guardian: not running"
+            + (f" (stale pidfile of pid {data['stale_pid']})" if data["stale_pid"] else "")
+        )
     last = data["last_cycle"]
     if last:
-        console.print(f"last cycle: {last['ago']}s ago by pid {last['pid']} "
-                      f"(cycle {last['cycles']}, {last['agents']} agent(s))")
+        console.print(
+            f"last cycle: {last['ago']}s ago by pid {last['pid']} "
+            f"(cycle {last['cycles']}, {last['agents']} agent(s))"
+        )
     if data["agents"]:
-        table(None, ["session", "health", "last output", "reason"],
-              [(s, h["health"], f"{h['output_age']}s ago", h["reason"])
-               for s, h in data["agents"].items()])
+        table(
+            None,
+            ["session", "health", "last output", "reason"],
+            [
+                (s, h["health"], f"{h['output_age']}s ago", h["reason"])
+                for s, h in data["agents"].items()
+            ],
+        )
     if data["interventions"]:
-        table("recent interventions", ["at", "run", "agent", "action", "receipt", "reason"],
-              [(_clock(i["at"]), i["run"], i["agent"], i["action"], i["receipt"], i["reason"])
-               for i in data["interventions"]])
+        table(
+            "recent interventions",
+            ["at", "run", "agent", "action", "receipt", "reason"],
+            [
+                (_clock(i["at"]), i["run"], i["agent"], i["action"], i["receipt"], i["reason"])
+                for i in data["interventions"]
+            ],
+        )
 
 
 def _print_cycle(report: Any, as_json: bool) -> None:
@@ -119,9 +146,14 @@ def _print_cycle(report: Any, as_json: bool) -> None:
     if not report.agents:
         console.print("no live agent to watch")
         return
-    table(None, ["session", "health", "action", "last output", "reason"],
-          [(a["session"], a["health"], a["action"], f"{a['output_age']}s ago", a["reason"])
-           for a in report.agents])
+    table(
+        None,
+        ["session", "health", "action", "last output", "reason"],
+        [
+            (a["session"], a["health"], a["action"], f"{a['output_age']}s ago", a["reason"])
+            for a in report.agents
+        ],
+    )
 
 
 def _clock(ts: float) -> str:

@@ -28,14 +28,25 @@ def install(source: str, as_json: bool) -> None:
     The installed version becomes the active one."""
     result = _hub().install(source)
     if as_json:
-        print_json({"name": result.name, "version": result.version, "sha256": result.sha256,
-                    "source": result.source, "changed": result.changed})
+        print_json(
+            {
+                "name": result.name,
+                "version": result.version,
+                "sha256": result.sha256,
+                "source": result.source,
+                "changed": result.changed,
+            }
+        )
     elif result.changed:
-        console.print(f"installed {result.name}@{result.version} (sha256 {result.sha256[:12]}) "
-                      f"from {result.source}; now active")
+        console.print(
+            f"installed {result.name}@{result.version} (sha256 {result.sha256[:12]}) "
+            f"from {result.source}; now active"
+        )
     else:
-        console.print(f"{result.name}@{result.version} is already installed with the same "
-                      "content; nothing changed")
+        console.print(
+            f"{result.name}@{result.version} is already installed with the same "
+            "content; nothing changed"
+        )
 
 
 @hub.command("list")
@@ -46,9 +57,11 @@ def list_(as_json: bool) -> None:
     if as_json:
         print_json({"packages": [v.as_dict() for v in versions]})
         return
-    table(None, ["name", "version", "active", "sha256", "source"],
-          [(v.name, v.version, "*" if v.active else "", v.sha256[:12], v.source)
-           for v in versions])
+    table(
+        None,
+        ["name", "version", "active", "sha256", "source"],
+        [(v.name, v.version, "*" if v.active else "", v.sha256[:12], v.source) for v in versions],
+    )
 
 
 @hub.command()
@@ -63,12 +76,19 @@ def show(ref: str, as_json: bool) -> None:
         return
     console.print(f"[bold]{info.name}@{info.version}[/]{' (active)' if info.active else ''}")
     console.print(f"  {manifest.description}")
-    rows = [("runtime", manifest.runtime), ("entry", manifest.entry),
-            ("capabilities", ", ".join(manifest.capabilities)), ("model", manifest.model),
-            ("env", ", ".join(manifest.env)), ("timeout", f"{manifest.timeout}s"),
-            ("checks", ", ".join(c.name for c in manifest.checks)),
-            ("sha256", info.sha256), ("source", info.source), ("installed", info.installed),
-            ("path", info.path)]
+    rows = [
+        ("runtime", manifest.runtime),
+        ("entry", manifest.entry),
+        ("capabilities", ", ".join(manifest.capabilities)),
+        ("model", manifest.model),
+        ("env", ", ".join(manifest.env)),
+        ("timeout", f"{manifest.timeout}s"),
+        ("checks", ", ".join(c.name for c in manifest.checks)),
+        ("sha256", info.sha256),
+        ("source", info.source),
+        ("installed", info.installed),
+        ("path", info.path),
+    ]
     for key, value in rows:
         if value:
             console.print(f"  {key + ':':14}{value}")
@@ -100,8 +120,12 @@ def remove(ref: str, as_json: bool) -> None:
 
 @hub.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Archive to write (default: NAME-VERSION.tar.gz here).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Archive to write (default: NAME-VERSION.tar.gz here).",
+)
 @json_option
 def pack(directory: Path, output: Path | None, as_json: bool) -> None:
     """Pack the package in DIRECTORY into a reproducible .tar.gz for `hub install`."""

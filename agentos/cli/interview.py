@@ -25,8 +25,9 @@ MAX_ROUNDS = 3
 @click.command()
 @click.argument("request")
 @json_option
-@click.option("--no-input", is_flag=True,
-              help="Never ask the questions interactively, even in a terminal.")
+@click.option(
+    "--no-input", is_flag=True, help="Never ask the questions interactively, even in a terminal."
+)
 @click.pass_context
 def interview(ctx: click.Context, request: str, as_json: bool, no_input: bool) -> None:
     """Score REQUEST on goal, constraints, scope, context and success, and ask one question
@@ -56,15 +57,17 @@ def _converse(ws: Workspace, result: Interview) -> Interview:
         if result.passed:
             break
         _show(result)
-        if result.rewrite and click.confirm("Use the proposed rewrite as the request?",
-                                            default=False):
+        if result.rewrite and click.confirm(
+            "Use the proposed rewrite as the request?", default=False
+        ):
             result = interview_in(ws, result.rewrite)
             continue
         console.print("Answer what you can; an empty answer skips the question.")
         answers: dict[str, str] = {}
         for q in result.questions:
-            answer = click.prompt(f"{q.axis}: {q.text}\n>", default="", show_default=False,
-                                  prompt_suffix=" ")
+            answer = click.prompt(
+                f"{q.axis}: {q.text}\n>", default="", show_default=False, prompt_suffix=" "
+            )
             if answer.strip():
                 answers[q.axis] = answer
         if not answers:
@@ -76,14 +79,23 @@ def _converse(ws: Workspace, result: Interview) -> Interview:
 
 def _show(result: Interview) -> None:
     verdict = "[green]passed[/]" if result.passed else "[red]blocked[/]"
-    console.print(f"{verdict}: ambiguity {result.ambiguity:.3f} "
-                  f"(threshold {result.threshold})")
+    console.print(f"{verdict}: ambiguity {result.ambiguity:.3f} (threshold {result.threshold})")
     for reason in result.reasons:
         console.print(f"  {escape(reason)}")
-    table(None, ["axis", "score", "floor", "weight", "found"],
-          [(a, f"{result.axes[a]:.3f}", f"{result.floors.get(a, 0.0):.2f}",
-            f"{result.weights.get(a, 0.0):.2f}", escape("; ".join(result.evidence.get(a, []))))
-           for a in AXES])
+    table(
+        None,
+        ["axis", "score", "floor", "weight", "found"],
+        [
+            (
+                a,
+                f"{result.axes[a]:.3f}",
+                f"{result.floors.get(a, 0.0):.2f}",
+                f"{result.weights.get(a, 0.0):.2f}",
+                escape("; ".join(result.evidence.get(a, []))),
+            )
+            for a in AXES
+        ],
+    )
     if result.questions:
         console.print("questions:")
         for q in result.questions:

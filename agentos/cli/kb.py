@@ -23,10 +23,12 @@ from agentos.knowledge import SNIPPET_MARKS, AddStats, Hit, KnowledgeStore, open
 # Ingests with at least this many files to read get a progress bar.
 PROGRESS_AFTER = 200
 
-_paths = click.argument("paths", nargs=-1, required=True,
-                        type=click.Path(path_type=Path))
-_under = click.option("--under", type=click.Path(file_okay=False, path_type=Path),
-                      help="Only files below this directory.")
+_paths = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+_under = click.option(
+    "--under",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Only files below this directory.",
+)
 
 
 def _store() -> KnowledgeStore:
@@ -47,8 +49,14 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     if not enabled or not err_console.is_terminal:
         yield None
         return
-    bar = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=err_console, transient=True)
+    bar = Progress(
+        TextColumn("indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
     task: list[TaskID] = []
 
     def update(done: int, total: int) -> None:
@@ -91,9 +99,11 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
 
 def _summary(stats: AddStats) -> str:
     unchanged = stats.seen - stats.added - stats.updated - stats.skipped
-    return (f"{stats.seen} files: {stats.added} added, {stats.updated} updated, "
-            f"{stats.removed} removed, {max(unchanged, 0)} unchanged, {stats.skipped} binary; "
-            f"{stats.chunks} chunks written in {stats.seconds:.2f}s")
+    return (
+        f"{stats.seen} files: {stats.added} added, {stats.updated} updated, "
+        f"{stats.removed} removed, {max(unchanged, 0)} unchanged, {stats.skipped} binary; "
+        f"{stats.chunks} chunks written in {stats.seconds:.2f}s"
+    )
 
 
 # A query or request is free text: words starting with "-" that are not options of the
@@ -103,8 +113,14 @@ _free_text = {"ignore_unknown_options": True}
 
 @kb.command(context_settings=_free_text)
 @click.argument("query", nargs=-1)
-@click.option("-k", "k", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
-              help="How many results.")
+@click.option(
+    "-k",
+    "k",
+    type=click.IntRange(min=1, max=1000),
+    default=10,
+    show_default=True,
+    help="How many results.",
+)
 @_under
 @json_option
 def search(query: tuple[str, ...], k: int, under: Path | None, as_json: bool) -> None:
@@ -123,8 +139,10 @@ def search(query: tuple[str, ...], k: int, under: Path | None, as_json: bool) ->
         console.print("no results")
         return
     for i, hit in enumerate(hits, start=1):
-        console.print(f"[bold]{i:>2}. {escape(_shown(hit.path))}:{hit.start_line}-"
-                      f"{hit.end_line}[/]  [dim]{hit.score:.2f} {hit.language}[/]")
+        console.print(
+            f"[bold]{i:>2}. {escape(_shown(hit.path))}:{hit.start_line}-"
+            f"{hit.end_line}[/]  [dim]{hit.score:.2f} {hit.language}[/]"
+        )
         console.print(f"    {_highlight(hit)}")
 
 
@@ -144,8 +162,13 @@ def _highlight(hit: Hit) -> str:
 
 @kb.command(context_settings=_free_text)
 @click.argument("request", nargs=-1)
-@click.option("--budget", type=click.IntRange(min=1), required=True, metavar="TOKENS",
-              help="Most tokens of context to give (estimated as characters / 4).")
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    required=True,
+    metavar="TOKENS",
+    help="Most tokens of context to give (estimated as characters / 4).",
+)
 @_under
 @json_option
 def context(request: tuple[str, ...], budget: int, under: Path | None, as_json: bool) -> None:

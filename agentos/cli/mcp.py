@@ -8,9 +8,11 @@ import click
 
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
 
-_REPO_HELP = ("A repository MCP clients may name (run_task repo, kb_add paths, hub_install "
-              "sources); repeatable. The first is run_task's default. AGENTOS_MCP_ROOTS adds "
-              "more (os.pathsep-separated). The workspace is always allowed.")
+_REPO_HELP = (
+    "A repository MCP clients may name (run_task repo, kb_add paths, hub_install "
+    "sources); repeatable. The first is run_task's default. AGENTOS_MCP_ROOTS adds "
+    "more (os.pathsep-separated). The workspace is always allowed."
+)
 
 
 def _repos(given: tuple[Path, ...]) -> list[Path]:
@@ -25,14 +27,19 @@ def mcp() -> None:
 
 
 @mcp.command()
-@click.option("--http", "http", metavar="HOST:PORT",
-              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
-                   "(HOST defaults to 127.0.0.1: `--http 8765`).")
-@click.option("--repo", "repos", multiple=True, type=click.Path(path_type=Path),
-              help=_REPO_HELP)
-@click.option("--allow-remote", is_flag=True,
-              help="Allow --http on a non-loopback address (the server has no "
-                   "authentication).")
+@click.option(
+    "--http",
+    "http",
+    metavar="HOST:PORT",
+    help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+    "(HOST defaults to 127.0.0.1: `--http 8765`).",
+)
+@click.option("--repo", "repos", multiple=True, type=click.Path(path_type=Path), help=_REPO_HELP)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --http on a non-loopback address (the server has no authentication).",
+)
 def serve(http: str | None, repos: tuple[Path, ...], allow_remote: bool) -> None:
     """Serve the workspace over MCP: stdio by default (what clients spawn), or streamable
     HTTP with --http. Logs go to stderr; stdout is the protocol."""
@@ -43,44 +50,78 @@ def serve(http: str | None, repos: tuple[Path, ...], allow_remote: bool) -> None
 
 @mcp.command()
 @click.argument("client", type=click.Choice(["claude", "gemini"]))
-@click.option("--scope", type=click.Choice(["local", "project", "user"]),
-              help="Where the client keeps the registration. Claude Code: local (default: "
-                   "you, in this project), project (.mcp.json) or user (all projects). "
-                   "Gemini CLI: project (default: .gemini/settings.json) or user.")
-@click.option("--name", default="agentos", show_default=True,
-              help="The server's name in the client.")
-@click.option("--project", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="The project directory the registration is for (default: here).")
-@click.option("--repo", "repos", multiple=True, type=click.Path(path_type=Path),
-              help="A repository the registered server lets clients name (`mcp serve "
-                   "--repo`); repeatable. Default: the project directory when it is a git "
-                   "repository.")
-@click.option("--write-config", is_flag=True,
-              help="Write the client's config file even when its CLI is installed.")
+@click.option(
+    "--scope",
+    type=click.Choice(["local", "project", "user"]),
+    help="Where the client keeps the registration. Claude Code: local (default: "
+    "you, in this project), project (.mcp.json) or user (all projects). "
+    "Gemini CLI: project (default: .gemini/settings.json) or user.",
+)
+@click.option(
+    "--name", default="agentos", show_default=True, help="The server's name in the client."
+)
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="The project directory the registration is for (default: here).",
+)
+@click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A repository the registered server lets clients name (`mcp serve "
+    "--repo`); repeatable. Default: the project directory when it is a git "
+    "repository.",
+)
+@click.option(
+    "--write-config",
+    is_flag=True,
+    help="Write the client's config file even when its CLI is installed.",
+)
 @json_option
-def install(client: str, scope: str | None, name: str, project: Path | None,
-            repos: tuple[Path, ...], write_config: bool, as_json: bool) -> None:
+def install(
+    client: str,
+    scope: str | None,
+    name: str,
+    project: Path | None,
+    repos: tuple[Path, ...],
+    write_config: bool,
+    as_json: bool,
+) -> None:
     """Register `agentos mcp serve` for this workspace with CLIENT (claude or gemini):
     through `claude mcp add` / `gemini mcp add` when that CLI is installed, else by
     writing the client's config file, keeping what is there."""
     from mcp_server._clients import install_server
 
-    result = install_server(client, workspace(), scope=scope, name=name,
-                            project=project or Path.cwd(), repos=list(repos),
-                            use_cli=not write_config)
+    result = install_server(
+        client,
+        workspace(),
+        scope=scope,
+        name=name,
+        project=project or Path.cwd(),
+        repos=list(repos),
+        use_cli=not write_config,
+    )
     if as_json:
         print_json(result.as_dict())
         return
-    console.print(f"registered MCP server {result.name!r} with {result.client} "
-                  f"({result.scope} scope) via {result.method}: {result.where}")
+    console.print(
+        f"registered MCP server {result.name!r} with {result.client} "
+        f"({result.scope} scope) via {result.method}: {result.where}"
+    )
     console.print(f"  command: {' '.join(result.command)}")
 
 
 @mcp.command()
-@click.option("--project", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="The project directory whose registrations are checked (default: here).")
-@click.option("--timeout", default=30.0, show_default=True,
-              help="Seconds to wait for each server to answer.")
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="The project directory whose registrations are checked (default: here).",
+)
+@click.option(
+    "--timeout", default=30.0, show_default=True, help="Seconds to wait for each server to answer."
+)
 @json_option
 @click.pass_context
 def doctor(ctx: click.Context, project: Path | None, timeout: float, as_json: bool) -> None:
@@ -96,8 +137,13 @@ def doctor(ctx: click.Context, project: Path | None, timeout: float, as_json: bo
         from rich.markup import escape
 
         colours = {"ok": "green", "warn": "yellow", "fail": "red"}
-        table(None, ["check", "status", "detail"],
-              [(escape(c.name), f"[{colours[c.status]}]{c.status}[/]", escape(c.detail))
-               for c in report.checks])
+        table(
+            None,
+            ["check", "status", "detail"],
+            [
+                (escape(c.name), f"[{colours[c.status]}]{c.status}[/]", escape(c.detail))
+                for c in report.checks
+            ],
+        )
     if not report.ok:
         fail(ctx, 1)

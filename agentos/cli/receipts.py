@@ -25,8 +25,7 @@ def list_(run_id: str | None, last: int | None, as_json: bool) -> None:
     if as_json:
         print_json({"receipts": [r.as_dict() for r in found]})
         return
-    table(None, ["id", "time", "kind", "run"], [(r.id, r.time, r.kind, r.run_id)
-                                                for r in found])
+    table(None, ["id", "time", "kind", "run"], [(r.id, r.time, r.kind, r.run_id) for r in found])
 
 
 @receipts.command()

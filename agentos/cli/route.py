@@ -35,14 +35,24 @@ def route(ctx: click.Context, request: str, run_id: str | None, as_json: bool) -
 def _show(decision: Decision, receipt: str) -> None:
     console.print(f"decision: [bold]{decision.decision}[/]")
     if decision.tied:
-        console.print("tied (make one card more specific, or give it a higher priority): "
-                      + ", ".join(decision.tied))
+        console.print(
+            "tied (make one card more specific, or give it a higher priority): "
+            + ", ".join(decision.tied)
+        )
     if decision.selected:
-        table(None, ["card", "agent", "score", "group", "fired"],
-              [(escape(s.card), s.ref, s.score, escape(s.group), escape(", ".join(s.fired)))
-               for s in decision.selected])
+        table(
+            None,
+            ["card", "agent", "score", "group", "fired"],
+            [
+                (escape(s.card), s.ref, s.score, escape(s.group), escape(", ".join(s.fired)))
+                for s in decision.selected
+            ],
+        )
     if decision.rejected:
         console.print("rejected:")
-        table(None, ["card", "reason"],
-              [(escape(r.card), escape(r.reason)) for r in decision.rejected])
+        table(
+            None,
+            ["card", "reason"],
+            [(escape(r.card), escape(r.reason)) for r in decision.rejected],
+        )
     console.print(f"receipt: {receipt}")

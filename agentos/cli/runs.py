@@ -26,16 +26,31 @@ def _ago(ts: float | None) -> str:
 
 @click.command()
 @click.argument("request")
-@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=".",
-              show_default=True, help="The git repository the agents work on.")
-@click.option("--force", is_flag=True, help="Start even when the interview blocks the request "
-                                            "(the receipt records the override).")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The git repository the agents work on.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Start even when the interview blocks the request (the receipt records the override).",
+)
 @click.option("--detach", is_flag=True, help="Start the run in the background and print its id.")
 @click.option("--run-id", hidden=True)
 @json_option
 @click.pass_context
-def run(ctx: click.Context, request: str, repo: Path, force: bool, detach: bool,
-        run_id: str | None, as_json: bool) -> None:
+def run(
+    ctx: click.Context,
+    request: str,
+    repo: Path,
+    force: bool,
+    detach: bool,
+    run_id: str | None,
+    as_json: bool,
+) -> None:
     """Run REQUEST as a task force: interview, route, agents in tmux sessions on their own
     git worktrees, the Stormbreaker gate, then merge into the current branch.
 
@@ -50,8 +65,10 @@ def run(ctx: click.Context, request: str, repo: Path, force: bool, detach: bool,
         if as_json:
             print_json({"run": run_id, "status": "started", "log": str(log)})
         else:
-            console.print(f"run {run_id} started in the background; follow it with "
-                          f"`agentos runs logs {run_id} --follow` or `agentos status`")
+            console.print(
+                f"run {run_id} started in the background; follow it with "
+                f"`agentos runs logs {run_id} --follow` or `agentos status`"
+            )
         return
 
     def event(message: str) -> None:
@@ -63,12 +80,15 @@ def run(ctx: click.Context, request: str, repo: Path, force: bool, detach: bool,
         print_json(report.as_dict())
     else:
         colour = "green" if report.status == "succeeded" else "red"
-        console.print(f"run [bold]{report.run_id}[/]: [{colour}]{report.status}[/] — "
-                      f"{report.message}")
+        console.print(
+            f"run [bold]{report.run_id}[/]: [{colour}]{report.status}[/] — {report.message}"
+        )
         for agent in report.agents:
             gate = agent["gate"]["summary"] if agent["gate"] else "no gate"
-            console.print(f"  {agent['agent']}@{agent['version']} via {agent['card']}: "
-                          f"{agent['status']} after {agent['attempts']} attempt(s); {gate}")
+            console.print(
+                f"  {agent['agent']}@{agent['version']} via {agent['card']}: "
+                f"{agent['status']} after {agent['attempts']} attempt(s); {gate}"
+            )
         console.print(f"  receipts: {', '.join(report.receipts)}")
     if report.exit_code:
         fail(ctx, report.exit_code)
@@ -89,9 +109,20 @@ def list_(limit: int, as_json: bool) -> None:
     if as_json:
         print_json({"runs": [r.as_dict() for r in records]})
         return
-    table(None, ["run", "status", "agents", "started", "request"],
-          [(r.id, r.status, ", ".join(a.agent for a in r.agents), _ago(r.created_at),
-            r.request[:60]) for r in records])
+    table(
+        None,
+        ["run", "status", "agents", "started", "request"],
+        [
+            (
+                r.id,
+                r.status,
+                ", ".join(a.agent for a in r.agents),
+                _ago(r.created_at),
+                r.request[:60],
+            )
+            for r in records
+        ],
+    )
 
 
 @runs.command()
@@ -112,20 +143,30 @@ def show(run_id: str, as_json: bool) -> None:
 
 
 def _print_run(record: RunRecord) -> None:
-    console.print(f"run [bold]{record.id}[/]: {record.status}"
-                  + (f" — {record.message}" if record.message else ""))
+    console.print(
+        f"run [bold]{record.id}[/]: {record.status}"
+        + (f" — {record.message}" if record.message else "")
+    )
     console.print(f"  request: {record.request}")
-    console.print(f"  repo:    {record.repo} ({record.target_branch} at "
-                  f"{(record.base_commit or '')[:12]})")
+    console.print(
+        f"  repo:    {record.repo} ({record.target_branch} at {(record.base_commit or '')[:12]})"
+    )
     for a in record.agents:
-        console.print(f"  {a.agent}@{a.version}: {a.status}, attempts {a.attempts}, exit "
-                      f"{a.exit_code}, branch {a.branch}")
+        console.print(
+            f"  {a.agent}@{a.version}: {a.status}, attempts {a.attempts}, exit "
+            f"{a.exit_code}, branch {a.branch}"
+        )
 
 
 @runs.command()
 @click.argument("run_id", metavar="ID")
-@click.option("--wait", "wait_s", default=30.0, show_default=True,
-              help="Seconds to wait for the run to tear down.")
+@click.option(
+    "--wait",
+    "wait_s",
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for the run to tear down.",
+)
 @json_option
 def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
     """Cancel a running run: its orchestrator tears down and keeps the agents' work on
@@ -176,8 +217,9 @@ def logs(run_id: str, agent: str | None, follow: bool) -> None:
                 if chunk:
                     prefix = f"[{path.stem}] " if len(paths) > 1 else ""
                     text = chunk.decode("utf-8", errors="replace")
-                    sys.stdout.write("".join(prefix + line for line in
-                                             text.splitlines(keepends=True)))
+                    sys.stdout.write(
+                        "".join(prefix + line for line in text.splitlines(keepends=True))
+                    )
                     sys.stdout.flush()
         if not follow or RunStore(ws).get(record.id).status not in ACTIVE:
             return
@@ -192,9 +234,17 @@ def status(as_json: bool) -> None:
     records = RunStore(ws).list(statuses=ACTIVE)
     health = _health(ws)
     if as_json:
-        print_json({"runs": [{**r.as_dict(), "health": {a.agent: health.get(a.session or "")
-                                                        for a in r.agents}}
-                             for r in records]})
+        print_json(
+            {
+                "runs": [
+                    {
+                        **r.as_dict(),
+                        "health": {a.agent: health.get(a.session or "") for a in r.agents},
+                    }
+                    for r in records
+                ]
+            }
+        )
         return
     if not records:
         console.print("no run is in progress")
@@ -203,8 +253,16 @@ def status(as_json: bool) -> None:
     for r in records:
         for a in r.agents:
             h = health.get(a.session or "") or {}
-            rows.append((r.id, a.agent, a.status, h.get("health", "unknown"),
-                         h.get("output_age", ""), a.attempts))
+            rows.append(
+                (
+                    r.id,
+                    a.agent,
+                    a.status,
+                    h.get("health", "unknown"),
+                    h.get("output_age", ""),
+                    a.attempts,
+                )
+            )
     table(None, ["run", "agent", "status", "health", "last output", "attempt"], rows)
 
 
@@ -230,8 +288,9 @@ def attach(run_id: str, agent: str | None) -> None:
         raise BadInput(f"no agent {agent!r} in run {record.id}", field="AGENT")
     sessions = Sessions(ws.root)
     if not sessions.exists(agents[0].session):
-        raise OperationFailed(f"the session of {agents[0].agent} is not running "
-                              f"(run {record.id} is {record.status})")
+        raise OperationFailed(
+            f"the session of {agents[0].agent} is not running (run {record.id} is {record.status})"
+        )
     argv = sessions.attach_argv(agents[0].session)
     os.execvp(argv[0], argv)
 

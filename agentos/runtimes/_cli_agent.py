@@ -26,7 +26,9 @@ class CliAgent:
         if path is None:
             raise MissingTool(
                 f"the {self.runtime} runtime needs the `{self.program}` CLI, which is not "
-                f"installed ({self.install_hint})", field="runtime")
+                f"installed ({self.install_hint})",
+                field="runtime",
+            )
         return path
 
     def preflight(self, manifest: Manifest, package_dir: Path) -> None:
@@ -37,16 +39,21 @@ class CliAgent:
         return [str(Path(path).resolve().parent), str(Path(path).parent)] if path else []
 
     def prompt(self, task: AgentTask) -> str:
-        parts = [(task.package_dir / task.manifest.entry).read_text(encoding="utf-8").strip(),
-                 "## Request", task.request.strip()]
+        parts = [
+            (task.package_dir / task.manifest.entry).read_text(encoding="utf-8").strip(),
+            "## Request",
+            task.request.strip(),
+        ]
         if task.context_file.exists():
             context = task.context_file.read_text(encoding="utf-8")
             if len(context) > MAX_INLINE_CONTEXT:
                 context = context[:MAX_INLINE_CONTEXT] + f"\n[... the rest is in {CONTEXT_FILE}]"
             parts += ["## Context from the knowledge store", context.strip()]
         if task.feedback_file.exists():
-            parts += [f"## Attempt {task.attempt}: the checks failed last time ({FEEDBACK_FILE})",
-                      task.feedback_file.read_text(encoding="utf-8").strip()]
+            parts += [
+                f"## Attempt {task.attempt}: the checks failed last time ({FEEDBACK_FILE})",
+                task.feedback_file.read_text(encoding="utf-8").strip(),
+            ]
         text = "\n\n".join(p for p in parts if p) + "\n"
         (task.run_dir / "prompt.md").write_text(text, encoding="utf-8")
         return text

@@ -23,8 +23,9 @@ def main(argv: list[str]) -> int:
     package_dir, entry, context_file = Path(argv[0]), argv[1], Path(argv[2])
     context = context_file.read_text(encoding="utf-8") if context_file.exists() else ""
     func = load_entry(package_dir, entry)
-    result = func(request=os.environ.get("AGENTOS_REQUEST", ""), worktree=os.getcwd(),
-                  context=context)
+    result = func(
+        request=os.environ.get("AGENTOS_REQUEST", ""), worktree=os.getcwd(), context=context
+    )
     return int(result or 0)
 
 

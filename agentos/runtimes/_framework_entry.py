@@ -38,9 +38,13 @@ from agentos.runtimes._worktree_tools import SCHEMAS, WorktreeTools
 
 # crewai otherwise phones home (telemetry, a PyPI version check), waiting ~15 s when
 # offline, and asks about tracing; a package that lists one of these in `env` decides.
-CREWAI_ENV = {"CREWAI_DISABLE_TELEMETRY": "true", "OTEL_SDK_DISABLED": "true",
-              "CREWAI_TRACING_ENABLED": "false", "CREWAI_DISABLE_TRACKING": "true",
-              "CREWAI_DISABLE_VERSION_CHECK": "true"}
+CREWAI_ENV = {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+}
 SHOWN = 400  # characters of each intermediate step printed to the pane
 
 
@@ -64,6 +68,7 @@ def _ollama_host() -> str | None:
 
 # -- what a factory can ask for ---------------------------------------------------------
 
+
 def _langchain_llm(model: str | None) -> Any:
     if model is None:
         return None
@@ -82,9 +87,9 @@ def _langchain_tools(worktree: WorktreeTools) -> list[Any]:
             return worktree.call(name, kwargs)
 
         spec = SCHEMAS[name]
-        return StructuredTool.from_function(func=run, name=name,
-                                            description=spec["description"],
-                                            args_schema=spec["parameters"])
+        return StructuredTool.from_function(
+            func=run, name=name, description=spec["description"], args_schema=spec["parameters"]
+        )
 
     return [make(name) for name in SCHEMAS]
 
@@ -132,8 +137,12 @@ def _const(value: Any) -> Callable[[], Any]:
 def _offers(framework: str, model: str | None) -> dict[str, Callable[[], Any]]:
     """What a factory may ask for, each built only when asked."""
     cwd = str(Path.cwd())
-    inputs = {"request": _prompt.request(), "context": _prompt.context(),
-              "feedback": _prompt.feedback(), "repo": cwd}
+    inputs = {
+        "request": _prompt.request(),
+        "context": _prompt.context(),
+        "feedback": _prompt.feedback(),
+        "repo": cwd,
+    }
     worktree = WorktreeTools(cwd)
     llm = _langchain_llm if framework == "langchain" else _crewai_llm
     tools = _langchain_tools if framework == "langchain" else _crewai_tools
@@ -158,14 +167,12 @@ def call_factory(factory: Callable[..., Any], offers: dict[str, Callable[[], Any
         if p.name in offers:
             kwargs[p.name] = offers[p.name]()
         elif p.default is inspect.Parameter.empty:
-            raise EntryError(f"the entry asks for {p.name!r}; it can ask for "
-                             + ", ".join(offers))
+            raise EntryError(f"the entry asks for {p.name!r}; it can ask for " + ", ".join(offers))
     return factory(**kwargs)
 
 
 def build(framework: str, target: Any, offers: dict[str, Callable[[], Any]]) -> Any:
-    runnable = (hasattr(target, "invoke") if framework == "langchain"
-                else hasattr(target, "kickoff"))
+    runnable = hasattr(target, "invoke") if framework == "langchain" else hasattr(target, "kickoff")
     if not runnable and callable(target):
         target = call_factory(target, offers)
     wanted = "a Runnable or an agent" if framework == "langchain" else "a Crew"
@@ -175,6 +182,7 @@ def build(framework: str, target: Any, offers: dict[str, Callable[[], Any]]) -> 
 
 
 # -- running ----------------------------------------------------------------------------
+
 
 def _text(value: Any) -> str:
     content = getattr(value, "content", value)
@@ -208,16 +216,19 @@ def run_langchain(target: Any) -> str:
         last = ""
         for update in target.stream(task, {"recursion_limit": 100}, stream_mode="updates"):
             for node_output in (update or {}).values():
-                messages = node_output.get("messages", []) if isinstance(node_output,
-                                                                         dict) else []
+                messages = node_output.get("messages", []) if isinstance(node_output, dict) else []
                 for message in messages:
                     last = _show_message(message) or last
         return last
     if isinstance(target, BaseLanguageModel):
         return _text(target.invoke(_prompt.user_message()))
-    inputs = {"request": _prompt.request(), "context": _prompt.context(),
-              "feedback": _prompt.feedback(), "repo": str(Path.cwd()),
-              "input": _prompt.request()}
+    inputs = {
+        "request": _prompt.request(),
+        "context": _prompt.context(),
+        "feedback": _prompt.feedback(),
+        "repo": str(Path.cwd()),
+        "input": _prompt.request(),
+    }
     result = target.invoke(inputs)
     if isinstance(result, dict):
         for key in ("output", "messages", "text", "result"):
@@ -252,8 +263,10 @@ def run_crewai(target: Any, inputs: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) not in (4, 5) or argv[0] not in ("langchain", "crewai"):
-        _say("usage: python -m agentos.runtimes._framework_entry langchain|crewai "
-             "PACKAGE_DIR MODULE:ATTR STATE_DIR [MODEL]")
+        _say(
+            "usage: python -m agentos.runtimes._framework_entry langchain|crewai "
+            "PACKAGE_DIR MODULE:ATTR STATE_DIR [MODEL]"
+        )
         return 2
     framework, package_dir, entry, state_dir = argv[0], Path(argv[1]), argv[2], argv[3]
     model = argv[4] if len(argv) == 5 else None
@@ -263,14 +276,22 @@ def main(argv: list[str]) -> int:
         # crewai keeps its databases under CREWAI_STORAGE_DIR (default: ~/.local/share/<cwd
         # name>); keep them with the run, outside the worktree, gone at teardown.
         os.environ.setdefault("CREWAI_STORAGE_DIR", str(Path(state_dir).resolve() / "crewai"))
-    _say(f"[agentos] {framework} entry {entry}"
-         + (f" with the Ollama model {model} at {_ollama_host() or 'the default address'}"
-            if model else ""))
+    _say(
+        f"[agentos] {framework} entry {entry}"
+        + (
+            f" with the Ollama model {model} at {_ollama_host() or 'the default address'}"
+            if model
+            else ""
+        )
+    )
     offers = _offers(framework, model)
     try:
         target = build(framework, load_entry(package_dir, entry), offers)
-        output = (run_langchain(target) if framework == "langchain"
-                  else run_crewai(target, offers["inputs"]()))
+        output = (
+            run_langchain(target)
+            if framework == "langchain"
+            else run_crewai(target, offers["inputs"]())
+        )
     except EntryError as exc:
         _say(f"[agentos] {entry}: {exc}")
         return 2

@@ -59,8 +59,9 @@ def parse_host(value: str | None) -> str:
     try:
         explicit = parts.port
     except ValueError as exc:
-        raise MissingTool(f"OLLAMA_HOST={value!r} is not a valid address",
-                          field="OLLAMA_HOST") from exc
+        raise MissingTool(
+            f"OLLAMA_HOST={value!r} is not a valid address", field="OLLAMA_HOST"
+        ) from exc
     port = explicit or (DEFAULT_PORT if not sep else 443 if scheme == "https" else 80)
     host = parts.hostname or "127.0.0.1"
     if ":" in host:
@@ -99,8 +100,11 @@ def require_modules(runtime: str, *, bridge: bool) -> None:
     missing = missing_modules(modules)
     if missing:
         names = ", ".join(m.replace("_", "-") for m in missing)
-        raise MissingTool(f"the {runtime} runtime needs {names}, which is not installed: "
-                          f"run `{pip_command(runtime)}`", field="runtime")
+        raise MissingTool(
+            f"the {runtime} runtime needs {names}, which is not installed: "
+            f"run `{pip_command(runtime)}`",
+            field="runtime",
+        )
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,9 @@ def probe_server(host: str, timeout: float = PROBE_TIMEOUT) -> ServerStatus:
         reason = getattr(exc, "reason", exc)
         return ServerStatus(host, False, error=str(reason))
     models = data.get("models") if isinstance(data, dict) else None
-    names = tuple(str(m.get("name") or m.get("model") or "") for m in models or []
-                  if isinstance(m, dict))
+    names = tuple(
+        str(m.get("name") or m.get("model") or "") for m in models or [] if isinstance(m, dict)
+    )
     return ServerStatus(host, True, names)
 
 
@@ -142,20 +147,30 @@ def require_server(runtime: str, manifest: Manifest) -> None:
     if not status.reachable:
         hint = ""
         if "OLLAMA_HOST" in os.environ and "OLLAMA_HOST" not in manifest.env:
-            hint = (" (OLLAMA_HOST is set here, but the package does not list it in `env`, "
-                    "so its agent uses the default address)")
-        raise MissingTool(f"the {runtime} runtime needs an Ollama server, and none answers at "
-                          f"{host}{hint}: start one with `ollama serve`", field="runtime")
+            hint = (
+                " (OLLAMA_HOST is set here, but the package does not list it in `env`, "
+                "so its agent uses the default address)"
+            )
+        raise MissingTool(
+            f"the {runtime} runtime needs an Ollama server, and none answers at "
+            f"{host}{hint}: start one with `ollama serve`",
+            field="runtime",
+        )
     if not status.has_model(manifest.model):
-        raise MissingTool(f"the Ollama server at {host} does not have the model "
-                          f"{manifest.model!r}: run `ollama pull {manifest.model}`",
-                          field="model")
+        raise MissingTool(
+            f"the Ollama server at {host} does not have the model "
+            f"{manifest.model!r}: run `ollama pull {manifest.model}`",
+            field="model",
+        )
 
 
 def require_model_field(runtime: str, manifest: Manifest, package_dir: Path) -> str:
     if not manifest.model:
-        raise ValidationFailed(f"the {runtime} runtime needs a model (e.g. qwen2.5-coder:7b)",
-                               file=package_dir / MANIFEST, field="model")
+        raise ValidationFailed(
+            f"the {runtime} runtime needs a model (e.g. qwen2.5-coder:7b)",
+            file=package_dir / MANIFEST,
+            field="model",
+        )
     return manifest.model
 
 
@@ -176,8 +191,15 @@ class FrameworkRuntime:
             require_server(self.name, manifest)
 
     def command(self, task: AgentTask) -> list[str]:
-        argv = [sys.executable, "-m", "agentos.runtimes._framework_entry", self.name,
-                str(task.package_dir), task.manifest.entry, str(task.run_dir)]
+        argv = [
+            sys.executable,
+            "-m",
+            "agentos.runtimes._framework_entry",
+            self.name,
+            str(task.package_dir),
+            task.manifest.entry,
+            str(task.run_dir),
+        ]
         return argv + ([task.manifest.model] if task.manifest.model else [])
 
     def path_dirs(self) -> list[str]:

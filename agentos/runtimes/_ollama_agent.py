@@ -43,25 +43,43 @@ def _say(text: str, end: str = "\n") -> None:
 
 
 def _show_call(name: str, args: Any) -> str:
-    shown = ", ".join(f"{k}={v!r}" if len(repr(v)) < 60 else f"{k}=<{len(str(v))} chars>"
-                      for k, v in (args or {}).items()) if isinstance(args, dict) else repr(args)
+    shown = (
+        ", ".join(
+            f"{k}={v!r}" if len(repr(v)) < 60 else f"{k}=<{len(str(v))} chars>"
+            for k, v in (args or {}).items()
+        )
+        if isinstance(args, dict)
+        else repr(args)
+    )
     return f"{name}({shown})"
 
 
-def chat_turn(client: Any, model: str, messages: list[dict[str, Any]]
-              ) -> tuple[str, list[dict[str, Any]]]:
+def chat_turn(
+    client: Any, model: str, messages: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
     """One streamed reply: print its text as it comes; return the text and the tool calls."""
     content: list[str] = []
     calls: list[dict[str, Any]] = []
-    for chunk in client.chat(model=model, messages=messages, tools=ollama_tools(),
-                             stream=True, options={"num_ctx": NUM_CTX}):
+    for chunk in client.chat(
+        model=model,
+        messages=messages,
+        tools=ollama_tools(),
+        stream=True,
+        options={"num_ctx": NUM_CTX},
+    ):
         message = chunk.message
         if message.content:
             content.append(message.content)
             _say(message.content, end="")
         for call in message.tool_calls or []:
-            calls.append({"function": {"name": call.function.name,
-                                       "arguments": dict(call.function.arguments or {})}})
+            calls.append(
+                {
+                    "function": {
+                        "name": call.function.name,
+                        "arguments": dict(call.function.arguments or {}),
+                    }
+                }
+            )
     if content:
         _say("")
     return "".join(content), calls
@@ -72,8 +90,10 @@ def run(prompt_file: Path, model: str) -> int:
 
     tools = WorktreeTools(Path.cwd())
     system = prompt_file.read_text(encoding="utf-8").strip() + "\n\n" + TOOL_GUIDE
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system},
-                                      {"role": "user", "content": user_message()}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user_message()},
+    ]
     client = ollama.Client()  # OLLAMA_HOST, when the package passes it through
     host = os.environ.get("OLLAMA_HOST") or "the default address"
     _say(f"[agentos] model {model} on the Ollama server at {host}; up to {MAX_TURNS} turns")
@@ -87,8 +107,11 @@ def run(prompt_file: Path, model: str) -> int:
         except ConnectionError as exc:
             _say(f"[agentos] {exc}")
             return 1
-        messages.append({"role": "assistant", "content": content, "tool_calls": calls}
-                        if calls else {"role": "assistant", "content": content})
+        messages.append(
+            {"role": "assistant", "content": content, "tool_calls": calls}
+            if calls
+            else {"role": "assistant", "content": content}
+        )
         if not calls:
             _say(f"[agentos] the model finished after {turn} turn(s)")
             return 0

@@ -81,19 +81,29 @@ class WorktreeTools:
         if not isinstance(command, str) or not command.strip():
             raise ToolError("a command is required")
         try:
-            proc = subprocess.run(["bash", "-c", command], cwd=self.root, text=True,
-                                  capture_output=True, timeout=COMMAND_TIMEOUT,
-                                  stdin=subprocess.DEVNULL, errors="replace")
+            proc = subprocess.run(
+                ["bash", "-c", command],
+                cwd=self.root,
+                text=True,
+                capture_output=True,
+                timeout=COMMAND_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+                errors="replace",
+            )
         except subprocess.TimeoutExpired:
             return f"exit code: timeout after {COMMAND_TIMEOUT}s"
-        output = (proc.stdout + proc.stderr)
+        output = proc.stdout + proc.stderr
         if len(output) > MAX_OUTPUT:
             output = "[... truncated]\n" + output[-MAX_OUTPUT:]
         return f"exit code: {proc.returncode}\n{output}"
 
     def functions(self) -> dict[str, Callable[..., str]]:
-        return {"read_file": self.read_file, "write_file": self.write_file,
-                "list_files": self.list_files, "run_command": self.run_command}
+        return {
+            "read_file": self.read_file,
+            "write_file": self.write_file,
+            "list_files": self.list_files,
+            "run_command": self.run_command,
+        }
 
     def call(self, name: str, arguments: Any) -> str:
         """Run tool ``name`` with the model's arguments; errors come back as text."""
@@ -113,30 +123,44 @@ class WorktreeTools:
 
 
 def _schema(description: str, params: dict[str, str], *optional: str) -> dict[str, Any]:
-    return {"description": description, "parameters": {
-        "type": "object",
-        "properties": {name: {"type": "string", "description": text}
-                       for name, text in params.items()},
-        "required": [name for name in params if name not in optional],
-    }}
+    return {
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                name: {"type": "string", "description": text} for name, text in params.items()
+            },
+            "required": [name for name in params if name not in optional],
+        },
+    }
 
 
 # name -> description and JSON-schema parameters (the ollama / OpenAI tool format)
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "read_file": _schema("Read a text file of the repository.",
-                         {"path": "Path relative to the repository root."}),
-    "write_file": _schema("Create or overwrite a file of the repository.",
-                          {"path": "Path relative to the repository root.",
-                           "content": "The whole new content of the file."}),
-    "list_files": _schema("List the files under a directory of the repository.",
-                          {"path": "Directory relative to the repository root; '.' for all."},
-                          "path"),
-    "run_command": _schema("Run a shell command in the repository root and return its "
-                           "exit code and output (e.g. to run the tests).",
-                           {"command": "The bash command line."}),
+    "read_file": _schema(
+        "Read a text file of the repository.", {"path": "Path relative to the repository root."}
+    ),
+    "write_file": _schema(
+        "Create or overwrite a file of the repository.",
+        {
+            "path": "Path relative to the repository root.",
+            "content": "The whole new content of the file.",
+        },
+    ),
+    "list_files": _schema(
+        "List the files under a directory of the repository.",
+        {"path": "Directory relative to the repository root; '.' for all."},
+        "path",
+    ),
+    "run_command": _schema(
+        "Run a shell command in the repository root and return its "
+        "exit code and output (e.g. to run the tests).",
+        {"command": "The bash command line."},
+    ),
 }
 
 
 def ollama_tools() -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": name, **spec}}
-            for name, spec in SCHEMAS.items()]
+    return [
+        {"type": "function", "function": {"name": name, **spec}} for name, spec in SCHEMAS.items()
+    ]

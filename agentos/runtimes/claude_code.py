@@ -12,8 +12,17 @@ from agentos.runtimes._cli_agent import CliAgent
 
 class ClaudeCode(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        return [self.executable(), "-p", self.prompt(task), "--permission-mode", "acceptEdits",
-                "--allowedTools", "Bash,Read,Edit,Write,Glob,Grep", "--output-format", "text"]
+        return [
+            self.executable(),
+            "-p",
+            self.prompt(task),
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash,Read,Edit,Write,Glob,Grep",
+            "--output-format",
+            "text",
+        ]
 
 
 RUNTIME = ClaudeCode("claude-code", "claude", "npm install -g @anthropic-ai/claude-code")

@@ -8,8 +8,13 @@ from agentos.runtimes._cli_agent import CliAgent
 
 class Codex(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        return [self.executable(), "exec", "--full-auto", "--skip-git-repo-check",
-                self.prompt(task)]
+        return [
+            self.executable(),
+            "exec",
+            "--full-auto",
+            "--skip-git-repo-check",
+            self.prompt(task),
+        ]
 
 
 RUNTIME = Codex("codex", "codex", "npm install -g @openai/codex")

@@ -12,8 +12,14 @@ from agentos.runtimes._cli_agent import CliAgent
 
 class GeminiCli(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        return [self.executable(), "-p", self.prompt(task), "--approval-mode", "yolo",
-                "--skip-trust"]
+        return [
+            self.executable(),
+            "-p",
+            self.prompt(task),
+            "--approval-mode",
+            "yolo",
+            "--skip-trust",
+        ]
 
 
 RUNTIME = GeminiCli("gemini-cli", "gemini", "npm install -g @google/gemini-cli")

@@ -24,15 +24,23 @@ class OllamaRuntime:
     def preflight(self, manifest: Manifest, package_dir: Path) -> None:
         require_model_field(self.name, manifest, package_dir)
         if not (package_dir / manifest.entry).is_file():
-            raise ValidationFailed(f"the prompt file {manifest.entry!r} is not in the package",
-                                   file=package_dir / MANIFEST, field="entry")
+            raise ValidationFailed(
+                f"the prompt file {manifest.entry!r} is not in the package",
+                file=package_dir / MANIFEST,
+                field="entry",
+            )
         require_modules(self.name, bridge=True)
         require_server(self.name, manifest)
 
     def command(self, task: AgentTask) -> list[str]:
         assert task.manifest.model is not None  # preflight made sure
-        return [sys.executable, "-m", "agentos.runtimes._ollama_agent",
-                str(task.package_dir / task.manifest.entry), task.manifest.model]
+        return [
+            sys.executable,
+            "-m",
+            "agentos.runtimes._ollama_agent",
+            str(task.package_dir / task.manifest.entry),
+            task.manifest.model,
+        ]
 
     def path_dirs(self) -> list[str]:
         return [str(Path(sys.executable).parent)]

@@ -18,8 +18,14 @@ class PythonRuntime:
         return None
 
     def command(self, task: AgentTask) -> list[str]:
-        return [sys.executable, "-m", "agentos.runtimes._entry", str(task.package_dir),
-                task.manifest.entry, str(task.context_file)]
+        return [
+            sys.executable,
+            "-m",
+            "agentos.runtimes._entry",
+            str(task.package_dir),
+            task.manifest.entry,
+            str(task.context_file),
+        ]
 
     def path_dirs(self) -> list[str]:
         return [str(Path(sys.executable).parent)]
