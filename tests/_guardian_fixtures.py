@@ -5,16 +5,13 @@ agent rows written straight into state.db, so a test needs no whole run."""
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apsw
-import pytest
 import yaml
 from conftest import write_package
 
@@ -26,9 +23,6 @@ from agentos.sessions import Sessions, session_name
 from agentos.workspace import Workspace
 from guardian.monitor import agent_files
 
-HAVE_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0
-needs_tmux = pytest.mark.skipif(not HAVE_TMUX, reason="tmux is not installed")
-
 # Small numbers so that the whole ladder takes seconds (the interval's floor is 0.05 s).
 FAST = {
     "interval": 0.2,
@@ -37,15 +31,6 @@ FAST = {
     "kill_after": 2,
     "nudge": "Are you stuck? Continue with the task.",
 }
-
-
-@pytest.fixture
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A private tmux server for each test, killed afterwards."""
-    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
-    yield name
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
 
 
 def configure(
@@ -136,12 +121,3 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout}s")
         time.sleep(0.05)
-
-
-def tmux_sessions(socket: str) -> list[str]:
-    out = subprocess.run(
-        ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.split() if out.returncode == 0 else []

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +116,28 @@ def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
 def tree_listing(root: Path) -> list[str]:
     """Every path under ``root``, for checking that nothing was written."""
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+needs_tmux = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)"
+)
+
+
+@pytest.fixture
+def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private tmux server for each test (AgentOS uses it through AGENTOS_TMUX_SOCKET),
+    killed afterwards."""
+    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
+    yield name
+    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+
+
+def tmux_sessions(socket: str) -> list[str]:
+    """The sessions on a tmux server (none when it is not running)."""
+    out = subprocess.run(
+        ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.split() if out.returncode == 0 else []

@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
-from test_orchestrator import tmux_socket  # noqa: F401  (autouse fixture: a private tmux)
+from conftest import make_repo, needs_tmux
 
 from agentos.orchestrator import start_run
 from agentos.workspace import Workspace
+
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
 FAKE_CLI = """#!PYTHON
 import json, os, sys

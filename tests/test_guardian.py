@@ -13,16 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from _guardian_fixtures import (
-    FAST,
-    configure,
-    interventions,
-    launch,
-    needs_tmux,
-    tmux_sessions,
-    wait_until,
-)
-from _guardian_fixtures import tmux_socket as tmux_socket
+from _guardian_fixtures import FAST, configure, interventions, launch, wait_until
+from conftest import needs_tmux, tmux_sessions
 
 from agentos.receipts import read_receipt, verify_chain
 from agentos.runs import RunStore

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _guardian_fixtures import configure, interventions, launch, needs_tmux, wait_until
-from _guardian_fixtures import tmux_socket as tmux_socket
-from conftest import CliRunner
+from _guardian_fixtures import configure, interventions, launch, wait_until
+from conftest import CliRunner, needs_tmux
 
 from agentos.runs import RunStore
 from agentos.workspace import Workspace

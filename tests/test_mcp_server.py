@@ -14,8 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -133,15 +132,6 @@ def error_text(result: CallToolResult) -> str:
 
 
 # --- fixtures -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A private tmux server for the runs the MCP server starts, killed afterwards."""
-    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
-    yield name
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
 
 
 @pytest.fixture

@@ -9,13 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import git, make_repo, write_package
+from conftest import git, make_repo, needs_tmux, tmux_sessions, write_package
 
 from agentos.hub import Hub
 from agentos.orchestrator import start_run
@@ -23,28 +22,7 @@ from agentos.receipts import read_receipt
 from agentos.runs import RunStore
 from agentos.workspace import Workspace
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
-    reason="tmux is not installed (scripts/setup installs it)",
-)
-
-
-@pytest.fixture(autouse=True)
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A private tmux server for each test, killed afterwards."""
-    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
-    yield name
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
-
-
-def tmux_sessions(socket: str) -> list[str]:
-    out = subprocess.run(
-        ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"],
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.split() if out.returncode == 0 else []
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
 
 def worktrees(repo: Path) -> list[str]:

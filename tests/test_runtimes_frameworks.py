@@ -9,23 +9,18 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import git, make_repo, write_package
+from conftest import git, make_repo, needs_tmux, tmux_sessions, write_package
 from fake_ollama import FakeOllama
 
 from agentos.hub import Hub
 from agentos.receipts import read_receipt
 from agentos.workspace import Workspace
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
-    reason="tmux is not installed (scripts/setup installs it)",
-)
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
 MODEL = "qwen2.5-coder:7b"
 GREET = "def greet():\n    return 'hi'\n"
@@ -41,23 +36,6 @@ GREETING_GATE = {
     ],
 }
 FIXED = "def greet():\n    return 'hello'\n"
-
-
-@pytest.fixture(autouse=True)
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
-    yield name
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
-
-
-def tmux_sessions(socket_name: str) -> list[str]:
-    out = subprocess.run(
-        ["tmux", "-L", socket_name, "list-sessions", "-F", "#{session_name}"],
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.split() if out.returncode == 0 else []
 
 
 @pytest.fixture

@@ -9,13 +9,11 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import git, make_repo, write_package
+from conftest import git, make_repo, needs_tmux, tmux_sessions, write_package
 from fake_ollama import FakeOllama
 
 from agentos.hub import Hub
@@ -24,10 +22,7 @@ from agentos.runtimes._frameworks import parse_host
 from agentos.runtimes._worktree_tools import WorktreeTools
 from agentos.workspace import Workspace
 
-needs_tmux = pytest.mark.skipif(
-    subprocess.run(["which", "tmux"], capture_output=True).returncode != 0,
-    reason="tmux is not installed (scripts/setup installs it)",
-)
+pytestmark = pytest.mark.usefixtures("tmux_socket")
 
 MODEL = "qwen2.5-coder:7b"
 GREET = "def greet():\n    return 'hi'\n"
@@ -42,24 +37,6 @@ GREETING_GATE = {
         }
     ],
 }
-
-
-@pytest.fixture(autouse=True)
-def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A private tmux server for each test, killed afterwards."""
-    name = f"agentos-test-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("AGENTOS_TMUX_SOCKET", name)
-    yield name
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
-
-
-def tmux_sessions(socket_name: str) -> list[str]:
-    out = subprocess.run(
-        ["tmux", "-L", socket_name, "list-sessions", "-F", "#{session_name}"],
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.split() if out.returncode == 0 else []
 
 
 @pytest.fixture
