@@ -156,8 +156,8 @@ class RunStore:
         return RunRecord(**dict(zip(_RUN_COLS.split(", "), row, strict=True)), agents=agents)
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether ``pid`` is a live AgentOS process (not a zombie, not a reused pid)."""
+def pid_running(pid: int | None) -> bool:
+    """Whether ``pid`` is a running process (a zombie is not)."""
     if not pid:
         return False
     try:
@@ -167,9 +167,19 @@ def pid_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     try:
-        status = Path(f"/proc/{pid}/stat").read_text()
-        if status.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:  # reaped since kill(0), or no /proc (macOS): trust kill(0)
+        return not Path("/proc/self/stat").exists()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a running AgentOS process (not a zombie, not a reused pid)."""
+    if not pid_running(pid):
+        return False
+    try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True  # no /proc (macOS): trust kill(0)

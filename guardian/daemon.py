@@ -32,9 +32,10 @@ from typing import Any
 
 from agentos._fs import atomic_write
 from agentos.errors import Conflict, OperationFailed
+from agentos.runs import pid_running
 from agentos.workspace import Workspace
 from guardian._interventions import Intervention, intervene
-from guardian.monitor import Monitor, last_health, open_db, pid_running
+from guardian.monitor import Monitor, last_health, open_db
 from guardian.policy import Action, Decision, decide
 
 log = logging.getLogger(__name__)

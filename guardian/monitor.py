@@ -24,7 +24,6 @@ one stopped, and :func:`last_health` serves ``agentos status``.
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 import time
 from collections.abc import Iterable, Sequence
@@ -39,7 +38,7 @@ from agentos._launch import AgentFiles
 from agentos.errors import AgentOSError
 from agentos.hub import Hub
 from agentos.manifest import Manifest
-from agentos.runs import ACTIVE, AgentRecord, RunRecord, RunStore
+from agentos.runs import ACTIVE, AgentRecord, RunRecord, RunStore, pid_running
 from agentos.sessions import PaneInfo, Sessions
 from agentos.workspace import Workspace
 from guardian._prompts import detect_prompt
@@ -419,24 +418,6 @@ def _is_suffix(new: tuple[str, ...], old: tuple[str, ...]) -> bool:
 
 def _pane_alive(pane: PaneInfo | None) -> bool:
     return pane is not None and not pane.dead and pid_running(pane.pane_pid)
-
-
-def pid_running(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:  # reaped since kill(0), or no /proc (macOS): trust kill(0)
-        return not Path("/proc/self/stat").exists()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _size(path: Path) -> int:
