@@ -27,7 +27,7 @@ from agentos.errors import AgentOSError, BadInput
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
-from agentos.runs import RunStore, new_run_id
+from agentos.runs import ACTIVE, RunStore, new_run_id
 from agentos.runtimes import AgentTask, get_runtime
 from agentos.sessions import Sessions, require_tmux, session_name
 from agentos.stormbreaker import GateResult, collect_checks, gate_receipt_fields, run_gate
@@ -214,14 +214,12 @@ class Orchestrator:
             )
         except AgentOSError as exc:
             self._finish("failed", str(exc))
-            self._teardown()
-            self._final_receipt()
             raise
         finally:
-            if self.report.status in ("pending", "running", "gating", "merging"):
+            if self.report.status in ACTIVE:
                 self._finish("failed", self.report.message or "the run ended unexpectedly")
-        self._teardown()
-        self._final_receipt()
+            self._teardown()  # always: whatever ended the run
+            self._final_receipt()
         return self.report
 
     def _run(self) -> None:
