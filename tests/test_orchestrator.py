@@ -435,3 +435,64 @@ def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names
     assert sorted(p.name for p in (repo / "vendor").iterdir()) == sorted(
         Path(f).name for f in files
     )  # the merge kept what the agent never saw
+
+
+def test_a_vague_request_is_refused_unless_forced_and_the_receipt_says_so(
+    cli, ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "polisher", "echo polished > polish.txt\n")
+
+    refused = cli("run", "polisher-task make it better", "--repo", str(repo), "--json")
+
+    assert refused.returncode == 1
+    data = json.loads(refused.stdout)
+    assert data["status"] == "blocked" and data["decision"] is None
+    assert data["interview"]["passed"] is False and data["interview"]["questions"]
+    assert not (repo / "polish.txt").exists() and branches(repo) == ["main"]
+    receipt = read_receipt(ws, data["receipts"][0])
+    assert "kind: interview" in receipt and "override: none" in receipt
+
+    forced = cli("run", "polisher-task make it better", "--repo", str(repo), "--json", "--force")
+
+    assert forced.returncode == 0, forced.stderr
+    data = json.loads(forced.stdout)
+    assert data["status"] == "succeeded"
+    assert "override: --force" in read_receipt(ws, data["receipts"][0])
+    assert (repo / "polish.txt").read_text() == "polished\n"
+
+
+def test_a_detached_run_can_be_followed_and_cancelled_from_the_cli(
+    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+) -> None:
+    add_agent(ws, tmp_path, "longhaul", "echo underway > progress.txt\nsleep 120\n")
+
+    started = cli("run", "longhaul-task", "--repo", str(repo), "--force", "--detach", "--json")
+
+    assert started.returncode == 0, started.stderr
+    run_id = json.loads(started.stdout)["run"]
+    wait_until(lambda: (ws.worktrees_dir / run_id / "longhaul" / "progress.txt").exists())
+    status = json.loads(cli("status", "--json").stdout)
+    assert [r["id"] for r in status["runs"]] == [run_id]
+    cancelled = cli("runs", "cancel", run_id, "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout) == {"run": run_id, "status": "cancelled"}
+    assert tmux_sessions(tmux_socket) == []
+    assert git(repo, "show", f"agentos/{run_id}/longhaul:progress.txt") == "underway"
+
+
+def test_a_run_starts_the_workspace_guardian_when_none_is_running(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    from guardian import daemon
+
+    add_agent(ws, tmp_path, "watched", "echo ok > watched.txt\n")
+    ws.settings_file.write_text("run: {guardian: true}\nguardian: {interval: 0.2}\n")
+    ws = Workspace(ws.root)
+    assert daemon.status(ws)["running"] is False
+    try:
+        report = start_run(ws, "watched-task", repo, force=True)
+        assert report.status == "succeeded", report.message
+        assert daemon.status(ws)["running"] is True
+    finally:
+        daemon.stop(ws)
+    assert daemon.status(ws)["running"] is False
