@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from agentos import worktrees as wt
-from agentos.runs import ACTIVE, RunStore, pid_alive
+from agentos.errors import AgentOSError
+from agentos.runs import ACTIVE, RunRecord, RunStore, pid_alive
 from agentos.sessions import SESSION_PREFIX, Sessions
 from agentos.workspace import Workspace
+
+T = TypeVar("T")
+RECENT = 24 * 3600  # ended runs whose orchestrator may still be tearing down
 
 
 @dataclass
@@ -26,6 +33,7 @@ class GcReport:
     killed_sessions: list[str] = field(default_factory=list)
     removed_worktrees: list[str] = field(default_factory=list)
     saved_commits: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # leftovers gc could not clean
 
     def as_dict(self) -> dict[str, list[str]]:
         return {
@@ -33,6 +41,7 @@ class GcReport:
             "killed_sessions": self.killed_sessions,
             "removed_worktrees": self.removed_worktrees,
             "saved_commits": self.saved_commits,
+            "problems": self.problems,
         }
 
     @property
@@ -41,46 +50,22 @@ class GcReport:
 
 
 def collect_garbage(ws: Workspace) -> GcReport:
+    """Clean up after orchestrators that died. A step that fails is reported in
+    ``problems`` and the rest still runs, so one broken leftover never blocks a new run."""
     report = GcReport()
     store = RunStore(ws)
     try:
-        live_runs = set()
-        repos: set[str] = set()
-        for run in store.list(statuses=ACTIVE, limit=10_000):
-            if pid_alive(run.pid):
-                live_runs.add(run.id)
-                continue
-            sessions = Sessions(ws.root)
-            for agent in run.agents:
-                if agent.session and sessions.kill(agent.session):
-                    report.killed_sessions.append(agent.session)
-                if agent.worktree and Path(agent.worktree).exists():
-                    commit = wt.commit_all(
-                        Path(agent.worktree),
-                        f"agentos: {agent.agent} (run {run.id}), saved by gc after the "
-                        "orchestrator died\n",
-                        agent.agent,
-                    )
-                    if commit:
-                        report.saved_commits.append(f"{agent.branch}@{commit[:12]}")
-                    wt.remove_worktree(Path(run.repo), Path(agent.worktree))
-                    report.removed_worktrees.append(agent.worktree)
-                store.update_agent(run.id, agent.agent, status="aborted")
-            store.update(
-                run.id,
-                status="aborted",
-                ended_at=time.time(),
-                message="the orchestrator died; gc aborted the run "
-                "(agents' work kept on their branches)",
-            )
-            report.aborted_runs.append(run.id)
-            repos.add(run.repo)
-            _receipt(ws, run.id, report)
+        recent = time.time() - RECENT
+        runs = {r.id: r for r in store.list(statuses=ACTIVE, limit=10_000)}
+        runs.update({r.id: r for r in store.list(limit=200) if (r.ended_at or 0) > recent})
+        # A run is live while its orchestrator lives, whatever its status says: a cancelled
+        # run is still tearing down until its process ends.
+        live_runs = {run_id for run_id, r in runs.items() if pid_alive(r.pid)}
+        for run in runs.values():
+            if run.id not in live_runs and run.status in ACTIVE:
+                _abort(ws, store, run, report)
         _orphan_sessions(ws, live_runs, report)
         _orphan_worktrees(ws, live_runs, report)
-        for repo in repos:
-            if Path(repo).is_dir():
-                wt.prune(Path(repo))
         staging = ws.hub_dir / ".staging"
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -89,15 +74,71 @@ def collect_garbage(ws: Workspace) -> GcReport:
     return report
 
 
-def _receipt(ws: Workspace, run_id: str, report: GcReport) -> None:
+def _abort(ws: Workspace, store: RunStore, run: RunRecord, report: GcReport) -> None:
+    sessions = Sessions(ws.root)
+    saved: list[str] = []
+    for agent in run.agents:
+        if agent.session and sessions.kill(agent.session):
+            report.killed_sessions.append(agent.session)
+        if agent.worktree and Path(agent.worktree).exists():
+            message = (
+                f"agentos: {agent.agent} (run {run.id}), saved by gc after the orchestrator died\n"
+            )
+            commit = _save_and_remove(Path(agent.worktree), message, agent.agent, report)
+            if commit:
+                saved.append(f"{agent.branch}@{commit[:12]}")
+        store.update_agent(run.id, agent.agent, status="aborted")
+    if Path(run.repo).is_dir():
+        _tolerant(report, "prune worktrees", wt.prune, Path(run.repo))
+    store.update(
+        run.id,
+        status="aborted",
+        ended_at=time.time(),
+        message="the orchestrator died; gc aborted the run (agents' work kept on their branches)",
+    )
+    report.aborted_runs.append(run.id)
+    report.saved_commits.extend(saved)
     from agentos.receipts import write_receipt
 
     write_receipt(
-        ws,
-        "run",
-        {"status": "aborted", "by": "gc", "saved_commits": report.saved_commits},
-        run_id=run_id,
+        ws, "run", {"status": "aborted", "by": "gc", "saved_commits": saved}, run_id=run.id
     )
+
+
+def _save_and_remove(worktree: Path, message: str, author: str, report: GcReport) -> str | None:
+    """Commit what is in a worktree to its branch, then remove it; a worktree whose work
+    cannot be committed is kept (and reported), never deleted."""
+    repo = wt.common_repo(worktree)
+    commit: str | None = None
+    if repo is None:
+        report.problems.append(
+            f"kept {worktree}: it is no longer a worktree of a repository (was the repository "
+            "deleted?); look at it and delete it yourself"
+        )
+        return None
+    if worktree.name == wt.MERGE_DIR:  # a merge cut short: nothing of an agent's to keep
+        branch = _tolerant(report, "read the merge branch", wt.head, worktree)
+        _tolerant(report, "remove the merge worktree", wt.remove_worktree, repo, worktree)
+        if branch and branch[0]:
+            wt.delete_branch(repo, branch[0])
+    else:
+        try:
+            commit = wt.commit_all(worktree, message, author)
+        except AgentOSError as exc:
+            report.problems.append(f"kept {worktree}: its work could not be committed ({exc})")
+            return None
+        _tolerant(report, "remove a worktree", wt.remove_worktree, repo, worktree)
+    shutil.rmtree(worktree, ignore_errors=True)
+    report.removed_worktrees.append(str(worktree))
+    return commit
+
+
+def _tolerant(report: GcReport, what: str, func: Callable[..., T], *args: Any) -> T | None:
+    try:
+        return func(*args)
+    except AgentOSError as exc:
+        report.problems.append(f"could not {what}: {exc}")
+        return None
 
 
 def _orphan_sessions(ws: Workspace, live_runs: set[str], report: GcReport) -> None:
@@ -107,23 +148,17 @@ def _orphan_sessions(ws: Workspace, live_runs: set[str], report: GcReport) -> No
         orphan = not any(run_part.startswith(run_id + "-") for run_id in live_runs)
         if orphan and sessions.kill(name):
             report.killed_sessions.append(name)
-    sessions.kill_server_if_idle()
 
 
 def _orphan_worktrees(ws: Workspace, live_runs: set[str], report: GcReport) -> None:
-    if not ws.worktrees_dir.is_dir():
-        return
-    for run_dir in ws.worktrees_dir.iterdir():
-        if run_dir.name in live_runs:
-            continue
-        for worktree in run_dir.iterdir() if run_dir.is_dir() else []:
-            common = wt.common_repo(worktree)
-            if common is not None:
-                wt.commit_all(worktree, "agentos: work saved by gc\n", worktree.name)
-                wt.remove_worktree(common, worktree)
-            shutil.rmtree(worktree, ignore_errors=True)
-            report.removed_worktrees.append(str(worktree))
-        shutil.rmtree(run_dir, ignore_errors=True)
+    if ws.worktrees_dir.is_dir():
+        for run_dir in ws.worktrees_dir.iterdir():
+            if run_dir.name in live_runs or not run_dir.is_dir():
+                continue
+            for worktree in run_dir.iterdir():
+                _save_and_remove(worktree, "agentos: work saved by gc\n", worktree.name, report)
+            with suppress(OSError):
+                run_dir.rmdir()
     runs_dir = ws.state_dir / "runs"
     for run_dir in runs_dir.iterdir() if runs_dir.is_dir() else []:
         if run_dir.name not in live_runs:

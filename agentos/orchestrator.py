@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -62,6 +62,7 @@ class AgentState:
     commits: list[str] = field(default_factory=list)
     started_at: float | None = None
     ended_at: float | None = None
+    pane_pid: int | None = None
 
     @property
     def name(self) -> str:
@@ -136,8 +137,7 @@ def start_detached(
     if not request.strip():
         raise BadInput("the request is empty", field="REQUEST")
     repo = repo.expanduser().resolve()
-    if not repo.is_dir():
-        raise BadInput("repository not found", file=repo, field="repo")
+    check_repo(repo)  # what would stop the run stops it here, where the caller sees it
     run_id = new_run_id()
     log = ws.logs_dir / run_id / "orchestrator.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -162,6 +162,37 @@ def start_detached(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
         )
     return run_id, log
+
+
+def check_repo(repo_dir: Path) -> tuple[str, str]:
+    """Check that a run can work on ``repo_dir``; return (target branch, base commit).
+
+    Agents branch from HEAD and their work is merged into the checked-out branch, so the
+    repository needs a commit, a checked-out branch and no uncommitted changes to tracked
+    files (which a merge could otherwise overwrite).
+    """
+    if not repo_dir.is_dir():
+        raise BadInput("repository not found", file=repo_dir, field="--repo")
+    repo = wt.open_repo(repo_dir)
+    if Path(repo.working_tree_dir or "").resolve() != repo_dir:
+        raise BadInput("give the repository's top-level directory", file=repo_dir, field="--repo")
+    branch, base = wt.head(repo_dir)
+    if branch is None:
+        raise BadInput(
+            "HEAD is detached: check out the branch to merge into",
+            file=repo_dir,
+            field="--repo",
+        )
+    dirty = wt.tracked_changes(repo_dir)
+    if dirty:
+        raise BadInput(
+            f"uncommitted changes ({', '.join(dirty[:5])}): commit or stash "
+            "them first, so that merging the agents' work cannot lose yours",
+            file=repo_dir,
+            field="--repo",
+        )
+    wt.ensure_agent_files_excluded(repo)
+    return branch, base
 
 
 class Orchestrator:
@@ -199,14 +230,14 @@ class Orchestrator:
         from agentos.gc import collect_garbage
 
         collect_garbage(self.ws)
-        self._preflight_repo()
+        self.target, self.base = check_repo(self.repo)
         self.store = RunStore(self.ws)
         self.store.create(self.run_id, self.request, self.repo)
         self.store.update(
             self.run_id, target_branch=self.target, base_commit=self.base, started_at=time.time()
         )
         try:
-            with _signals_cancel():
+            with _signals_cancel(defer=lambda: self.report.status == "merging"):
                 self._run()
         except (Cancelled, KeyboardInterrupt):
             self._finish(
@@ -277,32 +308,6 @@ class Orchestrator:
             self._finish("failed", f"not done: {failed}; nothing was merged")
 
     # -- steps -----------------------------------------------------------------------------
-
-    def _preflight_repo(self) -> None:
-        if not self.repo.is_dir():
-            raise BadInput("repository not found", file=self.repo, field="--repo")
-        repo = wt.open_repo(self.repo)
-        if Path(repo.working_tree_dir or "").resolve() != self.repo:
-            raise BadInput(
-                "give the repository's top-level directory", file=self.repo, field="--repo"
-            )
-        branch, self.base = wt.head(self.repo)
-        if branch is None:
-            raise BadInput(
-                "HEAD is detached: check out the branch to merge into",
-                file=self.repo,
-                field="--repo",
-            )
-        self.target = branch
-        dirty = wt.tracked_changes(self.repo)
-        if dirty:
-            raise BadInput(
-                f"uncommitted changes ({', '.join(dirty[:5])}): commit or stash "
-                "them first, so that merging the agents' work cannot lose yours",
-                file=self.repo,
-                field="--repo",
-            )
-        wt.ensure_agent_files_excluded(repo)
 
     def _interview(self) -> bool:
         """Score the request; a blocked one stops the run unless forced. The success
@@ -429,7 +434,7 @@ class Orchestrator:
             self.emit(
                 f"{agent.name}: attempt {agent.attempts} started in tmux session {agent.session}"
             )
-            self.sessions.start(agent.session, pane, agent.worktree)
+            agent.pane_pid = self.sessions.start(agent.session, pane, agent.worktree)
             agent.exit_code = self._wait_for_exit(agent)
             commit = wt.commit_all(agent.worktree, self._commit_message(agent), agent.name)
             if commit:
@@ -447,6 +452,7 @@ class Orchestrator:
                 self.run_id, agent.name, status="gating", exit_code=agent.exit_code
             )
             agent.gate = run_gate(checks, agent.worktree, base=self.base, env=env)
+            wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
             passed = agent.exit_code == 0 and agent.gate.passed
             fields = {
                 "agent": f"{agent.name}@{agent.manifest.version}",
@@ -489,7 +495,7 @@ class Orchestrator:
                 raise Cancelled()
             now = time.monotonic()
             if now > deadline:
-                self.sessions.kill(agent.session)
+                self.sessions.kill(agent.session, agent.pane_pid)
                 self.emit(f"{agent.name}: timed out after {agent.manifest.timeout}s; killed")
                 return 124
             if now >= next_session_check:
@@ -523,7 +529,7 @@ class Orchestrator:
             self.target,
             [a.branch for a in self.agents],
             self.run_id,
-            self.ws.worktrees_dir / self.run_id / "_merge",
+            self.ws.worktrees_dir / self.run_id / wt.MERGE_DIR,
         )
         self.report.merge = {
             "merged": result.merged,
@@ -555,14 +561,17 @@ class Orchestrator:
             self.store.update(self.run_id, status=status, message=message, ended_at=time.time())
 
     def _teardown(self) -> None:
-        """End sessions, keep the work on branches, remove worktrees; always."""
+        """End sessions, keep the work on branches, remove worktrees; always. A step that
+        fails is reported and the others still run."""
         self.cancel.set()
         if self.agents:
             with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
                 list(pool.map(self._teardown_agent, self.agents))
-            wt.prune(self.repo)
+            self._tolerant("prune worktrees", wt.prune, self.repo)
             merged = self.report.status == "succeeded"
-            wt.delete_branch(
+            self._tolerant(
+                "delete merged or empty branches",
+                wt.delete_branch,
                 self.repo,
                 *(
                     a.branch
@@ -571,23 +580,47 @@ class Orchestrator:
                 ),
             )
         self.report.agents = [agent.as_dict() for agent in self.agents]
-        _remove_tree(self.ws.worktrees_dir / self.run_id)
-        _remove_tree(self.ws.state_dir / "runs" / self.run_id)
-        self.sessions.kill_server_if_idle()
+        with suppress(OSError):  # gone unless a worktree had to be kept
+            (self.ws.worktrees_dir / self.run_id).rmdir()
+        _remove_tree(self.ws.state_dir / "runs" / self.run_id)  # env files hold secrets
 
     def _teardown_agent(self, agent: AgentState) -> None:
         """End the session, commit what is left, delete the worktree's files (the caller
         prunes the registrations once, then deletes branches)."""
-        self.sessions.kill(agent.session)
+        running = agent.files.exit_code() is None
+        self.sessions.kill(agent.session, agent.pane_pid if running else None)
+        if agent.status in ("pending", "running", "gating"):
+            agent.status = "cancelled" if self.report.status == "cancelled" else "failed"
         if agent.worktree.exists():
-            commit = wt.commit_all(
-                agent.worktree, self._commit_message(agent) + "(saved at teardown)\n", agent.name
-            )
-            if commit:
-                agent.commits.append(commit)
-            _remove_tree(agent.worktree)
+            try:
+                commit = wt.commit_all(
+                    agent.worktree,
+                    self._commit_message(agent) + "(saved at teardown)\n",
+                    agent.name,
+                )
+            except AgentOSError as exc:  # never delete work that is not on its branch
+                self._note(
+                    f"could not commit {agent.name}'s work ({exc}); "
+                    f"its worktree is kept at {agent.worktree}"
+                )
+            else:
+                if commit:
+                    agent.commits.append(commit)
+                _remove_tree(agent.worktree)
         if self.store is not None:
             self.store.update_agent(self.run_id, agent.name, status=agent.status)
+
+    def _tolerant(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
+        """Run one teardown step; a failure is noted in the run's message, not raised."""
+        try:
+            return func(*args)
+        except AgentOSError as exc:
+            self._note(f"teardown could not {what}: {exc}")
+            return None
+
+    def _note(self, note: str) -> None:
+        self.emit(note)
+        self.report.message = f"{self.report.message}; {note}".lstrip("; ")
 
     def _final_receipt(self) -> None:
         fields = {
@@ -638,14 +671,16 @@ def _remove_tree(path: Path) -> None:
 
 
 @contextmanager
-def _signals_cancel() -> Iterator[None]:
-    """Turn SIGTERM (and SIGHUP) into :class:`Cancelled` while a run is in progress."""
+def _signals_cancel(defer: Callable[[], bool]) -> Iterator[None]:
+    """Turn SIGTERM (and SIGHUP) into :class:`Cancelled` while a run is in progress, except
+    while ``defer()`` holds (a merge in progress finishes rather than being cut short)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise Cancelled()
+        if not defer():
+            raise Cancelled()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:

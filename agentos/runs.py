@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -84,15 +87,25 @@ _AGENT_COLS = (
 
 
 class RunStore:
+    """state.db's runs for one process; safe to share between threads (an apsw connection
+    refuses a second thread while a call is in progress, so every use takes a lock)."""
+
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self.con: apsw.Connection = state.connect(ws.state_db)
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        with self._lock, state.transaction(self.con):
+            yield
 
     def close(self) -> None:
-        self.con.close()
+        with self._lock:
+            self.con.close()
 
     def create(self, run_id: str, request: str, repo: Path, *, status: str = "pending") -> None:
-        with state.transaction(self.con):
+        with self._write():
             self.con.execute(
                 "INSERT INTO runs (id, request, repo, status, pid, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -103,27 +116,31 @@ class RunStore:
         if not fields:
             return
         cols = ", ".join(f"{k} = ?" for k in fields)
-        with state.transaction(self.con):
+        with self._write():
             self.con.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
 
     def add_agent(self, run_id: str, agent: str, version: str, **fields: Any) -> None:
         data = {"run_id": run_id, "agent": agent, "version": version, "status": "pending", **fields}
         cols = ", ".join(data)
         marks = ", ".join("?" for _ in data)
-        with state.transaction(self.con):
+        with self._write():
             self.con.execute(
                 f"INSERT OR REPLACE INTO run_agents ({cols}) VALUES ({marks})", tuple(data.values())
             )
 
     def update_agent(self, run_id: str, agent: str, **fields: Any) -> None:
         cols = ", ".join(f"{k} = ?" for k in fields)
-        with state.transaction(self.con):
+        with self._write():
             self.con.execute(
                 f"UPDATE run_agents SET {cols} WHERE run_id = ? AND agent = ?",
                 (*fields.values(), run_id, agent),
             )
 
     def get(self, run_id: str) -> RunRecord:
+        with self._lock:
+            return self._get(run_id)
+
+    def _get(self, run_id: str) -> RunRecord:
         row = self.con.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             matches = [
@@ -134,7 +151,7 @@ class RunStore:
             ]
             if len(matches) != 1:
                 raise NotFound(f"no run {run_id!r}", field="run")
-            return self.get(matches[0])
+            return self._get(matches[0])
         return self._record(row)
 
     def list(self, *, statuses: tuple[str, ...] | None = None, limit: int = 50) -> list[RunRecord]:
@@ -144,7 +161,8 @@ class RunStore:
             sql += f" WHERE status IN ({', '.join('?' for _ in statuses)})"
             args = statuses
         sql += " ORDER BY created_at DESC LIMIT ?"
-        return [self._record(row) for row in self.con.execute(sql, (*args, limit))]
+        with self._lock:
+            return [self._record(row) for row in self.con.execute(sql, (*args, limit)).fetchall()]
 
     def _record(self, row: tuple[Any, ...]) -> RunRecord:
         agents = tuple(

@@ -11,6 +11,8 @@ import hashlib
 import os
 import shlex
 import shutil
+import signal
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -124,7 +126,12 @@ class Sessions:
             out.append(PaneInfo(parts[0], pid, parts[2] == "1", parts[3]))
         return out
 
-    def kill(self, name: str) -> bool:
+    def kill(self, name: str, pane_pid: int | None = None) -> bool:
+        """End a session. With ``pane_pid``, its whole process group is killed first, so
+        that what the agent started (and what ignores SIGHUP) does not outlive it."""
+        if pane_pid:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(pane_pid, signal.SIGKILL)
         if shutil.which("tmux") is None:
             return False
         result = self.server.cmd("kill-session", "-t", f"={name}")
@@ -140,10 +147,6 @@ class Sessions:
         literal = self.server.cmd("send-keys", "-t", target, "-l", text)
         enter = self.server.cmd("send-keys", "-t", target, "Enter")
         return literal.returncode == 0 and enter.returncode == 0
-
-    def kill_server_if_idle(self) -> None:
-        if shutil.which("tmux") is not None and not self.names():
-            self.server.cmd("kill-server")
 
     def attach_argv(self, name: str) -> list[str]:
         return [require_tmux(), "-L", self.socket, "attach-session", "-t", f"={name}"]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 # Files AgentOS writes into a worktree for the agent; never committed, never merged.
 AGENT_FILES_GLOB = "/AGENTOS_*.md"
 SPARSE_MIN_FILES = 2000
+MERGE_DIR = "_merge"  # a run's scratch worktree for merging its agents' branches together
 
 
 def branch_name(run_id: str, agent: str) -> str:
@@ -115,7 +116,9 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
     """Commit everything the agent changed; returns the commit, or None when nothing changed."""
     if not worktree.is_dir():
         return None
-    _git(worktree, "add", "-A")
+    sparse = _git(worktree, "sparse-checkout", "list", check=False).returncode == 0
+    # In a sparse worktree, new files outside the sparse paths are the agent's work too.
+    _git(worktree, "add", "-A", *(["--sparse"] if sparse else []))
     if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return None
     _git(
@@ -133,6 +136,12 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
     return _git(worktree, "rev-parse", "HEAD").stdout.strip()
 
 
+def reset_to_head(worktree: Path) -> None:
+    """Drop what is not committed (not ignored files): what a gate's checks left behind."""
+    _git(worktree, "reset", "-q", "--hard", check=False)
+    _git(worktree, "clean", "-fdq", check=False)
+
+
 def remove_worktree(repo_dir: Path, path: Path) -> None:
     """Remove a worktree and its registration (its work must be committed first)."""
     if path.exists():
@@ -141,8 +150,12 @@ def remove_worktree(repo_dir: Path, path: Path) -> None:
 
 
 def commits_ahead(repo_dir: Path, branch: str, base: str) -> int:
+    """Commits on ``branch`` since ``base``: 0 when the branch does not exist; -1 when git
+    cannot tell (callers must then treat the branch as holding work)."""
+    if not branch_exists(repo_dir, branch):
+        return 0
     result = _git(repo_dir, "rev-list", "--count", f"{base}..{branch}", check=False)
-    return int(result.stdout.strip()) if result.returncode == 0 else 0
+    return int(result.stdout.strip()) if result.returncode == 0 else -1
 
 
 def branch_exists(repo_dir: Path, branch: str) -> bool:
@@ -184,7 +197,7 @@ def merge_branches(
     when every merge is clean (fast-forward when it can, else a merge commit). On a
     conflict nothing moves, the conflicting files are listed and every branch is kept.
     """
-    with_work = [b for b in branches if commits_ahead(repo_dir, b, target) > 0]
+    with_work = [b for b in branches if commits_ahead(repo_dir, b, target) != 0]
     if not with_work:
         return MergeResult(True, None, message="no agent changed anything; nothing to merge")
     integration = f"agentos/{run_id}/merge"

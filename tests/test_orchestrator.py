@@ -422,7 +422,8 @@ def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names
         tmp_path,
         "narrow",
         "find . -path ./.git -prune -o -type f -print | sort > seen.txt\n"
-        "mkdir -p src && cp seen.txt src/seen.txt && rm seen.txt\n",
+        "mkdir -p src && cp seen.txt src/seen.txt && rm seen.txt\n"
+        "mkdir -p docs && echo outside > docs/notes.md\n",
         paths=["src/"],
     )
 
@@ -435,6 +436,7 @@ def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names
     assert sorted(p.name for p in (repo / "vendor").iterdir()) == sorted(
         Path(f).name for f in files
     )  # the merge kept what the agent never saw
+    assert (repo / "docs" / "notes.md").read_text() == "outside\n"  # new files outside count
 
 
 def test_a_vague_request_is_refused_unless_forced_and_the_receipt_says_so(
@@ -496,3 +498,45 @@ def test_a_run_starts_the_workspace_guardian_when_none_is_running(
     finally:
         daemon.stop(ws)
     assert daemon.status(ws)["running"] is False
+
+
+def test_what_the_checks_write_is_not_merged_as_the_agents_work(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(
+        ws,
+        tmp_path,
+        "builder",
+        "echo built > output.txt\n",
+        checks=[{"name": "leaves a cache", "run": "mkdir -p .check-cache && touch .check-cache/x"}],
+    )
+
+    report = start_run(ws, "builder-task", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    assert (repo / "output.txt").exists()
+    assert not (repo / ".check-cache").exists()
+    assert ".check-cache/x" not in git(repo, "ls-files")
+
+
+def test_gc_survives_a_leftover_worktree_whose_repository_is_gone(
+    cli, ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    doomed = make_repo(tmp_path / "doomed")
+    leftover = ws.worktrees_dir / "20260101-000000-dead00" / "ghost"
+    git(doomed, "worktree", "add", "-q", "-b", "agentos/x/ghost", str(leftover))
+    (leftover / "work.txt").write_text("half done\n")
+    import shutil
+
+    shutil.rmtree(doomed)  # the user deleted the repository the crashed run worked on
+
+    result = cli("gc", "--json")
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["problems"] == [
+        f"kept {leftover}: it is no longer a worktree of a repository (was the repository "
+        "deleted?); look at it and delete it yourself"
+    ]
+    assert (leftover / "work.txt").read_text() == "half done\n"  # never deleted silently
+    add_agent(ws, tmp_path, "after", "echo fine > after.txt\n")
+    assert start_run(ws, "after-task", repo, force=True).status == "succeeded"

@@ -128,3 +128,33 @@ def test_a_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "b" not in tables and "a" in tables
     assert [r[0] for r in con.execute("SELECT name FROM migrations")] == ["001_ok"]
+
+
+def test_a_run_store_shared_by_threads_waits_out_another_writer(ws) -> None:
+    import threading
+
+    from agentos.runs import RunStore
+
+    store = RunStore(ws)
+    store.create("r1", "request", ws.root)
+    for i in range(4):
+        store.add_agent("r1", f"agent-{i}", "1.0.0")
+    other = apsw.Connection(str(ws.state_db))
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock for a while
+    errors: list[BaseException] = []
+
+    def update(i: int) -> None:
+        try:
+            store.update_agent("r1", f"agent-{i}", status="running")
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=update, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    threading.Event().wait(0.3)
+    other.execute("COMMIT")
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    assert {a.status for a in store.get("r1").agents} == {"running"}
