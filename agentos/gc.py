@@ -60,7 +60,7 @@ def collect_garbage(ws: Workspace) -> GcReport:
         runs.update({r.id: r for r in store.list(limit=200) if (r.ended_at or 0) > recent})
         # A run is live while its orchestrator lives, whatever its status says: a cancelled
         # run is still tearing down until its process ends.
-        live_runs = {run_id for run_id, r in runs.items() if pid_alive(r.pid)}
+        live_runs = {run_id for run_id, r in runs.items() if pid_alive(r.pid, r.pid_start)}
         for run in runs.values():
             if run.id not in live_runs and run.status in ACTIVE:
                 _abort(ws, store, run, report)

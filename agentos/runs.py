@@ -68,6 +68,7 @@ class RunRecord:
     started_at: float | None
     ended_at: float | None
     message: str | None
+    pid_start: str | None = None
     agents: tuple[AgentRecord, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
@@ -78,7 +79,7 @@ class RunRecord:
 
 _RUN_COLS = (
     "id, request, repo, target_branch, base_commit, status, decision, receipt, pid, "
-    "created_at, started_at, ended_at, message"
+    "created_at, started_at, ended_at, message, pid_start"
 )
 _AGENT_COLS = (
     "run_id, agent, version, card, branch, worktree, session, status, attempts, "
@@ -107,9 +108,17 @@ class RunStore:
     def create(self, run_id: str, request: str, repo: Path, *, status: str = "pending") -> None:
         with self._write():
             self.con.execute(
-                "INSERT INTO runs (id, request, repo, status, pid, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, request, str(repo), status, os.getpid(), time.time()),
+                "INSERT INTO runs (id, request, repo, status, pid, pid_start, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    request,
+                    str(repo),
+                    status,
+                    os.getpid(),
+                    process_start(os.getpid()),
+                    time.time(),
+                ),
             )
 
     def update(self, run_id: str, **fields: Any) -> None:
@@ -193,12 +202,21 @@ def pid_running(pid: int | None) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether ``pid`` is a running AgentOS process (not a zombie, not a reused pid)."""
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def pid_alive(pid: int | None, started: str | None = None) -> bool:
+    """Whether ``pid`` is still the process that recorded it: running, and (where /proc
+    tells) started at ``started``, so that a reused pid does not count."""
     if not pid_running(pid):
         return False
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True  # no /proc (macOS): trust kill(0)
-    return b"agentos" in cmdline
+    if started is None or pid is None:
+        return True
+    now = process_start(pid)
+    return now is None or now == started

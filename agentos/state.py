@@ -77,6 +77,12 @@ STATE_MIGRATIONS: list[Migration] = [
         CREATE INDEX interventions_run ON interventions(run_id, agent);
         """,
     ),
+    Migration(
+        "003_runs_pid_start",
+        # When the orchestrator's process started: with the pid, it tells a live
+        # orchestrator from an unrelated process that reused its pid.
+        "ALTER TABLE runs ADD COLUMN pid_start TEXT",
+    ),
 ]
 
 

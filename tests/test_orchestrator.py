@@ -540,3 +540,22 @@ def test_gc_survives_a_leftover_worktree_whose_repository_is_gone(
     assert (leftover / "work.txt").read_text() == "half done\n"  # never deleted silently
     add_agent(ws, tmp_path, "after", "echo fine > after.txt\n")
     assert start_run(ws, "after-task", repo, force=True).status == "succeeded"
+
+
+def test_gc_tells_a_live_orchestrator_from_a_process_that_reused_its_pid(
+    cli, ws: Workspace
+) -> None:
+    store = RunStore(ws)
+    store.create("20260101-000000-aaaaaa", "in-process run", ws.root, status="running")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        store.create("20260101-000000-bbbbbb", "pid reused", ws.root, status="running")
+        store.update("20260101-000000-bbbbbb", pid=sleeper.pid)  # alive, but started later
+
+        report = json.loads(cli("gc", "--json").stdout)
+
+        assert report["aborted_runs"] == ["20260101-000000-bbbbbb"]
+        assert store.get("20260101-000000-aaaaaa").status == "running"  # this process lives
+    finally:
+        sleeper.kill()
+        sleeper.wait()

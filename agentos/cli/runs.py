@@ -176,7 +176,7 @@ def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
     record = store.get(run_id)
     if record.status not in ACTIVE:
         raise BadInput(f"run {record.id} is already {record.status}", field="ID")
-    if pid_alive(record.pid):
+    if pid_alive(record.pid, record.pid_start):
         os.kill(record.pid or 0, signal.SIGTERM)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and store.get(record.id).status in ACTIVE:
