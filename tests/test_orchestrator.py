@@ -559,3 +559,31 @@ def test_gc_tells_a_live_orchestrator_from_a_process_that_reused_its_pid(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_what_an_agent_started_does_not_outlive_it(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(
+        ws,
+        tmp_path,
+        "spawner",
+        "(trap '' HUP; exec sleep 300) &\necho $! > bg.pid\nsleep 300\n",
+        timeout=2,
+    )
+    ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
+
+    report = start_run(ws, "spawner-task", repo, force=True)
+
+    assert report.status == "failed" and report.agents[0]["exit_code"] == 124
+    pid = int(git(repo, "show", f"agentos/{report.run_id}/spawner:bg.pid"))
+    wait_until(lambda: not _running(pid), timeout=10)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
