@@ -13,9 +13,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -23,6 +23,7 @@ from typing import Any
 
 from agentos import worktrees as wt
 from agentos._launch import AgentFiles, prepare
+from agentos._signals import handling
 from agentos.errors import AgentOSError, BadInput
 from agentos.hub import Hub
 from agentos.manifest import Manifest
@@ -237,7 +238,7 @@ class Orchestrator:
             self.run_id, target_branch=self.target, base_commit=self.base, started_at=time.time()
         )
         try:
-            with _signals_cancel(defer=lambda: self.report.status == "merging"):
+            with _cancel_on_signal(defer=lambda: self.report.status == "merging"):
                 self._run()
         except (Cancelled, KeyboardInterrupt):
             self._finish(
@@ -670,21 +671,12 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@contextmanager
-def _signals_cancel(defer: Callable[[], bool]) -> Iterator[None]:
+def _cancel_on_signal(defer: Callable[[], bool]) -> AbstractContextManager[None]:
     """Turn SIGTERM (and SIGHUP) into :class:`Cancelled` while a run is in progress, except
     while ``defer()`` holds (a merge in progress finishes rather than being cut short)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if not defer():
             raise Cancelled()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    return handling(handler, signal.SIGTERM, signal.SIGHUP)

@@ -23,14 +23,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from agentos._fs import atomic_write
+from agentos._signals import handling
 from agentos.errors import Conflict, OperationFailed
 from agentos.runs import pid_running
 from agentos.workspace import Workspace
@@ -154,7 +155,7 @@ def run(
         guardian = Guardian(ws, interval=interval)
         log.info("guardian %s watching %s every %ss", os.getpid(), ws.root, guardian.interval)
         busy_at = time.monotonic()
-        with _signals_stop(stop):
+        with _stop_on_signal(stop):
             while True:
                 if once:
                     report = guardian.cycle()
@@ -353,19 +354,10 @@ def _read_pid(ws: Workspace) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-@contextmanager
-def _signals_stop(stop: threading.Event) -> Iterator[None]:
+def _stop_on_signal(stop: threading.Event) -> AbstractContextManager[None]:
     """SIGTERM and SIGINT end the loop after the current cycle."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+    return handling(handler, signal.SIGTERM, signal.SIGINT)
