@@ -4,18 +4,37 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from agentos.workspace import Workspace, find_workspace
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class _LazyConsole:
+    """A rich Console made on first use, so that commands printing JSON never import rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+console: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
+err_console: Console = _LazyConsole(  # type: ignore[assignment]
+    stderr=True, highlight=False, soft_wrap=True
+)
 
 
 def workspace(ctx: click.Context | None = None) -> Workspace:
@@ -43,6 +62,8 @@ def print_json(data: Any) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich.table import Table
+
     t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
     for col in columns:
         t.add_column(col, overflow="fold")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from rich.markup import escape
 
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
 from agentos.errors import BadInput
@@ -33,6 +32,8 @@ def route(ctx: click.Context, request: str, run_id: str | None, as_json: bool) -
 
 
 def _show(decision: Decision, receipt: str) -> None:
+    from rich.markup import escape
+
     console.print(f"decision: [bold]{decision.decision}[/]")
     if decision.tied:
         console.print(
