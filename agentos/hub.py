@@ -12,11 +12,12 @@ directory inside the hub, validate it, then move it into place with one rename.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentos import _archive
 from agentos._fs import atomic_write, sha256_bytes, sha256_file
 from agentos._models import read_yaml, validate, version_key
-from agentos.errors import BadInput, Conflict, NotFound, ValidationFailed
+from agentos.errors import BadInput, Conflict, HostileArchive, NotFound, ValidationFailed
 from agentos.manifest import MANIFEST, Manifest, load_manifest
 
 LOCK_FILE = "hub.lock"
@@ -282,13 +283,14 @@ class Hub:
                 lambda stage: _copy_package(checkout, stage), f"git+{url}@{commit}"
             )
 
-    def _install_staged(self, fill: object, source: str) -> InstallResult:
+    def _install_staged(self, fill: Callable[[Path], None], source: str) -> InstallResult:
         staging_root = self.root / _STAGING
         staging_root.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=staging_root))
         try:
-            fill(stage)  # type: ignore[operator]
+            fill(stage)
             pkg_dir = _package_root(stage, Path(source))
+            _refuse_links_out(pkg_dir, source)
             manifest = load_manifest(pkg_dir)
             digest, files = content_digest(pkg_dir)
             with self._locked() as lock:
@@ -423,6 +425,18 @@ def _package_root(extracted: Path, source: Path) -> Path:
     if len(entries) == 1 and entries[0].is_dir() and (entries[0] / MANIFEST).is_file():
         return entries[0]
     raise ValidationFailed(f"no {MANIFEST} at the package root", file=source, field=MANIFEST)
+
+
+def _refuse_links_out(pkg_dir: Path, source: str) -> None:
+    """A package from a directory or a git repository may not link outside itself either."""
+    root = pkg_dir.resolve()
+    for path in pkg_dir.rglob("*"):
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            rel = path.relative_to(pkg_dir)
+            raise HostileArchive(
+                f"symlink {rel} -> {os.readlink(path)} points outside the package",
+                file=source.removeprefix("dir:"),
+            )
 
 
 def _make_read_only(root: Path) -> None:

@@ -354,3 +354,19 @@ def test_the_bundled_hub_matches_its_lock() -> None:
     from conftest import REPO_ROOT
 
     assert Hub(REPO_ROOT / "hub").verify() == []
+
+
+def test_a_package_directory_with_a_symlink_leaving_it_is_refused(
+    cli, ws: Workspace, tmp_path: Path
+) -> None:
+    src = write_package(tmp_path / "pkg")
+    (src / "secrets").symlink_to("/etc/passwd")
+    hub_before = tree_listing(ws.hub_dir)
+
+    result = cli("hub", "install", str(src))
+
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: {src}: symlink secrets -> /etc/passwd points outside the package"
+    )
+    assert tree_listing(ws.hub_dir) == hub_before
