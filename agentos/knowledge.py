@@ -403,8 +403,8 @@ class KnowledgeStore:
         rows: list[tuple[Any, ...]]
         if bounds is None:
             rows = self.con.execute(
-                "SELECT m.id, m.score, c.start_line, c.end_line, c.language, f.path, f.label"
-                " FROM (SELECT rowid AS id, rank AS score"
+                "SELECT m.id, m.score, c.start_line, c.end_line, c.language, f.path, f.label,"
+                " m.body FROM (SELECT rowid AS id, rank AS score, body"
                 "       FROM kb WHERE kb MATCH ? ORDER BY rank LIMIT ?) AS m"
                 " JOIN chunks c ON c.id = m.id JOIN files f ON f.id = c.file_id",
                 (expr, pool),
@@ -412,7 +412,7 @@ class KnowledgeStore:
         else:
             rows = self.con.execute(
                 "SELECT kb.rowid, kb.rank, c.start_line, c.end_line, c.language, f.path,"
-                " f.label FROM kb JOIN chunks c ON c.id = kb.rowid"
+                " f.label, kb.body FROM kb JOIN chunks c ON c.id = kb.rowid"
                 " JOIN files f ON f.id = c.file_id"
                 " WHERE kb MATCH ? AND f.path >= ? AND f.path < ? ORDER BY kb.rank LIMIT ?",
                 (expr, *bounds, pool),
@@ -420,12 +420,12 @@ class KnowledgeStore:
         scored = sorted(
             (
                 (-rank * _kb_query.prior(label), cid, start, end, lang, path)
-                for cid, rank, start, end, lang, path, label in rows
+                for cid, rank, start, end, lang, path, label, _ in rows
             ),
             key=lambda r: (-r[0], r[1]),
         )[:k]
         snippet = _kb_query.Snippets(query_terms, self._spans, SNIPPET_MARKS)
-        bodies = self._bodies([cid for _, cid, *_ in scored])
+        bodies = {row[0]: row[7] for row in rows}
         return [
             (
                 cid,
