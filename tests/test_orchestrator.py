@@ -388,6 +388,11 @@ def test_runs_list_show_and_logs_report_a_finished_run(
     logs = cli("runs", "logs", report.run_id, "talker")
     assert "hello from the pane" in logs.stdout
     assert cli("runs", "cancel", report.run_id).returncode == 2
+    attach = cli("attach", report.run_id, "talker")
+    assert attach.returncode == 1
+    assert attach.stderr.strip() == (
+        f"error: the session of talker is not running (run {report.run_id} is succeeded)"
+    )
     assert os.environ.get("PARENT_SECRET") is None
 
 
