@@ -9,6 +9,7 @@ files over ``MAX_FILE_BYTES``. Only ``stat`` is called here: no file content is 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +63,36 @@ def wanted_name(name: str) -> bool:
     return os.path.splitext(name)[1].lower() not in BINARY_SUFFIXES
 
 
+def git_ignored(root: Path) -> frozenset[str]:
+    """What git ignores below ``root`` when it lies in a repository: paths relative to it,
+    directories ending in '/'. Empty outside a repository, or when git is not there."""
+    try:
+        out = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(root),
+                "ls-files",
+                "--others",
+                "--ignored",
+                "--exclude-standard",
+                "--directory",
+                "-z",
+            ],
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    if out.returncode != 0:
+        return frozenset()
+    return frozenset(p for p in os.fsdecode(out.stdout).split("\0") if p)
+
+
 def walk(root: Path) -> Iterator[FileEntry]:
-    """Every file under ``root`` worth reading, in a stable order; ``root`` is resolved."""
+    """Every file under ``root`` worth reading, in a stable order; ``root`` is resolved.
+    In a git repository, what its .gitignore files exclude is left out."""
+    ignored = git_ignored(root)
     stack = [(str(root), "")]
     while stack:
         directory, prefix = stack.pop()
@@ -80,9 +109,12 @@ def walk(root: Path) -> Iterator[FileEntry]:
                 if entry.is_symlink():
                     continue
                 if entry.is_dir():
-                    if entry.name not in SKIP_DIRS:
-                        subdirs.append((entry.path, f"{prefix}{entry.name}/"))
+                    rel_dir = f"{prefix}{entry.name}/"
+                    if entry.name not in SKIP_DIRS and rel_dir not in ignored:
+                        subdirs.append((entry.path, rel_dir))
                 elif entry.is_file() and wanted_name(entry.name):
+                    if prefix + entry.name in ignored:
+                        continue
                     st = entry.stat()
                     if st.st_size <= MAX_FILE_BYTES:
                         yield FileEntry(entry.path, prefix + entry.name, st.st_size, st.st_mtime_ns)

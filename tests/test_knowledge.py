@@ -14,7 +14,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from conftest import CliRunner
+from conftest import CliRunner, make_repo
 
 from agentos import _kb_files, _kb_ingest, _kb_tokenizer
 from agentos._chunking import MAX_LINES, chunk_text, language_of
@@ -883,3 +883,20 @@ def test_the_index_docs_card_routes_indexing_requests_only(
     decision = decide(ws, request_text)
     chosen = {s.card: s.agent for s in decision.selected}
     assert (chosen.get("index-docs") == "docs-indexer") is routed
+
+
+def test_what_gitignore_excludes_is_not_indexed(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path / "repo",
+        {".gitignore": "build/\n*.log\n", "src/app.py": "def parse_widget():\n    return 1\n"},
+    )
+    (repo / "build").mkdir()
+    (repo / "build" / "app.py").write_text("def parse_widget():\n    return 'stale copy'\n")
+    (repo / "debug.log").write_text("parse_widget failed\n")
+    (repo / "src" / "notes.md").write_text("# parse_widget\n\nUntracked but not ignored.\n")
+
+    with KnowledgeStore(tmp_path / "k.db") as store:
+        store.add([repo])
+        found = {Path(h.path).relative_to(repo).as_posix() for h in store.search("parse_widget")}
+
+    assert found == {"src/app.py", "src/notes.md"}
