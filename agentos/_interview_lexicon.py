@@ -1010,10 +1010,6 @@ EXPECTED_WORDS = ("should", "must", "expected", "instead", "will", "needs to", "
 # --- matching -----------------------------------------------------------------------------
 
 
-def phrase_stems(phrases: Iterable[str]) -> tuple[tuple[str, ...], ...]:
-    return tuple(stem_phrase(p) for p in phrases)
-
-
 def positions(tokens: list[str]) -> dict[str, list[int]]:
     """Where each token occurs, to look phrases up by their first stem."""
     index: dict[str, list[int]] = {}

@@ -8,7 +8,6 @@ Runtimes are loaded lazily: the heavy frameworks are imported only by the agent 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -71,7 +70,3 @@ def get_runtime(name: str) -> Runtime:
         raise BadInput(f"unknown runtime {name!r}", field="runtime")
     runtime: Runtime = importlib.import_module(module).RUNTIME
     return runtime
-
-
-def available_runtimes() -> list[str]:
-    return [name for name, module in _RUNTIMES.items() if importlib.util.find_spec(module)]
