@@ -64,12 +64,25 @@ class GuardianSettings(StrictModel):
     kill_after: float = Field(default=900, gt=0)
 
 
+class RepoSettings(StrictModel):
+    """How one repository is tested: ``repos:`` in agentos.yaml, or its own .agentos.yaml.
+
+    Every field is optional; what is not set is detected (see :mod:`agentos.repos`)."""
+
+    test: str | None = Field(default=None, min_length=1)  # shell command, run in the tree
+    python: str | None = Field(default=None, min_length=1)  # relative to the repository
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0)  # seconds for the test check
+
+
 class Settings(StrictModel):
     receipts: ReceiptSettings = ReceiptSettings()
     interview: InterviewSettings = InterviewSettings()
     run: RunSettings = RunSettings()
     checks: list[CheckSpec] = Field(default_factory=list)
     guardian: GuardianSettings = GuardianSettings()
+    # repository path (~ expanded; relative to the workspace) -> how it is tested
+    repos: dict[str, RepoSettings] = Field(default_factory=dict)
 
 
 # --- the workspace ------------------------------------------------------------------------

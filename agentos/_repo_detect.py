@@ -1,0 +1,370 @@
+"""Finding how a repository is tested when nobody said: its environment, then its test runner.
+
+The environment is looked for in this order: a ``.venv``/``venv`` in the repository, uv's
+project environment (``uv.lock``), Poetry's, Hatch's, PDM's. Its interpreter is used directly
+(``<venv>/bin/python -m pytest -q``) rather than through ``uv run``/``poetry run``/``hatch run``,
+which from a worktree would create or sync a new environment. The tools are asked only where
+the environment lives, and always in the main checkout.
+
+The runner: pytest when the environment has it; otherwise the project's own driver, in this
+order: tox, nox, a Makefile ``test`` target (the first whose program is installed, else the
+first configured, reported missing); otherwise plain pytest with the ``python3`` on PATH.
+Everything found is said in ``reasons``; what is missing, with its fix, in ``problems``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ASK_TIMEOUT = 60.0  # seconds for `poetry env info` and the like
+IN_REPO_VENVS = (".venv", "venv")
+MAKEFILES = ("GNUmakefile", "makefile", "Makefile")  # the order GNU make reads them in
+_MAKE_TEST = re.compile(r"^test\s*::?(?!=)", re.MULTILINE)
+SETTINGS_HINT = "set `python:` or `test:` for it (`repos:` in agentos.yaml, or .agentos.yaml)"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A Python environment found for the repository (or the tool that should have one)."""
+
+    tool: str  # venv | uv | poetry | hatch | pdm
+    python: Path | None
+    venv: Path | None
+    reasons: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Detected:
+    tool: str
+    runner: str  # pytest | tox | nox | make: how arguments reach the tests
+    test: str
+    python: Path | None
+    venv: Path | None
+    reasons: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def venv_python(venv: Path) -> Path | None:
+    """The interpreter of a virtual environment, when it has one."""
+    for rel in ("bin/python", "bin/python3", "Scripts/python.exe"):
+        if (venv / rel).is_file():
+            return venv / rel
+    return None
+
+
+def venv_of(python: Path) -> Path | None:
+    """The virtual environment an interpreter belongs to (``<venv>/bin/python``)."""
+    root = python.parent.parent
+    return root if (root / "pyvenv.cfg").is_file() else None
+
+
+def has_pytest(venv: Path) -> bool:
+    """Whether pytest is installed in ``venv`` (looked up on disk: no interpreter started)."""
+    patterns = ("lib/python*/site-packages/pytest", "Lib/site-packages/pytest")
+    return any(any(venv.glob(p)) for p in patterns)
+
+
+def pyproject(repo: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _tool_table(project: Mapping[str, Any], name: str) -> Any:
+    tool = project.get("tool")
+    return tool.get(name) if isinstance(tool, dict) else None
+
+
+def _ask(argv: list[str], repo: Path) -> str | None:
+    """The last line a tool prints (run in the main checkout), or None when it fails."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}  # ours is not theirs
+    try:
+        out = subprocess.run(
+            argv,
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=ASK_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    return lines[-1] if out.returncode == 0 and lines else None
+
+
+def _from_venv(tool: str, venv: Path, why: str) -> Environment:
+    python = venv_python(venv)
+    if python is None:
+        return Environment(
+            tool,
+            None,
+            venv,
+            [why],
+            [f"{venv} has no interpreter (bin/python): recreate it, or {SETTINGS_HINT}"],
+        )
+    return Environment(tool, python, venv, [f"{why}: {python}"])
+
+
+def _in_repo(repo: Path) -> Environment | None:
+    for name in IN_REPO_VENVS:
+        venv = repo / name
+        if venv_python(venv) is not None:
+            return _from_venv("venv", venv, f"a virtual environment in the repository ({name})")
+    return None
+
+
+def _uv(repo: Path, environ: Mapping[str, str]) -> Environment | None:
+    if not (repo / "uv.lock").is_file():
+        return None
+    given = environ.get("UV_PROJECT_ENVIRONMENT")
+    venv = (repo / given).resolve() if given else repo / ".venv"
+    why = f"uv.lock: uv's project environment ({'UV_PROJECT_ENVIRONMENT' if given else '.venv'})"
+    if venv_python(venv) is not None:
+        return _from_venv("uv", venv, why)
+    fix = "run `uv sync` there" if shutil.which("uv") else "install uv, then run `uv sync` there"
+    return Environment("uv", None, None, [why], [f"{venv} does not exist: {fix}"])
+
+
+def _poetry(repo: Path, project: Mapping[str, Any]) -> Environment | None:
+    if not (repo / "poetry.lock").is_file() and _tool_table(project, "poetry") is None:
+        return None
+    why = "a Poetry project (poetry.lock or [tool.poetry])"
+    if shutil.which("poetry") is None:
+        return Environment(
+            "poetry",
+            None,
+            None,
+            [why],
+            [
+                f"`poetry` is not installed, so its environment is unknown: install Poetry, or "
+                f"{SETTINGS_HINT}"
+            ],
+        )
+    path = _ask(["poetry", "env", "info", "--path"], repo)
+    if path is None:
+        return Environment(
+            "poetry",
+            None,
+            None,
+            [why],
+            [f"Poetry has no environment: run `poetry install` in {repo}"],
+        )
+    return _from_venv("poetry", Path(path), f"{why}; `poetry env info --path`")
+
+
+def _hatch(repo: Path, project: Mapping[str, Any]) -> Environment | None:
+    table = _tool_table(project, "hatch")
+    if not (repo / "hatch.toml").is_file() and not (isinstance(table, dict) and "envs" in table):
+        return None
+    why = "a Hatch project (hatch.toml or [tool.hatch.envs])"
+    if shutil.which("hatch") is None:
+        return Environment(
+            "hatch",
+            None,
+            None,
+            [why],
+            [
+                f"`hatch` is not installed, so its environment is unknown: install Hatch, or "
+                f"{SETTINGS_HINT}"
+            ],
+        )
+    path = _ask(["hatch", "env", "find"], repo)
+    if path is None or venv_python(Path(path)) is None:
+        return Environment(
+            "hatch",
+            None,
+            None,
+            [why],
+            [f"Hatch's default environment does not exist yet: run `hatch env create` in {repo}"],
+        )
+    return _from_venv("hatch", Path(path), f"{why}; `hatch env find`")
+
+
+def _pdm(repo: Path) -> Environment | None:
+    if not (repo / "pdm.lock").is_file() and not (repo / ".pdm-python").is_file():
+        return None
+    why = "a PDM project (pdm.lock)"
+    try:
+        recorded = (repo / ".pdm-python").read_text(encoding="utf-8").strip()
+    except OSError:
+        recorded = ""
+    if recorded and Path(recorded).is_file():
+        python = Path(recorded)
+        return Environment("pdm", python, venv_of(python), [f"{why}; .pdm-python: {python}"])
+    if shutil.which("pdm") is None:
+        return Environment(
+            "pdm",
+            None,
+            None,
+            [why],
+            [
+                f"`pdm` is not installed, so its environment is unknown: install PDM, or "
+                f"{SETTINGS_HINT}"
+            ],
+        )
+    found = _ask(["pdm", "info", "--python"], repo)
+    if found is None or not Path(found).is_file():
+        return Environment(
+            "pdm", None, None, [why], [f"PDM has no interpreter: run `pdm install` in {repo}"]
+        )
+    return Environment("pdm", Path(found), venv_of(Path(found)), [f"{why}; `pdm info --python`"])
+
+
+def find_environment(repo: Path, environ: Mapping[str, str]) -> Environment | None:
+    """The repository's Python environment, in the documented order."""
+    project = pyproject(repo)
+    for found in (
+        _in_repo(repo),
+        _uv(repo, environ),
+        _poetry(repo, project),
+        _hatch(repo, project),
+        _pdm(repo),
+    ):
+        if found is not None:
+            return found
+    return None
+
+
+# --- runners ------------------------------------------------------------------------------
+
+
+def tox_config(repo: Path) -> str | None:
+    """Where tox is configured, if it is."""
+    if (repo / "tox.ini").is_file():
+        return "tox.ini"
+    if (repo / "tox.toml").is_file():
+        return "tox.toml"
+    if _tool_table(pyproject(repo), "tox") is not None:
+        return "[tool.tox] in pyproject.toml"
+    try:
+        if "[tox:tox]" in (repo / "setup.cfg").read_text(encoding="utf-8", errors="replace"):
+            return "[tox:tox] in setup.cfg"
+    except OSError:
+        pass
+    return None
+
+
+def make_test_target(repo: Path) -> str | None:
+    """The makefile with a ``test`` target, if there is one."""
+    for name in MAKEFILES:
+        path = repo / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            return name if _MAKE_TEST.search(text) else None
+    return None
+
+
+def _runners(repo: Path) -> list[tuple[str, str, str]]:
+    """(runner, command, reason) for each driver the repository configures, in order."""
+    found = []
+    tox = tox_config(repo)
+    if tox:
+        found.append(("tox", "tox", f"tox is configured ({tox}): `tox` builds from the tree"))
+    if (repo / "noxfile.py").is_file():
+        found.append(("nox", "nox", "noxfile.py: `nox` builds from the tree"))
+    makefile = make_test_target(repo)
+    if makefile:
+        found.append(("make", "make test", f"{makefile} has a `test` target"))
+    return found
+
+
+def _program(name: str, python: Path | None) -> str | None:
+    bindir = str(python.parent) if python is not None else None
+    return (shutil.which(name, path=bindir) if bindir else None) or shutil.which(name)
+
+
+def _has_pytest(python: Path, venv: Path | None) -> bool:
+    return has_pytest(venv) if venv is not None else _python3_has_pytest(str(python))
+
+
+def _python3_has_pytest(python: str) -> bool:
+    try:
+        out = subprocess.run(
+            [python, "-c", "import importlib.util as u; print(u.find_spec('pytest') is not None)"],
+            capture_output=True,
+            text=True,
+            timeout=ASK_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.stdout.strip() == "True"
+
+
+def pytest_command(python: Path | str) -> str:
+    return f"{shlex.quote(str(python))} -m pytest -q"
+
+
+def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -> Detected:
+    """How ``repo`` is tested: its environment (or the interpreter given) and its runner."""
+    if python is not None:
+        env: Environment | None = Environment("custom", python, venv_of(python))
+    else:
+        env = find_environment(repo, environ)
+    reasons = list(env.reasons) if env else []
+    problems = list(env.problems) if env else []
+    tool = env.tool if env else "pytest"
+    py = env.python if env else None
+    venv = env.venv if env else None
+    if py is not None and _has_pytest(py, venv):
+        reasons.append(f"pytest is installed in {venv or py}: its interpreter runs the suite")
+        return Detected(tool, "pytest", pytest_command(py), py, venv, tuple(reasons), ())
+    if py is not None:
+        reasons.append(f"pytest is not installed in {venv or py}")
+    runners = _runners(repo)
+    for runner, command, why in runners:
+        program = command.split()[0]
+        if _program(program, py) is not None:
+            return Detected(runner, runner, command, py, venv, (*reasons, why), tuple(problems))
+        reasons.append(f"{why}, but `{program}` is not installed")
+    if runners:
+        runner, command, why = runners[0]
+        program = command.split()[0]
+        fix = (
+            f"`{program}` is not installed: install it (pip install {program}), or {SETTINGS_HINT}"
+        )
+        return Detected(runner, runner, command, py, venv, tuple(reasons), (*problems, fix))
+    if py is not None:
+        problems.append(
+            f"pytest is not installed in {venv or py}: install the test dependencies there "
+            f"({shlex.quote(str(py))} -m pip install pytest), or {SETTINGS_HINT}"
+        )
+        return Detected(
+            tool, "pytest", pytest_command(py), py, venv, tuple(reasons), tuple(problems)
+        )
+    if env is not None:  # a tool's project whose environment could not be found
+        command = f"{env.tool} run python -m pytest -q"
+        reasons.append(f"no environment found: `{command}` would make one")
+        return Detected(tool, "pytest", command, None, None, tuple(reasons), tuple(problems))
+    python3 = shutil.which("python3")
+    reasons.append("no environment, tox, nox or Makefile test target: plain pytest on PATH")
+    if python3 is None:
+        problems.append(f"`python3` is not on PATH: install Python 3, or {SETTINGS_HINT}")
+    elif not _python3_has_pytest(python3):
+        problems.append(
+            f"pytest is not installed for {python3}: create the project's environment "
+            f"(python3 -m venv .venv, then install the project and its test dependencies "
+            f"into it), or {SETTINGS_HINT}"
+        )
+    return Detected(
+        "pytest",
+        "pytest",
+        "python3 -m pytest -q",
+        Path(python3) if python3 else None,
+        None,
+        tuple(reasons),
+        tuple(problems),
+    )
