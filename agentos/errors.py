@@ -64,3 +64,20 @@ class VerifyFailed(OperationFailed):
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
         self.problems = problems or []
+
+
+class Tampered(VerifyFailed):
+    """An installed package differs from what ``hub.lock`` recorded: it must not run.
+
+    The message is the drift as ``agentos hub verify`` prints it (``NAME@VERSION: REL:
+    modified|added|removed``), on one line; ``problems`` holds every line.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        shown = "; ".join(problems[:3])
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        super().__init__(
+            f"{shown}{more} (changed since it was installed; `agentos hub verify` checks "
+            "the whole hub)",
+            problems,
+        )

