@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agentos.errors import AgentOSError
@@ -37,7 +38,7 @@ _DISTRIBUTIONS = {"ollama": "ollama", "langchain": "langchain", "crewai": "crewa
 @dataclass(frozen=True)
 class Check:
     name: str
-    kind: str  # "tool", "server", "runtime" or "model"
+    kind: str  # "tool", "server", "runtime", "model" or "repo"
     ready: bool
     detail: str
     fix: str = ""
@@ -166,8 +167,27 @@ def _models(ws: Workspace, server: ServerStatus) -> list[Check]:
     ]
 
 
-def diagnose(ws: Workspace | None = None, environ: Mapping[str, str] | None = None) -> Diagnosis:
-    """Check tmux, git, the Ollama server, every runtime and (with ``ws``) its models."""
+def repo_checks(ws: Workspace | None, repo: Path) -> list[Check]:
+    """Whether ``repo``'s tests can run: its interpreter exists, its test program is there,
+    its suite collects. One check per problem, whose detail names the fix."""
+    from agentos.repos import check_profile, repo_profile
+
+    profile = repo_profile(ws or Workspace(repo), repo)
+    problems = check_profile(profile)
+    if not problems:
+        collect = profile.collect_command()
+        how = f"`{collect}` passes" if collect else "nothing cheap proves it starts"
+        return [Check("repo tests", "repo", True, f"{profile.tool}: `{profile.test}`; {how}")]
+    return [Check("repo tests", "repo", False, problem, required=True) for problem in problems]
+
+
+def diagnose(
+    ws: Workspace | None = None,
+    environ: Mapping[str, str] | None = None,
+    repo: Path | None = None,
+) -> Diagnosis:
+    """Check tmux, git, the Ollama server, every runtime, (with ``ws``) its models and
+    (with ``repo``) whether that repository's tests can run."""
     environ = os.environ if environ is None else environ
     server = _server(environ)
     bash = shutil.which("bash")
@@ -188,4 +208,6 @@ def diagnose(ws: Workspace | None = None, environ: Mapping[str, str] | None = No
     ]
     if ws is not None:
         checks += _models(ws, server)
+    if repo is not None:
+        checks += repo_checks(ws, repo)
     return Diagnosis(checks)

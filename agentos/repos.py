@@ -391,3 +391,13 @@ def python_version(python: Path | None) -> str | None:
         return None
     text = (out.stdout or out.stderr).strip()
     return text if out.returncode == 0 and text else None
+
+
+def repo_root(path: Path) -> Path:
+    """The top of the git working tree holding ``path`` (``path`` itself outside git)."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_dir():
+        raise NotFound(f"{path} is not a directory", field="--repo")
+    out = _git(path, "rev-parse", "--show-toplevel")
+    top = out.stdout.strip()
+    return Path(top).resolve() if out.returncode == 0 and top else path

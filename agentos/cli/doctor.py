@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from agentos.cli._common import console, fail, json_option, print_json, table
@@ -20,18 +22,30 @@ def _workspace(ctx: click.Context) -> Workspace | None:
 
 
 @click.command()
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Also check that this repository's tests can run (see `agentos repo show`).",
+)
 @json_option
 @click.pass_context
-def doctor(ctx: click.Context, as_json: bool) -> None:
+def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
     """Check tmux, git, the Ollama server (OLLAMA_HOST), each runtime (its CLI or Python
     extra) and the Ollama models of the workspace's active packages; print the command
-    that fixes each missing one.
+    that fixes each missing one. With --repo, also check the repository's tests: its
+    interpreter exists, its test program is installed, its suite collects.
 
-    Exit code 1 when tmux or git is missing (no run can start); a missing runtime only
-    matters to the packages that use it."""
+    Exit code 1 when tmux or git is missing (no run can start) or, with --repo, when the
+    repository's tests cannot run (one line per problem, naming the fix); a missing runtime
+    only matters to the packages that use it."""
     from agentos.doctor import diagnose
 
-    result = diagnose(_workspace(ctx))
+    top = None
+    if repo is not None:
+        from agentos.repos import repo_root
+
+        top = repo_root(repo)
+    result = diagnose(_workspace(ctx), repo=top)
     if as_json:
         print_json(result.as_dict())
     else:
@@ -40,10 +54,15 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
             ["check", "kind", "ready", "detail", "fix"],
             [(c.name, c.kind, "yes" if c.ready else "NO", c.detail, c.fix) for c in result.checks],
         )
+        from rich.markup import escape
+
+        for check in result.checks:
+            if check.kind == "repo" and not check.ready:
+                console.print(f"repo: {escape(check.detail)}")
         console.print(
             "ready to run agents"
             if result.ready
-            else "not ready: install what the required tools' fixes name"
+            else "not ready: fix what the required checks name"
         )
     if not result.ready:
         fail(ctx, 1)
