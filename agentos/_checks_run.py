@@ -2,7 +2,9 @@
 
 Every check yields an :class:`Outcome`: pass or fail, the last few KB of its output, and the
 sha256 of the whole output. A shell check's output is stdout and stderr interleaved as the
-command wrote them; a built-in check's output is the text it reports.
+command wrote them; a built-in check's output is the text it reports. The tail is kept as
+text to read (terminal escape sequences and stray control characters removed, see
+:func:`plain_text`); the sha256 and the size are those of the raw output.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from agentos.errors import BadInput, MissingTool
 
 TAIL_BYTES = 4096
+_RAW_TAIL_BYTES = 4 * TAIL_BYTES  # kept raw, so the tail is still ~4 KB once colours are gone
 DRAIN_SECONDS = 2.0  # how long to read leftover output once the check's process group is gone
 _POLL = 0.1
 
@@ -53,6 +56,35 @@ class Outcome:
     timed_out: bool = False
 
 
+# What a terminal interprets rather than shows: CSI (colours, cursor moves, erasing), the
+# string sequences (OSC titles and hyperlinks, DCS, SOS, PM, APC) up to their terminator (or
+# the end of the line when it is missing), their 8-bit forms, and every other ESC sequence.
+_ESCAPES = re.compile(
+    r"""
+      (?:\x1b\[|\x9b) [0-?]* [ -/]* [@-~]
+    | (?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f]) [^\x07\x1b\x9c]*? (?:\x07|\x1b\\|\x9c)
+    | (?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f]) [^\x07\x1b\x9c\n]*
+    | \x1b [ -/]* [0-~]?
+    """,
+    re.VERBOSE,
+)
+# Control characters left over, except tab and newline (carriage returns are handled first).
+_STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` as a terminal would leave it to read: escape sequences removed, each line
+    what its last carriage return left visible (a progress bar's final state), and no other
+    control character than tab and newline."""
+    text = _ESCAPES.sub("", text).replace("\r\n", "\n")
+    if "\r" in text:
+        text = "\n".join(
+            next((seg for seg in reversed(line.split("\r")) if seg), "")
+            for line in text.split("\n")
+        )
+    return _STRAY.sub("", text)
+
+
 class _Capture:
     """The whole output hashed as it streams by; only its tail kept in memory."""
 
@@ -65,14 +97,18 @@ class _Capture:
         self._hash.update(data)
         self.size += len(data)
         self._tail += data
-        if len(self._tail) > TAIL_BYTES:
-            del self._tail[: len(self._tail) - TAIL_BYTES]
+        if len(self._tail) > _RAW_TAIL_BYTES:
+            del self._tail[: len(self._tail) - _RAW_TAIL_BYTES]
 
     def outcome(
         self, passed: bool, exit_code: int | None = None, timed_out: bool = False
     ) -> Outcome:
-        tail = self._tail.decode("utf-8", errors="replace")
-        if self.size > TAIL_BYTES:
+        raw = bytes(self._tail)
+        if self.size > len(raw) and b"\n" in raw:
+            raw = raw[raw.index(b"\n") + 1 :]  # a line (or an escape sequence) cut in half
+        text = plain_text(raw.decode("utf-8", errors="replace")).encode("utf-8")
+        tail = text[-TAIL_BYTES:].decode("utf-8", errors="replace")
+        if len(text) > TAIL_BYTES:
             tail = tail.lstrip("\ufffd")  # a character cut in half by the tail boundary
         return Outcome(passed, tail, self._hash.hexdigest(), self.size, exit_code, timed_out)
 

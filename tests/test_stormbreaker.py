@@ -7,6 +7,8 @@ import hashlib
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -694,3 +696,50 @@ def test_gate_run_does_not_need_the_environment_of_its_caller(
     out = cli("gate", "run", "--repo", str(repo), env={"AGENTOS_TEST_SECRET": "x"})
     assert out.returncode == 0, out.stdout
     assert os.environ.get("AGENTOS_TEST_SECRET") is None
+
+
+# --- the tail is text to read: terminal escapes removed, the digest over the raw output ----
+
+
+def test_colours_titles_links_and_stray_controls_leave_the_tail_but_not_the_digest(
+    repo: Path,
+) -> None:
+    script = (
+        r"printf '\033[1;31mFAILED\033[0m test_x\n'; "
+        r"printf '\033]0;window title\007\033]8;;https://x.example\033\\link\033]8;;\033\\\n'; "
+        r"printf 'a\000b\007c\tcol\r\n'; "
+        r"printf 'progress 10%%\r\033[Kprogress 100%%\n'; "
+        r"printf '\033(B\033[?25lplain \033[38;5;208mtext\033[m\n'; exit 1"
+    )
+    raw = subprocess.run(["bash", "-c", script], capture_output=True).stdout
+
+    [r] = run_gate([check(name="coloured", run=script)], repo).results
+
+    assert r.output_tail == "FAILED test_x\nlink\nabc\tcol\nprogress 100%\nplain text\n"
+    assert b"\x1b[1;31m" in raw
+    assert (r.digest, r.output_bytes) == (hashlib.sha256(raw).hexdigest(), len(raw))
+
+
+def test_pytest_run_with_color_yes_leaves_a_plain_tail(repo: Path) -> None:
+    (repo / "test_colour.py").write_text("def test_fails():\n    assert 1 + 1 == 3\n")
+    command = f"{sys.executable} -m pytest -q --color=yes -p no:cacheprovider test_colour.py"
+    raw = subprocess.run(command, shell=True, cwd=repo, capture_output=True).stdout
+    assert b"\x1b[" in raw  # pytest did colour its output
+
+    [r] = run_gate([check(name="tests", run=command)], repo).results
+
+    assert r.passed is False
+    assert "\x1b" not in r.output_tail
+    assert "assert (1 + 1) == 3" in r.output_tail
+    assert "FAILED test_colour.py::test_fails - assert (1 + 1) == 3" in r.output_tail
+    assert re.search(r"\n1 failed in [\d.]+s\n\Z", r.output_tail), r.output_tail
+
+
+def test_a_long_coloured_output_keeps_4kb_of_text_and_no_cut_sequence(repo: Path) -> None:
+    script = r"for i in $(seq 1 3000); do printf '\033[32mline %d\033[0m\n' $i; done"
+
+    [r] = run_gate([check(name="green", run=script)], repo).results
+
+    expected = "".join(f"line {i}\n" for i in range(1, 3001)).encode()[-TAIL_BYTES:]
+    assert r.output_tail.encode() == expected
+    assert "[32m" not in r.output_tail and "[0m" not in r.output_tail
