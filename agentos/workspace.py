@@ -157,14 +157,43 @@ def checkout_root() -> Path | None:
     return None
 
 
-def find_workspace(
+WorkspaceOrigin = Literal["--workspace", "AGENTOS_HOME", ".agentos", "checkout"]
+
+
+@dataclass(frozen=True)
+class Located:
+    """A workspace, how it was found, and ``cwd``: the directory the search started from (the
+    workspace itself when ``--workspace`` or ``AGENTOS_HOME`` named it)."""
+
+    workspace: Workspace
+    origin: WorkspaceOrigin
+    cwd: Path
+
+    @property
+    def notice(self) -> str | None:
+        """What to tell the person when nothing named a workspace and AgentOS fell back to its
+        own checkout from a directory outside it; None otherwise (from inside the checkout,
+        using it is no surprise)."""
+        root = self.workspace.root
+        if self.origin != "checkout" or self.cwd.is_relative_to(root):
+            return None
+        return (
+            f"no workspace found from {self.cwd}; using the AgentOS checkout {root} "
+            "(set AGENTOS_HOME or run agentos init)"
+        )
+
+
+def locate_workspace(
     explicit: str | Path | None = None,
     *,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
-) -> Workspace:
-    """Find the workspace: ``explicit``, then ``AGENTOS_HOME``, then a parent with ``.agentos/``."""
+) -> Located:
+    """Find the workspace: ``explicit``, then ``AGENTOS_HOME``, then a parent with ``.agentos/``,
+    then the checkout AgentOS runs from; and say which."""
     env = dict(os.environ) if env is None else env
+    given: str | Path | None
+    origin: WorkspaceOrigin
     for given, origin in ((explicit, "--workspace"), (env.get("AGENTOS_HOME"), "AGENTOS_HOME")):
         if given:
             path = Path(given).expanduser().resolve()
@@ -172,15 +201,25 @@ def find_workspace(
                 raise NotFound(
                     f"workspace {path} does not exist (run `agentos init {path}`)", field=origin
                 )
-            return Workspace(path)
+            return Located(Workspace(path), origin, path)
     here = (cwd or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         if (candidate / STATE_DIR).is_dir():
-            return Workspace(candidate)
+            return Located(Workspace(candidate), ".agentos", here)
     root = checkout_root()
     if root is not None:
-        return Workspace(root)
+        return Located(Workspace(root), "checkout", here)
     raise NotFound("no workspace found: run `agentos init`, set AGENTOS_HOME or pass --workspace")
+
+
+def find_workspace(
+    explicit: str | Path | None = None,
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Workspace:
+    """Find the workspace: ``explicit``, then ``AGENTOS_HOME``, then a parent with ``.agentos/``."""
+    return locate_workspace(explicit, cwd=cwd, env=env).workspace
 
 
 def init_workspace(directory: Path) -> tuple[Workspace, list[str]]:

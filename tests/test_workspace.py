@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import apsw
@@ -12,7 +15,7 @@ from conftest import REPO_ROOT
 from agentos import state
 from agentos.errors import NotFound
 from agentos.hub import Hub
-from agentos.workspace import Workspace, find_workspace, init_workspace
+from agentos.workspace import Workspace, find_workspace, init_workspace, locate_workspace
 
 
 def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(cli, tmp_path: Path) -> None:
@@ -47,6 +50,79 @@ def test_workspace_is_found_from_flag_then_env_then_nearest_parent(tmp_path: Pat
 
 def test_without_any_workspace_the_checkout_is_the_workspace(tmp_path: Path) -> None:
     assert find_workspace(None, cwd=tmp_path, env={}).root == REPO_ROOT
+
+
+def test_each_workspace_says_how_it_was_found(tmp_path: Path) -> None:
+    a, _ = init_workspace(tmp_path / "a")
+    deep = a.root / "x"
+    deep.mkdir()
+    found = [
+        locate_workspace(str(a.root), cwd=tmp_path, env={}),
+        locate_workspace(None, cwd=tmp_path, env={"AGENTOS_HOME": str(a.root)}),
+        locate_workspace(None, cwd=deep, env={}),
+        locate_workspace(None, cwd=tmp_path, env={}),
+    ]
+    assert [(f.workspace.root, f.origin) for f in found] == [
+        (a.root, "--workspace"),
+        (a.root, "AGENTOS_HOME"),
+        (a.root, ".agentos"),
+        (REPO_ROOT, "checkout"),
+    ]
+    assert [f.notice for f in found[:3]] == [None, None, None]
+    assert found[3].notice == (
+        f"no workspace found from {tmp_path.resolve()}; using the AgentOS checkout {REPO_ROOT} "
+        "(set AGENTOS_HOME or run agentos init)"
+    )
+
+
+def test_from_inside_the_checkout_the_checkout_is_found_without_a_notice() -> None:
+    inside = locate_workspace(None, cwd=REPO_ROOT / "tests", env={})
+    assert inside.workspace.root == REPO_ROOT
+    # By its .agentos/ once any command has run there; before that, as the checkout.
+    expected = ".agentos" if (REPO_ROOT / ".agentos").is_dir() else "checkout"
+    assert (inside.origin, inside.notice) == (expected, None)
+
+
+def _agentos(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k != "AGENTOS_HOME"}
+    return subprocess.run(
+        [sys.executable, "-m", "agentos", *args],
+        cwd=cwd,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_command_falling_back_to_the_checkout_says_so_once_on_stderr_only(
+    tmp_path: Path,
+) -> None:
+    notice = (
+        f"agentos: no workspace found from {tmp_path.resolve()}; using the AgentOS checkout "
+        f"{REPO_ROOT} (set AGENTOS_HOME or run agentos init)\n"
+    )
+    as_json = _agentos("cards", "list", "--json", cwd=tmp_path, env={})
+    assert as_json.returncode == 0, as_json.stderr
+    assert as_json.stderr == notice
+    assert json.loads(as_json.stdout)["cards"]
+    for_people = _agentos("receipts", "verify", cwd=tmp_path, env={})
+    assert for_people.stderr == notice
+    assert "no workspace found" not in for_people.stdout
+
+
+def test_a_named_or_found_workspace_gets_no_notice(tmp_path: Path) -> None:
+    ws, _ = init_workspace(tmp_path / "ws")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for args, cwd, env in [
+        (["--workspace", str(ws.root)], outside, {}),
+        ([], outside, {"AGENTOS_HOME": str(ws.root)}),
+        ([], ws.root / "receipts", {}),
+        ([], REPO_ROOT / "tests", {}),
+    ]:
+        result = _agentos(*args, "receipts", "list", "--json", cwd=cwd, env=env)
+        assert (result.returncode, result.stderr) == (0, ""), (args, cwd, env)
 
 
 def test_a_workspace_flag_pointing_nowhere_is_bad_input(cli, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from agentos.workspace import Workspace, find_workspace
+from agentos.workspace import Located, Workspace, locate_workspace
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,6 +37,24 @@ err_console: Console = _LazyConsole(  # type: ignore[assignment]
 )
 
 
+def located(ctx: click.Context | None = None) -> Located:
+    """Where this invocation's workspace is and how it was found, looked up once.
+
+    When AgentOS falls back to its own checkout (nothing named a workspace and the command
+    runs outside the checkout), it says so on stderr, once per invocation, never on stdout.
+    """
+    ctx = ctx or click.get_current_context()
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    found = obj.get("_located")
+    if found is None:
+        found = obj["_located"] = locate_workspace(obj.get("workspace"))
+        if found.notice is not None:
+            click.echo(f"agentos: {found.notice}", err=True)
+    assert isinstance(found, Located)
+    return found
+
+
 def workspace(ctx: click.Context | None = None) -> Workspace:
     """The workspace for this invocation, created on first use."""
     ctx = ctx or click.get_current_context()
@@ -44,7 +62,7 @@ def workspace(ctx: click.Context | None = None) -> Workspace:
     obj = root.obj if isinstance(root.obj, dict) else {}
     ws = obj.get("_ws")
     if ws is None:
-        ws = obj["_ws"] = find_workspace(obj.get("workspace"))
+        ws = obj["_ws"] = located(ctx).workspace
         ws.settings  # noqa: B018 -- a broken agentos.yaml fails every command, up front
         ws.ensure()
     assert isinstance(ws, Workspace)
