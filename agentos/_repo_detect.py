@@ -130,7 +130,7 @@ def _uv(repo: Path, environ: Mapping[str, str]) -> Environment | None:
     if not (repo / "uv.lock").is_file():
         return None
     given = environ.get("UV_PROJECT_ENVIRONMENT")
-    venv = (repo / given).resolve() if given else repo / ".venv"
+    venv = repo / Path(given).expanduser() if given else repo / ".venv"  # absolute stays
     why = f"uv.lock: uv's project environment ({'UV_PROJECT_ENVIRONMENT' if given else '.venv'})"
     if venv_python(venv) is not None:
         return _from_venv("uv", venv, why)
@@ -319,10 +319,11 @@ def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -
     tool = env.tool if env else "pytest"
     py = env.python if env else None
     venv = env.venv if env else None
-    if py is not None and _has_pytest(py, venv):
+    runs = py is not None and os.access(py, os.X_OK)  # a missing one: check_profile says so
+    if py is not None and runs and _has_pytest(py, venv):
         reasons.append(f"pytest is installed in {venv or py}: its interpreter runs the suite")
         return Detected(tool, "pytest", pytest_command(py), py, venv, tuple(reasons), ())
-    if py is not None:
+    if py is not None and runs:
         reasons.append(f"pytest is not installed in {venv or py}")
     runners = _runners(repo)
     for runner, command, why in runners:
@@ -338,10 +339,11 @@ def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -
         )
         return Detected(runner, runner, command, py, venv, tuple(reasons), (*problems, fix))
     if py is not None:
-        problems.append(
-            f"pytest is not installed in {venv or py}: install the test dependencies there "
-            f"({shlex.quote(str(py))} -m pip install pytest), or {SETTINGS_HINT}"
-        )
+        if runs:
+            problems.append(
+                f"pytest is not installed in {venv or py}: install the test dependencies there "
+                f"({shlex.quote(str(py))} -m pip install pytest), or {SETTINGS_HINT}"
+            )
         return Detected(
             tool, "pytest", pytest_command(py), py, venv, tuple(reasons), tuple(problems)
         )

@@ -249,10 +249,10 @@ def repo_profile(ws: Workspace, repo: Path, *, at: str | None = None) -> RepoPro
         problems = [p for p in problems if "pytest is not installed" not in p]
     else:
         test = found.test
-    reasons.extend(found.reasons)
     timeout, timeout_from = pick("timeout")
     if timeout_from:
         reasons.append(f"timeout from {timeout_from}")
+    reasons.extend(found.reasons)
     env: dict[str, str] = {}
     for settings, _, _ in reversed(layers):
         env.update(settings.env)
