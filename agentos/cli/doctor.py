@@ -56,13 +56,14 @@ def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
         )
         from rich.markup import escape
 
-        for check in result.checks:
-            if check.kind == "repo" and not check.ready:
-                console.print(f"repo: {escape(check.detail)}")
-        console.print(
-            "ready to run agents"
-            if result.ready
-            else "not ready: fix what the required checks name"
-        )
+        repo_problems = [c.detail for c in result.checks if c.kind == "repo" and not c.ready]
+        for problem in repo_problems:
+            console.print(f"repo: {escape(problem)}")
+        if result.ready:
+            console.print("ready to run agents")
+        elif repo_problems:
+            console.print("not ready: the repository's tests cannot run (fix each `repo:` line)")
+        else:
+            console.print("not ready: install what the required tools' fixes name")
     if not result.ready:
         fail(ctx, 1)
