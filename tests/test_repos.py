@@ -182,6 +182,32 @@ def test_a_venv_without_pytest_hands_the_suite_to_the_makefile_with_its_bin_firs
     assert check_profile(profile) == []
 
 
+@pytest.mark.slow
+def test_tox_in_the_projects_environment_drives_the_suite_when_it_has_no_pytest(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "tox.ini": "[tox]\nenv_list = py\n[testenv]\ncommands = python -c pass\n",
+            "Makefile": MAKEFILE,
+        },
+    )
+    python = make_venv(repo / ".venv")
+    ignore_locally(repo, "/.venv")
+    pip_install(python, "tox", cwd=repo)
+    profile = repo_profile(ws, repo)
+    assert (profile.tool, profile.test, profile.venv, profile.problems) == (
+        "tox",
+        "tox",
+        repo / ".venv",
+        (),
+    )
+    assert profile.reasons[-1] == "tox is configured (tox.ini): `tox` builds from the tree"
+    assert profile.test_command(["tests/test_a.py"]) == "tox -- tests/test_a.py"
+    assert check_profile(profile) == []  # `tox -l`, found in the environment's bin
+
+
 def test_uv_project_environment_and_pdm_python_are_followed(
     ws: Workspace, tmp_path: Path, pytest_venv: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
