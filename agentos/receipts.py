@@ -22,6 +22,10 @@ torn receipt. When a crash leaves the head behind, the next writer walks forward
 receipts that exist before it writes; when the head is unreadable it is rebuilt from the
 files.
 
+:func:`parse_receipt` (and :func:`load_receipt`) reads a receipt back into its header, request
+and fields, the same mappings, lists and scalars that were written: how fields are written
+and read is :mod:`agentos._receipt_format`, the one owner of the format.
+
 :func:`verify_chain` recomputes every receipt's hash and every link, and compares the
 newest receipt with the head, so an edited, removed, reordered or moved receipt is
 reported by id. (The chain is unkeyed: someone who rewrites every receipt from the
@@ -33,7 +37,6 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -43,6 +46,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from agentos._receipt_format import (
+    HEADER,
+    parse_fields,
+    render,
+    render_fields,
+)
 from agentos.errors import BadInput, NotFound
 from agentos.workspace import Workspace
 
@@ -53,13 +62,9 @@ FIRST = "none"  # what the first receipt records as its previous
 _NAME_RE = re.compile(rf"^(\d{{{ID_DIGITS},}})\.txt$")
 _KIND_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 _RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")
-_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-_HEADER = ("receipt", "kind", "time", "run")
-RESERVED = frozenset({*_HEADER, "request", "request_sha256", "previous", "sha256"})
 _TRAILER_RE = re.compile(rb"(?:^|\n)sha256: ([0-9a-f]{64})\n\Z")
 _PREVIOUS_RE = re.compile(rb"\nprevious: ([^\n]*)\n\Z")
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -94,97 +99,6 @@ class ReceiptInfo:
 
 def receipt_id(seq: int) -> str:
     return f"{seq:0{ID_DIGITS}d}"
-
-
-# --- rendering ----------------------------------------------------------------------------
-
-
-def _scalar(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    text = str(value)
-    if (
-        not text
-        or text != text.strip()
-        or text[0] in '"|'
-        or text in ("null", "true", "false")
-        or _CONTROL_RE.search(text)
-        or "\n" in text
-    ):
-        # One unambiguous line; control characters are escaped so `cat` shows them.
-        return json.dumps(text, ensure_ascii=False)
-    return text
-
-
-def _is_block(value: object) -> bool:
-    """A multi-line string shown as an indented block (command output, a long request)."""
-    return (
-        isinstance(value, str)
-        and "\n" in value.strip("\n")
-        and not _CONTROL_RE.search(value)
-        and all(line == line.rstrip() for line in value.split("\n"))
-    )
-
-
-def _key(key: object) -> str:
-    text = str(key)
-    return text if _KEY_RE.match(text) else json.dumps(text, ensure_ascii=False)
-
-
-def _render(key: str, value: object, pad: str, out: list[str]) -> None:
-    if isinstance(value, Mapping):
-        if not value:
-            out.append(f"{pad}{key}: {{}}")
-            return
-        out.append(f"{pad}{key}:")
-        for k, v in value.items():
-            _render(_key(k), v, pad + "  ", out)
-    elif isinstance(value, list | tuple | set | frozenset):
-        items = sorted(value, key=str) if isinstance(value, set | frozenset) else list(value)
-        if not items:
-            out.append(f"{pad}{key}: []")
-            return
-        out.append(f"{pad}{key}:")
-        for item in items:
-            _render_item(item, pad + "  ", out)
-    elif _is_block(value):
-        out.append(f"{pad}{key}: |")
-        out.extend(f"{pad}  {line}" if line else "" for line in str(value).split("\n"))
-    else:
-        out.append(f"{pad}{key}: {_scalar(value)}")
-
-
-def _render_item(item: object, pad: str, out: list[str]) -> None:
-    if isinstance(item, Mapping) and item:
-        first = len(out)
-        for k, v in item.items():
-            _render(_key(k), v, pad + "  ", out)
-        out[first] = f"{pad}- {out[first][len(pad) + 2 :]}"
-    elif isinstance(item, list | tuple) and item:
-        out.append(f"{pad}-")
-        for sub in item:
-            _render_item(sub, pad + "  ", out)
-    elif _is_block(item):
-        out.append(f"{pad}- |")
-        out.extend(f"{pad}    {line}" if line else "" for line in str(item).split("\n"))
-    else:
-        rendered: list[str] = []
-        _render("", item, "", rendered)
-        out.append(f"{pad}- {rendered[0][2:]}")
-
-
-def render_fields(fields: Mapping[str, object]) -> list[str]:
-    """``fields`` as readable ``key: value`` lines (lists and mappings indented)."""
-    out: list[str] = []
-    for key, value in fields.items():
-        if key in RESERVED or not _KEY_RE.match(key):
-            raise ValueError(f"receipt field {key!r} is reserved or not a plain name")
-        _render(key, value, "", out)
-    return out
 
 
 # --- the chain's head ---------------------------------------------------------------------
@@ -318,7 +232,7 @@ def write_receipt(
         if ws.settings.receipts.redact:
             lines.append(f"request_sha256: {hashlib.sha256(request.encode()).hexdigest()}")
         else:
-            _render("request", request, "", lines)
+            render("request", request, "", lines)
     lines.extend(render_fields(fields))
     body = "".join(f"{line}\n" for line in lines)
     with _chain(ws.receipts_dir, exclusive=True) as chain:
@@ -383,7 +297,7 @@ def _header(path: Path) -> dict[str, str]:
     with path.open("rb") as fh:
         for raw in fh:
             key, sep, value = raw.decode("utf-8", "replace").rstrip("\n").partition(": ")
-            if not sep or key not in _HEADER or key in out:
+            if not sep or key not in HEADER or key in out:
                 break
             out[key] = value
     return out
@@ -418,6 +332,90 @@ def receipt_path(ws: Workspace, rid: str) -> Path:
 def read_receipt(ws: Workspace, id: str) -> str:
     """The text of a receipt, exactly as written."""
     return receipt_path(ws, id).read_text(encoding="utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class ParsedReceipt:
+    """A receipt read back: its header, its request, its fields as they were written (the
+    same mappings, lists and scalars, see :mod:`agentos._receipt_format`), its chain link,
+    and its text. ``problem`` names the first line that could not be read (a receipt edited
+    by hand); the fields before it are kept."""
+
+    id: str
+    kind: str
+    time: str
+    run_id: str | None
+    request: str | None
+    request_sha256: str | None
+    fields: dict[str, object]
+    previous: str | None
+    sha256: str | None
+    problem: str | None
+    text: str
+    path: Path | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "path": None if self.path is None else str(self.path),
+            "kind": self.kind,
+            "time": self.time,
+            "run": self.run_id,
+            "request": self.request,
+            "request_sha256": self.request_sha256,
+            "fields": self.fields,
+            "previous": self.previous,
+            "sha256": self.sha256,
+            "problem": self.problem,
+            "text": self.text,
+        }
+
+
+def parse_receipt(text: str, path: Path | None = None) -> ParsedReceipt:
+    """Read a receipt's text back into its parts; never raises (see ``problem``)."""
+    lines = text.split("\n")  # only \n: a quoted value may hold other line separators
+    if lines[-1] == "":
+        lines.pop()
+    head: dict[str, str] = {}
+    start = 0
+    for line in lines:
+        key, sep, value = line.partition(": ")
+        if not sep or key not in HEADER or key in head:
+            break
+        head[key] = value
+        start += 1
+    end = len(lines)
+    trailer: dict[str, str] = {}
+    for key in ("sha256", "previous"):
+        if end > start and lines[end - 1].startswith(f"{key}: "):
+            trailer[key] = lines[end - 1][len(key) + 2 :]
+            end -= 1
+    fields, problem = parse_fields(lines[start:end], first=start + 1)
+    missing = [key for key in ("receipt", "kind", "time") if key not in head]
+    if missing:
+        problem = f"line {start + 1}: the header has no {', '.join(missing)}"
+    request = fields.pop("request", None)
+    request_sha256 = fields.pop("request_sha256", None)
+    return ParsedReceipt(
+        id=head.get("receipt") or (path.stem if path is not None else "?"),
+        kind=head.get("kind", "?"),
+        time=head.get("time", "?"),
+        run_id=head.get("run"),
+        request=None if request is None else str(request),
+        request_sha256=None if request_sha256 is None else str(request_sha256),
+        fields=fields,
+        previous=trailer.get("previous"),
+        sha256=trailer.get("sha256"),
+        problem=problem,
+        text=text,
+        path=path,
+    )
+
+
+def load_receipt(ws: Workspace, id: str) -> ParsedReceipt:
+    """Receipt ``id`` (``00000042``, ``42`` or ``00000042.txt``), read and parsed."""
+    path = receipt_path(ws, id)
+    return parse_receipt(path.read_text(encoding="utf-8", errors="replace"), path)
 
 
 # --- verifying ----------------------------------------------------------------------------

@@ -5,21 +5,30 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
+import random
 import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import CliRunner
+from conftest import CliRunner, make_repo, needs_tmux, write_package
 
+from agentos._receipt_format import render, render_fields
 from agentos.errors import NotFound
+from agentos.hub import Hub
+from agentos.orchestrator import start_run
 from agentos.receipts import (
     HEAD_FILE,
+    ParsedReceipt,
     list_receipts,
+    load_receipt,
+    parse_receipt,
     read_receipt,
     receipt_id,
     verify_chain,
@@ -61,7 +70,7 @@ def test_a_receipt_is_readable_key_value_text(ws: Workspace) -> None:
                 {"name": "lint", "exit": 0, "files": []},
             ],
             "summary": {"failed": 1, "took": 2.5, "note": None},
-            "tags": ["a", "b: c"],
+            "tags": ["a", "b: c"],  # quoted: unquoted, it would read back as a mapping
             "empty": {},
         },
         run_id="20261122-ab12",
@@ -92,7 +101,7 @@ summary:
   note: null
 tags:
   - a
-  - b: c
+  - "b: c"
 empty: {}
 previous: none
 sha256: <sha256>
@@ -377,3 +386,314 @@ def test_a_bad_run_id_is_bad_input_not_a_traceback(cli: CliRunner) -> None:
     assert result.stderr == (
         "error: run id: 'two words' must be one word of letters, digits and ._:@+-\n"
     )
+
+
+# --- reading receipts back: their fields, as they were written ----------------------------
+
+
+def _rebuilt(parsed: ParsedReceipt) -> str:
+    """The receipt's text, written again from its parsed parts alone."""
+    lines = [f"receipt: {parsed.id}", f"kind: {parsed.kind}", f"time: {parsed.time}"]
+    if parsed.run_id is not None:
+        lines.append(f"run: {parsed.run_id}")
+    if parsed.request_sha256 is not None:
+        lines.append(f"request_sha256: {parsed.request_sha256}")
+    elif parsed.request is not None:
+        render("request", parsed.request, "", lines)
+    lines += render_fields(parsed.fields)
+    lines += [f"previous: {parsed.previous}", f"sha256: {parsed.sha256}"]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _as_written(value: object) -> object:
+    """What a value reads back as: tuples and sets become lists, keys strings."""
+    if isinstance(value, dict):
+        return {str(k): _as_written(v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        return [_as_written(v) for v in sorted(value, key=str)]
+    if isinstance(value, list | tuple):
+        return [_as_written(v) for v in value]
+    return value
+
+
+def _round_trip(ws: Workspace, kind: str, fields: dict[str, object], **kw: Any) -> ParsedReceipt:
+    receipt = write_receipt(ws, kind, fields, **kw)
+    parsed = load_receipt(ws, receipt.id)
+    assert parsed.problem is None, parsed.problem
+    assert _rebuilt(parsed) == parsed.text == receipt.path.read_text()
+    assert parsed.fields == _as_written(fields)
+    assert (parsed.id, parsed.kind, parsed.time, parsed.run_id, parsed.sha256) == (
+        receipt.id,
+        kind,
+        receipt.time,
+        receipt.run_id,
+        receipt.sha256,
+    )
+    return parsed
+
+
+HOSTILE = [
+    "line one\nline two",
+    "\nstarts with a newline\nand ends with two\n\n",
+    "key: value",
+    "a:",
+    "- looks like an item",
+    "| looks like a block",
+    '"quoted"',
+    "it's \"mixed\" 'quotes'",
+    "  leading and trailing spaces  ",
+    "\ttab first",
+    "ends with a tab\t",
+    "",
+    " ",
+    "42",
+    "-7",
+    "3.14",
+    "1e+20",
+    "inf",
+    "nan",
+    "00000042",
+    "1.0.0",
+    "null",
+    "true",
+    "false",
+    "{}",
+    "[]",
+    "#not a comment",
+    "naïve café — 日本語 — 😀 — مرحبا",
+    "\u202eright-to-left override",
+    "nul\x00bell\x07esc\x1b[31mred",
+    "carriage\rreturn",
+    "line\u2028separator and next\x85line",
+    "C1 \x9b2J",
+    "block with\n  indented lines\n- dashes\nkey: colons\n\n\nand gaps",
+    "trailing space in a block \nline",
+    "\\ backslash \\n not a newline",
+    "x" * 5000,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=[f"hostile-{i}" for i in range(len(HOSTILE))])
+def test_hostile_text_round_trips_as_a_field_an_item_a_key_and_the_request(
+    ws: Workspace, text: str
+) -> None:
+    fields: dict[str, object] = {
+        "value": text,
+        "items": [text, {"inner": text}, [text]],
+        "nested": {"deeper": {"list": [text, text]}},
+        "keyed": {text: text},
+    }
+    parsed = _round_trip(ws, "gate", fields, run_id="run-1", request=text)
+    assert parsed.request == text
+
+
+def test_every_type_of_value_keeps_its_type(ws: Workspace) -> None:
+    fields: dict[str, object] = {
+        "none": None,
+        "yes": True,
+        "no": False,
+        "zero": 0,
+        "negative": -12,
+        "big": 2**80,
+        "float": 0.1,
+        "whole_float": 2.0,
+        "tiny": 5e-324,
+        "huge": 1e300,
+        "infinite": float("-inf"),
+        "text": "plain words",
+        "number_text": "2.0",
+        "empty_map": {},
+        "empty_list": [],
+        "list_of_empties": [{}, [], "", None],
+        "lists": [[1, [2, [3, []]]], [], ["a", ["b"]]],
+        "maps_in_lists": [{"a": 1, "b": [{"c": None}]}, {"only": {}}],
+        "tuple": (1, "two"),
+        "set": {"b", "a"},
+        "set_in_list": [{"y", "x"}],
+        "block_in_list": ["one\ntwo", {"k": "three\nfour"}],
+        "odd_keys": {"with space": 1, "colon: key": 2, "": 3, "1": 4, 'quote"key': 5},
+    }
+    parsed = _round_trip(ws, "run", fields)
+    assert [type(parsed.fields[k]) for k in ("none", "yes", "zero", "float", "whole_float")] == [
+        type(None),
+        bool,
+        int,
+        float,
+        float,
+    ]
+    nan = load_receipt(ws, write_receipt(ws, "run", {"nan": float("nan")}).id).fields["nan"]
+    assert isinstance(nan, float) and math.isnan(nan)
+
+
+def test_random_nested_fields_round_trip(ws: Workspace) -> None:
+    rng = random.Random(1414)
+    alphabet = "ab :-|\"'#\n\t\\{}[]é😀\x00\x1b\r\u2028 01.e"
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+
+    def value(depth: int) -> object:
+        pick = rng.randrange(10 if depth < 4 else 6)
+        if pick < 3:
+            return text()
+        if pick == 3:
+            return rng.choice([None, True, False, 0, -1, 1.5, 10**20, "1", "-0"])
+        if pick == 4:
+            return "\n".join(text().replace("\n", "").rstrip() for _ in range(3))
+        if pick == 5:
+            return rng.uniform(-1e6, 1e6)
+        if pick < 8:
+            return [value(depth + 1) for _ in range(rng.randrange(0, 4))]
+        return {text(): value(depth + 1) for _ in range(rng.randrange(0, 4))}
+
+    for i in range(150):
+        fields = {f"f{j}": value(0) for j in range(rng.randrange(1, 5))}
+        _round_trip(ws, "gate", fields, run_id=f"run-{i}", request=text())
+
+
+def test_a_redacted_request_reads_back_as_its_sha256(ws: Workspace) -> None:
+    ws.settings_file.write_text("receipts: {redact: true}\n")
+    ws = Workspace(ws.root)
+    parsed = _round_trip(ws, "route", {"decision": "route"}, request="secret plans")
+    assert parsed.request is None
+    assert parsed.request_sha256 == hashlib.sha256(b"secret plans").hexdigest()
+
+
+@needs_tmux
+def test_every_receipt_of_a_real_run_reads_back_to_what_was_written(
+    ws: Workspace, tmp_path: Path, tmux_socket: str
+) -> None:
+    src = write_package(
+        tmp_path / "pkg",
+        name="scribe",
+        files={"run.sh": "printf 'done\\n' > done.txt\n"},
+        checks=[{"name": "wrote done.txt", "file_exists": "done.txt"}],
+    )
+    Hub(ws.hub_dir).install(str(src))
+    (ws.cards_dir / "scribe.yaml").write_text(
+        "id: scribe\nagent: scribe\ndescription: writes done.txt\ngroup: scribe\n"
+        "triggers: {keywords: [scribe]}\n"
+    )
+    repo = make_repo(tmp_path / "repo")
+    report = start_run(ws, "scribe: write done.txt; done when done.txt exists", repo, force=True)
+    assert report.status == "succeeded", report.message
+    write_receipt(ws, "run", {"status": "aborted", "by": "gc", "saved_commits": ["ab12"]})
+    write_receipt(
+        ws,
+        "guardian",
+        {
+            "agent": "scribe@1.0.0",
+            "session": "agentos-run-scribe",
+            "action": "nudge",
+            "ok": False,
+            "health": "stuck",
+            "reason": "no output for 301.2 s (stuck_after 300 s)",
+            "output_age": 301.2,
+            "quiet_for": 301.2,
+            "restarts": 0,
+            "policy": {"interval": 60.0, "stuck_after": 300.0, "nudge": "Are you stuck?"},
+            "detail": "tmux could not type into the pane",
+        },
+        run_id=report.run_id,
+    )
+
+    kinds = []
+    for info in list_receipts(ws):
+        parsed = load_receipt(ws, info.id)
+        assert parsed.problem is None, (info.id, parsed.problem)
+        assert _rebuilt(parsed) == parsed.text, info.id
+        assert (parsed.kind, parsed.run_id, parsed.time) == (info.kind, info.run_id, info.time)
+        kinds.append(parsed.kind)
+    assert {"interview", "route", "gate", "merge", "run", "guardian"} <= set(kinds)
+    gate = next(load_receipt(ws, i.id) for i in list_receipts(ws) if i.kind == "gate")
+    assert gate.fields["passed"] is True
+
+
+def test_receipts_show_json_prints_the_parsed_fields_and_the_text(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    written = write_receipt(
+        ws,
+        "gate",
+        {"passed": False, "checks": [{"name": "tests", "exit": 1, "tail": "FAILED\nx: y"}]},
+        run_id="run-9",
+        request="make it pass",
+    )
+    shown = cli("receipts", "show", "1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == {
+        "id": "00000001",
+        "path": str(written.path),
+        "kind": "gate",
+        "time": written.time,
+        "run": "run-9",
+        "request": "make it pass",
+        "request_sha256": None,
+        "fields": {
+            "passed": False,
+            "checks": [{"name": "tests", "exit": 1, "tail": "FAILED\nx: y"}],
+        },
+        "previous": "none",
+        "sha256": written.sha256,
+        "problem": None,
+        "text": written.path.read_text(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "line 1: the header has no receipt, kind, time"),
+        ("receipt: 00000001\nkind: gate\ntime: t\n", None),
+        ("receipt: 00000001\nkind: gate\ntime: t\nok: 1\nno colon here\n", "line 5: expected"),
+        ("receipt: 00000001\nkind: gate\ntime: t\na:\nb: 2\n", "line 5: expected the indented"),
+        ("receipt: 00000001\nkind: gate\ntime: t\na: 1\n    b: 2\n", "line 5: more indented"),
+        ("receipt: 00000001\nkind: gate\ntime: t\nl:\n  - 1\n  x: 2\n", "line 6: expected a list"),
+        ('receipt: 00000001\nkind: gate\ntime: t\n"open: 1\n', "line 4: a quoted key"),
+        ("receipt: 00000001\nkind: gate\ntime: t\na: 1\n\nb: 2\n", "line 5: an empty line"),
+        ("\x00\xff\n\n\n- - -\n  :\n", "line 1: the header has no"),
+    ],
+    ids=[
+        "empty",
+        "no-fields",
+        "no-colon",
+        "no-children",
+        "indent",
+        "not-item",
+        "quote",
+        "gap",
+        "junk",
+    ],
+)
+def test_a_receipt_edited_by_hand_is_read_as_far_as_it_goes_without_raising(
+    text: str, problem: str | None
+) -> None:
+    parsed = parse_receipt(text)
+    if problem is None:
+        assert parsed.problem is None
+    else:
+        assert parsed.problem is not None and parsed.problem.startswith(problem), parsed.problem
+    if text.startswith("receipt: 00000001\nkind: gate\ntime: t\na: 1\n"):
+        assert parsed.fields == {"a": 1}  # what came before the bad line is kept
+
+
+def test_random_bytes_never_make_the_parser_raise() -> None:
+    rng = random.Random(7)
+    pieces = [
+        "receipt: 1\n",
+        "kind: k\n",
+        "time: t\n",
+        "a:",
+        " ",
+        "  ",
+        "- ",
+        "-",
+        "\n",
+        '"',
+        ":",
+        "|",
+        "x",
+        "\\",
+    ]
+    for _ in range(2000):
+        parse_receipt("".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40))))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
-from agentos.receipts import list_receipts, read_receipt, receipt_path, verify_chain
+from agentos.receipts import list_receipts, load_receipt, read_receipt, verify_chain
 
 
 @click.group()
@@ -32,14 +32,13 @@ def list_(run_id: str | None, last: int | None, as_json: bool) -> None:
 @click.argument("receipt_id", metavar="ID")
 @json_option
 def show(receipt_id: str, as_json: bool) -> None:
-    """Print receipt ID (e.g. 00000042, or 42) exactly as written."""
+    """Print receipt ID (e.g. 00000042, or 42) exactly as written. With --json: its header,
+    request and fields parsed (nested as written), its chain link, and its text."""
     ws = workspace()
-    text = read_receipt(ws, receipt_id)
     if as_json:
-        path = receipt_path(ws, receipt_id)
-        print_json({"id": path.stem, "path": str(path), "text": text})
+        print_json(load_receipt(ws, receipt_id).as_dict())
     else:
-        click.echo(text, nl=False)
+        click.echo(read_receipt(ws, receipt_id), nl=False)
 
 
 @receipts.command()
