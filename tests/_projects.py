@@ -22,7 +22,8 @@ Use the ``project_repo`` fixture (import it into the test module)::
         proj = project_repo("humanize")        # built once per session, reset after the test
         proj.repo, proj.python, proj.base       # main checkout, its interpreter, seeded commit
         tree = proj.add_worktree(tmp_path / "wt")
-        proj.write(tree, proj.right_fix())
+        proj.write(tree, proj.right_fix())     # or, as a scripted shell agent would:
+        agent_script = proj.fix_script(proj.wrong_fix())  # run with cwd = the worktree
 
 Building a project takes a few seconds (humanize ~10 s, six ~3 s, Markdown ~5 s); each is
 built at most once per session and restored (``git reset --hard``, worktrees and branches
@@ -32,6 +33,7 @@ removed) after every test that used it.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -44,6 +46,7 @@ import pytest
 from conftest import REPO_ROOT, git
 
 FETCH_SCRIPT = REPO_ROOT / "scripts" / "fetch-test-projects"
+_EOF = "AGENTOS_FIX_EOF"
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,16 @@ class ProjectRepo:
     def _text(self, seed: Seed, *, fixed: bool) -> str:
         text = (self.repo / seed.path).read_text()
         return text.replace(seed.bad, seed.good) if fixed else text
+
+    @staticmethod
+    def fix_script(files: dict[str, str]) -> str:
+        """A bash script that writes ``files`` into the current directory: the body of a
+        scripted shell agent (``write_package(..., files={"run.sh": ...})``)."""
+        lines = ["#!/usr/bin/env bash", "set -euo pipefail"]
+        for rel, text in files.items():
+            assert text.endswith("\n") and _EOF not in text, rel
+            lines += [f"cat > {shlex.quote(rel)} <<'{_EOF}'", text.rstrip("\n"), _EOF]
+        return "\n".join(lines) + "\n"
 
     @staticmethod
     def write(tree: Path, files: dict[str, str]) -> None:

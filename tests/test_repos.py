@@ -701,7 +701,9 @@ def test_a_real_projects_suite_passes_with_the_worktrees_fix_and_fails_with_a_wr
         assert "src/humanize/_version.py" in notes[0] and ".mo" in notes[0]
     env = profile.environment(base_env(), tree)
 
-    proj.write(tree, proj.right_fix())
+    script = proj.fix_script(proj.right_fix())  # what a scripted agent would run
+    assert sh(script, tree, base_env()).returncode == 0
+    assert sorted(git(tree, "diff", "--name-only").split()) == sorted(proj.right_fix())
     result = sh(profile.test_command(), tree, env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
