@@ -155,11 +155,15 @@ def main() -> None:
         many = add_agents(ws, root / "src", "many", k, "true\n")
         sleep1 = add_agents(ws, root / "src", "sleepone", 1, "sleep 2\n")
         sleep8 = add_agents(ws, root / "src", "sleepeight", 8, "sleep 2\n")
+        # One idle session keeps the private tmux server up between runs. Without it, a run
+        # that starts right after another ends can reach a server that is exiting (its last
+        # session just closed): `tmux new-session` then fails with "server exited
+        # unexpectedly" (agentos.sessions does not retry that yet).
+        sh("tmux", "-L", socket, "new-session", "-d", "-s", "bench-keepalive", "sleep 86400")
         try:
-            timed_run(ws, one, repo, args.check)  # warm up: tmux server, knowledge store, caches
+            timed_run(ws, one, repo, args.check)  # warm up: knowledge store, caches
             singles = [timed_run(ws, one, repo, args.check) for _ in range(args.rounds)]
             multis = [timed_run(ws, many, repo, args.check) for _ in range(args.rounds)]
-            sh("tmux", "-L", socket, "start-server")
             raws = [raw_agent(repo, socket, i) for i in range(args.rounds * k)]
             single, multi, raw = (statistics.median(x) for x in (singles, multis, raws))
             per_agent = (multi - single) / (k - 1)
