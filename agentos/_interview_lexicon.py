@@ -26,7 +26,13 @@ _NAMED_FILES = "Dockerfile|Makefile|Procfile|Jenkinsfile|Vagrantfile|Gemfile|LIC
 # Order matters: earlier kinds claim their span first.
 ENTITY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("code", re.compile(r"`([^`\n]+)`")),
-    ("quote", re.compile(r"\"([^\"\n]{2,})\"|(?<![\w'])'([^'\n]+?)'(?![\w])")),
+    (
+        "quote",
+        re.compile(
+            r"\"([^\"\n]{2,})\"|(?<![\w'])'([^'\n]+?)'(?![\w])"
+            r"|\u201c([^\u201d\n]{2,})\u201d|\u2018([^\u2019\n]+?)\u2019(?![\w])"  # curly quotes
+        ),
+    ),
     (
         "endpoint",
         re.compile(
@@ -159,7 +165,9 @@ def find_entities(text: str) -> list[Entity]:
             value = next((g for g in m.groups() if g), m.group(0)) if m.groups() else m.group(0)
             if kind == "status":  # "returns 404": only the number is the entity
                 start, end = m.span(1) if m.group(1) else m.span(2)
-            value = value.strip().rstrip(".,;:")
+            value = value.strip()
+            if kind != "code":  # "README.md." ends a sentence; `go test ./...` keeps its dots
+                value = value.rstrip(".,;:")
             if not value or value.lower() in NOT_SYMBOLS:
                 continue
             if kind == "path" and not _plausible_path(value):

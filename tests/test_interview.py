@@ -5,6 +5,7 @@ loopback server speaking Ollama's /api/chat to the real ``ollama`` client."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from agentos import _interview_checks
 from agentos.interview import AXES, WEAK_BELOW, amend, interview, interview_in, with_rewrite
 from agentos.text import words
 from agentos.workspace import InterviewSettings, Workspace
@@ -1076,6 +1078,332 @@ def test_success_criteria_in_the_request_become_proposed_checks(
     assert [
         c.model_dump(mode="json", exclude_none=True, exclude={"timeout"}) for c in found
     ] == checks
+
+
+# --- success phrasings as people write them ---------------------------------------------
+# Each phrasing with the exact checks it must become.
+
+
+def _tests(name: str, *paths: str) -> dict[str, Any]:
+    return {"name": name, "run": " ".join(["python -m pytest -q", *paths])}
+
+
+def _has(path: str, text: str, pattern: str | None = None) -> dict[str, Any]:
+    return {
+        "name": f'{path} contains "{text}"',
+        "file_contains": {"path": path, "pattern": pattern or text},
+    }
+
+
+def _lacks(path: str, text: str) -> dict[str, Any]:
+    return {
+        "name": f'{path} does not contain "{text}"',
+        "run": f"test -f {path} && ! grep -qF -e {text} -- {path}",
+    }
+
+
+SUITE = _tests("tests pass")
+TEST_PARSER = _tests("tests/test_parser.py passes", "tests/test_parser.py")
+FIXED_TYPO = _has("CHANGES.md", "Fixed typo")
+MAKE_DOCS = {"name": "make docs succeeds", "run": "make docs"}
+AUTH_GONE = {"name": "legacy/auth_v1.py is gone", "run": "test ! -e legacy/auth_v1.py"}
+
+CREDITED: list[tuple[str, str, list[dict[str, Any]]]] = [
+    ("done-when-tests-pass", "Fix the parser; done when tests pass.", [SUITE]),
+    ("all-tests-must-pass", "Fix the parser; all tests must pass.", [SUITE]),
+    ("suite-passes", "Fix the parser so that the test suite passes.", [SUITE]),
+    ("tests-are-green", "Fix the parser; the tests are green.", [SUITE]),
+    ("tests-green", "Fix the parser; all tests green.", [SUITE]),
+    ("pytest-passes", "Fix the parser; pytest passes.", [SUITE]),
+    ("keep-passing", "Fix the parser; existing tests keep passing.", [SUITE]),
+    ("no-test-fails", "Fix the parser; no test fails.", [SUITE]),
+    ("pytest-in-backticks", "Fix the parser. Done when `pytest` passes.", [SUITE]),
+    ("pytest-command-exits-0", "Fix the parser; `python -m pytest -q` exits 0.", [SUITE]),
+    ("test-file-passes", "Fix parse(); done when tests/test_parser.py passes.", [TEST_PARSER]),
+    ("test-file-must-pass", "Fix parse(); tests/test_parser.py must pass.", [TEST_PARSER]),
+    ("pytest-test-file", "Fix parse(); pytest tests/test_parser.py passes.", [TEST_PARSER]),
+    ("tests-in-file", "Fix parse(); the tests in tests/test_parser.py pass.", [TEST_PARSER]),
+    (
+        "two-test-files",
+        "Fix parse(); tests/test_parser.py and tests/test_lexer.py pass.",
+        [
+            _tests(
+                "tests/test_parser.py, tests/test_lexer.py pass",
+                "tests/test_parser.py",
+                "tests/test_lexer.py",
+            )
+        ],
+    ),
+    (
+        "test-node-id",
+        "Fix parse(); tests/test_parser.py::test_empty passes.",
+        [_tests("tests/test_parser.py::test_empty passes", "tests/test_parser.py::test_empty")],
+    ),
+    (
+        "pytest-file-in-backticks",
+        "Fix parse(); `pytest tests/test_parser.py` passes.",
+        [TEST_PARSER],
+    ),
+    (
+        "test-directory",
+        "Fix parse(); the integration tests in tests/integration/ must pass.",
+        [_tests("tests/integration/ passes", "tests/integration/")],
+    ),
+    (
+        "ruff-passes",
+        "Tidy the imports in app/; ruff check passes.",
+        [{"name": "lint clean", "run": "ruff check ."}],
+    ),
+    (
+        "lint-is-clean",
+        "Tidy the imports in app/; lint is clean.",
+        [{"name": "lint clean", "run": "ruff check ."}],
+    ),
+    (
+        "no-lint-errors",
+        "Tidy the imports in app/; no lint errors.",
+        [{"name": "lint clean", "run": "ruff check ."}],
+    ),
+    (
+        "mypy-strict-passes",
+        "Annotate app/db.py; mypy --strict passes.",
+        [{"name": "types check", "run": "mypy --strict ."}],
+    ),
+    (
+        "mypy-is-clean",
+        "Annotate app/db.py; mypy is clean.",
+        [{"name": "types check", "run": "mypy ."}],
+    ),
+    ("command-exits-0", "Fix the docs build; done when `make docs` exits 0.", [MAKE_DOCS]),
+    ("command-succeeds", "Fix the docs build; `make docs` succeeds.", [MAKE_DOCS]),
+    ("command-exit-code-0", "Fix the docs build; `make docs` must exit with code 0.", [MAKE_DOCS]),
+    ("bare-make-target", "Fix the docs build; make docs exits 0.", [MAKE_DOCS]),
+    (
+        "command-works",
+        "Fix the frontend build; `npm run build` works.",
+        [{"name": "npm run build succeeds", "run": "npm run build"}],
+    ),
+    (
+        "bare-pip-install",
+        "Drop the unused requests dependency from pyproject.toml; pip install -e . succeeds.",
+        [{"name": "pip install -e . succeeds", "run": "pip install -e ."}],
+    ),
+    (
+        "bare-docker-build",
+        "Add a Dockerfile for the app; docker build . succeeds.",
+        [
+            {"name": "Dockerfile exists", "file_exists": "Dockerfile"},
+            {"name": "docker build . succeeds", "run": "docker build ."},
+        ],
+    ),
+    (
+        "command-within-a-time",
+        "Speed up the benchmark; `python bench.py` exits 0 in under 60 s.",
+        [{"name": "python bench.py succeeds", "run": "python bench.py", "timeout": 60.0}],
+    ),
+    (
+        "command-prints",
+        "Fix the greeting; `python -m app hello` prints 'Hello, world'.",
+        [
+            {
+                "name": 'python -m app hello prints "Hello, world"',
+                "run": "( python -m app hello ) 2>&1 | grep -F -e 'Hello, world'",
+            }
+        ],
+    ),
+    (
+        "command-no-longer-prints",
+        "Remove the debug output; `agentos route x` no longer prints 'DEBUG'.",
+        [
+            {
+                "name": 'agentos route x does not print "DEBUG"',
+                "run": "! ( agentos route x ) 2>&1 | grep -F -e DEBUG",
+            }
+        ],
+    ),
+    (
+        "bare-python-c",
+        "Fix the circular import; python -c 'import app' works.",
+        [{"name": "python -c 'import app' succeeds", "run": "python -c 'import app'"}],
+    ),
+    (
+        "go-test-keeps-its-dots",
+        "Fix the Go server shutdown; `go test ./...` passes.",
+        [{"name": "go test ./... succeeds", "run": "go test ./..."}],
+    ),
+    (
+        "file-must-exist",
+        "Document the flags; README.md must exist.",
+        [{"name": "README.md exists", "file_exists": "README.md"}],
+    ),
+    (
+        "create-file",
+        "Create docs/cli.md documenting every command.",
+        [{"name": "docs/cli.md exists", "file_exists": "docs/cli.md"}],
+    ),
+    (
+        "must-exist-when-done",
+        "create notes.txt in the repository root; notes.txt must exist when done",
+        [{"name": "notes.txt exists", "file_exists": "notes.txt"}],
+    ),
+    (
+        "file-is-created",
+        "Write the changelog; CHANGES.md is created.",
+        [{"name": "CHANGES.md exists", "file_exists": "CHANGES.md"}],
+    ),
+    (
+        "file-should-exist",
+        "Add the licence text; LICENSE should exist.",
+        [{"name": "LICENSE exists", "file_exists": "LICENSE"}],
+    ),
+    ("file-is-gone", "Drop the old auth module; legacy/auth_v1.py is gone.", [AUTH_GONE]),
+    (
+        "file-no-longer-exists",
+        "Drop the old auth module; legacy/auth_v1.py no longer exists.",
+        [AUTH_GONE],
+    ),
+    ("delete-file", "Delete legacy/auth_v1.py and its imports.", [AUTH_GONE]),
+    (
+        "directory-must-not-exist",
+        "Drop the old code; legacy/ must not exist.",
+        [{"name": "legacy/ is gone", "run": "test ! -e legacy"}],
+    ),
+    (
+        "issue-14-contains",
+        "Add a changelog entry; done when CHANGES.md contains 'Fixed typo'.",
+        [FIXED_TYPO],
+    ),
+    ("must-contain", "Add a changelog entry; CHANGES.md must contain 'Fixed typo'.", [FIXED_TYPO]),
+    ("must-include", "Add a changelog entry; CHANGES.md must include 'Fixed typo'.", [FIXED_TYPO]),
+    (
+        "should-mention",
+        "Add a changelog entry; CHANGES.md should mention 'Fixed typo'.",
+        [FIXED_TYPO],
+    ),
+    ("appears-in", "Add a changelog entry; 'Fixed typo' appears in CHANGES.md.", [FIXED_TYPO]),
+    ("says", "Add a changelog entry; CHANGES.md says 'Fixed typo'.", [FIXED_TYPO]),
+    ("is-in", "Add a changelog entry; done when 'Fixed typo' is in CHANGES.md.", [FIXED_TYPO]),
+    ("has-an-entry", "Add a changelog entry; CHANGES.md has an entry 'Fixed typo'.", [FIXED_TYPO]),
+    (
+        "must-be-listed-in",
+        "Add a changelog entry; 'Fixed typo' must be listed in CHANGES.md.",
+        [FIXED_TYPO],
+    ),
+    ("curly-quotes", "Add a changelog entry; CHANGES.md contains “Fixed typo”.", [FIXED_TYPO]),
+    (
+        "heading",
+        "Document installation; README.md must contain the heading '## Installation'.",
+        [_has("README.md", "## Installation")],
+    ),
+    (
+        "metacharacters-escaped",
+        'Document installation; README.md must contain "## Install (pip)".',
+        [_has("README.md", "## Install (pip)", r"## Install \(pip\)")],
+    ),
+    (
+        "command-in-a-file",
+        "Document the init command; README.md lists `agentos init`.",
+        [_has("README.md", "agentos init")],
+    ),
+    (
+        "two-texts",
+        "Update the changelog; the CHANGES.md file contains 'Fixed typo' and 'Added --json'.",
+        [FIXED_TYPO, _has("CHANGES.md", "Added --json")],
+    ),
+    (
+        "no-longer-mentions",
+        "Drop the beta warning; README.md no longer mentions 'beta'.",
+        [_lacks("README.md", "beta")],
+    ),
+    (
+        "gone-from",
+        "Drop the beta warning; 'beta' is gone from README.md.",
+        [_lacks("README.md", "beta")],
+    ),
+    (
+        "must-not-contain",
+        "Resolve the leftovers; README.md must not contain 'TODO'.",
+        [_lacks("README.md", "TODO")],
+    ),
+]
+
+
+def _checks(result: Any) -> list[dict[str, Any]]:
+    return [
+        c.model_dump(mode="json", exclude_none=True, exclude={"timeout"})
+        | ({"timeout": c.timeout} if c.timeout != 300 else {})
+        for c in result.proposed_checks
+    ]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "checks"),
+    [pytest.param(r, c, id=i) for i, r, c in CREDITED],
+)
+def test_each_success_phrasing_becomes_its_exact_checks(
+    request_text: str, checks: list[dict[str, Any]]
+) -> None:
+    assert _checks(interview(request_text, DEFAULTS)) == checks
+
+
+def test_the_shell_checks_the_interview_writes_hold_only_when_their_criterion_does(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy/auth_v1.py").write_text("SECRET = 1\n")
+    (tmp_path / "README.md").write_text("# App\n\nStill in beta.\n")
+    (tmp_path / "app.py").write_text("print('Hello, world')\n")
+    request = (
+        "Finish the release: legacy/auth_v1.py is gone, README.md must not mention 'beta',"
+        " `python app.py` prints 'Hello, world' and `python app.py` no longer prints 'DEBUG'."
+    )
+    checks = interview(request, DEFAULTS).proposed_checks
+    assert [c.name for c in checks] == [
+        "legacy/auth_v1.py is gone",
+        'README.md does not contain "beta"',
+        'python app.py prints "Hello, world"',
+        'python app.py does not print "DEBUG"',
+    ]
+
+    def passing() -> list[str]:
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        return [
+            c.name
+            for c in checks
+            if c.run is not None
+            and subprocess.run(["bash", "-c", c.run], cwd=tmp_path, env=env).returncode == 0
+        ]
+
+    assert passing() == [
+        'python app.py prints "Hello, world"',
+        'python app.py does not print "DEBUG"',
+    ]
+    (tmp_path / "legacy/auth_v1.py").unlink()
+    (tmp_path / "README.md").write_text("# App\n")
+    (tmp_path / "app.py").write_text("print('Hello, world')\nprint('DEBUG: x')\n")
+    assert passing() == [
+        "legacy/auth_v1.py is gone",
+        'README.md does not contain "beta"',
+        'python app.py prints "Hello, world"',
+    ]
+
+
+def test_every_test_command_proposal_goes_through_one_function() -> None:
+    # Making "tests pass" the repository's own test command is a change to _tests_check
+    # alone: nothing else builds a test command.
+    tree = ast.parse(Path(_interview_checks.__file__).read_text())
+    users: dict[str, set[str]] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Name) and node.id in ("TEST_COMMAND", "_pytest_command"):
+                    users.setdefault(node.id, set()).add(fn.name)
+    assert users.get("TEST_COMMAND", set()) <= {"_pytest_command"}
+    assert users.get("_pytest_command", set()) <= {"_tests_check"}
+    for _, request, checks in CREDITED:
+        for check in checks:
+            if "pytest" in check.get("run", ""):
+                assert check["run"].startswith(_interview_checks.TEST_COMMAND), request
 
 
 # --- the CLI ------------------------------------------------------------------------------
