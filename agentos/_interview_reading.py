@@ -1,4 +1,5 @@
-"""Reading a request for the interview engine: named things, stems, clauses, verbs.
+"""Reading a request for the interview engine: named things, stems, clauses, verbs and the
+criteria it states.
 
 The request's named things (paths, symbols, quoted messages, ...) are masked by
 placeholder words so that Porter stems of the rest can be matched against the phrase
@@ -12,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from agentos import _interview_lexicon as lex
-from agentos._interview_checks import propose_checks
+from agentos._interview_checks import Criterion, checks_of, criteria
 from agentos.text import stem_phrase, stems, words
 
 _CLAUSE_SPLIT = re.compile(r"[.;:!?]+(?=\s|$)|[\n;]|,\s+")
@@ -60,7 +61,8 @@ class Reading:
         self.clauses = [
             c for c in (_tokens_of(s) for s in _CLAUSE_SPLIT.split(self.masked)) if c[0]
         ]
-        self.checks = propose_checks(text, self.entities)
+        self.criteria: list[Criterion] = criteria(text, self.entities)
+        self.checks = checks_of(self.criteria)
 
     def kinds(self, *kinds: str) -> list[str]:
         seen: dict[str, None] = {}

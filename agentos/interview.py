@@ -8,7 +8,9 @@ A request is read on five axes, each 0..1, from its text alone:
   "under 200 ms");
 - **scope**: named files, paths, symbols, commands, endpoints, or at least an area of code;
 - **context**: errors seen, current versus expected behaviour, the reason for the change;
-- **success**: acceptance criteria ("done when", "tests pass", "returns 400").
+- **success**: acceptance criteria ("done when", "tests pass", "returns 400"); a criterion
+  counts as measurable only through the Stormbreaker check it becomes, so without one the
+  axis counts at most :data:`UNCHECKED_SUCCESS`.
 
 ``ambiguity = 1 - weighted mean of the axes``. A request passes when the ambiguity is at or
 under the threshold and no axis is under its floor; a blocked request gets one specific
@@ -51,6 +53,10 @@ DEFAULT_FLOORS: dict[str, float] = {
     "success": 0.0,
 }
 WEAK_BELOW = 0.5  # an axis under this (or under its floor) gets a question
+# The most the success axis counts without a check to hold a criterion: under WEAK_BELOW,
+# so a blocked request is asked how we will know it is done.
+UNCHECKED_SUCCESS = 0.45
+SUCCESS_KINDS = ("run", "tests", "file_exists", "file_contains")  # the rest bound the change
 MAX_CANDIDATES = 5
 _DIGITS = 3  # scores are rounded so every process prints the same numbers
 
@@ -330,30 +336,48 @@ def _context(r: Reading) -> Scored:
 
 
 _STRONG_ACCEPTANCE = ("done when", "acceptance", "definition of done", "acceptance criteria")
+_MEASURABLE = ("status", "quantity", "exit", "quote")
 
 
 def _success(r: Reading) -> Scored:
+    """The words that say how we will know it is done, and the checks its criteria became.
+
+    A criterion counts as measurable only through its check: without any, the axis stays
+    at or under :data:`UNCHECKED_SUCCESS` and the evidence says what no check holds."""
     ev: list[str] = []
     strong = r.find(_STRONG_ACCEPTANCE)
     accept = [p for p in r.find(lex.ACCEPTANCE) if p not in strong]
-    tests = r.find(lex.TEST_WORDS)
     expected = r.find(lex.EXPECTED_WORDS)
-    measurable = r.kinds("status", "quantity", "exit", "quote")
+    checks = [c.name for c in r.checks if c.kind in SUCCESS_KINDS]
     score = (0.5 if strong else 0.0) + _steps(len(accept), (0.35, 0.15, 0.1))
-    score += 0.3 if r.checks else 0.0
-    score += 0.2 if tests else 0.0
     score += 0.15 if expected else 0.0
-    score += 0.15 if measurable else 0.0
+    score += _steps(len(checks), (0.6, 0.15, 0.1))  # one check alone is not weak
     for label, found in (
         ("acceptance", strong + accept),
-        ("tests", tests),
         ("expected", expected),
-        ("measurable", measurable),
-        ("checks", [c.name for c in r.checks]),
+        ("checks", checks),
     ):
         if found:
             ev.append(f"{label}: " + ", ".join(found))
+    unchecked = [f"{c.text} ({c.why_not})" for c in r.criteria if c.check is None]
+    unchecked += _loose(r)
+    if unchecked:
+        ev.append("not checkable: " + "; ".join(unchecked))
+    if not checks and score > 0:
+        score = min(score, UNCHECKED_SUCCESS)
+        ev.append(f"no check: counts at most {UNCHECKED_SUCCESS}")
     return score, ev
+
+
+def _loose(r: Reading) -> list[str]:
+    """Measurable things the request names (404, "200 ms", a quoted message) that no
+    criterion takes up."""
+    spans = [(c.start, c.end) for c in r.criteria]
+    seen: dict[str, None] = {}
+    for e in r.entities:
+        if e.kind in _MEASURABLE and not any(s <= e.start and e.end <= t for s, t in spans):
+            seen.setdefault(e.text, None)
+    return list(seen)
 
 
 # --- questions ----------------------------------------------------------------------------
@@ -464,6 +488,13 @@ def _ask_goal(r: Reading) -> str:
 
 
 def _ask_success(r: Reading) -> str:
+    unchecked = [c.text for c in r.criteria if c.check is None]
+    if unchecked:
+        return (
+            f"How will we know it is done? No check can hold {_quoted(unchecked[:2])}: name "
+            "tests that must pass, a command that must succeed, or a file and the text it "
+            "must contain."
+        )
     if r.find(("speed up", "faster", "slow", "performance", "optimize", "optimise")):
         return (
             "How will we know it is done? Name the operation, how long it takes now and "

@@ -25,7 +25,16 @@ import pytest
 import yaml
 
 from agentos import _interview_checks
-from agentos.interview import AXES, WEAK_BELOW, amend, interview, interview_in, with_rewrite
+from agentos.interview import (
+    AXES,
+    SUCCESS_KINDS,
+    UNCHECKED_SUCCESS,
+    WEAK_BELOW,
+    amend,
+    interview,
+    interview_in,
+    with_rewrite,
+)
 from agentos.text import words
 from agentos.workspace import InterviewSettings, Workspace
 
@@ -1080,8 +1089,10 @@ def test_success_criteria_in_the_request_become_proposed_checks(
     ] == checks
 
 
-# --- success phrasings as people write them ---------------------------------------------
-# Each phrasing with the exact checks it must become.
+# --- every credited criterion is a check --------------------------------------------------
+# Success phrasings as people write them, each with the exact checks it must become. The
+# success axis credits a criterion only through its check: with none, it counts at most
+# UNCHECKED_SUCCESS, under WEAK_BELOW, and the evidence says what no check can hold.
 
 
 def _tests(name: str, *paths: str) -> dict[str, Any]:
@@ -1327,6 +1338,40 @@ CREDITED: list[tuple[str, str, list[dict[str, Any]]]] = [
     ),
 ]
 
+NOT_CHECKABLE: list[tuple[str, str, str]] = [
+    ("status-code", "Fix the handler; it should return 404 for a missing user.", "404"),
+    ("time-limit", "Make search faster: under 200 ms for 10k rows.", "200 ms"),
+    ("ci", "Fix the pipeline; CI passes.", "CI runs elsewhere"),
+    (
+        "not-a-python-test",
+        "Fix the login form; the Playwright test e2e/login.spec.ts passes.",
+        "pytest, which cannot run e2e/login.spec.ts",
+    ),
+    (
+        "conditional",
+        "Fix the banner; `agentos hub list` exits 0 when no package is installed.",
+        "a situation no check sets up",
+    ),
+    (
+        "todays-behaviour",
+        "Bug: `agentos receipts verify` exits 0 even when a receipt was deleted.",
+        "today's behaviour",
+    ),
+    ("which-readme", "Update the docs; the README says 'hello'.", "which file: README.md"),
+    (
+        "command-must-fail",
+        "Fix the crash; `agentos gc` exits 1 on a missing lock.",
+        "say what must succeed",
+    ),
+    (
+        "elsewhere",
+        "Upgrade the schema; alembic upgrade head and downgrade -1 both succeed on a copy of prod.",
+        "no check",
+    ),
+    ("works-on-mobile", "Fix the date picker; done when it works on mobile.", "no check"),
+    ("renders", "Fix the layout; the page renders without overflow.", "no check"),
+]
+
 
 def _checks(result: Any) -> list[dict[str, Any]]:
     return [
@@ -1340,10 +1385,49 @@ def _checks(result: Any) -> list[dict[str, Any]]:
     ("request_text", "checks"),
     [pytest.param(r, c, id=i) for i, r, c in CREDITED],
 )
-def test_each_success_phrasing_becomes_its_exact_checks(
+def test_each_success_phrasing_becomes_its_exact_checks_and_is_credited(
     request_text: str, checks: list[dict[str, Any]]
 ) -> None:
-    assert _checks(interview(request_text, DEFAULTS)) == checks
+    result = interview(request_text, DEFAULTS)
+    assert _checks(result) == checks
+    assert result.axes["success"] >= WEAK_BELOW, result.evidence["success"]
+    names = [c["name"] for c in checks if "no_changes_outside" not in c]
+    assert f"checks: {', '.join(names)}" in result.evidence["success"]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "why"),
+    [pytest.param(r, w, id=i) for i, r, w in NOT_CHECKABLE],
+)
+def test_a_criterion_no_check_can_hold_is_not_credited_and_the_evidence_says_why(
+    request_text: str, why: str
+) -> None:
+    result = interview(request_text, DEFAULTS)
+    assert result.proposed_checks == []
+    assert result.axes["success"] <= UNCHECKED_SUCCESS < WEAK_BELOW
+    assert why in " ".join(result.evidence["success"])
+
+
+def test_a_success_criterion_the_interview_credits_always_has_a_check() -> None:
+    requests = [r for _, r, _ in CREDITED] + [r for _, r, _ in NOT_CHECKABLE]
+    requests += [r for _, _, r in LABELLED]
+    assert len(CREDITED) + len(NOT_CHECKABLE) >= 70
+    for request in requests:
+        result = interview(request, DEFAULTS)
+        success_checks = [c for c in result.proposed_checks if c.kind in SUCCESS_KINDS]
+        credited = result.axes["success"] > UNCHECKED_SUCCESS
+        assert credited == bool(success_checks), (request, result.evidence["success"])
+
+
+def test_a_criterion_that_describes_the_bug_is_not_proposed_as_a_check() -> None:
+    # The bug report says the command exits 0 today; a check that it exits 0 would pass on
+    # the broken code (the old engine proposed "agentos receipts verify succeeds" here).
+    result = interview(DEV_CLEAR[13][2], DEFAULTS)
+    assert result.passed
+    assert result.proposed_checks == []
+    assert "not checkable: `agentos receipts verify` exits 0 (it describes today's behaviour)" in (
+        "; ".join(result.evidence["success"])
+    )
 
 
 def test_the_shell_checks_the_interview_writes_hold_only_when_their_criterion_does(
