@@ -1014,6 +1014,152 @@ TEST_WORDS = (
 )
 EXPECTED_WORDS = ("should", "must", "expected", "instead", "will", "needs to", "has to")
 
+# Read-only requests: verbs that ask for an answer and change nothing by themselves. "show"
+# alone is not one ("show the error under the form" changes a page); "show me" is.
+READ_VERBS = (
+    "run",
+    "rerun",
+    "report",
+    "list",
+    "explain",
+    "review",
+    "check",
+    "audit",
+    "find",
+    "find out",
+    "summarise",
+    "summarize",
+    "describe",
+    "tell",
+    "tell me",
+    "tell us",
+    "inspect",
+    "analyse",
+    "analyze",
+    "investigate",
+    "look",
+    "look at",
+    "look into",
+    "look over",
+    "take a look",
+    "have a look",
+    "read",
+    "count",
+    "compare",
+    "diagnose",
+    "identify",
+    "locate",
+    "trace",
+    "search",
+    "grep",
+    "measure",
+    "benchmark",
+    "profile",
+    "verify",
+    "confirm",
+    "assess",
+    "evaluate",
+    "examine",
+    "walk me through",
+    "go through",
+    "point out",
+    "figure out",
+    "determine",
+    "give me",
+    "answer",
+    "outline",
+)
+# What a read verb may ask to find without naming which: "list the problems", "find bugs".
+FINDABLE = (
+    "bug",
+    "bugs",
+    "issue",
+    "issues",
+    "problem",
+    "problems",
+    "error",
+    "errors",
+    "mistake",
+    "mistakes",
+    "typo",
+    "typos",
+    "failure",
+    "failures",
+    "warning",
+    "warnings",
+    "smell",
+    "smells",
+    "risk",
+    "risks",
+    "vulnerability",
+    "vulnerabilities",
+    "todo",
+    "todos",
+)
+# Read verbs that say little on their own ("take a look"): weak, like "look".
+VAGUE_READS = ("look at", "look over", "take a look", "have a look", "go through")
+# Verbs that ask for an answer only when these words follow: "show me", "show which tests fail".
+READ_ONLY_AFTER = {"show": ("me", "us", "what", "which", "how", "where", "why", "whether")}
+# A read verb followed by one of these asks about what follows: "explain how routing works".
+WH_WORDS = ("what", "which", "why", "how", "where", "who", "whose", "whether", "when", "if", "that")
+# A sentence opening with one of these asks a question ("which tests fail?"); the auxiliary
+# verbs count only in a sentence that ends with a question mark.
+QUESTION_WORDS = ("what", "which", "why", "how", "where", "who", "whose", "whether")
+QUESTION_AUX = ("is", "are", "does", "do", "did", "has", "have", "was", "were")
+# Words right before a verb that take it back: "don't fix it", "never touch", "no need to".
+NEGATIONS = ("not", "never", "dont", "no need to", "without")
+# What "run" changes when it runs one of these ("run black on src/", "ruff check --fix").
+WRITING_RUNS = (
+    "black",
+    "isort",
+    "prettier",
+    "autopep8",
+    "autoflake",
+    "pyupgrade",
+    "formatter",
+    "format",
+    "fix",
+    "migration",
+    "migrate",
+    "install",
+    "upgrade",
+    "deploy",
+    "commit",
+    "push",
+    "apply",
+    "codemod",
+    "generate",
+    "publish",
+    "release",
+)
+# "X should be fixed", "the parser needs fixing", "I want it removed": a change without an
+# imperative verb.
+CHANGE_WANTED_RE = re.compile(
+    r"\b(?:should|must|needs?\s+to|has\s+to|have\s+to|ought\s+to|to)\s+be\s+(?:\w+\s+)?"
+    r"(?:fixed|changed|updated|removed|deleted|renamed|added|rewritten|refactored|replaced|"
+    r"moved|implemented|created|written|corrected|cleaned(?:\s+up)?|improved|converted|"
+    r"migrated|bumped|upgraded|edited|modified|patched|reverted|dropped)\b"
+    r"|\bneeds?\s+(?:fixing|changing|updating|removing|renaming|rewriting|refactoring|"
+    r"a\s+fix)\b"
+    r"|\b(?:want|need|like)\s+(?:\w+\s+){1,3}(?:fixed|changed|updated|removed|deleted|"
+    r"renamed|added|rewritten|refactored|replaced|implemented|cleaned\s+up)\b",
+    re.IGNORECASE,
+)
+# An answer written into the code or its docs is a change: "explain the regex in a comment".
+WRITES_INTO_RE = re.compile(
+    r"\b(?:in|into|to|as)\s+(?:(?:a|an|the|its|their)\s+)?(?:new\s+)?(?:code\s+)?(?:comments?|"
+    r"docstrings?|readme|docs|documentation|changelog|wiki|release\s+notes)\b",
+    re.IGNORECASE,
+)
+# Words that say the request is read-only.
+READ_ONLY_SAID_RE = re.compile(
+    r"\bread[\s-]only\b|\bwithout\s+(?:changing|modifying|touching|editing)\s+"
+    r"(?:anything|any\s+(?:code|files?)|the\s+code)\b|\b(?:do\s+not|don'?t|never)\s+(?:change|"
+    r"modify|touch|edit|fix)\s+(?:anything|any\s+(?:code|files?)|the\s+code)\b"
+    r"|\b(?:make|with)\s+no\s+(?:code\s+)?changes\b",
+    re.IGNORECASE,
+)
+
 
 # --- matching -----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The interview's questions: one per weak axis, naming what the request lacks.
 
 Each question quotes the request's own words ("“make it better” has no object", "You mention
-“router”") and, for the scope, the files the knowledge store finds for it.
+“router”") and, for the scope, the files the knowledge store finds for it. A read-only
+request is asked where to look and what to report, never which files to change.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from agentos import _interview_lexicon as lex
-from agentos._interview_reading import PRONOUNS, Reading, verbs
+from agentos._interview_reading import PRONOUNS, Reading, actions
 
 MAX_CANDIDATES = 5
 
@@ -56,6 +57,11 @@ def ask(axis: str, r: Reading, found: list[str]) -> str:
                 "What happens now, and what did you expect instead? Paste the exact "
                 "error message or the command that shows it."
             )
+        if r.intent.read_only:
+            return (
+                "What prompted the question, and what will you do with the answer? A "
+                "sentence of background is enough."
+            )
         return (
             "Why is this needed, and how does it behave today? A sentence of background "
             "(who needs it, what it replaces) is enough."
@@ -72,6 +78,13 @@ def _ask_scope(r: Reading, found: list[str]) -> str:
         head = f"You mention {_quoted(areas[:3])}: which"
     else:
         head = "Which"
+    if r.intent.read_only:  # nothing is to change: ask where to look
+        if found:
+            return f"{head} files or modules should be looked at? Candidates: {', '.join(found)}."
+        return (
+            f"{head} files, modules or functions should be looked at? Name a path, a symbol "
+            "or the command to run."
+        )
     if found:
         return f"{head} files or modules should change? Candidates: {', '.join(found)}."
     return (
@@ -84,9 +97,11 @@ _BARE_VERBS = ("make", "do", "help", "look", "look into", "check", "work on", "d
 
 
 def _ask_goal(r: Reading) -> str:
-    best = max(verbs(r), key=lambda v: v.score, default=None)
+    best = max(actions(r), key=lambda v: v.score, default=None)
+    read_only = r.intent.read_only
     if best is not None and best.phrase in _BARE_VERBS:
-        best = replace(best, phrase="change")
+        best = replace(best, phrase="look at" if read_only else "change")
+    after = "what you want to know about it" if read_only else "what should be different afterwards"
     vague = r.said(lex.VAGUE)
     if best is None:
         return (
@@ -96,17 +111,19 @@ def _ask_goal(r: Reading) -> str:
     if best.empty_object in PRONOUNS:
         return (
             f"What does “{best.empty_object}” refer to in “{best.span}”? Name the thing "
-            f"to {best.phrase} and what should be different afterwards."
+            f"to {best.phrase} and {after}."
         )
     if best.empty_object is not None:
         return (
             f"“{best.span}” does not say which {best.empty_object} or what is wrong with "
-            f"it: name the part to {best.phrase} and what should be different afterwards."
+            f"it: name the part to {best.phrase} and {after}."
         )
     if best.obj is None:
+        return f"“{best.span}” has no object: {best.phrase} what, exactly, and {after}?"
+    if read_only:
         return (
-            f"“{best.span}” has no object: {best.phrase} what, exactly, and what should be "
-            "different afterwards?"
+            f"“{best.span}” is open-ended: what exactly should be looked at, and what should "
+            "the answer say?"
         )
     if vague:
         return (
@@ -120,6 +137,11 @@ def _ask_goal(r: Reading) -> str:
 
 
 def _ask_success(r: Reading) -> str:
+    if r.intent.read_only:
+        return (
+            "What should the answer contain? Say what to report, e.g. “the failing tests "
+            "with their errors” or “each problem with its file and line”."
+        )
     unchecked = [c.text for c in r.criteria if c.check is None]
     if unchecked:
         return (

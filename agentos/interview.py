@@ -12,6 +12,11 @@ A request is read on five axes, each 0..1, from its text alone:
   counts as measurable only through the Stormbreaker check it becomes, so without one the
   axis counts at most :data:`UNCHECKED_SUCCESS`.
 
+A **read-only** request ("run the tests and report what fails", "which tests fail?",
+"explain how routing works") asks for an answer and changes nothing: its constraints are
+met by nature, its scope is what to look at, its success is the answer it asks for, and it
+proposes no check.
+
 ``ambiguity = 1 - weighted mean of the axes``. A request passes when the ambiguity is at or
 under the threshold and no axis is under its floor; a blocked request gets one specific
 question per weak axis. The score is deterministic (no model, no randomness, rounded); an
@@ -31,9 +36,10 @@ from typing import Any
 
 from agentos import _interview_lexicon as lex
 from agentos._interview_questions import ask, first_candidates
-from agentos._interview_reading import Reading, verbs
+from agentos._interview_reading import READ_VERB, STOP, VAGUE_WORDS, Reading, actions
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, BadInput, OperationFailed
+from agentos.text import stem_phrase, stems
 from agentos.workspace import Axis, InterviewSettings, Workspace
 
 log = logging.getLogger(__name__)
@@ -78,6 +84,7 @@ class Interview:
     questions: list[Question]
     proposed_checks: list[CheckSpec]
     request: str = ""
+    read_only: bool = False  # asks for an answer and changes nothing
     threshold: float = 0.4
     floors: dict[str, float] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
@@ -94,6 +101,7 @@ class Interview:
         return {
             "request": self.request,
             "passed": self.passed,
+            "read_only": self.read_only,
             "ambiguity": self.ambiguity,
             "threshold": self.threshold,
             "axes": {a: self.axes[a] for a in AXES},
@@ -124,12 +132,13 @@ def interview(
     if not request or not request.strip():
         raise BadInput("the request is empty: say what should be done", field="request")
     reading = Reading(request)
+    read_only = reading.intent.read_only
     scored = {
         "goal": _goal(reading),
-        "constraints": _constraints(reading),
+        "constraints": _nothing_changes(reading) if read_only else _constraints(reading),
         "scope": _scope(reading),
         "context": _context(reading),
-        "success": _success(reading),
+        "success": _answer(reading) if read_only else _success(reading),
     }
     axes: dict[str, float] = {a: round(min(1.0, max(0.0, scored[a][0])), _DIGITS) for a in AXES}
     evidence: dict[str, list[str]] = {a: scored[a][1] for a in AXES}
@@ -160,8 +169,9 @@ def interview(
         ambiguity=ambiguity,
         passed=passed,
         questions=questions,
-        proposed_checks=reading.checks,
+        proposed_checks=[] if read_only else reading.checks,
         request=request,
+        read_only=read_only,
         threshold=settings.threshold,
         floors=floors,
         weights=weights,
@@ -236,12 +246,19 @@ def _steps(n: int, steps: tuple[float, ...]) -> float:
 
 def _goal(r: Reading) -> Scored:
     ev: list[str] = []
-    found = verbs(r)
-    best = max(found, key=lambda v: v.score, default=None)
+    best = max(actions(r), key=lambda v: v.score, default=None)
+    question = r.intent.question if r.intent.read_only else None
+    asked = 0.0
+    if question is not None:  # "which tests fail?": a question with a subject is a goal
+        said = {t for t in stems(question) if t not in STOP and t not in VAGUE_WORDS}
+        asked = READ_VERB + (0.25 if len(said) >= 2 else 0.0)
     score = 0.0
-    if best is not None:
+    if best is not None and best.score >= asked:
         score = best.score
         ev.append(f"action: {best.phrase}" + (f" {best.obj}" if best.obj else ""))
+    elif question is not None:
+        score = asked
+        ev.append(f"question: {question}")
     elif r.find(lex.BUG_WORDS) or r.find(lex.SYMPTOMS):
         # A problem described without an action: fixing it is implied, and clearer when
         # the expected behaviour is said too.
@@ -250,6 +267,9 @@ def _goal(r: Reading) -> Scored:
     content = len(set(r.content()))  # distinct words: repeating one says nothing new
     score += 0.15 if content >= 12 else 0.1 if content >= 6 else 0.0
     vague = r.find(lex.VAGUE)
+    if r.intent.read_only:  # what to look at is not vague: "how routing works", "the problems"
+        looked_at = {s for v in actions(r) if v.obj for s in stems(v.obj)}
+        vague = [w for w in vague if not set(stem_phrase(w)) <= looked_at]
     if vague:
         score -= min(0.45, 0.15 * len(vague))
         ev.append("vague: " + ", ".join(vague))
@@ -271,6 +291,9 @@ def _scope(r: Reading) -> Scored:
     if areas:
         score += _steps(len(areas), (0.25, 0.1, 0.05))
         ev.append("areas: " + ", ".join(areas))
+    if r.intent.read_only and not paths and r.find(("test", "test suite")):
+        score += 0.35  # "run the tests": the whole suite is a definite thing to look at
+        ev.append("target: the test suite")
     whole = r.find(lex.WHOLE_SCOPE)
     if whole and not (paths or symbols):
         score = max(0.0, score - 0.35 * len(whole))
@@ -297,6 +320,14 @@ def _constraints(r: Reading) -> Scored:
     if limits:
         ev.append("limits: " + ", ".join(limits))
     return score, ev
+
+
+def _nothing_changes(r: Reading) -> Scored:
+    """A read-only request changes nothing: the strictest constraint there is."""
+    ev = ["read-only: " + ", ".join(r.intent.reads[:3]) + " (nothing changes)"]
+    if r.intent.said:
+        ev.append("said: " + ", ".join(r.intent.said))
+    return 1.0, ev
 
 
 def _errors_seen(r: Reading) -> list[str]:
@@ -378,6 +409,16 @@ def _loose(r: Reading) -> list[str]:
         if e.kind in _MEASURABLE and not any(s <= e.start and e.end <= t for s, t in spans):
             seen.setdefault(e.text, None)
     return list(seen)
+
+
+def _answer(r: Reading) -> Scored:
+    """What a read-only request asks back. The answer is its result: no check holds it, so
+    it counts at most :data:`UNCHECKED_SUCCESS`, like any criterion without a check."""
+    if not r.intent.answers:
+        return 0.2, ["answer: not said what to report"]
+    return UNCHECKED_SUCCESS, [
+        "answer: " + ", ".join(r.intent.answers) + " (an answer, not a check)"
+    ]
 
 
 # --- an optional rewrite through Ollama ---------------------------------------------------

@@ -681,6 +681,7 @@ def test_a_whole_interview_document_for_a_vague_request() -> None:
     assert interview("make it better", DEFAULTS).as_dict() == {
         "request": "make it better",
         "passed": False,
+        "read_only": False,
         "ambiguity": 0.925,
         "threshold": 0.4,
         "axes": {"goal": 0.25, "constraints": 0.0, "scope": 0.0, "context": 0.0, "success": 0.0},
@@ -1488,6 +1489,152 @@ def test_every_test_command_proposal_goes_through_one_function() -> None:
         for check in checks:
             if "pytest" in check.get("run", ""):
                 assert check["run"].startswith(_interview_checks.TEST_COMMAND), request
+
+
+# --- read-only requests -------------------------------------------------------------------
+
+READ_ONLY: list[tuple[str, str]] = [
+    ("run-and-report", "run the tests and report what fails"),
+    ("which-fail", "which tests fail?"),
+    ("review-and-list", "review src/api.py and list the problems"),
+    ("explain", "explain how routing works"),
+    ("summarise", "Summarise what agentos/router.py does"),
+    ("find-where", "Find where the retry limit is set"),
+    ("tell-me", "Tell me which tests are slow"),
+    ("show-me", "Show me which packages are installed"),
+    ("why", "Why does route() raise KeyError for an empty card list?"),
+    ("is-there", "Is there a test for parse_version()?"),
+    ("how-does-with-a-verb", "How does the guardian decide to restart an agent?"),
+    ("check-that", "Check that the tests pass"),
+    ("check-whether", "Check whether `agentos gc` removes orphan worktrees"),
+    ("negated-fix", "Don't fix anything, just list the failing tests"),
+    ("without-changing", "Run ruff check and report the errors without changing any code"),
+    ("audit", "Audit agentos/hub.py for unsafe archive extraction"),
+    ("count", "Count the TODOs in agentos/"),
+    ("profile", "Profile search() in agentos/knowledge.py and report where the time goes"),
+    ("can-you-check", "Can you check why the build fails?"),
+    ("vague", "look at stuff"),
+]
+CHANGES: list[tuple[str, str]] = [
+    ("fix", "Fix the failing tests"),
+    ("run-then-fix", "Run the tests and fix what fails"),
+    ("check-then-fix", "Check the config loader and fix the KeyError"),
+    ("run-a-formatter", "Run black on src/"),
+    ("run-with-fix", "Run `ruff check --fix` on the repository"),
+    ("run-migrations", "Run the migrations"),
+    ("run-an-installer", "Run npm install and commit the lock file"),
+    ("passive", "The parser should be fixed"),
+    ("wanted", "I want the deprecated flags removed"),
+    ("show-on-a-page", "Show 'Wrong email or password' under the login form"),
+    ("review-then-rename", "Review src/api.py and rename load_cfg to load_config"),
+    ("a-file-criterion", "List the new flag in README.md; README.md must contain '--json'"),
+    ("run-until-it-passes", "Run the tests; done when tests pass"),
+    ("make-sure", "Make sure the tests pass"),
+    ("negated-then-change", "Don't change the API; add a --json flag to hub list"),
+    ("investigate-and-fix", "Investigate the memory leak and fix it"),
+    ("explain-in-a-comment", "Explain the regex in a comment above parse()"),
+    ("question-then-order", "Why does route() raise KeyError? Fix it."),
+    ("could-you-improve", "Could you improve the performance of the API? Users complain."),
+]
+
+
+@pytest.mark.parametrize("request_text", [pytest.param(r, id=i) for i, r in READ_ONLY])
+def test_a_request_that_asks_for_an_answer_is_read_only(request_text: str) -> None:
+    result = interview(request_text, DEFAULTS)
+    assert result.read_only and result.as_dict()["read_only"] is True
+    assert result.axes["constraints"] == 1.0
+    assert result.evidence["constraints"][0].startswith("read-only: ")
+    assert result.evidence["constraints"][0].endswith(" (nothing changes)")
+    assert result.proposed_checks == []
+
+
+@pytest.mark.parametrize("request_text", [pytest.param(r, id=i) for i, r in CHANGES])
+def test_a_request_for_a_change_is_not_read_only_even_with_read_verbs(request_text: str) -> None:
+    assert interview(request_text, DEFAULTS).read_only is False
+
+
+@pytest.mark.parametrize("request_text", [pytest.param(r, id=i) for i, r in READ_ONLY])
+def test_a_read_only_request_is_never_asked_which_files_to_change_or_what_must_stay(
+    request_text: str,
+) -> None:
+    result = interview(request_text, DEFAULTS, candidates=lambda _: ["agentos/router.py"])
+    assert "constraints" not in result.weak
+    for q in result.questions:
+        assert "should change" not in q.text and "must stay" not in q.text, q.text
+
+
+@pytest.mark.parametrize(
+    ("request_text", "before", "after", "passed"),
+    [
+        ("run the tests and report what fails", 0.635, 0.335, True),
+        ("which tests fail?", 0.73, 0.37, True),
+        ("review src/api.py and list the problems", 0.68, 0.395, True),
+        ("explain how routing works", 0.88, 0.515, False),
+        ("look at stuff", 0.985, 0.795, False),
+    ],
+    ids=["run-and-report", "which-fail", "review-and-list", "explain", "look-at-stuff"],
+)
+def test_a_plain_read_only_request_passes_and_a_vague_one_stays_blocked(
+    request_text: str, before: float, after: float, passed: bool
+) -> None:
+    # ``before``: the ambiguity when read-only requests were scored as changes.
+    result = interview(request_text, DEFAULTS)
+    assert (result.ambiguity, result.passed) == (after, passed)
+    assert after < before
+
+
+def test_a_whole_interview_document_for_a_read_only_request() -> None:
+    doc = interview("run the tests and report what fails", DEFAULTS).as_dict()
+    assert {k: v for k, v in doc.items() if k not in ("weights", "floors")} == {
+        "request": "run the tests and report what fails",
+        "passed": True,
+        "read_only": True,
+        "ambiguity": 0.335,
+        "threshold": 0.4,
+        "axes": {"goal": 0.75, "constraints": 1.0, "scope": 0.7, "context": 0.4, "success": 0.45},
+        "reasons": [],
+        "questions": [],
+        "proposed_checks": [],
+        "evidence": {
+            "goal": ["action: report what fails"],
+            "constraints": ["read-only: run the tests, report what fails (nothing changes)"],
+            "scope": ["areas: test, report", "target: the test suite"],
+            "context": ["symptoms: fail", "reproduction: run"],
+            "success": ["answer: run the tests, report what fails (an answer, not a check)"],
+        },
+        "rewrite": None,
+        "rewrite_error": None,
+    }
+
+
+def test_a_blocked_read_only_request_asks_where_to_look_and_what_to_report() -> None:
+    result = interview(
+        "explain how routing works", DEFAULTS, candidates=lambda _: ["agentos/router.py"]
+    )
+    assert [q.as_dict() for q in result.questions] == [
+        {
+            "axis": "scope",
+            "text": "You mention “routing”: which files or modules should be looked at? "
+            "Candidates: agentos/router.py.",
+        },
+        {
+            "axis": "context",
+            "text": "What prompted the question, and what will you do with the answer? A "
+            "sentence of background is enough.",
+        },
+        {
+            "axis": "success",
+            "text": "What should the answer contain? Say what to report, e.g. “the failing "
+            "tests with their errors” or “each problem with its file and line”.",
+        },
+    ]
+
+
+def test_the_cli_says_a_read_only_request_passes(cli: Any) -> None:
+    out = cli("interview", "run the tests and report what fails", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["passed"], doc["read_only"], doc["proposed_checks"]) == (True, True, [])
 
 
 # --- the CLI ------------------------------------------------------------------------------
