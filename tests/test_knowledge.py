@@ -721,6 +721,41 @@ def test_a_budget_smaller_than_the_best_chunk_gives_its_first_lines(
     assert ctx.text.count("\n    x = 1") == hit.end_line - 1
 
 
+def test_context_under_a_repository_never_comes_from_another_even_one_that_ranks_higher(
+    store: KnowledgeStore, tmp_path: Path
+) -> None:
+    # A run's context: the orchestrator adds the run's repository to a store that already
+    # holds others, then asks for context under it. Neighbours whose names extend the
+    # repository's (app2, app0, app-old, app.bak sort on both sides of "app/") and another
+    # repository all say more about the request, so they outrank the repository's own chunk.
+    many = "".join(
+        f'def retry_request_{i}(attempts):\n    """Retry the request with backoff."""\n'
+        "    return attempts\n\n\n"
+        for i in range(30)
+    )
+    app = write(tmp_path / "x/app", {"client.py": 'def send():\n    """Retry the request."""\n'})
+    others = [
+        write(tmp_path / "x" / name, {"client.py": many})
+        for name in ("app2", "app0", "app-old", "app.bak")
+    ]
+    others.append(write(tmp_path / "y/other", {"client.py": many, "notes.md": "Retry the request"}))
+    store.add([*others, app])
+    query = "retry the request"
+    best = store.search(query, len(others))
+    assert len(best) == len(others) and app.resolve() not in {h.path.parent for h in best}
+    for budget in (30, 200, 4000):
+        ctx = store.context(query, budget, under=app)
+        assert [h.path for h in ctx.chunks] == [(app / "client.py").resolve()], budget
+        assert "## client.py:1-2\n" in ctx.text
+        for other in others:
+            assert str(other.resolve()) not in ctx.text
+    hits = store.search(query, 50, under=app)
+    assert [h.path for h in hits] == [(app / "client.py").resolve()]
+    link = tmp_path / "link-to-app"
+    link.symlink_to(app, target_is_directory=True)
+    assert store.context(query, 4000, under=link) == store.context(query, 4000, under=app)
+
+
 def test_context_with_no_match_is_empty_and_a_bad_budget_is_bad_input(
     store: KnowledgeStore,
 ) -> None:
