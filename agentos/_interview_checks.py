@@ -32,7 +32,6 @@ from pydantic import ValidationError
 from agentos._interview_lexicon import Entity
 from agentos.checks import CheckSpec, FileContains
 
-TEST_COMMAND = "python -m pytest -q"
 LINT_COMMAND = "ruff check ."
 _NEAR = 120  # how far around a path its criterion is looked for, in characters
 
@@ -54,13 +53,9 @@ def _tests_check(name: str, paths: Sequence[str]) -> CheckSpec | None:
     Every proposal to run tests goes through here, so that it becomes the repository's own
     test command by changing this one line. None when the command cannot run the tests.
     """
-    return _check(name=name, run=_pytest_command(paths))
-
-
-def _pytest_command(paths: Sequence[str]) -> str | None:
     if not all(_pytest_runs(p) for p in paths):
         return None
-    return " ".join([TEST_COMMAND, *paths])
+    return _check(name=name, tests=list(paths))
 
 
 def criteria(text: str, entities: list[Entity]) -> list[Criterion]:

@@ -12,7 +12,14 @@ from pydantic import Field, field_validator, model_validator
 
 from agentos._models import StrictModel
 
-CHECK_KINDS = ("run", "file_exists", "file_contains", "no_changes_outside", "max_diff_lines")
+CHECK_KINDS = (
+    "run",
+    "tests",
+    "file_exists",
+    "file_contains",
+    "no_changes_outside",
+    "max_diff_lines",
+)
 
 
 def _relative_path(value: str) -> str:
@@ -42,10 +49,17 @@ class FileContains(StrictModel):
 
 
 class CheckSpec(StrictModel):
-    """One check: a shell command (exit 0 passes) or one built-in kind."""
+    """One check: a shell command (exit 0 passes) or one built-in kind.
+
+    ``tests`` is the repository's own test command (see :mod:`agentos.repos`): ``[]`` runs
+    the whole suite, ``[tests/test_api.py, ...]`` only the tests named, where the
+    repository's test runner takes names. Its timeout is the repository's unless the check
+    sets one.
+    """
 
     name: str = Field(min_length=1)
     run: str | None = None
+    tests: list[str] | None = None
     timeout: float = Field(default=300, gt=0)
     cwd: str | None = None
     file_exists: str | None = None
@@ -57,6 +71,15 @@ class CheckSpec(StrictModel):
     @classmethod
     def _inside(cls, value: str | None) -> str | None:
         return None if value is None else _relative_path(value)
+
+    @field_validator("tests")
+    @classmethod
+    def _test_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or ():
+            if not name.strip() or name.startswith("-"):
+                raise ValueError(f"{name!r} is not a test path or node id")
+            _relative_path(name.split("::")[0])
+        return value
 
     @field_validator("no_changes_outside")
     @classmethod

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -344,11 +345,28 @@ def check_profile(profile: RepoProfile, tree: Path | None = None) -> list[str]:
             f"the test command cannot start (exit {outcome.exit_code}: "
             f"{_last_error(outcome.tail)}): install what it needs, or {SETTINGS_HINT}"
         ]
+    error = _last_error(outcome.tail)
+    broken = _uncollectable(outcome.tail)
+    if broken and not _MISSING_MODULE.search(outcome.tail):
+        return [
+            f"the suite does not collect as the repository is now, before any agent worked on "
+            f"it (`{collect}` exit {outcome.exit_code} in {where}): {', '.join(broken)}: "
+            f"{error}: fix {'them' if len(broken) > 1 else 'it'} first"
+        ]
     return [
-        f"the suite does not collect (`{collect}` exit {outcome.exit_code} in {where}: "
-        f"{_last_error(outcome.tail)}): install the test dependencies into "
-        f"{profile.venv or 'its environment'}, or {SETTINGS_HINT}"
+        f"the suite does not collect (`{collect}` exit {outcome.exit_code} in {where}"
+        f"{': ' + ', '.join(broken) if broken else ''}: {error}): install the test "
+        f"dependencies into {profile.venv or 'its environment'}, or {SETTINGS_HINT}"
     ]
+
+
+_MISSING_MODULE = re.compile(r"\b(?:ModuleNotFoundError|ImportError)\b")
+_COLLECT_ERROR = re.compile(r"^(?:_+ )?ERROR(?: collecting)? (\S+?)(?: - .*| _+)?$", re.MULTILINE)
+
+
+def _uncollectable(output: str) -> list[str]:
+    """The files pytest names in its collection errors (``ERROR collecting tests/x.py``)."""
+    return list(dict.fromkeys(m.group(1) for m in _COLLECT_ERROR.finditer(output)))
 
 
 def _findable(program: str, path: str | None) -> bool:

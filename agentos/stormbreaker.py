@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentos import _checks_run as cr
 from agentos._claude_settings import HOOK_TIMEOUT, merge_stop_hook
@@ -39,6 +39,9 @@ from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import Receipt, write_receipt
 from agentos.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agentos.repos import RepoProfile
 
 FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
 DEFAULT_LANG = "C.UTF-8"
@@ -205,11 +208,20 @@ def select_checks(checks: Sequence[CheckSpec], names: Sequence[str]) -> list[Che
     return [c for c in checks if c.name in wanted]
 
 
-def describe(check: CheckSpec) -> str:
-    """What a check does, in one line."""
+def describe(check: CheckSpec, profile: RepoProfile | None = None) -> str:
+    """What a check does, in one line (a ``tests`` check: with the command ``profile``
+    gives it, when known)."""
     if check.run is not None:
         where = f" (in {check.cwd})" if check.cwd else ""
         return f"`{check.run}`{where}, timeout {check.timeout:g}s"
+    if check.tests is not None:
+        which = " ".join(check.tests) or "the whole suite"
+        if profile is None:
+            return f"the repository's tests ({which})"
+        return (
+            f"the repository's tests ({which}): `{profile.test_command(check.tests)}`, "
+            f"timeout {tests_timeout(check, profile):g}s"
+        )
     if check.file_exists is not None:
         return f"file_exists {check.file_exists}"
     if check.file_contains is not None:
@@ -235,12 +247,49 @@ def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
+def gate_environment(
+    profile: RepoProfile | None, tree: Path, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment checks run with in ``tree``: :func:`check_env` of ``env``, then the
+    repository's (its interpreter first on PATH, its variables, and in a worktree the
+    import of the worktree's code rather than the main checkout's). ``agentos run`` and
+    ``agentos gate run`` both use it, so one tree gets one result."""
+    base = check_env(env)
+    return base if profile is None else profile.environment(base, tree)
+
+
+def tests_timeout(check: CheckSpec, profile: RepoProfile) -> float:
+    """A ``tests`` check's timeout: its own when it sets one, else the repository's."""
+    return check.timeout if "timeout" in check.model_fields_set else profile.timeout
+
+
+def environment_failure(result: GateResult) -> str | None:
+    """When a failed gate is the environment's fault, not the agent's, say why: the
+    repository's test command could not start (exit 126 or 127: not executable, not
+    found). Such a failure is not retried; the person must fix the environment."""
+    for r in result.failures:
+        if r.kind == "tests" and r.exit_code in (126, 127):
+            last = r.output_tail.strip().splitlines()[-1:] or ["(no output)"]
+            return (
+                f"the repository's test command could not start (exit {r.exit_code}: "
+                f"{last[0]}); fix the test command or its environment (agentos repo show, "
+                "agentos doctor --repo), then run again"
+            )
+    return None
+
+
 class _Runner:
     """Runs checks one by one; the diff against the base is computed once and reused
     until a shell check (which may change files) has run."""
 
-    def __init__(self, worktree: Path, base: tuple[Path, str] | None, env: dict[str, str]) -> None:
-        self.worktree, self.base, self.env = worktree, base, env
+    def __init__(
+        self,
+        worktree: Path,
+        base: tuple[Path, str] | None,
+        env: dict[str, str],
+        profile: RepoProfile | None,
+    ) -> None:
+        self.worktree, self.base, self.env, self.profile = worktree, base, env, profile
         self._changes: list[cr.Change] | None = None
 
     def changes(self) -> tuple[list[cr.Change], str]:
@@ -251,6 +300,14 @@ class _Runner:
         return self._changes, commit
 
     def run(self, check: CheckSpec) -> cr.Outcome:
+        if check.tests is not None:
+            self._changes = None
+            if self.profile is None:
+                return cr.reported(False, "no repository profile: the test command is unknown\n")
+            command = self.profile.test_command(check.tests)
+            return cr.run_shell(
+                command, self.worktree, self.env, tests_timeout(check, self.profile)
+            )
         if check.run is not None:
             self._changes = None
             cwd = cr.inside(self.worktree, check.cwd or ".")
@@ -277,6 +334,7 @@ def run_gate(
     *,
     base: str | None = None,
     env: Mapping[str, str] | None = None,
+    profile: RepoProfile | None = None,
 ) -> GateResult:
     """Run every check, in order, in ``worktree``; the gate passes when all of them pass.
 
@@ -284,6 +342,9 @@ def run_gate(
     ``None`` means ``HEAD``, i.e. only uncommitted and untracked changes count. Shell checks
     get ``env`` plus PATH/HOME/LANG defaults (see :func:`check_env`) and run as
     ``bash -c`` in their own process group, killed whole at the check's timeout.
+    ``profile`` is the repository's (:mod:`agentos.repos`): ``tests`` checks run its test
+    command; pass ``env`` from :func:`gate_environment` so that commands use its
+    interpreter.
 
     A missing worktree, or a base that is not a commit when a diff check needs one, is
     :class:`BadInput`; everything the checks find is a result.
@@ -294,7 +355,7 @@ def run_gate(
     resolved: tuple[Path, str] | None = None
     if any(c.kind in ("no_changes_outside", "max_diff_lines") for c in checks):
         resolved = cr.resolve_base(worktree, base or "HEAD")
-    runner = _Runner(worktree, resolved, check_env(env))
+    runner = _Runner(worktree, resolved, check_env(env), profile)
     results: list[CheckResult] = []
     for check in checks:
         started = time.monotonic()
@@ -309,7 +370,7 @@ def run_gate(
                 output_tail=outcome.tail,
                 digest=outcome.digest,
                 timed_out=outcome.timed_out,
-                definition=describe(check),
+                definition=describe(check, profile),
                 output_bytes=outcome.size,
             )
         )
@@ -328,7 +389,8 @@ def write_feedback(worktree: Path, result: GateResult) -> Path:
 
 def gate_receipt_fields(result: GateResult, attempt: int) -> dict[str, Any]:
     """The fields of a "gate" receipt: for each check its name, pass/fail, duration and
-    output digest; failing checks also carry their output tail."""
+    output digest; failing checks and commands (what ran, and what it printed) also carry
+    their definition and output tail."""
     checks: list[dict[str, Any]] = []
     for r in result.results:
         entry: dict[str, Any] = {
@@ -342,7 +404,8 @@ def gate_receipt_fields(result: GateResult, attempt: int) -> dict[str, Any]:
             entry["exit_code"] = r.exit_code
         if r.timed_out:
             entry["timed_out"] = True
-        if not r.passed:
+        if not r.passed or r.kind in ("run", "tests"):
+            entry["definition"] = r.definition
             entry["output_tail"] = r.output_tail
         checks.append(entry)
     return {
@@ -410,14 +473,25 @@ class HookOutcome:
     repo: Path | None = None  # where the checks ran
 
 
+def tree_profile(ws: Workspace, tree: Path) -> RepoProfile:
+    """The repository profile that checks in ``tree`` use: that of the repository ``tree``
+    belongs to (for an agent's worktree, its main repository, so that the worktree's code
+    is imported and not the main checkout's)."""
+    from agentos.repos import repo_profile
+    from agentos.worktrees import common_repo
+
+    return repo_profile(ws, common_repo(tree) or tree)
+
+
 def stop_hook(
     payload: Mapping[str, Any],
     checks: Sequence[CheckSpec],
     *,
     base: str | None = None,
-    env: Mapping[str, str] | None = None,
+    ws: Workspace | None = None,
 ) -> HookOutcome:
-    """Decide a Claude Code ``Stop`` hook: run ``checks`` in the repository at ``cwd``.
+    """Decide a Claude Code ``Stop`` hook: run ``checks`` in the repository at ``cwd``,
+    with that repository's profile from ``ws`` (as ``agentos gate run`` does).
 
     When ``stop_hook_active`` is true, Claude is already continuing because of a Stop hook:
     the agent may stop (exit 0) without running anything, so it can never loop forever.
@@ -426,7 +500,8 @@ def stop_hook(
         return HookOutcome(0, "stop_hook_active: letting the agent stop")
     where = payload.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     repo = repo_root(Path(where))
-    result = run_gate(checks, repo, base=base, env=env)
+    profile = tree_profile(ws, repo) if ws is not None else None
+    result = run_gate(checks, repo, base=base, env=gate_environment(profile, repo), profile=profile)
     if result.passed:
         return HookOutcome(0, result.summary(), result, repo)
     return HookOutcome(2, result.feedback(), result, repo)

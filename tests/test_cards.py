@@ -121,7 +121,7 @@ INVALID: list[tuple[str, str, str, list[str]]] = [
         "check.yaml",
         GOOD + "checks: [{name: c}]\n",
         [
-            "checks[0]: a check needs exactly one of run, file_exists, file_contains, "
+            "checks[0]: a check needs exactly one of run, tests, file_exists, file_contains, "
             "no_changes_outside, max_diff_lines"
         ],
     ),

@@ -1010,7 +1010,7 @@ def test_bad_interview_settings_are_one_line_errors(
     [
         (
             "Fix the parser so that all tests pass.",
-            [{"name": "tests pass", "run": "python -m pytest -q"}],
+            [{"name": "tests pass", "tests": []}],
         ),
         (
             "Tidy the imports in app/; ruff check passes.",
@@ -1020,7 +1020,7 @@ def test_bad_interview_settings_are_one_line_errors(
             "Rename the helpers. Lint clean, tests green.",
             [
                 {"name": "lint clean", "run": "ruff check ."},
-                {"name": "tests pass", "run": "python -m pytest -q"},
+                {"name": "tests pass", "tests": []},
             ],
         ),
         (
@@ -1033,7 +1033,7 @@ def test_bad_interview_settings_are_one_line_errors(
         ),
         (
             "Add a case. Done when pytest tests/test_x.py passes.",
-            [{"name": "tests/test_x.py passes", "run": "python -m pytest -q tests/test_x.py"}],
+            [{"name": "tests/test_x.py passes", "tests": ["tests/test_x.py"]}],
         ),
         (
             "Only change agentos/cli/ and README.md.",
@@ -1097,7 +1097,8 @@ def test_success_criteria_in_the_request_become_proposed_checks(
 
 
 def _tests(name: str, *paths: str) -> dict[str, Any]:
-    return {"name": name, "run": " ".join(["python -m pytest -q", *paths])}
+    """The repository's own test command: the whole suite, or the tests named."""
+    return {"name": name, "tests": list(paths)}
 
 
 def _has(path: str, text: str, pattern: str | None = None) -> dict[str, Any]:
@@ -1474,21 +1475,20 @@ def test_the_shell_checks_the_interview_writes_hold_only_when_their_criterion_do
 
 
 def test_every_test_command_proposal_goes_through_one_function() -> None:
-    # Making "tests pass" the repository's own test command is a change to _tests_check
-    # alone: nothing else builds a test command.
+    # "tests pass" is the repository's own test command (a `tests` check, resolved per
+    # repository at gate time); only _tests_check builds one, and nothing names pytest.
     tree = ast.parse(Path(_interview_checks.__file__).read_text())
-    users: dict[str, set[str]] = {}
-    for fn in ast.walk(tree):
-        if isinstance(fn, ast.FunctionDef):
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Name) and node.id in ("TEST_COMMAND", "_pytest_command"):
-                    users.setdefault(node.id, set()).add(fn.name)
-    assert users.get("TEST_COMMAND", set()) <= {"_pytest_command"}
-    assert users.get("_pytest_command", set()) <= {"_tests_check"}
+    builders = {
+        fn.name
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef)
+        for node in ast.walk(fn)
+        if isinstance(node, ast.keyword) and node.arg == "tests"
+    }
+    assert builders == {"_tests_check"}
     for _, request, checks in CREDITED:
         for check in checks:
-            if "pytest" in check.get("run", ""):
-                assert check["run"].startswith(_interview_checks.TEST_COMMAND), request
+            assert "pytest" not in check.get("run", ""), request
 
 
 # --- read-only requests -------------------------------------------------------------------
@@ -1648,7 +1648,7 @@ def test_a_clear_request_passes_with_exit_0_and_json_on_stdout(cli: Any) -> None
     assert doc["proposed_checks"] == [
         {
             "name": "tests/test_router.py passes",
-            "run": "python -m pytest -q tests/test_router.py",
+            "tests": ["tests/test_router.py"],
             "timeout": 300.0,
         }
     ]

@@ -435,11 +435,19 @@ def test_a_suite_that_does_not_collect_is_a_problem_with_the_error(
     (repo / "tests/test_broken.py").write_text("import nosuchmodule_xyz\n")
     collect = f"{repo}/.venv/bin/python -m pytest -q --collect-only"
     expected = (
-        f"the suite does not collect (`{collect}` exit 2 in {repo}: ModuleNotFoundError: No "
-        f"module named 'nosuchmodule_xyz'): install the test dependencies into {repo}/.venv, "
-        f"or {HINT}"
+        f"the suite does not collect (`{collect}` exit 2 in {repo}: tests/test_broken.py: "
+        f"ModuleNotFoundError: No module named 'nosuchmodule_xyz'): install the test "
+        f"dependencies into {repo}/.venv, or {HINT}"
     )
     assert check_profile(profile) == [expected]
+    # An error in the repository's own files (not a missing module) is for it to fix.
+    (repo / "tests/test_broken.py").write_text("def test_x(:\n    pass\n")
+    assert check_profile(profile) == [
+        "the suite does not collect as the repository is now, before any agent worked on it "
+        f"(`{collect}` exit 2 in {repo}): tests/test_broken.py: SyntaxError: invalid syntax: "
+        "fix it first"
+    ]
+    (repo / "tests/test_broken.py").write_text("import nosuchmodule_xyz\n")
     result = cli("doctor", "--repo", str(repo))
     assert result.returncode == 1
     assert f"repo: {expected}\n" in result.stdout.replace("\n  ", " ")

@@ -466,6 +466,9 @@ def test_gate_receipt_fields_record_each_check_with_its_digest(repo: Path) -> No
                 "result": "pass",
                 "exit_code": 0,
                 "digest": hashlib.sha256(b"fine\n").hexdigest(),
+                # a command says what ran and what it printed, passing or not
+                "definition": "`echo fine`, timeout 300s",
+                "output_tail": "fine\n",
             },
             {
                 "name": "bad",
@@ -473,6 +476,7 @@ def test_gate_receipt_fields_record_each_check_with_its_digest(repo: Path) -> No
                 "result": "fail",
                 "exit_code": 1,
                 "digest": hashlib.sha256(b"broken\n").hexdigest(),
+                "definition": "`echo broken; exit 1`, timeout 300s",
                 "output_tail": "broken\n",
             },
         ],
@@ -570,6 +574,7 @@ def test_gate_run_writes_a_gate_receipt_in_the_chain(cli: Any, ws: Workspace, re
         "    duration: X\n"
         f"    digest: {tests_digest}\n"
         "    exit_code: 1\n"
+        "    definition: `printf 'one\\ntwo\\n'; exit 1`, timeout 300s\n"
         "    output_tail: |\n"
         "      one\n"
         "      two\n"

@@ -17,6 +17,7 @@ from agentos.stormbreaker import (
     HookOutcome,
     describe,
     gate_checks,
+    gate_environment,
     hook_command,
     install_stop_hook,
     parse_hook_input,
@@ -24,6 +25,7 @@ from agentos.stormbreaker import (
     run_gate,
     select_checks,
     stop_hook,
+    tree_profile,
     write_gate_receipt,
 )
 from agentos.workspace import Workspace
@@ -133,7 +135,8 @@ def run(
     ws = workspace()
     checks = select_checks(gate_checks(ws, package=package, card=card), names)
     root = repo_root(repo or Path.cwd())
-    result = run_gate(checks, root, base=base)
+    profile = tree_profile(ws, root)
+    result = run_gate(checks, root, base=base, env=gate_environment(profile, root), profile=profile)
     context: dict[str, object] = {"via": "agentos gate run", "repo": str(root)}
     if package:
         context["package"] = package
@@ -181,7 +184,7 @@ def hook(
         else:
             ws = workspace()
             checks = select_checks(gate_checks(ws, package=package, card=card), names)
-            outcome = stop_hook(payload, checks, base=base)
+            outcome = stop_hook(payload, checks, base=base, ws=ws)
             _hook_receipt(ws, payload, outcome, package, card)
     except AgentOSError as exc:  # exit 2 would block the agent on our own error
         click.echo(f"agentos gate hook: {exc}", err=True)
