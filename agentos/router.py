@@ -31,7 +31,7 @@ from agentos._models import validate
 from agentos._router_index import Hit, Index, cache_name
 from agentos.checks import CheckSpec
 from agentos.errors import NotFound
-from agentos.hub import Hub, LockFile
+from agentos.hub import Hub, LockFile, parse_ref
 from agentos.receipts import Receipt, write_receipt
 from agentos.workspace import Workspace
 
@@ -97,10 +97,14 @@ class Decision:
     tied: list[str]
     cards_revision: str
     hub_revision: str
+    # Who chose the task force: the routing cards, `run --agent`, or (when no card matched)
+    # the workspace's `run.default_agent`.
+    decided_by: str = "cards"
 
     def as_dict(self) -> dict[str, object]:
         return {
             "decision": self.decision,
+            "decided_by": self.decided_by,
             "selected": [s.as_dict() for s in self.selected],
             "rejected": [r.as_dict() for r in self.rejected],
             "tied": list(self.tied),
@@ -124,6 +128,7 @@ class Decision:
             selected.append(entry)
         return {
             "decision": self.decision,
+            "decided_by": self.decided_by,
             "selected": selected,
             "tied": self.tied,
             "rejected": [r.as_dict() for r in self.rejected],
@@ -373,17 +378,52 @@ def _selected(index: Index, c: _Candidate, group: str) -> Selected:
     return Selected(card_id, agent, c.version, c.hit.score, c.hit.fired, c.priority, group, checks)
 
 
-def decide(ws: Workspace, request: str) -> Decision:
+def decide(ws: Workspace, request: str, *, agent: str | None = None) -> Decision:
     """Route ``request`` on the workspace's cards and hub, as they are now. Writes nothing
-    but the compiled-cards cache."""
+    but the compiled-cards cache.
+
+    ``agent`` (``NAME[@VERSION]``, from ``run --agent``) decides instead of the cards. When
+    no card matches, the workspace's ``run.default_agent`` takes the request, if it names
+    one. The decision says which of them decided (``decided_by``).
+    """
     index = load_index(ws)
     hub_revision, resolve = _resolver(ws)
-    return decide_with(index, request, hub_revision, resolve)
+    if agent:
+        return _chosen(agent, "--agent", "--agent", index, hub_revision, resolve, [])
+    decision = decide_with(index, request, hub_revision, resolve)
+    default = ws.settings.run.default_agent
+    if decision.decision == NO_MATCH and default:
+        where = f"{ws.settings_file}: run.default_agent"
+        return _chosen(
+            default, "run.default_agent", where, index, hub_revision, resolve, decision.rejected
+        )
+    return decision
 
 
-def route(ws: Workspace, request: str, *, run_id: str | None = None) -> tuple[Decision, Receipt]:
+def _chosen(
+    ref: str,
+    decided_by: str,
+    where: str,
+    index: Index,
+    hub_revision: str,
+    resolve: Callable[[str, str | None], str],
+    rejected: list[Rejected],
+) -> Decision:
+    """The task force of one agent named by ``ref`` (``NAME[@VERSION]``), not by a card."""
+    name, version = parse_ref(ref)
+    try:
+        resolved = resolve(name, f"=={version}" if version else None)
+    except NotFound as exc:
+        raise NotFound(exc.message, field=where) from None
+    selected = Selected(f"({decided_by})", name, resolved, 0, [], 0, "default")
+    return Decision(ROUTE, [selected], rejected, [], index.revision, hub_revision, decided_by)
+
+
+def route(
+    ws: Workspace, request: str, *, run_id: str | None = None, agent: str | None = None
+) -> tuple[Decision, Receipt]:
     """Decide, and write the route receipt."""
-    decision = decide(ws, request)
+    decision = decide(ws, request, agent=agent)
     receipt = write_receipt(ws, "route", decision.receipt_fields(), run_id=run_id, request=request)
     return decision, receipt
 

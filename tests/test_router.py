@@ -560,6 +560,7 @@ def test_route_json_is_the_decision_and_the_receipt(cli: CliRunner, ws: Workspac
     doc = json.loads(result.stdout)
     assert _blank(doc) == {
         "decision": "route",
+        "decided_by": "cards",
         "selected": [
             {
                 "card": "fix-lint",
@@ -595,7 +596,7 @@ def test_route_prints_the_decision_table_and_receipt(cli: CliRunner) -> None:
     assert result.returncode == 0
     lines = [line.rstrip() for line in result.stdout.splitlines()]
     assert lines[0] == "decision: route"
-    assert "run-tests" in lines[3] and "test-runner@1.0.0" in lines[3]
+    assert "run-tests" in lines[3] and "test-runner@1.1.0" in lines[3]
     assert lines[-1] == "receipt: 00000001"
 
 
