@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import threading
@@ -20,7 +21,12 @@ from agentos.workspace import Workspace
 
 # A run in one of these states has (or had) a live orchestrator.
 ACTIVE = ("pending", "running", "gating", "merging")
+# Every agent passed its gate and the work waits on its branches for review (``run
+# --no-merge``): ``runs merge`` lands it, ``runs discard`` drops it.
+READY = "ready"
 FINAL = (
+    READY,
+    "discarded",
     "succeeded",
     "failed",
     "conflict",
@@ -51,6 +57,16 @@ class AgentRecord:
     restarts: int
     started_at: float | None
     ended_at: float | None
+    gate: dict[str, Any] | None = None  # the last gate result (GateResult.as_dict())
+    gated_commit: str | None = None  # the commit the last passing gate judged
+    receipts: tuple[str, ...] = ()  # the agent's gate receipts, in order
+
+    @property
+    def failing_checks(self) -> list[dict[str, Any]]:
+        """The checks of the last gate that failed: name, kind, exit code, output tail."""
+        if not self.gate:
+            return []
+        return [c for c in self.gate.get("checks", []) if not c.get("passed")]
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,7 @@ class RunRecord:
     ended_at: float | None
     message: str | None
     pid_start: str | None = None
+    options: dict[str, Any] | None = None
     agents: tuple[AgentRecord, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
@@ -79,12 +96,13 @@ class RunRecord:
 
 _RUN_COLS = (
     "id, request, repo, target_branch, base_commit, status, decision, receipt, pid, "
-    "created_at, started_at, ended_at, message, pid_start"
+    "created_at, started_at, ended_at, message, pid_start, options"
 )
 _AGENT_COLS = (
     "run_id, agent, version, card, branch, worktree, session, status, attempts, "
-    "exit_code, restarts, started_at, ended_at"
+    "exit_code, restarts, started_at, ended_at, gate, gated_commit, receipts"
 )
+_JSON_COLUMNS = ("gate", "receipts", "options")
 
 
 class RunStore:
@@ -124,12 +142,15 @@ class RunStore:
     def update(self, run_id: str, **fields: Any) -> None:
         if not fields:
             return
+        fields = _encode(fields)
         cols = ", ".join(f"{k} = ?" for k in fields)
         with self._write():
             self.con.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
 
     def add_agent(self, run_id: str, agent: str, version: str, **fields: Any) -> None:
-        data = {"run_id": run_id, "agent": agent, "version": version, "status": "pending", **fields}
+        data = _encode(
+            {"run_id": run_id, "agent": agent, "version": version, "status": "pending", **fields}
+        )
         cols = ", ".join(data)
         marks = ", ".join("?" for _ in data)
         with self._write():
@@ -138,6 +159,7 @@ class RunStore:
             )
 
     def update_agent(self, run_id: str, agent: str, **fields: Any) -> None:
+        fields = _encode(fields)
         cols = ", ".join(f"{k} = ?" for k in fields)
         with self._write():
             self.con.execute(
@@ -175,12 +197,28 @@ class RunStore:
 
     def _record(self, row: tuple[Any, ...]) -> RunRecord:
         agents = tuple(
-            AgentRecord(*a)
+            AgentRecord(**_decode(_AGENT_COLS, a))
             for a in self.con.execute(
                 f"SELECT {_AGENT_COLS} FROM run_agents WHERE run_id = ? ORDER BY agent", (row[0],)
             )
         )
-        return RunRecord(**dict(zip(_RUN_COLS.split(", "), row, strict=True)), agents=agents)
+        return RunRecord(**_decode(_RUN_COLS, row), agents=agents)
+
+
+def _encode(fields: dict[str, Any]) -> dict[str, Any]:
+    """Values of the JSON columns as JSON text."""
+    return {
+        k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in fields.items()
+    }
+
+
+def _decode(cols: str, row: tuple[Any, ...]) -> dict[str, Any]:
+    data = dict(zip(cols.split(", "), row, strict=True))
+    for key in _JSON_COLUMNS:
+        if key in data:
+            value = json.loads(data[key]) if data[key] else None
+            data[key] = tuple(value or ()) if key == "receipts" else value
+    return data
 
 
 def pid_running(pid: int | None) -> bool:

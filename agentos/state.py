@@ -83,6 +83,18 @@ STATE_MIGRATIONS: list[Migration] = [
         # orchestrator from an unrelated process that reused its pid.
         "ALTER TABLE runs ADD COLUMN pid_start TEXT",
     ),
+    Migration(
+        "004_review_before_merge",
+        # What a run needs to be reviewed and merged later (``run --no-merge``, ``runs
+        # merge``): each agent's last gate result (JSON), the commit that gate judged, its
+        # gate receipts (JSON list), and the run's options (JSON).
+        """
+        ALTER TABLE run_agents ADD COLUMN gate TEXT;
+        ALTER TABLE run_agents ADD COLUMN gated_commit TEXT;
+        ALTER TABLE run_agents ADD COLUMN receipts TEXT;
+        ALTER TABLE runs ADD COLUMN options TEXT;
+        """,
+    ),
 ]
 
 

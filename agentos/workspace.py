@@ -54,6 +54,13 @@ class RunSettings(StrictModel):
     retries: int = Field(default=2, ge=0, le=20)
     guardian: bool = True
     timeout: int = Field(default=1800, gt=0)
+    # The agent (NAME or NAME@VERSION) that takes requests no routing card matches.
+    default_agent: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*(@\S+)?$")
+    # What lands on the target branch: one squashed commit per agent, or one for the run.
+    squash: Literal["agent", "run"] = "agent"
+    # Kept branches of finished runs (and the hidden refs of merged ones) older than this
+    # many days are removed by `agentos runs prune` and `agentos gc --branches`.
+    keep_days: float = Field(default=14, ge=0)
 
 
 class GuardianSettings(StrictModel):

@@ -8,6 +8,7 @@ moves only when the whole task force merges cleanly.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -50,7 +51,16 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
     """Run a git command in ``repo_dir`` through gitpython's command runner."""
     import git
 
-    argv = ["git", "-c", "user.name=AgentOS", "-c", "user.email=agentos@localhost", *args]
+    argv = [
+        "git",
+        "-c",
+        "user.name=AgentOS",
+        "-c",
+        "user.email=agentos@localhost",
+        "-c",
+        f"core.hooksPath={os.devnull}",  # AgentOS's own git operations never run hooks
+        *args,
+    ]
     status, out, err = git.Git(repo_dir).execute(
         argv, with_extended_output=True, with_exceptions=False, strip_newline_in_stdout=False
     )
@@ -186,50 +196,159 @@ class MergeResult:
     conflicts: list[str] = field(default_factory=list)
     conflicting_branch: str | None = None
     message: str = ""
+    commits: list[str] = field(default_factory=list)  # the commits that landed, in order
 
 
-def merge_branches(
-    repo_dir: Path, target: str, branches: list[str], run_id: str, scratch: Path
+@dataclass(frozen=True)
+class Landing:
+    """One agent's work to land on the target branch: exactly the commit its gate judged,
+    squashed into one commit with ``message``."""
+
+    branch: str
+    commit: str
+    message: str
+    author: str
+
+
+def land(
+    repo_dir: Path,
+    target: str,
+    landings: list[Landing],
+    run_id: str,
+    scratch: Path,
+    *,
+    squash: str = "agent",
 ) -> MergeResult:
-    """Merge ``branches`` into ``target``, all or nothing.
+    """Land the agents' gated commits on ``target``, all or nothing.
 
-    The branches are merged together in a scratch worktree first; the target moves only
-    when every merge is clean (fast-forward when it can, else a merge commit). On a
-    conflict nothing moves, the conflicting files are listed and every branch is kept.
+    In a scratch worktree at ``target``'s tip, each gated commit is squash-merged (a
+    three-way merge against where its branch left the target) and committed with its
+    landing's message: one commit per agent, or one for the whole run with ``squash="run"``
+    (the messages joined). The earlier attempts on the agents' branches never reach the
+    target. The target moves only when every landing applies cleanly (fast-forward to the
+    scratch result); on a conflict nothing moves and the conflicting files are listed.
     """
-    with_work = [b for b in branches if commits_ahead(repo_dir, b, target) != 0]
-    if not with_work:
+    todo = [item for item in landings if _changes_something(repo_dir, target, item.commit)]
+    if not todo:
         return MergeResult(True, None, message="no agent changed anything; nothing to merge")
     integration = f"agentos/{run_id}/merge"
     delete_branch(repo_dir, integration)
     _git(repo_dir, "worktree", "add", "-q", "-b", integration, str(scratch), target)
+    landed: list[str] = []
+    merged = ""
     try:
-        for branch in with_work:
-            result = _git(
-                scratch, "merge", "--no-edit", "-m", f"agentos: merge {branch}", branch, check=False
-            )
-            if result.returncode != 0:
-                conflicts = _git(
-                    scratch, "diff", "--name-only", "--diff-filter=U", check=False
-                ).stdout.split()
-                _git(scratch, "merge", "--abort", check=False)
-                remove_worktree(repo_dir, scratch)
-                delete_branch(repo_dir, integration)
+        for item in todo:
+            result = _git(scratch, "merge", "--squash", "--no-commit", item.commit, check=False)
+            conflicts = _git(
+                scratch, "diff", "--name-only", "--diff-filter=U", check=False
+            ).stdout.split()
+            if result.returncode != 0 or conflicts:
+                _git(scratch, "reset", "-q", "--hard", check=False)
                 return MergeResult(
                     False,
                     conflicts=conflicts,
-                    conflicting_branch=branch,
-                    message=f"{branch} conflicts with the others in: "
-                    f"{', '.join(conflicts) or result.stderr.strip()}",
+                    conflicting_branch=item.branch,
+                    message=f"{item.branch} conflicts with {target} or the other agents in: "
+                    f"{', '.join(conflicts) or result.stderr.strip() or result.stdout.strip()}",
                 )
+            if squash == "agent":
+                landed.append(_commit_staged(scratch, item.message, item.author))
+        if squash != "agent":
+            message = "\n\n".join(item.message.rstrip("\n") for item in todo) + "\n"
+            authors = ", ".join(dict.fromkeys(item.author for item in todo))
+            landed.append(_commit_staged(scratch, message, authors))
+        landed = [c for c in landed if c]
+        if not landed:
+            return MergeResult(True, None, message="the agents' work is already on " + target)
         merged = _git(scratch, "rev-parse", "HEAD").stdout.strip()
     finally:
         remove_worktree(repo_dir, scratch)
+        if not merged:
+            delete_branch(repo_dir, integration)
     try:
         _advance(repo_dir, target, merged, integration)
     finally:
         delete_branch(repo_dir, integration)
-    return MergeResult(True, merged, message=f"merged {', '.join(with_work)} into {target}")
+    return MergeResult(
+        True,
+        merged,
+        message=f"merged {', '.join(i.branch for i in todo)} into {target} "
+        f"({len(landed)} commit{'s' * (len(landed) != 1)})",
+        commits=landed,
+    )
+
+
+def _changes_something(repo_dir: Path, target: str, commit: str) -> bool:
+    """Whether ``commit`` holds work that is not on ``target`` yet."""
+    result = _git(repo_dir, "merge-base", "--is-ancestor", commit, target, check=False)
+    return result.returncode != 0
+
+
+def _commit_staged(worktree: Path, message: str, author: str) -> str:
+    """Commit what is staged (nothing staged: no commit, ""); return the commit."""
+    if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
+        return ""
+    _git(
+        worktree,
+        "-c",
+        f"user.name={author}",
+        "-c",
+        "user.email=agent@agentos.localhost",
+        "commit",
+        "-q",
+        "--no-verify",
+        "-m",
+        message,
+    )
+    return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+
+
+def archive_ref(run_id: str, agent: str) -> str:
+    """Where an agent's branch is kept out of sight once its run is merged or discarded, so
+    the commits its receipts name (every attempt) stay in the repository until pruned."""
+    return f"refs/agentos/runs/{run_id}/{agent}"
+
+
+def archive_branch(repo_dir: Path, branch: str, ref: str) -> None:
+    """Move ``branch`` to the hidden ``ref`` (and delete the branch)."""
+    if branch_exists(repo_dir, branch):
+        _git(repo_dir, "update-ref", ref, f"refs/heads/{branch}")
+        delete_branch(repo_dir, branch)
+
+
+def refs_under(repo_dir: Path, prefix: str) -> list[tuple[str, float]]:
+    """Every ref under ``prefix`` with its commit time (seconds since the epoch)."""
+    out = _git(
+        repo_dir,
+        "for-each-ref",
+        "--format=%(refname)%09%(committerdate:unix)",
+        prefix,
+        check=False,
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        name, _, when = line.partition("\t")
+        found.append((name, float(when or 0)))
+    return found
+
+
+def delete_refs(repo_dir: Path, *refs: str) -> None:
+    for ref in refs:
+        _git(repo_dir, "update-ref", "-d", ref, check=False)
+
+
+def diff(repo_dir: Path, base: str, commit: str, *, stat: bool = False) -> str:
+    """``git diff base commit`` (``--stat`` with ``stat``), as text."""
+    args = ["--stat"] if stat else []
+    return _git(
+        repo_dir, "-c", "core.quotepath=off", "diff", "--no-ext-diff", *args, base, commit
+    ).stdout
+
+
+def rev(repo_dir: Path, name: str) -> str | None:
+    """The commit ``name`` names, or None."""
+    result = _git(repo_dir, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False)
+    return result.stdout.strip() or None if result.returncode == 0 else None
 
 
 def _advance(repo_dir: Path, target: str, merged: str, integration: str) -> None:

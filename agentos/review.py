@@ -1,0 +1,319 @@
+"""Review before merge: a run's passing work, looked at, landed or dropped after the run.
+
+What lands on the target branch is always exactly the commit each agent's passing gate
+judged, squashed into one commit per agent (or one per run, ``run.squash: run``) whose
+message names the request, the run, agent@version and its gate receipts. Earlier attempts
+never reach the target; they stay on the agent's branch, which is moved out of sight to
+``refs/agentos/runs/<run>/<agent>`` once the run is merged or discarded, so every commit a
+receipt names stays in the repository until ``runs prune`` removes it.
+
+``agentos run --no-merge`` ends with the work on its branches (status ``ready``):
+:func:`run_diff` shows it, :func:`merge_run` lands it under the same all-or-nothing rules
+as a run's own merge, :func:`discard_run` drops it. :func:`prune` (``runs prune``,
+``gc --branches``) removes what finished runs kept once it is older than ``run.keep_days``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentos import worktrees as wt
+from agentos.errors import BadInput, NotFound, OperationFailed
+from agentos.receipts import write_receipt
+from agentos.runs import ACTIVE, READY, RunRecord, RunStore
+from agentos.workspace import Workspace
+
+DAY = 24 * 3600
+
+
+@dataclass(frozen=True)
+class AgentWork:
+    """What one agent of a run leaves to land: the commit its passing gate judged."""
+
+    agent: str
+    version: str
+    card: str
+    branch: str
+    commit: str
+    receipts: tuple[str, ...] = ()
+
+
+def landing_message(request: str, run_id: str, work: AgentWork) -> str:
+    """The message of the commit that lands ``work``: the request's first line as the
+    subject, then the whole request, the run, agent@version and its gate receipts."""
+    lines = request.strip().splitlines() or [""]
+    subject = lines[0] if len(lines[0]) <= 72 else lines[0][:69].rstrip() + "..."
+    return (
+        f"{subject}\n\n"
+        f"Request: {request.strip()}\n"
+        f"Run: {run_id}\n"
+        f"Agent: {work.agent}@{work.version} via {work.card}\n"
+        f"Receipts: {', '.join(work.receipts) or '(none)'}\n"
+    )
+
+
+def land(
+    ws: Workspace, repo: Path, target: str, run_id: str, request: str, work: list[AgentWork]
+) -> wt.MergeResult:
+    """Land every agent's gated commit on ``target``, all or nothing (see
+    :func:`agentos.worktrees.land`)."""
+    landings = [
+        wt.Landing(w.branch, w.commit, landing_message(request, run_id, w), w.agent) for w in work
+    ]
+    return wt.land(
+        repo,
+        target,
+        landings,
+        run_id,
+        ws.worktrees_dir / run_id / wt.MERGE_DIR,
+        squash=ws.settings.run.squash,
+    )
+
+
+def archive_branches(repo: Path, run_id: str, agents: list[tuple[str, str]]) -> None:
+    """Move each ``(agent, branch)`` of a run out of sight (see :func:`wt.archive_ref`)."""
+    for agent, branch in agents:
+        if branch:
+            wt.archive_branch(repo, branch, wt.archive_ref(run_id, agent))
+
+
+# --- after the run --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentDiff:
+    agent: str
+    base: str
+    commit: str | None  # None when the agent left nothing (no branch, no commit)
+    stat: str
+    patch: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "agent": self.agent,
+            "base": self.base,
+            "commit": self.commit,
+            "stat": self.stat,
+            "patch": self.patch,
+        }
+
+
+def _record(ws: Workspace, run_id: str) -> RunRecord:
+    store = RunStore(ws)
+    try:
+        return store.get(run_id)
+    finally:
+        store.close()
+
+
+def _repo(record: RunRecord) -> Path:
+    repo = Path(record.repo)
+    if not repo.is_dir():
+        raise NotFound(f"the repository of run {record.id} is gone", file=repo, field="repo")
+    return repo
+
+
+def _agent_commit(repo: Path, record: RunRecord, agent: str, gated: str | None) -> str | None:
+    """The commit to show or land for an agent: the one its passing gate judged, else the
+    tip of its branch (kept or archived)."""
+    if gated:
+        return gated
+    for name in (
+        f"refs/heads/{wt.branch_name(record.id, agent)}",
+        wt.archive_ref(record.id, agent),
+    ):
+        found = wt.rev(repo, name)
+        if found:
+            return found
+    return None
+
+
+def run_diff(ws: Workspace, run_id: str, agent: str | None = None) -> list[AgentDiff]:
+    """Each agent's work in a run against the run's base: the passing state when its gate
+    passed, else the last state on its branch."""
+    record = _record(ws, run_id)
+    repo = _repo(record)
+    agents = [a for a in record.agents if agent is None or a.agent == agent]
+    if agent is not None and not agents:
+        known = ", ".join(a.agent for a in record.agents) or "none"
+        raise NotFound(f"no agent {agent!r} in run {record.id} (agents: {known})", field="AGENT")
+    base = record.base_commit or ""
+    out = []
+    for a in agents:
+        commit = _agent_commit(repo, record, a.agent, a.gated_commit)
+        if commit is None:
+            out.append(AgentDiff(a.agent, base, None, "", ""))
+            continue
+        out.append(
+            AgentDiff(
+                a.agent,
+                base,
+                commit,
+                wt.diff(repo, base, commit, stat=True),
+                wt.diff(repo, base, commit),
+            )
+        )
+    return out
+
+
+@dataclass
+class MergeOutcome:
+    run_id: str
+    status: str
+    result: wt.MergeResult
+    receipt: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "run": self.run_id,
+            "status": self.status,
+            "merged": self.result.merged,
+            "commit": self.result.commit,
+            "commits": self.result.commits,
+            "conflicts": self.result.conflicts,
+            "message": self.result.message,
+            "receipt": self.receipt,
+        }
+
+
+def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
+    """Land a ``ready`` run (``run --no-merge``) on its target branch, as the run itself
+    would have: exactly the gated commits, squashed, all or nothing. The target may have
+    moved since the run; its new commits are kept, and a conflict with them stops the
+    merge with nothing changed."""
+    record = _record(ws, run_id)
+    if record.status != READY:
+        raise BadInput(
+            f"run {record.id} is {record.status}; only a run that passed its gate and was not "
+            "merged (run --no-merge, status ready) can be merged",
+            field="ID",
+        )
+    repo = _repo(record)
+    target = record.target_branch or ""
+    checked_out, _ = wt.head(repo)
+    if checked_out == target:
+        dirty = wt.tracked_changes(repo)
+        if dirty:
+            raise BadInput(
+                f"uncommitted changes ({', '.join(dirty[:5])}) on {target}: commit or stash "
+                "them first, so that merging cannot lose yours",
+                file=repo,
+                field="--repo",
+            )
+    work = []
+    for a in record.agents:
+        if a.status != "passed" or not a.gated_commit:
+            raise OperationFailed(f"agent {a.agent} of run {record.id} has no passing commit")
+        if wt.rev(repo, a.gated_commit) is None:
+            raise OperationFailed(
+                f"the commit {a.gated_commit[:12]} that {a.agent}'s gate passed is gone from "
+                f"{repo} (pruned?)"
+            )
+        work.append(
+            AgentWork(
+                a.agent,
+                a.version,
+                a.card or "",
+                a.branch or wt.branch_name(record.id, a.agent),
+                a.gated_commit,
+                a.receipts,
+            )
+        )
+    result = land(ws, repo, target, record.id, record.request, work)
+    fields = {
+        "via": "agentos runs merge",
+        "merged": result.merged,
+        "commit": result.commit,
+        "commits": result.commits,
+        "conflicts": result.conflicts,
+        "conflicting_branch": result.conflicting_branch,
+        "message": result.message,
+        "target": target,
+        "landed": {w.agent: w.commit for w in work},
+    }
+    receipt = write_receipt(ws, "merge", fields, run_id=record.id)
+    store = RunStore(ws)
+    try:
+        if result.merged:
+            archive_branches(repo, record.id, [(w.agent, w.branch) for w in work])
+            store.update(record.id, status="succeeded", message=result.message)
+            status = "succeeded"
+        else:
+            store.update(record.id, message=result.message + "; nothing was merged")
+            status = record.status
+    finally:
+        store.close()
+    return MergeOutcome(record.id, status, result, receipt.id)
+
+
+def discard_run(ws: Workspace, run_id: str) -> list[str]:
+    """Drop a finished run's kept work: its branches leave the branch list (their commits
+    stay under ``refs/agentos/runs/<run>/`` until ``runs prune``). A ``ready`` run becomes
+    ``discarded``. Returns the branches dropped."""
+    record = _record(ws, run_id)
+    if record.status in ACTIVE:
+        raise BadInput(f"run {record.id} is still {record.status}: cancel it first", field="ID")
+    repo = _repo(record)
+    dropped = [a.branch for a in record.agents if a.branch and wt.branch_exists(repo, a.branch)]
+    archive_branches(repo, record.id, [(a.agent, a.branch or "") for a in record.agents])
+    write_receipt(
+        ws, "discard", {"via": "agentos runs discard", "branches": dropped}, run_id=record.id
+    )
+    store = RunStore(ws)
+    try:
+        if record.status == READY:
+            store.update(record.id, status="discarded", message="discarded by the user")
+    finally:
+        store.close()
+    return dropped
+
+
+@dataclass
+class PruneReport:
+    removed: list[str] = field(default_factory=list)  # refs deleted, as repo: ref
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"removed": self.removed, "problems": self.problems}
+
+
+def prune(ws: Workspace, *, older_than_days: float | None = None) -> PruneReport:
+    """Remove what finished runs kept (their branches, the hidden refs of merged and
+    discarded runs) once the run ended more than ``older_than_days`` ago (default: the
+    workspace's ``run.keep_days``). A live run, or one that ended more recently, is never
+    touched, whatever its branches hold."""
+    days = ws.settings.run.keep_days if older_than_days is None else older_than_days
+    cutoff = time.time() - days * DAY
+    report = PruneReport()
+    store = RunStore(ws)
+    try:
+        for record in store.list(limit=1_000_000):
+            ended = record.ended_at or record.created_at
+            if record.status in ACTIVE or ended > cutoff:
+                continue
+            repo = Path(record.repo)
+            if not repo.is_dir():
+                continue
+            refs = [
+                name
+                for prefix in (
+                    f"refs/heads/agentos/{record.id}/",
+                    f"refs/agentos/runs/{record.id}/",
+                )
+                for name, _ in wt.refs_under(repo, prefix)
+            ]
+            if not refs:
+                continue
+            wt.delete_refs(repo, *refs)
+            report.removed.extend(f"{repo}: {ref}" for ref in refs)
+            if record.status == READY:
+                store.update(
+                    record.id,
+                    status="discarded",
+                    message=f"not merged within {days:g} days; pruned",
+                )
+    finally:
+        store.close()
+    return report
