@@ -13,7 +13,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,12 +107,21 @@ def agent_env(
     return env
 
 
-def prepare(task: AgentTask, files: AgentFiles) -> tuple[list[str], dict[str, str]]:
-    """Write the env file and wrapper; return the pane's argv and the agent's environment."""
+def prepare(
+    task: AgentTask,
+    files: AgentFiles,
+    environment: Callable[[dict[str, str]], dict[str, str]] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """Write the env file and wrapper; return the pane's argv and the agent's environment.
+
+    ``environment`` completes the scrubbed environment (the repository's interpreter and
+    variables, see :meth:`agentos.repos.RepoProfile.environment`)."""
     files.run_dir.mkdir(parents=True, exist_ok=True)
     files.log.parent.mkdir(parents=True, exist_ok=True)
     runtime = get_runtime(task.manifest.runtime)
     env = agent_env(task, files, runtime.path_dirs())
+    if environment is not None:
+        env = environment(env)
     command = runtime.command(task)
     files.exit_file.unlink(missing_ok=True)
     fd = os.open(files.env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

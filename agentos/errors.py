@@ -54,8 +54,22 @@ class MissingTool(BadInput):
     """A program AgentOS needs (tmux, git, a CLI agent) is not installed."""
 
 
+class EnvironmentBroken(BadInput):
+    """The repository's environment cannot run its checks (an interpreter that is missing,
+    a test command that cannot start, a suite that does not collect before any agent
+    worked on it): the person must fix it, so no agent is retried for it. Exit code 2."""
+
+
 class OperationFailed(AgentOSError):
     """The operation ran and failed: exit code 1."""
+
+
+class RequestBlocked(OperationFailed):
+    """The interview blocked the request; ``questions`` are what would unblock it."""
+
+    def __init__(self, message: str, questions: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.questions = questions or []
 
 
 class VerifyFailed(OperationFailed):

@@ -21,17 +21,27 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from agentos import review
 from agentos import worktrees as wt
 from agentos._launch import AgentFiles, prepare
 from agentos._signals import handling
-from agentos.errors import AgentOSError, BadInput
+from agentos.checks import CheckSpec
+from agentos.errors import AgentOSError, BadInput, EnvironmentBroken, RequestBlocked
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
-from agentos.runs import ACTIVE, RunStore, new_run_id
+from agentos.repos import RepoProfile, check_profile, prepare_worktree, repo_profile
+from agentos.runs import ACTIVE, READY, RunStore, new_run_id
 from agentos.runtimes import AgentTask, get_runtime
 from agentos.sessions import Sessions, require_tmux, session_name
-from agentos.stormbreaker import GateResult, collect_checks, gate_receipt_fields, run_gate
+from agentos.stormbreaker import (
+    GateResult,
+    collect_checks,
+    environment_failure,
+    gate_environment,
+    gate_receipt_fields,
+    run_gate,
+)
 from agentos.workspace import Workspace
 
 CONTEXT_BUDGET = 3000  # tokens of knowledge-store context per agent
@@ -46,12 +56,20 @@ class Cancelled(Exception):
     """The run was interrupted (Ctrl-C, SIGTERM, `agentos runs cancel`)."""
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    force: bool = False  # start even when the interview blocks the request
+    agent: str | None = None  # NAME[@VERSION]: this agent takes the request, not the cards
+    merge: bool = True  # False: the passing work waits on its branches for review
+    run_id: str | None = None
+
+
 @dataclass
 class AgentState:
     card: str
     manifest: Manifest
     package_dir: Path
-    card_checks: list[Any]
+    checks: list[CheckSpec]
     branch: str
     worktree: Path
     session: str
@@ -64,10 +82,23 @@ class AgentState:
     started_at: float | None = None
     ended_at: float | None = None
     pane_pid: int | None = None
+    gated_commit: str | None = None  # the commit the passing gate judged
+    receipts: list[str] = field(default_factory=list)  # this agent's gate receipts
 
     @property
     def name(self) -> str:
         return self.manifest.name
+
+    def work(self) -> review.AgentWork:
+        assert self.gated_commit is not None
+        return review.AgentWork(
+            self.name,
+            self.manifest.version,
+            self.card,
+            self.branch,
+            self.gated_commit,
+            tuple(self.receipts),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -81,6 +112,8 @@ class AgentState:
             "exit_code": self.exit_code,
             "gate": self.gate.as_dict() if self.gate else None,
             "commits": self.commits,
+            "gated_commit": self.gated_commit,
+            "receipts": self.receipts,
             "log": str(self.files.log),
             "output_tail": _tail(self.files.log, OUTPUT_TAIL),
         }
@@ -96,10 +129,12 @@ class RunReport:
     agents: list[dict[str, Any]] = field(default_factory=list)
     merge: dict[str, Any] | None = None
     receipts: list[str] = field(default_factory=list)
+    repo_profile: dict[str, Any] | None = None
+    diffstat: dict[str, str] = field(default_factory=dict)  # per agent, when not merged
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status == "succeeded" else 1
+        return 0 if self.status in ("succeeded", READY) else 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +146,8 @@ class RunReport:
             "agents": self.agents,
             "merge": self.merge,
             "receipts": self.receipts,
+            "repo_profile": self.repo_profile,
+            "diffstat": self.diffstat,
         }
 
 
@@ -118,28 +155,45 @@ def start_run(
     ws: Workspace,
     request: str,
     repo: Path,
+    options: RunOptions | None = None,
     *,
     force: bool = False,
-    run_id: str | None = None,
     on_event: Event | None = None,
 ) -> RunReport:
-    """Run ``request`` against ``repo`` from start to teardown; the report says how it went."""
-    return Orchestrator(ws, request, repo, force=force, run_id=run_id, on_event=on_event).run()
+    """Run ``request`` against ``repo`` from start to teardown; the report says how it went.
+    ``force=True`` is short for ``RunOptions(force=True)``."""
+    options = options or RunOptions(force=force)
+    return Orchestrator(ws, request, repo, options, on_event=on_event).run()
 
 
 def start_detached(
-    ws: Workspace, request: str, repo: Path, *, force: bool = False
+    ws: Workspace, request: str, repo: Path, options: RunOptions | None = None
 ) -> tuple[str, Path]:
     """Start a run in a background process; returns its id and the orchestrator's log.
 
-    The run is in state.db (and visible to ``runs show``) as soon as its orchestrator has
-    checked the repository, within a second or so.
+    What would stop the run at once stops it here, where the caller sees it: a repository
+    the run cannot work on, and a request the interview blocks (:class:`RequestBlocked`,
+    with the questions), unless forced. The run is in state.db (and visible to ``runs
+    show``) as soon as its orchestrator has checked the repository, within a second or so.
     """
+    options = options or RunOptions()
     if not request.strip():
         raise BadInput("the request is empty", field="REQUEST")
     repo = repo.expanduser().resolve()
-    check_repo(repo)  # what would stop the run stops it here, where the caller sees it
-    run_id = new_run_id()
+    check_repo(repo)
+    check_agent(ws, options.agent)
+    if not options.force:
+        from agentos.interview import interview_in
+
+        result = interview_in(ws, request, rewrite=False)
+        if not result.passed:
+            questions = [f"{q.axis}: {q.text}" for q in result.questions]
+            raise RequestBlocked(
+                f"the request is too vague to start (ambiguity {result.ambiguity:.3f}); "
+                "answer these and run again, or use --force: " + " ".join(questions),
+                questions,
+            )
+    run_id = options.run_id or new_run_id()
     log = ws.logs_dir / run_id / "orchestrator.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [
@@ -156,8 +210,12 @@ def start_detached(
         run_id,
         "--json",
     ]
-    if force:
+    if options.force:
         argv.append("--force")
+    if options.agent:
+        argv += ["--agent", options.agent]
+    if not options.merge:
+        argv.append("--no-merge")
     with log.open("ab") as out:
         subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
@@ -196,15 +254,23 @@ def check_repo(repo_dir: Path) -> tuple[str, str]:
     return branch, base
 
 
+def check_agent(ws: Workspace, ref: str | None) -> None:
+    """``--agent NAME[@VERSION]`` names an installed package (else :class:`NotFound`)."""
+    if ref:
+        try:
+            Hub(ws.hub_dir).get(ref)
+        except BadInput as exc:
+            raise type(exc)(exc.message, field="--agent") from None
+
+
 class Orchestrator:
     def __init__(
         self,
         ws: Workspace,
         request: str,
         repo: Path,
+        options: RunOptions | None = None,
         *,
-        force: bool = False,
-        run_id: str | None = None,
         on_event: Event | None = None,
     ) -> None:
         if not request.strip():
@@ -212,8 +278,9 @@ class Orchestrator:
         self.ws = ws
         self.request = request
         self.repo = repo.expanduser().resolve()
-        self.force = force
-        self.run_id = run_id or new_run_id()
+        self.options = options or RunOptions()
+        self.force = self.options.force
+        self.run_id = self.options.run_id or new_run_id()
         self.emit: Event = on_event or (lambda _msg: None)
         self.report = RunReport(self.run_id, "pending")
         self.agents: list[AgentState] = []
@@ -224,6 +291,7 @@ class Orchestrator:
         self.store: RunStore | None = None
         self.base = ""
         self.target = ""
+        self.profile: RepoProfile | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -232,10 +300,19 @@ class Orchestrator:
 
         collect_garbage(self.ws)
         self.target, self.base = check_repo(self.repo)
+        check_agent(self.ws, self.options.agent)
         self.store = RunStore(self.ws)
         self.store.create(self.run_id, self.request, self.repo)
         self.store.update(
-            self.run_id, target_branch=self.target, base_commit=self.base, started_at=time.time()
+            self.run_id,
+            target_branch=self.target,
+            base_commit=self.base,
+            started_at=time.time(),
+            options={
+                "force": self.options.force,
+                "agent": self.options.agent,
+                "merge": self.options.merge,
+            },
         )
         try:
             with _cancel_on_signal(defer=lambda: self.report.status == "merging"):
@@ -257,38 +334,17 @@ class Orchestrator:
     def _run(self) -> None:
         if not self._interview():
             return
-        from agentos.router import route
-
-        decision, receipt = route(self.ws, self.request, run_id=self.run_id)
-        self.report.decision = decision.as_dict()
-        self.report.receipts.append(receipt.id)
-        assert self.store is not None
-        self.store.update(self.run_id, decision=decision.decision, receipt=receipt.id)
-        self.emit(
-            f"decision: {decision.decision} "
-            + ", ".join(
-                f"{s.agent}@{s.version} ({s.card}, score {s.score})" for s in decision.selected
-            )
-        )
-        if decision.decision != "route":
-            reason = (
-                "cards tie: " + ", ".join(decision.tied)
-                if decision.decision == "clarify"
-                else "no routing card matches the request"
-            )
-            self._finish(decision.decision, reason)
+        self.profile = repo_profile(self.ws, self.repo, at=self.base)
+        self.report.repo_profile = self.profile.as_dict()
+        self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
+        if not self._route():
             return
-        hub = Hub(self.ws.hub_dir)
-        for sel in decision.selected:
-            info, manifest = hub.get(f"{sel.agent}@{sel.version}")
-            get_runtime(manifest.runtime).preflight(manifest, info.path)
-            self.agents.append(
-                self._plan_agent(sel.card, manifest, info.path, [*sel.checks, *self.request_checks])
-            )
+        self._check_environment()
         require_tmux()
         self._ensure_guardian()
         context = self._context()
         self._set_status("running")
+        assert self.store is not None
         for agent in self.agents:
             self.store.add_agent(
                 self.run_id,
@@ -300,13 +356,15 @@ class Orchestrator:
                 session=agent.session,
             )
         self._drive_all(context)
-        if all(a.status == "passed" for a in self.agents):
-            self._merge()
-        else:
+        if not all(a.status == "passed" for a in self.agents):
             failed = ", ".join(
                 f"{a.name} ({a.status})" for a in self.agents if a.status != "passed"
             )
             self._finish("failed", f"not done: {failed}; nothing was merged")
+        elif self.options.merge:
+            self._merge()
+        else:
+            self._ready()
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -332,6 +390,64 @@ class Orchestrator:
         questions = "; ".join(q.text for q in result.questions)
         self._finish("blocked", f"the request is too vague to start: {questions}")
         return False
+
+    def _route(self) -> bool:
+        """Decide the task force (the cards, ``--agent`` or ``run.default_agent``) and
+        plan each agent: its package, verified against hub.lock; its runtime's needs;
+        its checks. False when nothing is to run."""
+        from agentos.router import route
+
+        decision, receipt = route(
+            self.ws, self.request, run_id=self.run_id, agent=self.options.agent
+        )
+        self.report.decision = decision.as_dict()
+        self.report.receipts.append(receipt.id)
+        assert self.store is not None
+        self.store.update(self.run_id, decision=decision.decision, receipt=receipt.id)
+        self.emit(
+            f"decision: {decision.decision} ({decision.decided_by}) "
+            + ", ".join(
+                f"{s.agent}@{s.version} ({s.card}, score {s.score})" for s in decision.selected
+            )
+        )
+        if decision.decision != "route":
+            reason = (
+                "cards tie: " + ", ".join(decision.tied)
+                if decision.decision == "clarify"
+                else "no routing card matches the request (set run.default_agent in "
+                "agentos.yaml, or pick one with --agent)"
+            )
+            self._finish(decision.decision, reason)
+            return False
+        hub = Hub(self.ws.hub_dir)
+        for sel in decision.selected:
+            info, manifest = hub.get(f"{sel.agent}@{sel.version}")
+            hub.check_intact(sel.agent, sel.version)
+            get_runtime(manifest.runtime).preflight(manifest, info.path)
+            checks = collect_checks(
+                self.ws, package=manifest, card_checks=[*sel.checks, *self.request_checks]
+            )
+            self.agents.append(self._plan_agent(sel.card, manifest, info.path, checks))
+        return True
+
+    def _check_environment(self) -> None:
+        """When the run's checks include the repository's tests, prove before any agent
+        starts that they can run: the interpreter exists, the test command starts and the
+        suite collects, on the repository as it is. What fails here is the environment's
+        fault, never an agent's: the run stops (exit 2) with the fix, and no attempt is
+        spent on it."""
+        assert self.profile is not None
+        if not any(c.kind == "tests" for agent in self.agents for c in agent.checks):
+            return
+        problems = check_profile(self.profile, self.repo)
+        if problems:
+            raise EnvironmentBroken(
+                "the repository's tests cannot run, so no agent was started: "
+                + "; ".join(problems),
+                file=self.repo,
+                field="tests",
+            )
+        self.emit("repository: the test command starts and the suite collects")
 
     def _ensure_guardian(self) -> None:
         """Start the workspace's guardian unless one runs (``run.guardian``, the default)."""
@@ -363,14 +479,14 @@ class Orchestrator:
         return header + text.replace(str(self.repo) + "/", "")
 
     def _plan_agent(
-        self, card: str, manifest: Manifest, package_dir: Path, card_checks: list[Any]
+        self, card: str, manifest: Manifest, package_dir: Path, checks: list[CheckSpec]
     ) -> AgentState:
         name = manifest.name
         return AgentState(
             card=card,
             manifest=manifest,
             package_dir=package_dir,
-            card_checks=card_checks,
+            checks=checks,
             branch=wt.branch_name(self.run_id, name),
             worktree=self.ws.worktrees_dir / self.run_id / name,
             session=session_name(self.run_id, name),
@@ -394,9 +510,9 @@ class Orchestrator:
                 raise
 
     def _drive(self, agent: AgentState, context: str) -> None:
-        """One agent: its worktree, then attempts: start, wait for its exit file, commit,
-        gate, retry. Agents are driven in parallel, one thread each."""
-        assert self.store is not None
+        """One agent: its worktree, then attempts until one passes, the guardian stops it
+        or the retries are spent. Agents are driven in parallel, one thread each."""
+        assert self.store is not None and self.profile is not None
         wt.add_worktree(
             self.repo,
             agent.worktree,
@@ -405,84 +521,120 @@ class Orchestrator:
             sparse_paths=agent.manifest.paths or None,
             admin_lock=self._git_admin,
         )
+        for note in prepare_worktree(self.profile, agent.worktree):
+            self.emit(f"{agent.name}: {note}")
         agent.worktree.joinpath("AGENTOS_CONTEXT.md").write_text(context, encoding="utf-8")
         retries = self.ws.settings.run.retries
-        checks = collect_checks(self.ws, package=agent.manifest, card_checks=agent.card_checks)
         agent.started_at = time.time()
-        while agent.attempts <= retries and not self.cancel.is_set():
-            agent.attempts += 1
-            task = AgentTask(
-                self.run_id,
-                agent.name,
-                agent.manifest,
-                agent.package_dir,
-                agent.worktree,
-                self.repo,
-                self.ws.root,
-                self.request,
-                agent.files.run_dir,
-                agent.attempts,
-            )
-            pane, env = prepare(task, agent.files)
-            agent.status = "running"
+        try:
+            while agent.attempts <= retries and not self.cancel.is_set():
+                self._attempt(agent)
+                if agent.status in ("passed", "killed"):
+                    break
+                if agent.attempts <= retries:
+                    agent.worktree.joinpath("AGENTOS_FEEDBACK.md").write_text(
+                        self._feedback(agent), encoding="utf-8"
+                    )
+        finally:
+            agent.ended_at = time.time()
             self.store.update_agent(
                 self.run_id,
                 agent.name,
-                status="running",
-                attempts=agent.attempts,
-                started_at=agent.started_at,
+                status=agent.status,
+                exit_code=agent.exit_code,
+                ended_at=agent.ended_at,
             )
-            self.emit(
-                f"{agent.name}: attempt {agent.attempts} started in tmux session {agent.session}"
-            )
-            agent.pane_pid = self.sessions.start(agent.session, pane, agent.worktree)
-            agent.exit_code = self._wait_for_exit(agent)
-            commit = wt.commit_all(agent.worktree, self._commit_message(agent), agent.name)
-            if commit:
-                agent.commits.append(commit)
-            if agent.files.stopped.exists():
-                # The guardian killed it: no gate, no retry.
-                agent.status = "killed"
-                self.emit(
-                    f"{agent.name}: stopped by the guardian: "
-                    f"{agent.files.stopped.read_text().strip()}"
-                )
-                break
-            agent.status = "gating"
-            self.store.update_agent(
-                self.run_id, agent.name, status="gating", exit_code=agent.exit_code
-            )
-            agent.gate = run_gate(checks, agent.worktree, base=self.base, env=env)
-            wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
-            passed = agent.exit_code == 0 and agent.gate.passed
-            fields = {
-                "agent": f"{agent.name}@{agent.manifest.version}",
-                "exit_code": agent.exit_code,
-                "accepted": passed,
-                **gate_receipt_fields(agent.gate, agent.attempts),
-            }
-            receipt = write_receipt(self.ws, "gate", fields, run_id=self.run_id)
-            self.report.receipts.append(receipt.id)
-            self.emit(
-                f"{agent.name}: attempt {agent.attempts} exited "
-                f"{agent.exit_code}; {agent.gate.summary()}"
-            )
-            if passed:
-                agent.status = "passed"
-                break
-            agent.status = "failed"
-            if agent.attempts <= retries:
-                agent.worktree.joinpath("AGENTOS_FEEDBACK.md").write_text(
-                    self._feedback(agent), encoding="utf-8"
-                )
-        agent.ended_at = time.time()
+
+    def _attempt(self, agent: AgentState) -> None:
+        """One attempt: start the agent, wait for its exit file, commit its work, run the
+        gate on exactly that commit, record it."""
+        assert self.store is not None and self.profile is not None
+        agent.attempts += 1
+        task = AgentTask(
+            self.run_id,
+            agent.name,
+            agent.manifest,
+            agent.package_dir,
+            agent.worktree,
+            self.repo,
+            self.ws.root,
+            self.request,
+            agent.files.run_dir,
+            agent.attempts,
+        )
+        pane, _env = prepare(task, agent.files, environment=self._agent_environment(agent))
+        agent.status = "running"
         self.store.update_agent(
             self.run_id,
             agent.name,
-            status=agent.status,
-            exit_code=agent.exit_code,
-            ended_at=agent.ended_at,
+            status="running",
+            attempts=agent.attempts,
+            started_at=agent.started_at,
         )
+        self.emit(f"{agent.name}: attempt {agent.attempts} started in tmux session {agent.session}")
+        agent.pane_pid = self.sessions.start(agent.session, pane, agent.worktree)
+        agent.exit_code = self._wait_for_exit(agent)
+        commit = wt.commit_all(agent.worktree, self._commit_message(agent), agent.name)
+        if commit:
+            agent.commits.append(commit)
+        if agent.files.stopped.exists():
+            # The guardian killed it: no gate, no retry.
+            agent.status = "killed"
+            self.emit(
+                f"{agent.name}: stopped by the guardian: {agent.files.stopped.read_text().strip()}"
+            )
+            return
+        head = wt.rev(agent.worktree, "HEAD") or self.base
+        agent.status = "gating"
+        self.store.update_agent(self.run_id, agent.name, status="gating", exit_code=agent.exit_code)
+        agent.gate = run_gate(
+            agent.checks,
+            agent.worktree,
+            base=self.base,
+            env=gate_environment(self.profile, agent.worktree),
+            profile=self.profile,
+        )
+        wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
+        passed = agent.exit_code == 0 and agent.gate.passed
+        fields = {
+            "agent": f"{agent.name}@{agent.manifest.version}",
+            "exit_code": agent.exit_code,
+            "accepted": passed,
+            "commit": head,
+            **gate_receipt_fields(agent.gate, agent.attempts),
+        }
+        receipt = write_receipt(self.ws, "gate", fields, run_id=self.run_id)
+        self.report.receipts.append(receipt.id)
+        agent.receipts.append(receipt.id)
+        agent.status = "passed" if passed else "failed"
+        agent.gated_commit = head if passed else None
+        self.store.update_agent(
+            self.run_id,
+            agent.name,
+            gate=agent.gate.as_dict(),
+            gated_commit=agent.gated_commit,
+            receipts=agent.receipts,
+        )
+        self.emit(
+            f"{agent.name}: attempt {agent.attempts} exited {agent.exit_code}; "
+            f"{agent.gate.summary()}"
+        )
+        broken = environment_failure(agent.gate)
+        if broken is not None:
+            raise EnvironmentBroken(broken, file=self.repo, field="tests")
+
+    def _agent_environment(self, agent: AgentState) -> Callable[[dict[str, str]], dict[str, str]]:
+        """The agent's scrubbed environment, completed with the repository's (its
+        interpreter first on PATH, the worktree's code imported) and its test command."""
+        profile = self.profile
+        assert profile is not None
+
+        def complete(env: dict[str, str]) -> dict[str, str]:
+            out = profile.environment(env, agent.worktree)
+            out["AGENTOS_TEST_COMMAND"] = profile.test_command()
+            return out
+
+        return complete
 
     def _wait_for_exit(self, agent: AgentState) -> int | None:
         """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124)."""
@@ -524,21 +676,25 @@ class Orchestrator:
         )
 
     def _merge(self) -> None:
+        """Land exactly the commits the gates passed, squashed, all or nothing."""
         self._set_status("merging")
-        result = wt.merge_branches(
+        result = review.land(
+            self.ws,
             self.repo,
             self.target,
-            [a.branch for a in self.agents],
             self.run_id,
-            self.ws.worktrees_dir / self.run_id / wt.MERGE_DIR,
+            self.request,
+            [a.work() for a in self.agents],
         )
         self.report.merge = {
             "merged": result.merged,
             "commit": result.commit,
+            "commits": result.commits,
             "conflicts": result.conflicts,
             "conflicting_branch": result.conflicting_branch,
             "message": result.message,
             "target": self.target,
+            "landed": {a.name: a.gated_commit for a in self.agents},
         }
         receipt = write_receipt(self.ws, "merge", self.report.merge, run_id=self.run_id)
         self.report.receipts.append(receipt.id)
@@ -547,6 +703,20 @@ class Orchestrator:
             self._finish("succeeded", result.message)
         else:
             self._finish("conflict", result.message + "; every branch is kept")
+
+    def _ready(self) -> None:
+        """``--no-merge``: every gate passed; the work waits on its branches for review."""
+        for agent in self.agents:
+            assert agent.gated_commit is not None
+            stat = wt.diff(self.repo, self.base, agent.gated_commit, stat=True)
+            self.report.diffstat[agent.name] = stat
+            self.emit(f"{agent.name}: {agent.branch}\n{stat.rstrip() or '(no changes)'}")
+        self._finish(
+            READY,
+            f"every gate passed; not merged (--no-merge): review with `agentos runs diff "
+            f"{self.run_id}`, then `agentos runs merge {self.run_id}` or `agentos runs "
+            f"discard {self.run_id}`",
+        )
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -569,17 +739,20 @@ class Orchestrator:
             with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
                 list(pool.map(self._teardown_agent, self.agents))
             self._tolerant("prune worktrees", wt.prune, self.repo)
-            merged = self.report.status == "succeeded"
+            empty = [
+                a for a in self.agents if wt.commits_ahead(self.repo, a.branch, self.base) == 0
+            ]
             self._tolerant(
-                "delete merged or empty branches",
-                wt.delete_branch,
-                self.repo,
-                *(
-                    a.branch
-                    for a in self.agents
-                    if merged or wt.commits_ahead(self.repo, a.branch, self.base) == 0
-                ),
+                "delete empty branches", wt.delete_branch, self.repo, *(a.branch for a in empty)
             )
+            if self.report.status == "succeeded":  # merged: attempts kept out of sight
+                self._tolerant(
+                    "archive merged branches",
+                    review.archive_branches,
+                    self.repo,
+                    self.run_id,
+                    [(a.name, a.branch) for a in self.agents if a not in empty],
+                )
         self.report.agents = [agent.as_dict() for agent in self.agents]
         with suppress(OSError):  # gone unless a worktree had to be kept
             (self.ws.worktrees_dir / self.run_id).rmdir()
@@ -642,6 +815,8 @@ class Orchestrator:
                         "attempts",
                         "exit_code",
                         "commits",
+                        "gated_commit",
+                        "receipts",
                         "output_tail",
                     )
                 }

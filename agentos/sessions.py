@@ -12,6 +12,7 @@ import os
 import shlex
 import shutil
 import signal
+import time
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,12 @@ if TYPE_CHECKING:
     import libtmux
 
 SESSION_PREFIX = "agentos-"
+_START_TRIES = 5
+
+
+def _server_was_exiting(stderr: list[str]) -> bool:
+    text = " ".join(stderr)
+    return "server exited unexpectedly" in text or "lost server" in text
 
 
 def socket_name(workspace_root: Path) -> str:
@@ -80,22 +87,28 @@ class Sessions:
         second query could ask for its pid.
         """
         self.kill(name)
-        result = self.server.cmd(
-            "new-session",
-            "-d",
-            "-s",
-            name,
-            "-c",
-            str(cwd),
-            "-x",
-            "200",
-            "-y",
-            "50",
-            "-P",
-            "-F",
-            "#{pane_pid}",
-            shlex.join(command),
-        )
+        for attempt in range(_START_TRIES):
+            result = self.server.cmd(
+                "new-session",
+                "-d",
+                "-s",
+                name,
+                "-c",
+                str(cwd),
+                "-x",
+                "200",
+                "-y",
+                "50",
+                "-P",
+                "-F",
+                "#{pane_pid}",
+                shlex.join(command),
+            )
+            # When the server's last session has just ended, the server is exiting: a client
+            # that reached it then is told so, and the next one starts a new server.
+            if result.returncode == 0 or not _server_was_exiting(result.stderr):
+                break
+            time.sleep(0.05 * (attempt + 1))
         if result.returncode != 0:
             detail = " ".join(result.stderr).strip() or f"exit {result.returncode}"
             raise OperationFailed(f"tmux could not start session {name}: {detail}")

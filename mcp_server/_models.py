@@ -82,20 +82,36 @@ class RunStarted(_Out):
     log: str = Field(description="The orchestrator's log file.")
 
 
+class FailingCheck(_Open):
+    name: str
+    kind: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    definition: str = ""
+    output_tail: str = Field(default="", description="The end of its output, ANSI removed.")
+
+
 class AgentStatus(_Open):
     agent: str
     version: str
     status: str
     attempts: int = 0
     branch: str | None = None
+    gate_summary: str | None = Field(default=None, description="The last gate, in one line.")
+    failing_checks: list[FailingCheck] = Field(
+        default_factory=list, description="The checks that failed in the last gate."
+    )
+    gated_commit: str | None = Field(
+        default=None, description="The commit the passing gate judged (what merges)."
+    )
 
 
 class TaskStatus(_Open):
     run_id: str
     status: str = Field(
         description="starting, pending, running, gating, merging, or final: "
-        "succeeded, failed, conflict, blocked, no_match, "
-        "clarify, cancelled, aborted."
+        "succeeded, ready (passed, waiting for review), discarded, failed, conflict, "
+        "blocked, no_match, clarify, cancelled, aborted."
     )
     finished: bool
     request: str | None = None
@@ -158,6 +174,9 @@ class ReceiptText(_Out):
     kind: str
     time: str
     run_id: str | None
+    fields: dict[str, Any] = Field(
+        default_factory=dict, description="The receipt's fields, parsed (after the header)."
+    )
     text: str = Field(description="The receipt exactly as written.")
 
 

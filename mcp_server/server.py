@@ -239,13 +239,28 @@ def build_server(
                 "records the override)."
             ),
         ] = False,
+        agent: Annotated[
+            str | None,
+            Field(
+                description="NAME or NAME@VERSION: this hub package takes the request instead "
+                "of the routing cards."
+            ),
+        ] = None,
+        merge: Annotated[
+            bool,
+            Field(
+                description="False leaves the passing work on its branches for review "
+                "(status ready) instead of merging it."
+            ),
+        ] = True,
     ) -> m.RunStarted:
         """Start a run in the background and return its id at once: interview, route, agents
         in tmux sessions on their own git worktrees, the Stormbreaker gate, then merge.
-        Follow it with task_status."""
+        A request the interview blocks is refused at once, with its questions (unless
+        forced). Follow it with task_status."""
 
         def work() -> m.RunStarted:
-            from agentos.orchestrator import start_detached
+            from agentos.orchestrator import RunOptions, start_detached
 
             if repo is None:
                 target = fence.default_repo
@@ -256,7 +271,8 @@ def build_server(
                     )
             else:
                 target = fence.path(repo, "repo")
-            run_id, log_file = start_detached(ws, request, target, force=force)
+            options = RunOptions(force=force, agent=agent, merge=merge)
+            run_id, log_file = start_detached(ws, request, target, options)
             return m.RunStarted(
                 run_id=run_id, status="started", repo=str(target), log=str(log_file)
             )
@@ -268,8 +284,9 @@ def build_server(
         run_id: Annotated[str, Field(description="The id run_task returned (or a unique part).")],
     ) -> m.TaskStatus:
         """The state of a run: its status (starting, running, ... succeeded, failed), the
-        decision, each agent's status and attempts, the run's receipts and the end of the
-        orchestrator's log."""
+        decision, each agent's status, attempts and last gate (each failing check's name and
+        the tail of its output), the run's receipts and the end of the orchestrator's
+        log."""
 
         def work() -> m.TaskStatus:
             from agentos.receipts import list_receipts
@@ -292,6 +309,9 @@ def build_server(
                 store.close()
             data = record.as_dict()
             data["run_id"] = data.pop("id")
+            for agent, raw in zip(record.agents, data["agents"], strict=True):
+                raw["gate_summary"] = (agent.gate or {}).get("summary")
+                raw["failing_checks"] = agent.failing_checks
             data["finished"] = record.status in FINAL
             data["receipts"] = [r.id for r in list_receipts(ws, run_id=record.id)]
             data["log_tail"] = _tail(ws.logs_dir / record.id / "orchestrator.log")
@@ -466,20 +486,16 @@ def build_server(
 
 
 def _receipt(ws: Workspace, rid: str) -> m.ReceiptText:
-    from agentos.receipts import receipt_path
+    from agentos.receipts import load_receipt
 
-    path = receipt_path(ws, rid)
-    text = path.read_text(encoding="utf-8", errors="replace")
-    head: dict[str, str] = {}
-    for line in text.splitlines()[:4]:
-        key, _, value = line.partition(": ")
-        head[key] = value
+    parsed = load_receipt(ws, rid)
     return m.ReceiptText(
-        id=path.stem,
-        kind=head.get("kind", "?"),
-        time=head.get("time", "?"),
-        run_id=head.get("run"),
-        text=text,
+        id=parsed.id,
+        kind=parsed.kind or "?",
+        time=parsed.time or "?",
+        run_id=parsed.run_id,
+        fields=parsed.fields,
+        text=parsed.text,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from agentos.hub import Hub
 from agentos.workspace import Workspace, init_workspace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -141,3 +142,38 @@ def tmux_sessions(socket: str) -> list[str]:
         text=True,
     )
     return out.stdout.split() if out.returncode == 0 else []
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [
+        line.split()[1]
+        for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+        if line.startswith("worktree ")
+    ]
+
+
+def branches(repo: Path) -> list[str]:
+    return git(repo, "branch", "--format=%(refname:short)").split()
+
+
+def add_agent(
+    ws: Workspace,
+    tmp_path: Path,
+    name: str,
+    script: str,
+    *,
+    card: dict | None = None,
+    **fields: object,
+) -> None:
+    """Install a shell agent running ``script`` and a card routing ``name-task`` to it."""
+    src = write_package(tmp_path / "src" / name, name=name, files={"run.sh": script}, **fields)
+    Hub(ws.hub_dir).install(str(src))
+    card_data = {
+        "id": f"{name}-card",
+        "agent": name,
+        "description": f"route to {name}",
+        "group": name,
+        "triggers": {"keywords": [f"{name}-task"]},
+    }
+    card_data.update(card or {})
+    (ws.cards_dir / f"{name}.yaml").write_text(yaml.safe_dump(card_data))

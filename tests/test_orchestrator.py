@@ -13,51 +13,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import git, make_repo, needs_tmux, tmux_sessions, write_package
+from conftest import (
+    add_agent,
+    branches,
+    git,
+    make_repo,
+    needs_tmux,
+    tmux_sessions,
+    worktrees,
+)
 
-from agentos.hub import Hub
 from agentos.orchestrator import start_run
 from agentos.receipts import read_receipt
 from agentos.runs import RunStore
 from agentos.workspace import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
-
-
-def worktrees(repo: Path) -> list[str]:
-    return [
-        line.split()[1]
-        for line in git(repo, "worktree", "list", "--porcelain").splitlines()
-        if line.startswith("worktree ")
-    ]
-
-
-def branches(repo: Path) -> list[str]:
-    return git(repo, "branch", "--format=%(refname:short)").split()
-
-
-def add_agent(
-    ws: Workspace,
-    tmp_path: Path,
-    name: str,
-    script: str,
-    *,
-    card: dict | None = None,
-    **fields: object,
-) -> None:
-    """Install a shell agent running ``script`` and a card routing ``name-task`` to it."""
-    src = write_package(tmp_path / "src" / name, name=name, files={"run.sh": script}, **fields)
-    Hub(ws.hub_dir).install(str(src))
-    card_data = {
-        "id": f"{name}-card",
-        "agent": name,
-        "description": f"route to {name}",
-        "group": name,
-        "triggers": {"keywords": [f"{name}-task"]},
-    }
-    card_data.update(card or {})
-    (ws.cards_dir / f"{name}.yaml").write_text(yaml.safe_dump(card_data))
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None:
@@ -144,6 +115,7 @@ def test_an_agent_never_sees_parent_environment_it_did_not_list(
             "_",
             "OLDPWD",
             "LISTED_VAR",
+            "PYTHONPATH",  # the import shim: the worktree's code, not the main checkout's
         }
         and not k.startswith("AGENTOS_")
     }

@@ -6,17 +6,15 @@ from pathlib import Path
 
 import click
 
-from agentos.cli._common import console, fail, json_option, print_json, table
+from agentos.cli._common import console, fail, json_option, located, print_json, table
 from agentos.errors import AgentOSError
-from agentos.workspace import Workspace, find_workspace
+from agentos.workspace import Workspace
 
 
 def _workspace(ctx: click.Context) -> Workspace | None:
     """The workspace, when there is one: doctor also runs where none exists yet."""
-    root = ctx.find_root()
-    explicit = root.obj.get("workspace") if isinstance(root.obj, dict) else None
     try:
-        return find_workspace(explicit)
+        return located(ctx).workspace
     except AgentOSError:
         return None
 

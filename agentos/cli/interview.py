@@ -41,7 +41,7 @@ def interview(ctx: click.Context, request: str, as_json: bool, no_input: bool) -
     ws = workspace()
     result = interview_in(ws, request)
     if not as_json and not no_input and sys.stdin.isatty():
-        result = _converse(ws, result)
+        result = converse(ws, result)
     if as_json:
         print_json(result.as_dict())
     else:
@@ -50,7 +50,7 @@ def interview(ctx: click.Context, request: str, as_json: bool, no_input: bool) -
         fail(ctx, 1)
 
 
-def _converse(ws: Workspace, result: Interview) -> Interview:
+def converse(ws: Workspace, result: Interview) -> Interview:
     """Ask the questions, append the answers, score again, until it passes or the person
     stops answering."""
     for _ in range(MAX_ROUNDS):

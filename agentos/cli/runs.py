@@ -18,6 +18,13 @@ from agentos.runs import ACTIVE, RunRecord, RunStore, pid_alive
 from agentos.workspace import Workspace
 
 
+def escape(text: str) -> str:
+    """rich markup escaped; rich is imported only when a command prints for people."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def _ago(ts: float | None) -> str:
     if ts is None:
         return ""
@@ -38,7 +45,21 @@ def _ago(ts: float | None) -> str:
     is_flag=True,
     help="Start even when the interview blocks the request (the receipt records the override).",
 )
+@click.option(
+    "--agent",
+    metavar="NAME[@VERSION]",
+    help="This hub package takes the request instead of the routing cards (the receipt says so).",
+)
+@click.option(
+    "--no-merge",
+    is_flag=True,
+    help="Leave the passing work on its branches for review (runs diff, runs merge, "
+    "runs discard) instead of merging it.",
+)
 @click.option("--detach", is_flag=True, help="Start the run in the background and print its id.")
+@click.option(
+    "--no-input", is_flag=True, help="Never ask the interview's questions, even in a terminal."
+)
 @click.option("--run-id", hidden=True)
 @json_option
 @click.pass_context
@@ -47,21 +68,36 @@ def run(
     request: str,
     repo: Path,
     force: bool,
+    agent: str | None,
+    no_merge: bool,
     detach: bool,
+    no_input: bool,
     run_id: str | None,
     as_json: bool,
 ) -> None:
     """Run REQUEST as a task force: interview, route, agents in tmux sessions on their own
     git worktrees, the Stormbreaker gate, then merge into the current branch.
 
-    Exit code 0 only when every agent's checks passed and the work merged."""
-    from agentos.orchestrator import start_run
+    In a terminal, a request the interview blocks gets its questions asked, and the run
+    goes on with the answers (as `agentos interview` does). Exit code 0 only when every
+    agent's checks passed and the work merged (or, with --no-merge, waits for review);
+    1 when the run failed or the request is blocked; 2 for bad input or an environment
+    that cannot run the repository's tests."""
+    from agentos.orchestrator import RunOptions, start_run
 
     ws = current_workspace()
+    if not force and not as_json and not no_input and run_id is None and sys.stdin.isatty():
+        request = _interview_in_terminal(ctx, ws, request)
+    options = RunOptions(force=force, agent=agent, merge=not no_merge, run_id=run_id)
     if detach:
+        from agentos.errors import RequestBlocked
         from agentos.orchestrator import start_detached
 
-        run_id, log = start_detached(ws, request, repo, force=force)
+        try:
+            run_id, log = start_detached(ws, request, repo, options)
+        except RequestBlocked as exc:
+            _blocked(ctx, exc.questions, as_json)
+            return
         if as_json:
             print_json({"run": run_id, "status": "started", "log": str(log)})
         else:
@@ -73,25 +109,73 @@ def run(
 
     def event(message: str) -> None:
         if not as_json:
-            err_console.print(f"[dim]•[/] {message}")
+            err_console.print(f"[dim]•[/] {escape(message)}")
 
-    report = start_run(ws, request, repo, force=force, run_id=run_id, on_event=event)
+    report = start_run(ws, request, repo, options, on_event=event)
     if as_json:
         print_json(report.as_dict())
     else:
-        colour = "green" if report.status == "succeeded" else "red"
-        console.print(
-            f"run [bold]{report.run_id}[/]: [{colour}]{report.status}[/] — {report.message}"
-        )
-        for agent in report.agents:
-            gate = agent["gate"]["summary"] if agent["gate"] else "no gate"
-            console.print(
-                f"  {agent['agent']}@{agent['version']} via {agent['card']}: "
-                f"{agent['status']} after {agent['attempts']} attempt(s); {gate}"
-            )
-        console.print(f"  receipts: {', '.join(report.receipts)}")
+        _print_report(report)
     if report.exit_code:
         fail(ctx, report.exit_code)
+
+
+def _interview_in_terminal(ctx: click.Context, ws: Workspace, request: str) -> str:
+    """Ask a blocked request's questions; return the request with the answers. A request
+    still blocked after the conversation ends the command (exit 1)."""
+    from agentos.cli.interview import converse
+    from agentos.interview import interview_in
+
+    result = interview_in(ws, request)
+    if result.passed:
+        return request
+    result = converse(ws, result)
+    if not result.passed:
+        _blocked(ctx, [f"{q.axis}: {q.text}" for q in result.questions], False)
+    console.print(f"[green]the request passes[/] (ambiguity {result.ambiguity:.3f}); starting")
+    return result.request
+
+
+def _blocked(ctx: click.Context, questions: list[str], as_json: bool) -> None:
+    if as_json:
+        print_json({"status": "blocked", "questions": questions})
+    else:
+        err_console.print(
+            "blocked: the request is too vague to start; answer these in the request "
+            "(or use --force):"
+        )
+        for q in questions:
+            err_console.print(f"  {escape(q)}")
+    fail(ctx, 1)
+
+
+def _print_report(report: Any) -> None:
+    colour = "green" if report.exit_code == 0 else "red"
+    console.print(
+        f"run [bold]{report.run_id}[/]: [{colour}]{report.status}[/] — {escape(report.message)}"
+    )
+    for agent in report.agents:
+        gate = agent["gate"]["summary"] if agent["gate"] else "no gate"
+        console.print(
+            f"  {agent['agent']}@{agent['version']} via {escape(agent['card'])}: "
+            f"{agent['status']} after {agent['attempts']} attempt(s); {escape(gate)}"
+        )
+        if agent["status"] != "passed" and agent["gate"]:
+            _print_failures(agent["gate"]["checks"])
+    for name, stat in report.diffstat.items():
+        console.print(f"  {name}: {stat.strip() or '(no changes)'}", markup=False)
+    console.print(f"  receipts: {', '.join(report.receipts)}")
+
+
+def _print_failures(checks: list[dict[str, Any]], indent: str = "    ") -> None:
+    """Each failing check's name and the tail of its output."""
+    for c in checks:
+        if c.get("passed"):
+            continue
+        console.print(f"{indent}[red]FAILED[/] {escape(c['name'])}: {escape(c['definition'])}")
+        tail = (c.get("output_tail") or "").rstrip("\n").splitlines()[-15:]
+        for line in tail or ["(no output)"]:
+            console.print(f"{indent}  {line}", markup=False, highlight=False)
 
 
 @click.group()
@@ -155,7 +239,97 @@ def _print_run(record: RunRecord) -> None:
         console.print(
             f"  {a.agent}@{a.version}: {a.status}, attempts {a.attempts}, exit "
             f"{a.exit_code}, branch {a.branch}"
+            + (f", passing commit {a.gated_commit[:12]}" if a.gated_commit else "")
         )
+        if a.gate:
+            console.print(f"    {escape(a.gate.get('summary', ''))}")
+            _print_failures(a.failing_checks, indent="    ")
+
+
+@runs.command()
+@click.argument("run_id", metavar="ID")
+@click.argument("agent", required=False)
+@click.option("--stat", is_flag=True, help="Only the diffstat.")
+@json_option
+def diff(run_id: str, agent: str | None, stat: bool, as_json: bool) -> None:
+    """Show what a run's agents changed (every agent's, unless AGENT is given): the commit
+    their passing gate judged, else the last state of their branch, against the run's
+    base."""
+    from agentos.review import run_diff
+
+    diffs = run_diff(current_workspace(), run_id, agent)
+    if as_json:
+        print_json({"run": run_id, "agents": [d.as_dict() for d in diffs]})
+        return
+    for d in diffs:
+        where = d.commit[:12] if d.commit else "nothing committed"
+        click.echo(f"== {d.agent} ({d.base[:12]}..{where})")
+        click.echo((d.stat if stat else d.stat + "\n" + d.patch).rstrip("\n") or "(no changes)")
+
+
+@runs.command()
+@click.argument("run_id", metavar="ID")
+@json_option
+@click.pass_context
+def merge(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """Merge a run that waits for review (`run --no-merge`, status ready): exactly the
+    commits its gates passed, one squashed commit per agent, all or nothing. A conflict
+    with what the target branch gained since then merges nothing (exit 1)."""
+    from agentos.review import merge_run
+
+    outcome = merge_run(current_workspace(), run_id)
+    if as_json:
+        print_json(outcome.as_dict())
+    else:
+        colour = "green" if outcome.result.merged else "red"
+        console.print(
+            f"run {outcome.run_id}: [{colour}]{outcome.status}[/] — "
+            f"{escape(outcome.result.message)} (receipt {outcome.receipt})"
+        )
+    if not outcome.result.merged:
+        fail(ctx, 1)
+
+
+@runs.command()
+@click.argument("run_id", metavar="ID")
+@json_option
+def discard(run_id: str, as_json: bool) -> None:
+    """Drop a finished run's kept work: its branches go (their commits stay reachable
+    under refs/agentos/runs/ID/ until `agentos runs prune`)."""
+    from agentos.review import discard_run
+
+    dropped = discard_run(current_workspace(), run_id)
+    if as_json:
+        print_json({"run": run_id, "dropped": dropped})
+    elif dropped:
+        for branch in dropped:
+            console.print(f"dropped {branch}")
+    else:
+        console.print(f"run {run_id} kept no branch; nothing to drop")
+
+
+@runs.command()
+@click.option(
+    "--older-than",
+    "days",
+    type=click.FloatRange(min=0),
+    metavar="DAYS",
+    help="Age in days (default: run.keep_days in agentos.yaml, 14).",
+)
+@json_option
+def prune(days: float | None, as_json: bool) -> None:
+    """Remove the branches and hidden refs that finished runs kept, once the run ended
+    more than DAYS ago. Younger work, and live runs, are never touched."""
+    from agentos.review import prune as prune_runs
+
+    report = prune_runs(current_workspace(), older_than_days=days)
+    if as_json:
+        print_json(report.as_dict())
+        return
+    for line in report.removed:
+        console.print(f"removed {line}", markup=False)
+    if not report.removed:
+        console.print("nothing to prune")
 
 
 @runs.command()
@@ -296,17 +470,31 @@ def attach(run_id: str, agent: str | None) -> None:
 
 
 @click.command()
+@click.option(
+    "--branches",
+    is_flag=True,
+    help="Also remove the branches finished runs kept, once older than run.keep_days "
+    "(as `agentos runs prune`).",
+)
 @json_option
-def gc(as_json: bool) -> None:
+def gc(branches: bool, as_json: bool) -> None:
     """Clean up after crashed runs: abort runs whose orchestrator died (their work is kept
     on branches), end orphaned tmux sessions, remove orphaned worktrees."""
     from agentos.gc import collect_garbage
 
-    report = collect_garbage(current_workspace())
+    ws = current_workspace()
+    report = collect_garbage(ws)
+    pruned: list[str] = []
+    if branches:
+        from agentos.review import prune as prune_runs
+
+        pruned = prune_runs(ws).removed
     if as_json:
-        print_json(report.as_dict())
+        print_json({**report.as_dict(), **({"pruned_refs": pruned} if branches else {})})
         return
-    if report.empty:
+    for line in pruned:
+        console.print(f"pruned {line}", markup=False)
+    if report.empty and not pruned:
         console.print("nothing to clean up")
     for key, values in report.as_dict().items():
         for value in values:

@@ -1,0 +1,150 @@
+"""The main job on real projects from PyPI: their own tests, the worktree's own code.
+
+Each project (tests/_projects.py) is its sdist as a git repository with its own .venv
+holding an editable install of the main checkout, and a seeded bug in the code *and* its
+test (so the suite passes on main). A scripted agent makes the right fix (code and test)
+or a wrong one (the code only, which passes only where the main checkout's buggy code is
+imported): the right one merges, the wrong one fails the gate, and the gate receipt holds
+what the project's own test command printed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from _projects import ProjectRepo, _built_projects, project_repo  # noqa: F401 -- fixtures
+from conftest import CliRunner, add_agent, branches, git, needs_tmux
+
+from agentos.orchestrator import start_run
+from agentos.receipts import read_receipt
+from agentos.repos import repo_profile
+from agentos.workspace import Workspace
+
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket"), pytest.mark.slow]
+
+PROJECTS = ["humanize", "six", "markdown"]
+
+# What each project's own test command prints when its whole suite passes.
+PASSED = {
+    "humanize": r"\d{3,} passed",
+    "six": r"\d{3,} passed",
+    "markdown": r"Ran \d{3,} tests.*\n\s*OK",
+}
+
+
+def request_for(proj: ProjectRepo) -> str:
+    code, test = proj.project.code.path, proj.project.test_file
+    return (
+        f"Fix the seeded bug in {code} and its test in {test}, without changing any other "
+        f"file; the value it returns today is wrong. Done when tests pass."
+    )
+
+
+def test_detected_setups_are_the_projects_own(
+    ws: Workspace,
+    project_repo: Callable[[str], ProjectRepo],  # noqa: F811 -- the fixture imported above
+) -> None:
+    found = {}
+    for name in PROJECTS:
+        proj = project_repo(name)
+        profile = repo_profile(ws, proj.repo)
+        found[name] = (profile.tool, profile.runner, profile.test)
+    python = {name: str(project_repo(name).python) for name in PROJECTS}
+    assert found == {
+        "humanize": ("venv", "pytest", f"{python['humanize']} -m pytest -q"),
+        "six": ("venv", "pytest", f"{python['six']} -m pytest -q"),
+        "markdown": ("make", "make", "make test"),
+    }
+
+
+@pytest.mark.parametrize("name", PROJECTS)
+def test_the_right_fix_merges_and_a_wrong_one_fails_the_projects_own_tests(
+    ws: Workspace,
+    tmp_path: Path,
+    project_repo: Callable[[str], ProjectRepo],  # noqa: F811 -- the fixture imported above
+    name: str,
+) -> None:
+    proj = project_repo(name)
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    profile = repo_profile(ws, proj.repo)
+    add_agent(
+        ws,
+        tmp_path / "right",
+        "fixer",
+        proj.fix_script(proj.right_fix()),
+        card={"triggers": {"keywords": ["correctly"]}},
+    )
+    add_agent(
+        ws,
+        tmp_path / "wrong",
+        "wrong-fixer",
+        proj.fix_script(proj.wrong_fix()),
+        card={"triggers": {"keywords": ["wrongly"]}},
+    )
+    code_file = proj.project.code.path
+
+    wrong = start_run(ws, request_for(proj) + " Do it wrongly.", proj.repo)
+
+    assert wrong.status == "failed", wrong.message
+    assert [a["agent"] for a in wrong.agents] == ["wrong-fixer"]
+    assert git(proj.repo, "rev-parse", "main") == proj.base, "a wrong fix reached main"
+    (receipt,) = wrong.agents[0]["receipts"]
+    text = read_receipt(ws, receipt)
+    assert "kind: tests" in text and profile.test in text
+    assert "result: fail" in text
+
+    right = start_run(ws, request_for(proj) + " Do it correctly.", proj.repo)
+
+    assert right.status == "succeeded", right.message + str(right.agents)
+    assert [a["agent"] for a in right.agents] == ["fixer"]
+    assert proj.project.code.good in (proj.repo / code_file).read_text()
+    assert git(proj.repo, "rev-list", "--count", f"{proj.base}..main") == "1"
+    assert git(proj.repo, "status", "--porcelain") == ""
+    # The failed run's work is kept on its branch; the merged run's left the branch list.
+    assert branches(proj.repo) == [f"agentos/{wrong.run_id}/wrong-fixer", "main"]
+    (receipt,) = right.agents[0]["receipts"]
+    text = read_receipt(ws, receipt)
+    assert profile.test in text
+    assert re.search(PASSED[name], text), text
+
+
+def test_the_test_runner_agent_runs_the_projects_own_command(
+    ws: Workspace,
+    project_repo: Callable[[str], ProjectRepo],  # noqa: F811 -- the fixture imported above
+) -> None:
+    proj = project_repo("markdown")
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+
+    report = start_run(ws, "run the tests and report what fails", proj.repo)
+
+    assert report.status == "succeeded", report.message
+    (agent,) = report.agents
+    assert agent["agent"] == "test-runner" and agent["version"] == "1.1.0"
+    log = Path(agent["log"]).read_text()
+    assert "test-runner: running `make test`" in log
+    assert re.search(PASSED["markdown"], log)
+
+
+def test_gate_run_the_stop_hook_and_a_run_judge_one_tree_alike(
+    ws: Workspace,
+    cli: CliRunner,
+    tmp_path: Path,
+    project_repo: Callable[[str], ProjectRepo],  # noqa: F811 -- the fixture imported above
+) -> None:
+    proj = project_repo("humanize")
+    ws.settings_file.write_text("checks: [{name: tests pass, tests: []}]\n")
+    verdicts: dict[str, list[int]] = {"gate run": [], "gate hook": []}
+    for fix in (proj.wrong_fix(), proj.right_fix()):
+        tree = proj.add_worktree(tmp_path / f"wt-{len(verdicts['gate run'])}")
+        proj.write(tree, fix)
+        verdicts["gate run"].append(cli("gate", "run", "--repo", str(tree)).returncode)
+        hook_input = json.dumps({"cwd": str(tree), "hook_event_name": "Stop"})
+        verdicts["gate hook"].append(cli("gate", "hook", input=hook_input).returncode)
+    # The wrong fix fails and the right one passes, from the worktree, as in the run above:
+    # the main checkout's (buggy) code, which the venv's editable install points at, is
+    # never what the worktree's tests import.
+    assert verdicts == {"gate run": [1, 0], "gate hook": [2, 0]}

@@ -1,0 +1,98 @@
+"""An environment that cannot run the repository's tests is the person's to fix, not an
+agent's failure: the run stops before any agent starts, exit 2, with the fix."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import CliRunner, add_agent, branches, make_repo, needs_tmux, tmux_sessions
+
+from agentos.receipts import list_receipts
+from agentos.runs import RunStore
+from agentos.workspace import Workspace
+
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
+
+
+@pytest.fixture
+def fixer(ws: Workspace, tmp_path: Path) -> Path:
+    marker = tmp_path / "agent-started"
+    add_agent(ws, tmp_path, "fixer", f"touch {marker}\necho more >> notes.txt\n")
+    return marker
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        pytest.param(
+            {".agentos.yaml": "python: /nonexistent/bin/python3\n"},
+            "/nonexistent/bin/python3",
+            id="missing-interpreter",
+        ),
+        pytest.param(
+            {".agentos.yaml": "test: no-such-test-runner --all\n"},
+            "no-such-test-runner",
+            id="test-command-not-found",
+        ),
+        pytest.param(
+            {
+                ".agentos.yaml": f"python: {sys.executable}\n",
+                "tests/test_broken.py": "def test_x(:\n    pass\n",
+            },
+            "tests/test_broken.py",
+            id="suite-does-not-collect",
+        ),
+    ],
+)
+def test_an_environment_that_cannot_run_the_tests_stops_the_run_before_any_agent(
+    ws: Workspace,
+    cli: CliRunner,
+    tmp_path: Path,
+    fixer: Path,
+    tmux_socket: str,
+    files: dict[str, str],
+    expected: str,
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n", **files})
+
+    out = cli(
+        "run",
+        "fixer-task: append a line to notes.txt; done when tests pass",
+        "--repo",
+        str(repo),
+        "--force",
+    )
+
+    assert out.returncode == 2, out.stdout + out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: {repo}: tests: the repository's tests cannot run")
+    assert expected in line
+    assert not fixer.exists(), "an agent was started"
+    (record,) = RunStore(ws).list()
+    assert record.status == "failed" and expected in (record.message or "")
+    assert record.agents == ()
+    assert [r.kind for r in list_receipts(ws, run_id=record.id)] == [
+        "interview",
+        "route",
+        "run",
+    ]
+    assert branches(repo) == ["main"]
+    assert tmux_sessions(tmux_socket) == []
+
+
+def test_a_run_whose_checks_do_not_need_the_tests_does_not_pay_for_them(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, fixer: Path
+) -> None:
+    repo = make_repo(
+        tmp_path / "repo",
+        {"notes.txt": "start\n", "tests/test_broken.py": "def test_x(:\n    pass\n"},
+    )
+
+    out = cli("run", "fixer-task", "--repo", str(repo), "--force", "--json")
+
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["status"] == "succeeded"
+    assert fixer.exists()
