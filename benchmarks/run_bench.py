@@ -10,11 +10,9 @@
    store refresh, merge check, run receipt) is printed separately.
 2. Parallelism: 8 agents that each sleep 2 s, against one agent that sleeps 2 s.
 
-Both are measured with the package check on: before a run starts, the active version of each
-of its packages is checked against hub.lock (`Hub.check_intact`). Until the orchestrator
-makes that call itself, this benchmark makes it inside the timed region, just before
-`start_run`; `--no-check` leaves it out (use it once the orchestrator checks, or the check is
-counted twice). The check's own cost per package is printed next to the per-agent figure.
+Both include the package check the orchestrator makes before a run starts: the active
+version of each of its packages checked against hub.lock (`Hub.check_intact`). The check's
+own cost per package is timed separately and printed next to the per-agent figure.
 """
 
 from __future__ import annotations
@@ -96,12 +94,9 @@ def check_packages(ws: Workspace, agents: Agents) -> None:
         hub.check_intact(name, "1.0.0")
 
 
-def timed_run(ws: Workspace, agents: Agents, repo: Path, check: bool) -> float:
-    """One run, timed; with ``check``, its packages are checked first, as the orchestrator
-    will check them."""
+def timed_run(ws: Workspace, agents: Agents, repo: Path) -> float:
+    """One run, timed (the orchestrator checks its packages against hub.lock first)."""
     t0 = time.perf_counter()
-    if check:
-        check_packages(ws, agents)
     report = start_run(ws, agents.request, repo, force=True)
     elapsed = time.perf_counter() - t0
     assert report.status == "succeeded", report.message
@@ -136,12 +131,6 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--agents", type=int, default=4)
-    parser.add_argument(
-        "--no-check",
-        dest="check",
-        action="store_false",
-        help="Do not check the packages before each run (once the orchestrator does).",
-    )
     args = parser.parse_args()
     socket = f"agentos-bench-{uuid.uuid4().hex[:8]}"
     os.environ["AGENTOS_TMUX_SOCKET"] = socket
@@ -155,15 +144,10 @@ def main() -> None:
         many = add_agents(ws, root / "src", "many", k, "true\n")
         sleep1 = add_agents(ws, root / "src", "sleepone", 1, "sleep 2\n")
         sleep8 = add_agents(ws, root / "src", "sleepeight", 8, "sleep 2\n")
-        # One idle session keeps the private tmux server up between runs. Without it, a run
-        # that starts right after another ends can reach a server that is exiting (its last
-        # session just closed): `tmux new-session` then fails with "server exited
-        # unexpectedly" (agentos.sessions does not retry that yet).
-        sh("tmux", "-L", socket, "new-session", "-d", "-s", "bench-keepalive", "sleep 86400")
         try:
-            timed_run(ws, one, repo, args.check)  # warm up: knowledge store, caches
-            singles = [timed_run(ws, one, repo, args.check) for _ in range(args.rounds)]
-            multis = [timed_run(ws, many, repo, args.check) for _ in range(args.rounds)]
+            timed_run(ws, one, repo)  # warm up: knowledge store, caches
+            singles = [timed_run(ws, one, repo) for _ in range(args.rounds)]
+            multis = [timed_run(ws, many, repo) for _ in range(args.rounds)]
             raws = [raw_agent(repo, socket, i) for i in range(args.rounds * k)]
             single, multi, raw = (statistics.median(x) for x in (singles, multis, raws))
             per_agent = (multi - single) / (k - 1)
@@ -173,7 +157,6 @@ def main() -> None:
                 check_packages(ws, one)
                 checks.append(time.perf_counter() - t0)
             check = statistics.median(checks)
-            print(f"package check before each run: {'on' if args.check else 'off'}")
             print(f"raw worktree+session+teardown per agent: p50 {raw * 1000:.1f} ms")
             print(f"run of 1 agent (`true`):  p50 {single * 1000:.1f} ms")
             print(f"run of {k} agents (`true`): p50 {multi * 1000:.1f} ms")
@@ -186,8 +169,8 @@ def main() -> None:
                 f"= {check / raw:.3f}x raw, {check / per_agent:.3f}x the per-agent cost"
             )
             print(f"fixed cost of a run beyond its one agent: {(single - per_agent) * 1000:.1f} ms")
-            t1 = timed_run(ws, sleep1, repo, args.check)
-            t8 = timed_run(ws, sleep8, repo, args.check)
+            t1 = timed_run(ws, sleep1, repo)
+            t8 = timed_run(ws, sleep8, repo)
             print(
                 f"1 agent sleeping 2 s: {t1:.2f} s; 8 agents sleeping 2 s: {t8:.2f} s "
                 f"= {t8 / t1:.2f}x (target <= 1.3x)"
