@@ -361,6 +361,44 @@ def test_bad_arguments_and_library_errors_come_back_as_one_line_tool_errors(
     assert not Path("/tmp/pwned").exists()
 
 
+@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed (scripts/setup installs it)")
+def test_task_status_names_each_failing_check_with_the_end_of_its_output(
+    ws: Workspace, repo: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    src = write_package(
+        tmp_path / "src" / "failer",
+        name="failer",
+        checks=[
+            {"name": "always red", "run": r"printf '\033[31mE   boom: 1 != 2\033[0m\n'; false"}
+        ],
+    )
+    Hub(ws.hub_dir).install(str(src))
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+
+    async def scenario() -> None:
+        async with connect("stdio", ws, "--repo", str(repo)) as s:
+            vague = await s.call_tool("run_task", {"request": "improve things"})
+            assert error_text(vague).startswith("the request is too vague to start")
+            started = ok(
+                await s.call_tool(
+                    "run_task",
+                    {"request": "anything at all", "force": True, "agent": "failer@1.0.0"},
+                )
+            )
+            status = await wait_for_run(s, started["run_id"])
+            assert status["status"] == "failed", status
+            (agent,) = status["agents"]
+            assert agent["gate_summary"] == "gate failed: 1 of 1 checks failed (always red)"
+            (failing,) = agent["failing_checks"]
+            assert (failing["name"], failing["exit_code"], failing["output_tail"]) == (
+                "always red",
+                1,
+                "E   boom: 1 != 2\n",
+            )
+
+    run(scenario)
+
+
 def test_run_task_without_a_repository_asks_for_one(ws: Workspace) -> None:
     async def scenario() -> None:
         async with connect("stdio", ws) as s:

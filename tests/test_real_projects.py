@@ -21,7 +21,7 @@ from conftest import CliRunner, add_agent, branches, git, needs_tmux
 
 from agentos.orchestrator import start_run
 from agentos.receipts import read_receipt
-from agentos.repos import repo_profile
+from agentos.repos import prepare_worktree, repo_profile
 from agentos.workspace import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket"), pytest.mark.slow]
@@ -140,6 +140,7 @@ def test_gate_run_the_stop_hook_and_a_run_judge_one_tree_alike(
     verdicts: dict[str, list[int]] = {"gate run": [], "gate hook": []}
     for fix in (proj.wrong_fix(), proj.right_fix()):
         tree = proj.add_worktree(tmp_path / f"wt-{len(verdicts['gate run'])}")
+        prepare_worktree(repo_profile(ws, proj.repo), tree)  # as a run prepares its worktrees
         proj.write(tree, fix)
         verdicts["gate run"].append(cli("gate", "run", "--repo", str(tree)).returncode)
         hook_input = json.dumps({"cwd": str(tree), "hook_event_name": "Stop"})
