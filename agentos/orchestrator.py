@@ -9,146 +9,47 @@ committed to its branch, worktrees removed. Every step that decides something is
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from agentos import review
 from agentos import worktrees as wt
-from agentos._launch import AgentFiles, prepare
+from agentos._agent_driver import AgentDriver, RunContext, commit_message
+from agentos._launch import AgentFiles
+from agentos._run_start import check_agent, check_repo, start_detached
+from agentos._run_types import AgentState, Cancelled, RunOptions, RunReport
 from agentos._signals import handling
 from agentos.checks import CheckSpec
-from agentos.errors import AgentOSError, BadInput, EnvironmentBroken, RequestBlocked
+from agentos.errors import AgentOSError, BadInput, EnvironmentBroken
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
-from agentos.repos import RepoProfile, check_profile, prepare_worktree, repo_profile
+from agentos.repos import RepoProfile, check_profile, repo_profile
 from agentos.runs import ACTIVE, READY, RunStore, new_run_id
-from agentos.runtimes import AgentTask, get_runtime
+from agentos.runtimes import get_runtime
 from agentos.sessions import Sessions, require_tmux, session_name
-from agentos.stormbreaker import (
-    GateResult,
-    collect_checks,
-    environment_failure,
-    gate_environment,
-    gate_receipt_fields,
-    run_gate,
-)
+from agentos.stormbreaker import collect_checks
 from agentos.workspace import Workspace
 
+__all__ = [
+    "Orchestrator",
+    "RunOptions",
+    "RunReport",
+    "check_agent",
+    "check_repo",
+    "start_detached",
+    "start_run",
+]
+
 CONTEXT_BUDGET = 3000  # tokens of knowledge-store context per agent
-POLL = 0.05
-SESSION_CHECK_EVERY = 0.5
-OUTPUT_TAIL = 2000
 
 Event = Callable[[str], None]
-
-
-class Cancelled(Exception):
-    """The run was interrupted (Ctrl-C, SIGTERM, `agentos runs cancel`)."""
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    force: bool = False  # start even when the interview blocks the request
-    agent: str | None = None  # NAME[@VERSION]: this agent takes the request, not the cards
-    merge: bool = True  # False: the passing work waits on its branches for review
-    run_id: str | None = None
-
-
-@dataclass
-class AgentState:
-    card: str
-    manifest: Manifest
-    package_dir: Path
-    checks: list[CheckSpec]
-    branch: str
-    worktree: Path
-    session: str
-    files: AgentFiles
-    status: str = "pending"
-    attempts: int = 0
-    exit_code: int | None = None
-    gate: GateResult | None = None
-    commits: list[str] = field(default_factory=list)
-    started_at: float | None = None
-    ended_at: float | None = None
-    pane_pid: int | None = None
-    gated_commit: str | None = None  # the commit the passing gate judged
-    receipts: list[str] = field(default_factory=list)  # this agent's gate receipts
-
-    @property
-    def name(self) -> str:
-        return self.manifest.name
-
-    def work(self) -> review.AgentWork:
-        assert self.gated_commit is not None
-        return review.AgentWork(
-            self.name,
-            self.manifest.version,
-            self.card,
-            self.branch,
-            self.gated_commit,
-            tuple(self.receipts),
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.name,
-            "version": self.manifest.version,
-            "card": self.card,
-            "runtime": self.manifest.runtime,
-            "branch": self.branch,
-            "status": self.status,
-            "attempts": self.attempts,
-            "exit_code": self.exit_code,
-            "gate": self.gate.as_dict() if self.gate else None,
-            "commits": self.commits,
-            "gated_commit": self.gated_commit,
-            "receipts": self.receipts,
-            "log": str(self.files.log),
-            "output_tail": _tail(self.files.log, OUTPUT_TAIL),
-        }
-
-
-@dataclass
-class RunReport:
-    run_id: str
-    status: str
-    message: str = ""
-    decision: dict[str, Any] | None = None
-    interview: dict[str, Any] | None = None
-    agents: list[dict[str, Any]] = field(default_factory=list)
-    merge: dict[str, Any] | None = None
-    receipts: list[str] = field(default_factory=list)
-    repo_profile: dict[str, Any] | None = None
-    diffstat: dict[str, str] = field(default_factory=dict)  # per agent, when not merged
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.status in ("succeeded", READY) else 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run": self.run_id,
-            "status": self.status,
-            "message": self.message,
-            "decision": self.decision,
-            "interview": self.interview,
-            "agents": self.agents,
-            "merge": self.merge,
-            "receipts": self.receipts,
-            "repo_profile": self.repo_profile,
-            "diffstat": self.diffstat,
-        }
 
 
 def start_run(
@@ -164,103 +65,6 @@ def start_run(
     ``force=True`` is short for ``RunOptions(force=True)``."""
     options = options or RunOptions(force=force)
     return Orchestrator(ws, request, repo, options, on_event=on_event).run()
-
-
-def start_detached(
-    ws: Workspace, request: str, repo: Path, options: RunOptions | None = None
-) -> tuple[str, Path]:
-    """Start a run in a background process; returns its id and the orchestrator's log.
-
-    What would stop the run at once stops it here, where the caller sees it: a repository
-    the run cannot work on, and a request the interview blocks (:class:`RequestBlocked`,
-    with the questions), unless forced. The run is in state.db (and visible to ``runs
-    show``) as soon as its orchestrator has checked the repository, within a second or so.
-    """
-    options = options or RunOptions()
-    if not request.strip():
-        raise BadInput("the request is empty", field="REQUEST")
-    repo = repo.expanduser().resolve()
-    check_repo(repo)
-    check_agent(ws, options.agent)
-    if not options.force:
-        from agentos.interview import interview_in
-
-        result = interview_in(ws, request, rewrite=False)
-        if not result.passed:
-            questions = [f"{q.axis}: {q.text}" for q in result.questions]
-            raise RequestBlocked(
-                f"the request is too vague to start (ambiguity {result.ambiguity:.3f}); "
-                "answer these and run again, or use --force: " + " ".join(questions),
-                questions,
-            )
-    run_id = options.run_id or new_run_id()
-    log = ws.logs_dir / run_id / "orchestrator.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "agentos",
-        "--workspace",
-        str(ws.root),
-        "run",
-        request,
-        "--repo",
-        str(repo),
-        "--run-id",
-        run_id,
-        "--json",
-    ]
-    if options.force:
-        argv.append("--force")
-    if options.agent:
-        argv += ["--agent", options.agent]
-    if not options.merge:
-        argv.append("--no-merge")
-    with log.open("ab") as out:
-        subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
-        )
-    return run_id, log
-
-
-def check_repo(repo_dir: Path) -> tuple[str, str]:
-    """Check that a run can work on ``repo_dir``; return (target branch, base commit).
-
-    Agents branch from HEAD and their work is merged into the checked-out branch, so the
-    repository needs a commit, a checked-out branch and no uncommitted changes to tracked
-    files (which a merge could otherwise overwrite).
-    """
-    if not repo_dir.is_dir():
-        raise BadInput("repository not found", file=repo_dir, field="--repo")
-    repo = wt.open_repo(repo_dir)
-    if Path(repo.working_tree_dir or "").resolve() != repo_dir:
-        raise BadInput("give the repository's top-level directory", file=repo_dir, field="--repo")
-    branch, base = wt.head(repo_dir)
-    if branch is None:
-        raise BadInput(
-            "HEAD is detached: check out the branch to merge into",
-            file=repo_dir,
-            field="--repo",
-        )
-    dirty = wt.tracked_changes(repo_dir)
-    if dirty:
-        raise BadInput(
-            f"uncommitted changes ({', '.join(dirty[:5])}): commit or stash "
-            "them first, so that merging the agents' work cannot lose yours",
-            file=repo_dir,
-            field="--repo",
-        )
-    wt.ensure_agent_files_excluded(repo)
-    return branch, base
-
-
-def check_agent(ws: Workspace, ref: str | None) -> None:
-    """``--agent NAME[@VERSION]`` names an installed package (else :class:`NotFound`)."""
-    if ref:
-        try:
-            Hub(ws.hub_dir).get(ref)
-        except BadInput as exc:
-            raise type(exc)(exc.message, field="--agent") from None
 
 
 class Orchestrator:
@@ -497,8 +301,25 @@ class Orchestrator:
         )
 
     def _drive_all(self, context: str) -> None:
+        assert self.profile is not None and self.store is not None
         with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
-            futures = [pool.submit(self._drive, agent, context) for agent in self.agents]
+            driver = AgentDriver(
+                RunContext(
+                    self.ws,
+                    self.run_id,
+                    self.request,
+                    self.repo,
+                    self.base,
+                    self.profile,
+                    self.sessions,
+                    self.store,
+                    self.cancel,
+                    self.emit,
+                    self._git_admin,
+                    self.report.receipts,
+                )
+            )
+            futures = [pool.submit(driver.drive, agent, context) for agent in self.agents]
             try:
                 pending = set(futures)
                 while pending:
@@ -508,172 +329,6 @@ class Orchestrator:
             except BaseException:
                 self.cancel.set()
                 raise
-
-    def _drive(self, agent: AgentState, context: str) -> None:
-        """One agent: its worktree, then attempts until one passes, the guardian stops it
-        or the retries are spent. Agents are driven in parallel, one thread each."""
-        assert self.store is not None and self.profile is not None
-        wt.add_worktree(
-            self.repo,
-            agent.worktree,
-            agent.branch,
-            self.base,
-            sparse_paths=agent.manifest.paths or None,
-            admin_lock=self._git_admin,
-        )
-        for note in prepare_worktree(self.profile, agent.worktree):
-            self.emit(f"{agent.name}: {note}")
-        agent.worktree.joinpath("AGENTOS_CONTEXT.md").write_text(context, encoding="utf-8")
-        retries = self.ws.settings.run.retries
-        agent.started_at = time.time()
-        try:
-            while agent.attempts <= retries and not self.cancel.is_set():
-                self._attempt(agent)
-                if agent.status in ("passed", "killed"):
-                    break
-                if agent.attempts <= retries:
-                    agent.worktree.joinpath("AGENTOS_FEEDBACK.md").write_text(
-                        self._feedback(agent), encoding="utf-8"
-                    )
-        finally:
-            agent.ended_at = time.time()
-            self.store.update_agent(
-                self.run_id,
-                agent.name,
-                status=agent.status,
-                exit_code=agent.exit_code,
-                ended_at=agent.ended_at,
-            )
-
-    def _attempt(self, agent: AgentState) -> None:
-        """One attempt: start the agent, wait for its exit file, commit its work, run the
-        gate on exactly that commit, record it."""
-        assert self.store is not None and self.profile is not None
-        agent.attempts += 1
-        task = AgentTask(
-            self.run_id,
-            agent.name,
-            agent.manifest,
-            agent.package_dir,
-            agent.worktree,
-            self.repo,
-            self.ws.root,
-            self.request,
-            agent.files.run_dir,
-            agent.attempts,
-        )
-        pane, _env = prepare(task, agent.files, environment=self._agent_environment(agent))
-        agent.status = "running"
-        self.store.update_agent(
-            self.run_id,
-            agent.name,
-            status="running",
-            attempts=agent.attempts,
-            started_at=agent.started_at,
-        )
-        self.emit(f"{agent.name}: attempt {agent.attempts} started in tmux session {agent.session}")
-        agent.pane_pid = self.sessions.start(agent.session, pane, agent.worktree)
-        agent.exit_code = self._wait_for_exit(agent)
-        commit = wt.commit_all(agent.worktree, self._commit_message(agent), agent.name)
-        if commit:
-            agent.commits.append(commit)
-        if agent.files.stopped.exists():
-            # The guardian killed it: no gate, no retry.
-            agent.status = "killed"
-            self.emit(
-                f"{agent.name}: stopped by the guardian: {agent.files.stopped.read_text().strip()}"
-            )
-            return
-        head = wt.rev(agent.worktree, "HEAD") or self.base
-        agent.status = "gating"
-        self.store.update_agent(self.run_id, agent.name, status="gating", exit_code=agent.exit_code)
-        agent.gate = run_gate(
-            agent.checks,
-            agent.worktree,
-            base=self.base,
-            env=gate_environment(self.profile, agent.worktree),
-            profile=self.profile,
-        )
-        wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
-        passed = agent.exit_code == 0 and agent.gate.passed
-        fields = {
-            "agent": f"{agent.name}@{agent.manifest.version}",
-            "exit_code": agent.exit_code,
-            "accepted": passed,
-            "commit": head,
-            **gate_receipt_fields(agent.gate, agent.attempts),
-        }
-        receipt = write_receipt(self.ws, "gate", fields, run_id=self.run_id)
-        self.report.receipts.append(receipt.id)
-        agent.receipts.append(receipt.id)
-        agent.status = "passed" if passed else "failed"
-        agent.gated_commit = head if passed else None
-        self.store.update_agent(
-            self.run_id,
-            agent.name,
-            gate=agent.gate.as_dict(),
-            gated_commit=agent.gated_commit,
-            receipts=agent.receipts,
-        )
-        self.emit(
-            f"{agent.name}: attempt {agent.attempts} exited {agent.exit_code}; "
-            f"{agent.gate.summary()}"
-        )
-        broken = environment_failure(agent.gate)
-        if broken is not None:
-            raise EnvironmentBroken(broken, file=self.repo, field="tests")
-
-    def _agent_environment(self, agent: AgentState) -> Callable[[dict[str, str]], dict[str, str]]:
-        """The agent's scrubbed environment, completed with the repository's (its
-        interpreter first on PATH, the worktree's code imported) and its test command."""
-        profile = self.profile
-        assert profile is not None
-
-        def complete(env: dict[str, str]) -> dict[str, str]:
-            out = profile.environment(env, agent.worktree)
-            out["AGENTOS_TEST_COMMAND"] = profile.test_command()
-            return out
-
-        return complete
-
-    def _wait_for_exit(self, agent: AgentState) -> int | None:
-        """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124)."""
-        deadline = time.monotonic() + agent.manifest.timeout
-        next_session_check = time.monotonic() + SESSION_CHECK_EVERY
-        while True:
-            code = agent.files.exit_code()
-            if code is not None:
-                return code
-            if self.cancel.is_set():
-                raise Cancelled()
-            now = time.monotonic()
-            if now > deadline:
-                self.sessions.kill(agent.session, agent.pane_pid)
-                self.emit(f"{agent.name}: timed out after {agent.manifest.timeout}s; killed")
-                return 124
-            if now >= next_session_check:
-                next_session_check = now + SESSION_CHECK_EVERY
-                if not self.sessions.exists(agent.session):
-                    code = agent.files.exit_code()
-                    return code if code is not None else 137  # died without a status
-            time.sleep(POLL)
-
-    def _feedback(self, agent: AgentState) -> str:
-        assert agent.gate is not None
-        text = agent.gate.feedback()
-        if agent.exit_code != 0:
-            tail = _tail(agent.files.log, OUTPUT_TAIL)
-            text += (
-                f"\n## Your process exited with code {agent.exit_code}\n\n"
-                f"Last output:\n\n```text\n{tail}\n```\n"
-            )
-        return text
-
-    def _commit_message(self, agent: AgentState) -> str:
-        return (
-            f"agentos: {agent.name} attempt {agent.attempts} (run {self.run_id})\n\n"
-            f"Request: {self.request}\nAgent: {agent.manifest.ref} via card {agent.card}\n"
-        )
 
     def _merge(self) -> None:
         """Land exactly the commits the gates passed, squashed, all or nothing."""
@@ -769,7 +424,7 @@ class Orchestrator:
             try:
                 commit = wt.commit_all(
                     agent.worktree,
-                    self._commit_message(agent) + "(saved at teardown)\n",
+                    commit_message(self.run_id, self.request, agent) + "(saved at teardown)\n",
                     agent.name,
                 )
             except AgentOSError as exc:  # never delete work that is not on its branch
@@ -830,14 +485,6 @@ class Orchestrator:
         self.report.receipts.append(receipt.id)
         if self.store is not None:
             self.store.close()
-
-
-def _tail(path: Path, limit: int) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    return data[-limit:].decode("utf-8", errors="replace")
 
 
 def _remove_tree(path: Path) -> None:

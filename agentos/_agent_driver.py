@@ -1,0 +1,231 @@
+"""Driving one agent of a run: its worktree, then attempts until one passes, the guardian
+stops it or the retries are spent. Each attempt starts the agent in its tmux pane, waits for
+the wrapper's exit file, commits the agent's work, and runs the gate on exactly that commit
+(a receipt naming it). A failure the environment caused, not the agent, ends the run.
+
+The orchestrator (:mod:`agentos.orchestrator`) drives the agents of a run in parallel, one
+:class:`AgentDriver` call per thread, over one :class:`RunContext`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentos import worktrees as wt
+from agentos._launch import prepare
+from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
+from agentos.errors import EnvironmentBroken
+from agentos.receipts import write_receipt
+from agentos.repos import RepoProfile, prepare_worktree
+from agentos.runs import RunStore
+from agentos.runtimes import AgentTask
+from agentos.sessions import Sessions
+from agentos.stormbreaker import (
+    environment_failure,
+    gate_environment,
+    gate_receipt_fields,
+    run_gate,
+)
+from agentos.workspace import Workspace
+
+POLL = 0.05
+SESSION_CHECK_EVERY = 0.5
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every agent of one run shares."""
+
+    ws: Workspace
+    run_id: str
+    request: str
+    repo: Path
+    base: str  # the commit every agent branches from
+    profile: RepoProfile
+    sessions: Sessions
+    store: RunStore
+    cancel: threading.Event
+    emit: Callable[[str], None]
+    git_admin: threading.Lock  # serialises `git worktree add` (races on .git/worktrees)
+    receipts: list[str]  # the run's receipts, in order: agents append their gate receipts
+
+
+class AgentDriver:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def drive(self, agent: AgentState, context: str) -> None:
+        """One agent: its worktree, then attempts until one passes, the guardian stops it
+        or the retries are spent. Agents are driven in parallel, one thread each."""
+        wt.add_worktree(
+            self.ctx.repo,
+            agent.worktree,
+            agent.branch,
+            self.ctx.base,
+            sparse_paths=agent.manifest.paths or None,
+            admin_lock=self.ctx.git_admin,
+        )
+        for note in prepare_worktree(self.ctx.profile, agent.worktree):
+            self.ctx.emit(f"{agent.name}: {note}")
+        agent.worktree.joinpath("AGENTOS_CONTEXT.md").write_text(context, encoding="utf-8")
+        retries = self.ctx.ws.settings.run.retries
+        agent.started_at = time.time()
+        try:
+            while agent.attempts <= retries and not self.ctx.cancel.is_set():
+                self._attempt(agent)
+                if agent.status in ("passed", "killed"):
+                    break
+                if agent.attempts <= retries:
+                    agent.worktree.joinpath("AGENTOS_FEEDBACK.md").write_text(
+                        self._feedback(agent), encoding="utf-8"
+                    )
+        finally:
+            agent.ended_at = time.time()
+            self.ctx.store.update_agent(
+                self.ctx.run_id,
+                agent.name,
+                status=agent.status,
+                exit_code=agent.exit_code,
+                ended_at=agent.ended_at,
+            )
+
+    def _attempt(self, agent: AgentState) -> None:
+        """One attempt: start the agent, wait for its exit file, commit its work, run the
+        gate on exactly that commit, record it."""
+        agent.attempts += 1
+        task = AgentTask(
+            self.ctx.run_id,
+            agent.name,
+            agent.manifest,
+            agent.package_dir,
+            agent.worktree,
+            self.ctx.repo,
+            self.ctx.ws.root,
+            self.ctx.request,
+            agent.files.run_dir,
+            agent.attempts,
+        )
+        pane, _env = prepare(task, agent.files, environment=self._agent_environment(agent))
+        agent.status = "running"
+        self.ctx.store.update_agent(
+            self.ctx.run_id,
+            agent.name,
+            status="running",
+            attempts=agent.attempts,
+            started_at=agent.started_at,
+        )
+        self.ctx.emit(
+            f"{agent.name}: attempt {agent.attempts} started in tmux session {agent.session}"
+        )
+        agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
+        agent.exit_code = self._wait_for_exit(agent)
+        commit = wt.commit_all(
+            agent.worktree, commit_message(self.ctx.run_id, self.ctx.request, agent), agent.name
+        )
+        if commit:
+            agent.commits.append(commit)
+        if agent.files.stopped.exists():
+            # The guardian killed it: no gate, no retry.
+            agent.status = "killed"
+            self.ctx.emit(
+                f"{agent.name}: stopped by the guardian: {agent.files.stopped.read_text().strip()}"
+            )
+            return
+        head = wt.rev(agent.worktree, "HEAD") or self.ctx.base
+        agent.status = "gating"
+        self.ctx.store.update_agent(
+            self.ctx.run_id, agent.name, status="gating", exit_code=agent.exit_code
+        )
+        agent.gate = run_gate(
+            agent.checks,
+            agent.worktree,
+            base=self.ctx.base,
+            env=gate_environment(self.ctx.profile, agent.worktree),
+            profile=self.ctx.profile,
+        )
+        wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
+        passed = agent.exit_code == 0 and agent.gate.passed
+        fields = {
+            "agent": f"{agent.name}@{agent.manifest.version}",
+            "exit_code": agent.exit_code,
+            "accepted": passed,
+            "commit": head,
+            **gate_receipt_fields(agent.gate, agent.attempts),
+        }
+        receipt = write_receipt(self.ctx.ws, "gate", fields, run_id=self.ctx.run_id)
+        self.ctx.receipts.append(receipt.id)
+        agent.receipts.append(receipt.id)
+        agent.status = "passed" if passed else "failed"
+        agent.gated_commit = head if passed else None
+        self.ctx.store.update_agent(
+            self.ctx.run_id,
+            agent.name,
+            gate=agent.gate.as_dict(),
+            gated_commit=agent.gated_commit,
+            receipts=agent.receipts,
+        )
+        self.ctx.emit(
+            f"{agent.name}: attempt {agent.attempts} exited {agent.exit_code}; "
+            f"{agent.gate.summary()}"
+        )
+        broken = environment_failure(agent.gate)
+        if broken is not None:
+            raise EnvironmentBroken(broken, file=self.ctx.repo, field="tests")
+
+    def _agent_environment(self, agent: AgentState) -> Callable[[dict[str, str]], dict[str, str]]:
+        """The agent's scrubbed environment, completed with the repository's (its
+        interpreter first on PATH, the worktree's code imported) and its test command."""
+        profile = self.ctx.profile
+        assert profile is not None
+
+        def complete(env: dict[str, str]) -> dict[str, str]:
+            out = profile.environment(env, agent.worktree)
+            out["AGENTOS_TEST_COMMAND"] = profile.test_command()
+            return out
+
+        return complete
+
+    def _wait_for_exit(self, agent: AgentState) -> int | None:
+        """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124)."""
+        deadline = time.monotonic() + agent.manifest.timeout
+        next_session_check = time.monotonic() + SESSION_CHECK_EVERY
+        while True:
+            code = agent.files.exit_code()
+            if code is not None:
+                return code
+            if self.ctx.cancel.is_set():
+                raise Cancelled()
+            now = time.monotonic()
+            if now > deadline:
+                self.ctx.sessions.kill(agent.session, agent.pane_pid)
+                self.ctx.emit(f"{agent.name}: timed out after {agent.manifest.timeout}s; killed")
+                return 124
+            if now >= next_session_check:
+                next_session_check = now + SESSION_CHECK_EVERY
+                if not self.ctx.sessions.exists(agent.session):
+                    code = agent.files.exit_code()
+                    return code if code is not None else 137  # died without a status
+            time.sleep(POLL)
+
+    def _feedback(self, agent: AgentState) -> str:
+        assert agent.gate is not None
+        text = agent.gate.feedback()
+        if agent.exit_code != 0:
+            last = tail(agent.files.log, OUTPUT_TAIL)
+            text += (
+                f"\n## Your process exited with code {agent.exit_code}\n\n"
+                f"Last output:\n\n```text\n{last}\n```\n"
+            )
+        return text
+
+
+def commit_message(run_id: str, request: str, agent: AgentState) -> str:
+    """The message of the commit that saves an agent's work on its branch."""
+    return (
+        f"agentos: {agent.name} attempt {agent.attempts} (run {run_id})\n\n"
+        f"Request: {request}\nAgent: {agent.manifest.ref} via card {agent.card}\n"
+    )

@@ -1,0 +1,112 @@
+"""Before a run: what would stop it at once is checked where the caller sees it, and a
+detached run is started in a background process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from agentos import worktrees as wt
+from agentos._run_types import RunOptions
+from agentos.errors import BadInput, RequestBlocked
+from agentos.hub import Hub
+from agentos.runs import new_run_id
+from agentos.workspace import Workspace
+
+
+def start_detached(
+    ws: Workspace, request: str, repo: Path, options: RunOptions | None = None
+) -> tuple[str, Path]:
+    """Start a run in a background process; returns its id and the orchestrator's log.
+
+    What would stop the run at once stops it here, where the caller sees it: a repository
+    the run cannot work on, and a request the interview blocks (:class:`RequestBlocked`,
+    with the questions), unless forced. The run is in state.db (and visible to ``runs
+    show``) as soon as its orchestrator has checked the repository, within a second or so.
+    """
+    options = options or RunOptions()
+    if not request.strip():
+        raise BadInput("the request is empty", field="REQUEST")
+    repo = repo.expanduser().resolve()
+    check_repo(repo)
+    check_agent(ws, options.agent)
+    if not options.force:
+        from agentos.interview import interview_in
+
+        result = interview_in(ws, request, rewrite=False)
+        if not result.passed:
+            questions = [f"{q.axis}: {q.text}" for q in result.questions]
+            raise RequestBlocked(
+                f"the request is too vague to start (ambiguity {result.ambiguity:.3f}); "
+                "answer these and run again, or use --force: " + " ".join(questions),
+                questions,
+            )
+    run_id = options.run_id or new_run_id()
+    log = ws.logs_dir / run_id / "orchestrator.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "agentos",
+        "--workspace",
+        str(ws.root),
+        "run",
+        request,
+        "--repo",
+        str(repo),
+        "--run-id",
+        run_id,
+        "--json",
+    ]
+    if options.force:
+        argv.append("--force")
+    if options.agent:
+        argv += ["--agent", options.agent]
+    if not options.merge:
+        argv.append("--no-merge")
+    with log.open("ab") as out:
+        subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+        )
+    return run_id, log
+
+
+def check_repo(repo_dir: Path) -> tuple[str, str]:
+    """Check that a run can work on ``repo_dir``; return (target branch, base commit).
+
+    Agents branch from HEAD and their work is merged into the checked-out branch, so the
+    repository needs a commit, a checked-out branch and no uncommitted changes to tracked
+    files (which a merge could otherwise overwrite).
+    """
+    if not repo_dir.is_dir():
+        raise BadInput("repository not found", file=repo_dir, field="--repo")
+    repo = wt.open_repo(repo_dir)
+    if Path(repo.working_tree_dir or "").resolve() != repo_dir:
+        raise BadInput("give the repository's top-level directory", file=repo_dir, field="--repo")
+    branch, base = wt.head(repo_dir)
+    if branch is None:
+        raise BadInput(
+            "HEAD is detached: check out the branch to merge into",
+            file=repo_dir,
+            field="--repo",
+        )
+    dirty = wt.tracked_changes(repo_dir)
+    if dirty:
+        raise BadInput(
+            f"uncommitted changes ({', '.join(dirty[:5])}): commit or stash "
+            "them first, so that merging the agents' work cannot lose yours",
+            file=repo_dir,
+            field="--repo",
+        )
+    wt.ensure_agent_files_excluded(repo)
+    return branch, base
+
+
+def check_agent(ws: Workspace, ref: str | None) -> None:
+    """``--agent NAME[@VERSION]`` names an installed package (else :class:`NotFound`)."""
+    if ref:
+        try:
+            Hub(ws.hub_dir).get(ref)
+        except BadInput as exc:
+            raise type(exc)(exc.message, field="--agent") from None
