@@ -9,6 +9,7 @@ The orchestrator (:mod:`agentos.orchestrator`) drives the agents of a run in par
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from agentos._launch import prepare
 from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
 from agentos.errors import EnvironmentBroken
 from agentos.receipts import write_receipt
-from agentos.repos import RepoProfile, prepare_worktree
+from agentos.repos import RepoProfile, check_profile, prepare_worktree
 from agentos.runs import RunStore
 from agentos.runtimes import AgentTask
 from agentos.sessions import Sessions
@@ -33,6 +34,8 @@ from agentos.stormbreaker import (
 from agentos.workspace import Workspace
 
 POLL = 0.05
+# Caches a gate run leaves are not worth telling an agent about.
+_CACHE = re.compile(r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache)(/|$)|\.pyc$")
 SESSION_CHECK_EVERY = 0.5
 
 
@@ -58,9 +61,9 @@ class AgentDriver:
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
 
-    def drive(self, agent: AgentState, context: str) -> None:
-        """One agent: its worktree, then attempts until one passes, the guardian stops it
-        or the retries are spent. Agents are driven in parallel, one thread each."""
+    def setup(self, agent: AgentState) -> None:
+        """The agent's worktree on its own branch at the base, with what the repository's
+        environment needs there (see :func:`agentos.repos.prepare_worktree`)."""
         wt.add_worktree(
             self.ctx.repo,
             agent.worktree,
@@ -71,6 +74,10 @@ class AgentDriver:
         )
         for note in prepare_worktree(self.ctx.profile, agent.worktree):
             self.ctx.emit(f"{agent.name}: {note}")
+
+    def drive(self, agent: AgentState, context: str) -> None:
+        """Attempts until one passes, the guardian stops the agent or the retries are
+        spent. Agents are driven in parallel, one thread each."""
         agent.worktree.joinpath("AGENTOS_CONTEXT.md").write_text(context, encoding="utf-8")
         retries = self.ctx.ws.settings.run.retries
         agent.started_at = time.time()
@@ -140,6 +147,14 @@ class AgentDriver:
         self.ctx.store.update_agent(
             self.ctx.run_id, agent.name, status="gating", exit_code=agent.exit_code
         )
+        # The gate judges exactly what would land: the commit, not files git ignores.
+        dropped = [p for p in wt.to_commit(agent.worktree) if not _CACHE.search(p)]
+        prepare_worktree(self.ctx.profile, agent.worktree)
+        if dropped:
+            self.ctx.emit(
+                f"{agent.name}: files git ignores are not part of the work and were removed "
+                f"before the gate: {', '.join(dropped[:10])}"
+            )
         agent.gate = run_gate(
             agent.checks,
             agent.worktree,
@@ -156,6 +171,8 @@ class AgentDriver:
             "commit": head,
             **gate_receipt_fields(agent.gate, agent.attempts),
         }
+        if dropped:
+            fields["ignored_files_removed"] = dropped[:50]
         receipt = write_receipt(self.ctx.ws, "gate", fields, run_id=self.ctx.run_id)
         self.ctx.receipts.append(receipt.id)
         agent.receipts.append(receipt.id)
@@ -173,7 +190,9 @@ class AgentDriver:
             f"{agent.gate.summary()}"
         )
         broken = environment_failure(agent.gate)
-        if broken is not None:
+        if broken is not None and check_profile(self.ctx.profile, self.ctx.repo):
+            # The test command cannot start on the repository itself either: the
+            # environment broke (an agent deleting its test script is the agent's failure).
             raise EnvironmentBroken(broken, file=self.ctx.repo, field="tests")
 
     def _agent_environment(self, agent: AgentState) -> Callable[[dict[str, str]], dict[str, str]]:

@@ -86,6 +86,9 @@ def agent_env(
         "TERM": "tmux-256color",
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # Bytecode is looked up only here (empty), never in __pycache__ beside the sources:
+        # a planted .pyc in a package or the worktree is never what runs.
+        "PYTHONPYCACHEPREFIX": str(files.run_dir / "pycache"),
     }
     env.update({name: parent[name] for name in task.manifest.env if name in parent})
     env.update(

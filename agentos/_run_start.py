@@ -91,14 +91,7 @@ def check_repo(repo_dir: Path) -> tuple[str, str]:
             file=repo_dir,
             field="--repo",
         )
-    dirty = wt.tracked_changes(repo_dir)
-    if dirty:
-        raise BadInput(
-            f"uncommitted changes ({', '.join(dirty[:5])}): commit or stash "
-            "them first, so that merging the agents' work cannot lose yours",
-            file=repo_dir,
-            field="--repo",
-        )
+    wt.refuse_uncommitted(repo_dir)
     wt.ensure_agent_files_excluded(repo)
     return branch, base
 

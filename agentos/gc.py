@@ -87,22 +87,51 @@ def _abort(ws: Workspace, store: RunStore, run: RunRecord, report: GcReport) -> 
             commit = _save_and_remove(Path(agent.worktree), message, agent.agent, report)
             if commit:
                 saved.append(f"{agent.branch}@{commit[:12]}")
-        store.update_agent(run.id, agent.agent, status="aborted")
-    if Path(run.repo).is_dir():
-        _tolerant(report, "prune worktrees", wt.prune, Path(run.repo))
-    store.update(
-        run.id,
-        status="aborted",
-        ended_at=time.time(),
-        message="the orchestrator died; gc aborted the run (agents' work kept on their branches)",
+        if not (run.status == "merging" and agent.status == "passed"):
+            store.update_agent(run.id, agent.agent, status="aborted")
+    status, message = (
+        "aborted",
+        ("the orchestrator died; gc aborted the run (agents' work kept on their branches)"),
     )
+    repo = Path(run.repo)
+    if repo.is_dir():
+        _tolerant(report, "prune worktrees", wt.prune, repo)
+        if run.status == "merging":
+            status, message = _merge_cut_short(repo, run, report)
+    store.update(run.id, status=status, ended_at=time.time(), message=message)
     report.aborted_runs.append(run.id)
     report.saved_commits.extend(saved)
     from agentos.receipts import write_receipt
 
     write_receipt(
-        ws, "run", {"status": "aborted", "by": "gc", "saved_commits": saved}, run_id=run.id
+        ws,
+        "run",
+        {"status": status, "by": "gc", "message": message, "saved_commits": saved},
+        run_id=run.id,
     )
+
+
+def _merge_cut_short(repo: Path, run: RunRecord, report: GcReport) -> tuple[str, str]:
+    """The status of a run whose process died while merging: ``succeeded`` when its
+    commits had landed on the target (its branches then go out of sight, as after any
+    merge), ``ready`` when nothing landed and every gate had passed (``runs merge`` lands
+    it), else ``aborted``."""
+    from agentos import review
+    from agentos.runs import READY
+
+    _tolerant(
+        report, "delete the merge branch", wt.delete_branch, repo, wt.integration_branch(run.id)
+    )
+    agents = [(a.agent, a.branch or "") for a in run.agents]
+    if review.landed_commits(repo, run):
+        _tolerant(report, "archive merged branches", review.archive_branches, repo, run.id, agents)
+        return "succeeded", "the merge had landed when its process died; gc recorded it"
+    if run.agents and all(a.status == "passed" and a.gated_commit for a in run.agents):
+        return READY, (
+            f"the merge was cut short before anything landed; `agentos runs merge {run.id}` "
+            "lands it"
+        )
+    return "aborted", "the process died while merging; nothing landed (work kept on branches)"
 
 
 def _save_and_remove(worktree: Path, message: str, author: str, report: GcReport) -> str | None:

@@ -30,7 +30,7 @@ from agentos.errors import AgentOSError, BadInput, EnvironmentBroken
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
-from agentos.repos import RepoProfile, check_profile, repo_profile
+from agentos.repos import REPO_FILE, RepoProfile, check_profile, repo_profile
 from agentos.runs import ACTIVE, READY, RunStore, new_run_id
 from agentos.runtimes import get_runtime
 from agentos.sessions import Sessions, require_tmux, session_name
@@ -143,8 +143,9 @@ class Orchestrator:
         self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
         if not self._route():
             return
-        self._check_environment()
         require_tmux()
+        self._in_parallel(self._driver().setup)
+        self._check_environment()
         self._ensure_guardian()
         context = self._context()
         self._set_status("running")
@@ -165,10 +166,17 @@ class Orchestrator:
                 f"{a.name} ({a.status})" for a in self.agents if a.status != "passed"
             )
             self._finish("failed", f"not done: {failed}; nothing was merged")
-        elif self.options.merge:
-            self._merge()
+        elif not self.options.merge:
+            self._ready("not merged (--no-merge)")
+        elif touched := [
+            a.name
+            for a in self.agents
+            if a.gated_commit and wt.touches(self.repo, self.base, a.gated_commit, REPO_FILE)
+        ]:
+            # How the repository is tested is not an agent's to change unseen.
+            self._ready(f"not merged: {', '.join(touched)} changed {REPO_FILE}, review it")
         else:
-            self._ready()
+            self._merge()
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -237,13 +245,13 @@ class Orchestrator:
     def _check_environment(self) -> None:
         """When the run's checks include the repository's tests, prove before any agent
         starts that they can run: the interpreter exists, the test command starts and the
-        suite collects, on the repository as it is. What fails here is the environment's
-        fault, never an agent's: the run stops (exit 2) with the fix, and no attempt is
-        spent on it."""
+        suite collects, in a worktree at the base commit (the repository as committed,
+        before any agent worked on it). What fails here is the environment's fault, never
+        an agent's: the run stops (exit 2) with the fix, and no attempt is spent on it."""
         assert self.profile is not None
         if not any(c.kind == "tests" for agent in self.agents for c in agent.checks):
             return
-        problems = check_profile(self.profile, self.repo)
+        problems = check_profile(self.profile, self.agents[0].worktree)
         if problems:
             raise EnvironmentBroken(
                 "the repository's tests cannot run, so no agent was started: "
@@ -300,26 +308,33 @@ class Orchestrator:
             ),
         )
 
-    def _drive_all(self, context: str) -> None:
+    def _driver(self) -> AgentDriver:
         assert self.profile is not None and self.store is not None
-        with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
-            driver = AgentDriver(
-                RunContext(
-                    self.ws,
-                    self.run_id,
-                    self.request,
-                    self.repo,
-                    self.base,
-                    self.profile,
-                    self.sessions,
-                    self.store,
-                    self.cancel,
-                    self.emit,
-                    self._git_admin,
-                    self.report.receipts,
-                )
+        return AgentDriver(
+            RunContext(
+                self.ws,
+                self.run_id,
+                self.request,
+                self.repo,
+                self.base,
+                self.profile,
+                self.sessions,
+                self.store,
+                self.cancel,
+                self.emit,
+                self._git_admin,
+                self.report.receipts,
             )
-            futures = [pool.submit(driver.drive, agent, context) for agent in self.agents]
+        )
+
+    def _drive_all(self, context: str) -> None:
+        driver = self._driver()
+        self._in_parallel(lambda agent: driver.drive(agent, context))
+
+    def _in_parallel(self, step: Callable[[AgentState], None]) -> None:
+        """``step`` for every agent, one thread each; the first failure cancels the rest."""
+        with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
+            futures = [pool.submit(step, agent) for agent in self.agents]
             try:
                 pending = set(futures)
                 while pending:
@@ -333,24 +348,16 @@ class Orchestrator:
     def _merge(self) -> None:
         """Land exactly the commits the gates passed, squashed, all or nothing."""
         self._set_status("merging")
+        work = [a.work() for a in self.agents]
         result = review.land(
             self.ws,
             self.repo,
             self.target,
             self.run_id,
             self.request,
-            [a.work() for a in self.agents],
+            work,
         )
-        self.report.merge = {
-            "merged": result.merged,
-            "commit": result.commit,
-            "commits": result.commits,
-            "conflicts": result.conflicts,
-            "conflicting_branch": result.conflicting_branch,
-            "message": result.message,
-            "target": self.target,
-            "landed": {a.name: a.gated_commit for a in self.agents},
-        }
+        self.report.merge = review.merge_fields(result, self.target, work, "agentos run")
         receipt = write_receipt(self.ws, "merge", self.report.merge, run_id=self.run_id)
         self.report.receipts.append(receipt.id)
         self.emit(f"merge: {result.message}")
@@ -359,8 +366,9 @@ class Orchestrator:
         else:
             self._finish("conflict", result.message + "; every branch is kept")
 
-    def _ready(self) -> None:
-        """``--no-merge``: every gate passed; the work waits on its branches for review."""
+    def _ready(self, why: str) -> None:
+        """Every gate passed, and the work waits on its branches for review (``--no-merge``,
+        or a change that must not land unseen)."""
         for agent in self.agents:
             assert agent.gated_commit is not None
             stat = wt.diff(self.repo, self.base, agent.gated_commit, stat=True)
@@ -368,7 +376,7 @@ class Orchestrator:
             self.emit(f"{agent.name}: {agent.branch}\n{stat.rstrip() or '(no changes)'}")
         self._finish(
             READY,
-            f"every gate passed; not merged (--no-merge): review with `agentos runs diff "
+            f"every gate passed; {why}: review with `agentos runs diff "
             f"{self.run_id}`, then `agentos runs merge {self.run_id}` or `agentos runs "
             f"discard {self.run_id}`",
         )

@@ -157,6 +157,7 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ["git", "-C", str(repo), *args],
         capture_output=True,
         text=True,
+        errors="surrogateescape",  # file contents need not be UTF-8; decoded where used
         stdin=subprocess.DEVNULL,
         env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
     )
@@ -184,6 +185,10 @@ def _repo_file_text(repo: Path, at: str | None) -> tuple[str, str] | None:
     blob = _git(repo, "show", f"{sha}:{REPO_FILE}")
     if blob.returncode != 0:
         raise ValidationFailed(f"cannot read: {blob.stderr.strip()}", file=name)
+    try:
+        blob.stdout.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8, kept as a lone surrogate
+        raise ValidationFailed("cannot read: the file is not UTF-8 text", file=name) from None
     return blob.stdout, name
 
 
@@ -318,7 +323,10 @@ def check_profile(profile: RepoProfile, tree: Path | None = None) -> list[str]:
         )
     if problems:
         return problems
-    env = profile.environment(os.environ, tree)
+    from agentos.stormbreaker import gate_environment
+
+    # The environment the gate's checks get, so that what passes here passes there.
+    env = gate_environment(profile, tree or profile.repo)
     try:
         program = shlex.split(profile.test)[0]
     except (ValueError, IndexError):

@@ -15,6 +15,7 @@ as a run's own merge, :func:`discard_run` drops it. :func:`prune` (``runs prune`
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 from agentos import worktrees as wt
 from agentos.errors import BadInput, NotFound, OperationFailed
 from agentos.receipts import write_receipt
-from agentos.runs import ACTIVE, READY, RunRecord, RunStore
+from agentos.runs import ACTIVE, READY, AgentRecord, RunRecord, RunStore, process_start
 from agentos.workspace import Workspace
 
 DAY = 24 * 3600
@@ -178,52 +179,15 @@ class MergeOutcome:
         }
 
 
-def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
-    """Land a ``ready`` run (``run --no-merge``) on its target branch, as the run itself
-    would have: exactly the gated commits, squashed, all or nothing. The target may have
-    moved since the run; its new commits are kept, and a conflict with them stops the
-    merge with nothing changed."""
-    record = _record(ws, run_id)
-    if record.status != READY:
-        raise BadInput(
-            f"run {record.id} is {record.status}; only a run that passed its gate and was not "
-            "merged (run --no-merge, status ready) can be merged",
-            field="ID",
-        )
-    repo = _repo(record)
-    target = record.target_branch or ""
-    checked_out, _ = wt.head(repo)
-    if checked_out == target:
-        dirty = wt.tracked_changes(repo)
-        if dirty:
-            raise BadInput(
-                f"uncommitted changes ({', '.join(dirty[:5])}) on {target}: commit or stash "
-                "them first, so that merging cannot lose yours",
-                file=repo,
-                field="--repo",
-            )
-    work = []
-    for a in record.agents:
-        if a.status != "passed" or not a.gated_commit:
-            raise OperationFailed(f"agent {a.agent} of run {record.id} has no passing commit")
-        if wt.rev(repo, a.gated_commit) is None:
-            raise OperationFailed(
-                f"the commit {a.gated_commit[:12]} that {a.agent}'s gate passed is gone from "
-                f"{repo} (pruned?)"
-            )
-        work.append(
-            AgentWork(
-                a.agent,
-                a.version,
-                a.card or "",
-                a.branch or wt.branch_name(record.id, a.agent),
-                a.gated_commit,
-                a.receipts,
-            )
-        )
-    result = land(ws, repo, target, record.id, record.request, work)
-    fields = {
-        "via": "agentos runs merge",
+MERGEABLE = (READY, "conflict")  # every gate passed, and nothing landed yet
+
+
+def merge_fields(
+    result: wt.MergeResult, target: str, work: list[AgentWork], via: str
+) -> dict[str, object]:
+    """The fields of a "merge" receipt."""
+    return {
+        "via": via,
         "merged": result.merged,
         "commit": result.commit,
         "commits": result.commits,
@@ -233,19 +197,78 @@ def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
         "target": target,
         "landed": {w.agent: w.commit for w in work},
     }
-    receipt = write_receipt(ws, "merge", fields, run_id=record.id)
+
+
+def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
+    """Land a run whose gates all passed but whose work did not land (``run --no-merge``:
+    status ready; or a conflict) on its target branch, as the run itself would have:
+    exactly the gated commits, squashed, all or nothing. The target may have moved since
+    the run; its new commits are kept, and a conflict with them stops the merge with
+    nothing changed. While it merges, the run is ``merging`` under this process, so that
+    neither gc nor a second merge touches it."""
+    record = _record(ws, run_id)
+    repo = _repo(record)
+    target = record.target_branch or ""
+    if wt.head(repo)[0] == target:
+        wt.refuse_uncommitted(repo, f"on {target}")
+    work = [_gated_work(repo, record, a) for a in record.agents]
     store = RunStore(ws)
     try:
-        if result.merged:
-            archive_branches(repo, record.id, [(w.agent, w.branch) for w in work])
-            store.update(record.id, status="succeeded", message=result.message)
-            status = "succeeded"
-        else:
-            store.update(record.id, message=result.message + "; nothing was merged")
-            status = record.status
+        me = os.getpid()
+        if not store.claim(record.id, MERGEABLE, "merging", pid=me, pid_start=process_start(me)):
+            now = store.get(record.id).status
+            raise BadInput(
+                f"run {record.id} is {now}; only a run that passed its gate and was not "
+                "merged (run --no-merge: ready, or a conflict) can be merged",
+                field="ID",
+            )
+        status, message = record.status, "the merge failed; nothing was merged"
+        try:
+            result = land(ws, repo, target, record.id, record.request, work)
+            receipt = write_receipt(
+                ws,
+                "merge",
+                merge_fields(result, target, work, "agentos runs merge"),
+                run_id=record.id,
+            )
+            if result.merged:
+                archive_branches(repo, record.id, [(w.agent, w.branch) for w in work])
+                status, message = "succeeded", result.message
+            else:
+                message = result.message + "; nothing was merged"
+        finally:
+            store.update(record.id, status=status, message=message)
     finally:
         store.close()
     return MergeOutcome(record.id, status, result, receipt.id)
+
+
+def _gated_work(repo: Path, record: RunRecord, agent: AgentRecord) -> AgentWork:
+    if agent.status != "passed" or not agent.gated_commit:
+        raise OperationFailed(f"agent {agent.agent} of run {record.id} has no passing commit")
+    if wt.rev(repo, agent.gated_commit) is None:
+        raise OperationFailed(
+            f"the commit {agent.gated_commit[:12]} that {agent.agent}'s gate passed is gone "
+            f"from {repo} (pruned?)"
+        )
+    return AgentWork(
+        agent.agent,
+        agent.version,
+        agent.card or "",
+        agent.branch or wt.branch_name(record.id, agent.agent),
+        agent.gated_commit,
+        agent.receipts,
+    )
+
+
+def landed_commits(repo: Path, run: RunRecord) -> list[str]:
+    """The commits a run landed on its target since its base (found by the ``Run:`` line
+    of their messages), newest first: how gc tells a merge that completed before its
+    process died from one cut short."""
+    if not (run.target_branch and run.base_commit):
+        return []
+    revs = f"{run.base_commit}..refs/heads/{run.target_branch}"
+    return wt.log_grep(repo, revs, f"Run: {run.id}")
 
 
 def discard_run(ws: Workspace, run_id: str) -> list[str]:

@@ -147,6 +147,22 @@ class RunStore:
         with self._write():
             self.con.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
 
+    def claim(
+        self, run_id: str, from_statuses: tuple[str, ...], status: str, **fields: Any
+    ) -> bool:
+        """Move a run to ``status`` (with ``fields``) only if it is in one of
+        ``from_statuses``, atomically; whether it moved. Two processes claiming one run:
+        one wins."""
+        fields = _encode({"status": status, **fields})
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        marks = ", ".join("?" for _ in from_statuses)
+        with self._write():
+            self.con.execute(
+                f"UPDATE runs SET {cols} WHERE id = ? AND status IN ({marks})",
+                (*fields.values(), run_id, *from_statuses),
+            )
+            return bool(self.con.changes())
+
     def add_agent(self, run_id: str, agent: str, version: str, **fields: Any) -> None:
         data = _encode(
             {"run_id": run_id, "agent": agent, "version": version, "status": "pending", **fields}

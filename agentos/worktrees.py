@@ -67,8 +67,11 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
     result = subprocess.CompletedProcess(argv, int(status or 0), str(out), str(err))
     if check and result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()
+        # The subcommand, past any `-c key=value` options given before it.
+        words = iter(args)
+        command = next((a for a in words if not (a == "-c" and next(words, None))), "?")
         raise OperationFailed(
-            f"git {args[0]} failed in {repo_dir}: {detail[-1] if detail else result.returncode}"
+            f"git {command} failed in {repo_dir}: {detail[-1] if detail else result.returncode}"
         )
     return result
 
@@ -86,6 +89,27 @@ def ensure_agent_files_excluded(repo: git.Repo) -> None:
                 + AGENT_FILES_GLOB
                 + "\n"
             )
+
+
+def refuse_uncommitted(repo_dir: Path, where: str = "") -> None:
+    """:class:`BadInput` when tracked files of ``repo_dir`` have uncommitted changes, which
+    a merge could otherwise overwrite."""
+    dirty = tracked_changes(repo_dir)
+    if dirty:
+        raise BadInput(
+            f"uncommitted changes ({', '.join(dirty[:5])}){' ' + where if where else ''}: "
+            "commit or stash them first, so that merging the agents' work cannot lose yours",
+            file=repo_dir,
+            field="--repo",
+        )
+
+
+def log_grep(repo_dir: Path, revs: str, text: str) -> list[str]:
+    """Commits in ``revs`` whose message holds ``text`` (a fixed string), newest first."""
+    out = _git(
+        repo_dir, "log", "--format=%H", "--fixed-strings", f"--grep={text}", revs, check=False
+    )
+    return out.stdout.split() if out.returncode == 0 else []
 
 
 def tracked_changes(repo_dir: Path) -> list[str]:
@@ -144,6 +168,28 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
         message,
     )
     return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+
+
+def to_commit(worktree: Path) -> list[str]:
+    """Make the worktree exactly its HEAD commit, so that a gate judges what would land:
+    changes dropped, and every file that is not in the commit removed, those git ignores
+    included (build output, caches, ``__pycache__``), but AgentOS's own ``AGENTOS_*.md``.
+    Returns the paths removed."""
+    _git(worktree, "reset", "-q", "--hard", check=False)
+    keep = ("-e", AGENT_FILES_GLOB)
+    listed = _git(worktree, "clean", "-ffdxn", *keep, check=False).stdout
+    _git(worktree, "clean", "-ffdxq", *keep, check=False)
+    return [
+        line.removeprefix("Would remove ").rstrip("/")
+        for line in listed.splitlines()
+        if line.startswith("Would remove ")
+    ]
+
+
+def touches(repo_dir: Path, base: str, commit: str, path: str) -> bool:
+    """Whether ``commit`` changes ``path`` against ``base``."""
+    out = _git(repo_dir, "diff", "--name-only", base, commit, "--", path, check=False).stdout
+    return bool(out.strip())
 
 
 def reset_to_head(worktree: Path) -> None:
@@ -231,7 +277,7 @@ def land(
     todo = [item for item in landings if _changes_something(repo_dir, target, item.commit)]
     if not todo:
         return MergeResult(True, None, message="no agent changed anything; nothing to merge")
-    integration = f"agentos/{run_id}/merge"
+    integration = integration_branch(run_id)
     delete_branch(repo_dir, integration)
     _git(repo_dir, "worktree", "add", "-q", "-b", integration, str(scratch), target)
     landed: list[str] = []
@@ -301,6 +347,12 @@ def _commit_staged(worktree: Path, message: str, author: str) -> str:
         message,
     )
     return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+
+
+def integration_branch(run_id: str) -> str:
+    """The branch a run's landings are made on before the target moves (outside the
+    ``agentos/<run>/`` namespace of its agents, so that no agent name can collide)."""
+    return f"agentos-merge/{run_id}"
 
 
 def archive_ref(run_id: str, agent: str) -> str:

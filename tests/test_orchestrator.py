@@ -116,6 +116,7 @@ def test_an_agent_never_sees_parent_environment_it_did_not_list(
             "OLDPWD",
             "LISTED_VAR",
             "PYTHONPATH",  # the import shim: the worktree's code, not the main checkout's
+            "PYTHONPYCACHEPREFIX",  # bytecode never read from beside the sources
         }
         and not k.startswith("AGENTOS_")
     }
