@@ -90,11 +90,6 @@ def checks_of(found: list[Criterion]) -> list[CheckSpec]:
     return checks
 
 
-def propose_checks(text: str, entities: list[Entity]) -> list[CheckSpec]:
-    """The checks the request's own success criteria and limits map onto, in order."""
-    return checks_of(criteria(text, entities))
-
-
 def _check(**fields: Any) -> CheckSpec | None:
     """The check, or None when the request names something a check may not hold (an
     absolute path, a path climbing out of the worktree)."""
