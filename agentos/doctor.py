@@ -38,7 +38,7 @@ _DISTRIBUTIONS = {"ollama": "ollama", "langchain": "langchain", "crewai": "crewa
 @dataclass(frozen=True)
 class Check:
     name: str
-    kind: str  # "tool", "server", "runtime", "model" or "repo"
+    kind: str  # "tool", "server", "runtime", "model", "repo" or "workspace"
     ready: bool
     detail: str
     fix: str = ""
@@ -68,6 +68,18 @@ def _version(argv: list[str]) -> str:
         return ""
     lines = (out.stdout or out.stderr).strip().splitlines()
     return lines[0] if lines else ""
+
+
+def _settings_check(ws: Workspace) -> Check:
+    """The workspace's agentos.yaml is valid (an invalid one fails every command)."""
+    try:
+        ws.settings  # noqa: B018 -- loading validates it
+    except AgentOSError as exc:
+        return Check(
+            "settings", "workspace", False, str(exc), f"fix {ws.settings_file}", required=True
+        )
+    where = ws.settings_file if ws.settings_file.exists() else f"{ws.root} (defaults)"
+    return Check("settings", "workspace", True, str(where), required=True)
 
 
 def _tool(name: str, fix: str) -> Check:
@@ -207,7 +219,10 @@ def diagnose(
         *(_framework(name, server) for name in ("ollama", "langchain", "crewai")),
     ]
     if ws is not None:
-        checks += _models(ws, server)
+        settings = _settings_check(ws)
+        checks.append(settings)
+        if settings.ready:
+            checks += _models(ws, server)
     if repo is not None:
         checks += repo_checks(ws, repo)
     return Diagnosis(checks)

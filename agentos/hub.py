@@ -41,6 +41,7 @@ from agentos._package_digests import (
     walk,
 )
 from agentos.errors import (
+    AgentOSError,
     BadInput,
     Conflict,
     HostileArchive,
@@ -317,7 +318,7 @@ class Hub:
             fill(stage)
             pkg_dir = _package_root(stage, Path(source))
             _refuse_links_out(pkg_dir, source)
-            manifest = load_manifest(pkg_dir)
+            manifest = _load_staged_manifest(pkg_dir, stage, source)
             digest, files = content_digest(pkg_dir)
             with self._locked() as lock:
                 pkg = lock.packages.setdefault(manifest.name, LockedPackage())
@@ -465,6 +466,20 @@ def parse_constraint(constraint: str) -> SpecifierSet:
         raise ValidationFailed(
             f"{constraint!r} is not a version constraint like '>=1.0,<2'", field="version"
         ) from None
+
+
+def _load_staged_manifest(pkg_dir: Path, stage: Path, source: str) -> Manifest:
+    """The staged package's manifest; its errors name the file where the person wrote it
+    (the source directory, archive or git URL), not the staging copy."""
+    try:
+        return load_manifest(pkg_dir)
+    except AgentOSError as exc:
+        if exc.file is None or not exc.file.startswith(str(stage)):
+            raise
+        origin = source.split(":", 1)[1] if source.startswith(("dir:", "archive:")) else source
+        inside = Path(exc.file).relative_to(stage)
+        where = Path(origin) / inside if source.startswith("dir:") else f"{origin}: {inside}"
+        raise type(exc)(exc.message, file=where, field=exc.field) from None
 
 
 def _copy_package(src: Path, dest: Path) -> None:

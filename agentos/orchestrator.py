@@ -34,7 +34,7 @@ from agentos.repos import REPO_FILE, RepoProfile, check_profile, repo_profile
 from agentos.runs import ACTIVE, READY, RunStore, new_run_id
 from agentos.runtimes import get_runtime
 from agentos.sessions import Sessions, require_tmux, session_name
-from agentos.stormbreaker import collect_checks
+from agentos.stormbreaker import collect_checks, gate_environment, missing_programs
 from agentos.workspace import Workspace
 
 __all__ = [
@@ -199,7 +199,7 @@ class Orchestrator:
         if self.force:
             self.emit(f"interview: blocked (ambiguity {result.ambiguity}); --force overrides")
             return True
-        questions = "; ".join(q.text for q in result.questions)
+        questions = " ".join(q.text for q in result.questions)
         self._finish("blocked", f"the request is too vague to start: {questions}")
         return False
 
@@ -216,12 +216,13 @@ class Orchestrator:
         self.report.receipts.append(receipt.id)
         assert self.store is not None
         self.store.update(self.run_id, decision=decision.decision, receipt=receipt.id)
-        self.emit(
-            f"decision: {decision.decision} ({decision.decided_by}) "
-            + ", ".join(
-                f"{s.agent}@{s.version} ({s.card}, score {s.score})" for s in decision.selected
-            )
+        chosen = (
+            f"{s.agent}@{s.version} (card {s.card}, score {s.score})"
+            if decision.decided_by == "cards"
+            else f"{s.agent}@{s.version}"
+            for s in decision.selected
         )
+        self.emit(f"decision: {decision.decision} by {decision.decided_by}: " + ", ".join(chosen))
         if decision.decision != "route":
             reason = (
                 "cards tie: " + ", ".join(decision.tied)
@@ -243,15 +244,25 @@ class Orchestrator:
         return True
 
     def _check_environment(self) -> None:
-        """When the run's checks include the repository's tests, prove before any agent
-        starts that they can run: the interpreter exists, the test command starts and the
-        suite collects, in a worktree at the base commit (the repository as committed,
-        before any agent worked on it). What fails here is the environment's fault, never
-        an agent's: the run stops (exit 2) with the fix, and no attempt is spent on it."""
+        """Prove before any agent starts that the run's checks can run: every shell
+        check's program is installed, and when the checks include the repository's tests,
+        the interpreter exists, the test command starts and the suite collects, in a
+        worktree at the base commit (the repository as committed, before any agent worked
+        on it). What fails here is the environment's fault, never an agent's: the run stops
+        (exit 2) with the fix, and no attempt is spent on it."""
         assert self.profile is not None
-        if not any(c.kind == "tests" for agent in self.agents for c in agent.checks):
+        tree = self.agents[0].worktree
+        checks = [c for agent in self.agents for c in agent.checks]
+        missing = missing_programs(checks, gate_environment(self.profile, tree))
+        if missing:
+            raise EnvironmentBroken(
+                "the run's checks cannot run here, so no agent was started: " + "; ".join(missing),
+                file=self.repo,
+                field="checks",
+            )
+        if not any(c.kind == "tests" for c in checks):
             return
-        problems = check_profile(self.profile, self.agents[0].worktree)
+        problems = check_profile(self.profile, tree)
         if problems:
             raise EnvironmentBroken(
                 "the repository's tests cannot run, so no agent was started: "

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from agentos._repo_detect import SETTINGS_HINT, detect
+from agentos._repo_detect import SETTINGS_HINT, detect, pytest_command
 from agentos._repo_worktree import copy_built_files, editable_notes
 from agentos.errors import BadInput, NotFound, ValidationFailed
 from agentos.workspace import RepoSettings, Workspace
@@ -255,6 +255,21 @@ def repo_profile(ws: Workspace, repo: Path, *, at: str | None = None) -> RepoPro
         problems = [p for p in problems if "pytest is not installed" not in p]
     else:
         test = found.test
+    if python is not None and not os.access(python, os.X_OK):
+        # What the settings name is what runs: never quietly another environment.
+        create = "create that environment"
+        if python.parent.name == "bin":
+            venv_dir = python.parent.parent
+            shown = venv_dir.relative_to(repo) if venv_dir.is_relative_to(repo) else venv_dir
+            create += (
+                f" (python3 -m venv {shown}, then install the project and its test dependencies)"
+            )
+        problems = [
+            f"the interpreter {python} (`python:` in {python_from}) does not exist: {create}, "
+            "or fix `python:` there"
+        ]
+        if not test_from:
+            tool, runner, test = "custom", "pytest", pytest_command(python)
     timeout, timeout_from = pick("timeout")
     if timeout_from:
         reasons.append(f"timeout from {timeout_from}")
@@ -315,7 +330,8 @@ def check_profile(profile: RepoProfile, tree: Path | None = None) -> list[str]:
     from agentos._checks_run import run_shell
 
     problems = list(profile.problems)
-    if profile.python is not None and not os.access(profile.python, os.X_OK):
+    missing = profile.python is not None and not os.access(profile.python, os.X_OK)
+    if missing and not any(str(profile.python) in p for p in problems):
         problems.append(
             f"the interpreter {profile.python} does not exist: create the environment "
             f"(python3 -m venv {profile.venv or '.venv'}, then install the project and its "

@@ -218,7 +218,7 @@ def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
         if not store.claim(record.id, MERGEABLE, "merging", pid=me, pid_start=process_start(me)):
             now = store.get(record.id).status
             raise BadInput(
-                f"run {record.id} is {now}; only a run that passed its gate and was not "
+                f"run {record.id} has status {now}; only a run that passed its gate and was not "
                 "merged (run --no-merge: ready, or a conflict) can be merged",
                 field="ID",
             )

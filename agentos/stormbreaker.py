@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -237,11 +239,16 @@ def describe(check: CheckSpec, profile: RepoProfile | None = None) -> str:
 def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
     """The environment of a shell check: ``env`` only, plus PATH, HOME and LANG defaults.
 
-    PATH and HOME default to this process's (tools such as ruff or pytest must be found);
-    LANG defaults to C.UTF-8. Nothing else leaks in.
+    PATH and HOME default to this process's (tools such as ruff or pytest must be found),
+    and PATH always ends with the directory of AgentOS's own interpreter, as an agent's
+    does, so that the tools installed with AgentOS (ruff) are found whether or not its
+    virtual environment is activated. LANG defaults to C.UTF-8. Nothing else leaks in.
     """
     out = dict(env or {})
     out.setdefault("PATH", os.environ.get("PATH", os.defpath))
+    own = str(Path(sys.executable).parent)
+    if own not in out["PATH"].split(os.pathsep):
+        out["PATH"] = os.pathsep.join([out["PATH"], own])
     out.setdefault("HOME", os.environ.get("HOME", "/"))
     out.setdefault("LANG", DEFAULT_LANG)
     return out
@@ -256,6 +263,36 @@ def gate_environment(
     ``agentos gate run`` both use it, so one tree gets one result."""
     base = check_env(env)
     return base if profile is None else profile.environment(base, tree)
+
+
+_PROGRAM = re.compile(r"[A-Za-z0-9_.+-]+")
+_SHELL_WORDS = frozenset(
+    "! . : [ [[ { alias builtin case cd command declare echo eval exec exit export false "
+    "for function if kill let local printf pwd read return set shift source test time "
+    "trap true type ulimit umask unset until wait while".split()
+)
+
+
+def missing_programs(checks: Sequence[CheckSpec], env: Mapping[str, str]) -> list[str]:
+    """The shell checks whose program is not installed: one line each, naming the check,
+    the program and the fix. Only bare program names are judged (``ruff check .``); a
+    path (``./run.sh``) may be the work's own, and a compound command is left to run."""
+    problems = []
+    for check in checks:
+        if check.run is None:
+            continue
+        try:
+            program = shlex.split(check.run)[0]
+        except (ValueError, IndexError):
+            continue
+        if not _PROGRAM.fullmatch(program) or program in _SHELL_WORDS:
+            continue
+        if shutil.which(program, path=env.get("PATH")) is None:
+            problems.append(
+                f"`{program}` (check {check.name!r}) is not installed or not on PATH: "
+                "install it, or change the check"
+            )
+    return problems
 
 
 def tests_timeout(check: CheckSpec, profile: RepoProfile) -> float:

@@ -331,7 +331,13 @@ def test_invalid_manifests_are_bad_input_naming_file_and_field(
     line = result.stderr.strip()
     assert "\n" not in line and "Traceback" not in line
     assert line.startswith("error: ")
-    assert f"agent.yaml: {field}" in line and message in line
+    # The file named is the person's, never the hub's staging copy of it.
+    assert line.startswith(f"error: {src / 'agent.yaml'}: {field}: ") and message in line
+    packed = tmp_path / "pkg.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(src, arcname="pkg")
+    from_archive = cli("hub", "install", str(packed)).stderr.strip()
+    assert from_archive.startswith(f"error: {packed}: pkg/agent.yaml: {field}: ")
 
 
 def test_invalid_yaml_names_the_line(cli, tmp_path: Path) -> None:

@@ -406,9 +406,12 @@ def test_environment_puts_the_interpreter_first_and_maps_only_a_worktree(tmp_pat
 def test_a_missing_interpreter_is_a_problem_naming_the_fix(ws: Workspace, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {".agentos.yaml": "python: .venv/bin/python\n"})
     profile = repo_profile(ws, repo)
+    # What the settings name is what runs: never quietly another environment.
+    assert (profile.tool, profile.test) == ("custom", f"{repo}/.venv/bin/python -m pytest -q")
     assert check_profile(profile) == [
-        f"the interpreter {repo}/.venv/bin/python does not exist: create the environment "
-        "(python3 -m venv .venv, then install the project and its test dependencies), or " + HINT
+        f"the interpreter {repo}/.venv/bin/python (`python:` in {repo}/.agentos.yaml) does not "
+        "exist: create that environment (python3 -m venv .venv, then install the project and "
+        "its test dependencies), or fix `python:` there"
     ]
 
 

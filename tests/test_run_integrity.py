@@ -211,6 +211,6 @@ def test_a_run_being_merged_cannot_be_merged_twice(
     gc = collect_garbage(ws)  # the merging process is alive: gc leaves the run alone
 
     assert out.returncode == 2
-    assert f"run {run.run_id} is merging" in out.stderr
+    assert f"run {run.run_id} has status merging" in out.stderr
     assert run.run_id not in gc.aborted_runs
     assert not store.claim(run.run_id, ("ready",), "merging")

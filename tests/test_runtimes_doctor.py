@@ -49,6 +49,7 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Pa
         ("ollama", "runtime", True, ""),
         ("langchain", "runtime", True, ""),
         ("crewai", "runtime", False, "pip install 'agentos[crewai]'"),
+        ("settings", "workspace", True, ""),
         # the bundled ollama/langchain/crewai examples all use this model
         (f"model {MODEL}", "model", True, ""),
     ]
@@ -58,6 +59,18 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Pa
     assert checks[f"model {MODEL}"]["detail"] == (
         "pulled; used by crewai-crew, langchain-coder, ollama-coder"
     )
+
+
+def test_doctor_fails_on_an_invalid_agentos_yaml_as_every_command_does(cli, ws) -> None:
+    ws.settings_file.write_text("run: {retries: two}\n")
+
+    result = cli("doctor")
+
+    assert result.returncode == 1
+    assert f"settings: {ws.settings_file}: run.retries: Input should be a valid integer" in (
+        result.stdout.replace("\n", " ")
+    )
+    assert "not ready: fix the workspace's agentos.yaml" in result.stdout
 
 
 def test_doctor_names_ollama_serve_when_the_server_is_down(cli, tmp_path: Path) -> None:

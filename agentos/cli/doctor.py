@@ -57,8 +57,13 @@ def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
         repo_problems = [c.detail for c in result.checks if c.kind == "repo" and not c.ready]
         for problem in repo_problems:
             console.print(f"repo: {escape(problem)}")
+        settings = [c.detail for c in result.checks if c.kind == "workspace" and not c.ready]
+        for problem in settings:
+            console.print(f"settings: {escape(problem)}")
         if result.ready:
             console.print("ready to run agents")
+        elif settings:
+            console.print("not ready: fix the workspace's agentos.yaml (every command fails on it)")
         elif repo_problems:
             console.print("not ready: the repository's tests cannot run (fix each `repo:` line)")
         else:

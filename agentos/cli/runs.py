@@ -156,14 +156,17 @@ def _print_report(report: Any) -> None:
     )
     for agent in report.agents:
         gate = agent["gate"]["summary"] if agent["gate"] else "no gate"
+        via = agent["card"] if not agent["card"].startswith("(") else agent["card"][1:-1]
         console.print(
-            f"  {agent['agent']}@{agent['version']} via {escape(agent['card'])}: "
+            f"  {agent['agent']}@{agent['version']} via {escape(via)}: "
             f"{agent['status']} after {agent['attempts']} attempt(s); {escape(gate)}"
         )
         if agent["status"] != "passed" and agent["gate"]:
             _print_failures(agent["gate"]["checks"])
     for name, stat in report.diffstat.items():
-        console.print(f"  {name}: {stat.strip() or '(no changes)'}", markup=False)
+        console.print(f"  {name}:", markup=False)
+        for line in stat.rstrip().splitlines() or ["(no changes)"]:
+            console.print(f"    {line.strip()}", markup=False)
     console.print(f"  receipts: {', '.join(report.receipts)}")
 
 
