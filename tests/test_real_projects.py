@@ -116,7 +116,7 @@ def test_the_test_runner_agent_runs_the_projects_own_command(
     ws: Workspace,
     project_repo: Callable[[str], ProjectRepo],  # noqa: F811 -- the fixture imported above
 ) -> None:
-    proj = project_repo("markdown")
+    proj = project_repo("six")
     ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
 
     report = start_run(ws, "run the tests and report what fails", proj.repo)
@@ -125,8 +125,9 @@ def test_the_test_runner_agent_runs_the_projects_own_command(
     (agent,) = report.agents
     assert agent["agent"] == "test-runner" and agent["version"] == "1.1.0"
     log = Path(agent["log"]).read_text()
-    assert "test-runner: running `make test`" in log
-    assert re.search(PASSED["markdown"], log)
+    assert f"test-runner: running `{proj.python} -m pytest -q`" in log
+    assert re.search(PASSED["six"], log)
+    assert git(proj.repo, "rev-parse", "main") == proj.base  # a read-only run changes nothing
 
 
 def test_gate_run_the_stop_hook_and_a_run_judge_one_tree_alike(
@@ -135,7 +136,7 @@ def test_gate_run_the_stop_hook_and_a_run_judge_one_tree_alike(
     tmp_path: Path,
     project_repo: Callable[[str], ProjectRepo],  # noqa: F811 -- the fixture imported above
 ) -> None:
-    proj = project_repo("humanize")
+    proj = project_repo("six")  # its suite takes a second; humanize's above takes ten
     ws.settings_file.write_text("checks: [{name: tests pass, tests: []}]\n")
     verdicts: dict[str, list[int]] = {"gate run": [], "gate hook": []}
     for fix in (proj.wrong_fix(), proj.right_fix()):
@@ -145,7 +146,5 @@ def test_gate_run_the_stop_hook_and_a_run_judge_one_tree_alike(
         verdicts["gate run"].append(cli("gate", "run", "--repo", str(tree)).returncode)
         hook_input = json.dumps({"cwd": str(tree), "hook_event_name": "Stop"})
         verdicts["gate hook"].append(cli("gate", "hook", input=hook_input).returncode)
-    # The wrong fix fails and the right one passes, from the worktree, as in the run above:
-    # the main checkout's (buggy) code, which the venv's editable install points at, is
-    # never what the worktree's tests import.
+    # The wrong fix fails and the right one passes, from the worktree, as in a run.
     assert verdicts == {"gate run": [1, 0], "gate hook": [2, 0]}

@@ -691,7 +691,9 @@ def test_the_shim_never_breaks_python_and_chains_the_environments_sitecustomize(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(PROJECTS))
+# The projects whose editable install shadows a worktree (the others run end to end in
+# tests/test_real_projects.py).
+@pytest.mark.parametrize("name", [n for n, p in PROJECTS.items() if p.main_shadows_worktree])
 def test_a_real_projects_suite_passes_with_the_worktrees_fix_and_fails_with_a_wrong_one(
     ws: Workspace,
     tmp_path: Path,
