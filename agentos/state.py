@@ -15,6 +15,8 @@ from pathlib import Path
 
 import apsw
 
+from agentos.errors import OperationFailed
+
 BUSY_TIMEOUT_MS = 10_000
 
 
@@ -103,11 +105,26 @@ def connect(path: Path, migrations: Sequence[Migration] = STATE_MIGRATIONS) -> a
     path.parent.mkdir(parents=True, exist_ok=True)
     con = apsw.Connection(str(path))
     con.set_busy_timeout(BUSY_TIMEOUT_MS)
-    con.execute("PRAGMA journal_mode=WAL")
+    _wal(con, path)
     con.execute("PRAGMA synchronous=NORMAL")
     con.execute("PRAGMA foreign_keys=ON")
     migrate(con, migrations)
     return con
+
+
+def _wal(con: apsw.Connection, path: Path) -> None:
+    """Switch to WAL. A database another process is creating or switching at the same
+    moment answers SQLITE_BUSY at once (the busy timeout does not cover a journal-mode
+    change), so this waits and retries up to the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            return
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise OperationFailed(f"{path} is locked by another process") from None
+            time.sleep(0.01)
 
 
 def migrate(con: apsw.Connection, migrations: Sequence[Migration]) -> list[str]:

@@ -28,19 +28,21 @@ pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket"), pytest.mark.sl
 
 PROJECTS = ["humanize", "six", "markdown"]
 
-# What each project's own test command prints when its whole suite passes.
+# What each project's own test command prints when the tests it ran pass.
 PASSED = {
-    "humanize": r"\d{3,} passed",
-    "six": r"\d{3,} passed",
+    "humanize": r"\d{2,} passed",
+    "six": r"\d{2,} passed",
     "markdown": r"Ran \d{3,} tests.*\n\s*OK",
 }
 
 
 def request_for(proj: ProjectRepo) -> str:
+    """The fix, done when the test file passes: the project's own command runs it (pytest
+    takes the file; `make test` always runs the whole suite)."""
     code, test = proj.project.code.path, proj.project.test_file
     return (
         f"Fix the seeded bug in {code} and its test in {test}, without changing any other "
-        f"file; the value it returns today is wrong. Done when tests pass."
+        f"file; the value it returns today is wrong. Done when {test} passes."
     )
 
 

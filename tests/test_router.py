@@ -660,7 +660,7 @@ def test_redacted_workspace_keeps_only_the_requests_hash(ws: Workspace) -> None:
 
 
 @pytest.mark.slow
-def test_the_same_request_gets_the_same_decision_in_100_processes(ws: Workspace) -> None:
+def test_the_same_request_gets_the_same_decision_in_40_processes(ws: Workspace) -> None:
     request = "fix the lint errors and run the tests, E501 in parser.py"
 
     def one(seed: int) -> subprocess.CompletedProcess[str]:
@@ -683,13 +683,13 @@ def test_the_same_request_gets_the_same_decision_in_100_processes(ws: Workspace)
         )
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(one, range(100)))
+        results = list(pool.map(one, range(40)))  # 40 hash seeds: the suite's time is dear
     assert all(r.returncode == 0 for r in results), results[0].stderr
     docs = [json.loads(r.stdout) for r in results]
     receipts = sorted(d.pop("receipt") for d in docs)
     assert all(d == docs[0] for d in docs)
     assert [s["card"] for s in docs[0]["selected"]] == ["fix-lint", "run-tests"]
-    assert receipts == [f"{i:08d}" for i in range(1, 101)]  # one each, no fork, no gap
+    assert receipts == [f"{i:08d}" for i in range(1, 41)]  # one each, no fork, no gap
     assert verify_chain(ws) == []
     bodies = {
         read_receipt(ws, r).split("\nrequest:", 1)[1].split("\nprevious:")[0] for r in receipts
