@@ -38,8 +38,13 @@ HINT = "set `python:` or `test:` for it (`repos:` in agentos.yaml, or .agentos.y
 
 
 def base_env() -> dict[str, str]:
-    """The environment a check starts from: ours, without our own virtual environment."""
-    return {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    """The environment a check starts from: ours, without our own virtual environment and
+    without what our own pytest (and its xdist workers) set for itself."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VIRTUAL_ENV", "PYTHONPATH") and not k.startswith("PYTEST_")
+    }
 
 
 def sh(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
