@@ -24,6 +24,8 @@ from agentos.receipts import write_receipt
 from agentos.repos import RepoProfile, check_profile, prepare_worktree
 from agentos.runs import RunStore
 from agentos.runtimes import AgentTask
+from agentos.sandbox import Group, Sandbox, limits_hit
+from agentos.sandbox._confine import INSIDE, CheckConfiner, Scene, agent_policy
 from agentos.sessions import Sessions
 from agentos.stormbreaker import (
     environment_failure,
@@ -55,6 +57,8 @@ class RunContext:
     emit: Callable[[str], None]
     git_admin: threading.Lock  # serialises `git worktree add` (races on .git/worktrees)
     receipts: list[str]  # the run's receipts, in order: agents append their gate receipts
+    sandbox: Sandbox
+    scene: Scene  # what every agent and check of the run hides
 
 
 class AgentDriver:
@@ -116,7 +120,13 @@ class AgentDriver:
             agent.files.run_dir,
             agent.attempts,
         )
-        pane, _env = prepare(task, agent.files, environment=self._agent_environment(agent))
+        groups: list[Group] = []
+        pane, _env = prepare(
+            task,
+            agent.files,
+            environment=self._agent_environment(agent),
+            confine=lambda argv, env: self._confine(agent, argv, env, groups),
+        )
         agent.status = "running"
         self.ctx.store.update_agent(
             self.ctx.run_id,
@@ -129,7 +139,14 @@ class AgentDriver:
             f"{agent.name}: attempt {agent.attempts} started in tmux session {agent.session}"
         )
         agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
-        agent.exit_code = self._wait_for_exit(agent)
+        try:
+            agent.exit_code = self._wait_for_exit(agent)
+        finally:
+            for group in groups:  # whatever the agent left running dies with its attempt
+                agent.limit = limits_hit(group, agent.exit_code)
+                group.close()
+        if agent.limit:
+            self.ctx.emit(f"{agent.name}: stopped by its sandbox: limit: {agent.limit}")
         commit = wt.commit_all(
             agent.worktree, commit_message(self.ctx.run_id, self.ctx.request, agent), agent.name
         )
@@ -155,12 +172,16 @@ class AgentDriver:
                 f"{agent.name}: files git ignores are not part of the work and were removed "
                 f"before the gate: {', '.join(dropped[:10])}"
             )
+        gate_env = gate_environment(self.ctx.profile, agent.worktree)
         agent.gate = run_gate(
             agent.checks,
             agent.worktree,
             base=self.ctx.base,
-            env=gate_environment(self.ctx.profile, agent.worktree),
+            env=gate_env,
             profile=self.ctx.profile,
+            confiner=CheckConfiner(
+                self.ctx.sandbox, self.ctx.scene, agent.worktree, gate_env["PATH"]
+            ),
         )
         wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
         passed = agent.exit_code == 0 and agent.gate.passed
@@ -169,6 +190,8 @@ class AgentDriver:
             "exit_code": agent.exit_code,
             "accepted": passed,
             "commit": head,
+            "sandbox": self.ctx.sandbox.backend,
+            **({"limit": agent.limit} if agent.limit else {}),
             **gate_receipt_fields(agent.gate, agent.attempts),
         }
         if dropped:
@@ -194,6 +217,30 @@ class AgentDriver:
             # The test command cannot start on the repository itself either: the
             # environment broke (an agent deleting its test script is the agent's failure).
             raise EnvironmentBroken(broken, file=self.ctx.repo, field="tests")
+
+    def _confine(
+        self, agent: AgentState, argv: list[str], env: dict[str, str], groups: list[Group]
+    ) -> list[str]:
+        """The agent's wrapper in its sandbox (see :mod:`agentos.sandbox`), its control group
+        kept in ``groups`` for the end of the attempt."""
+        home = self.ctx.ws.state_dir / "homes" / agent.name
+        pkg = agent.manifest.sandbox
+        if pkg is not None and pkg.home == "persistent":
+            home.mkdir(parents=True, exist_ok=True)
+        pol = agent_policy(
+            self.ctx.scene,
+            package=pkg,
+            package_dir=agent.package_dir,
+            worktree=agent.worktree,
+            own_files=[agent.files.run_dir, agent.files.log],
+            path_env=env.get("PATH", ""),
+            persistent_home=home,
+        )
+        pol.extra_env[INSIDE] = self.ctx.sandbox.backend
+        agent.sandbox = {"backend": self.ctx.sandbox.backend, **pol.as_dict()}
+        group = Group(pol.limits)
+        groups.append(group)
+        return self.ctx.sandbox.command(pol, argv, group)
 
     def _agent_environment(self, agent: AgentState) -> Callable[[dict[str, str]], dict[str, str]]:
         """The agent's scrubbed environment, completed with the repository's (its

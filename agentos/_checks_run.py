@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,7 @@ class Outcome:
     size: int
     exit_code: int | None = None
     timed_out: bool = False
+    limit: str | None = None  # the sandbox limit that stopped it
 
 
 # What a terminal interprets rather than shows: CSI (colours, cursor moves, erasing), the
@@ -128,19 +130,29 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def run_shell(command: str, cwd: Path, env: dict[str, str], timeout: float) -> Outcome:
+def run_shell(
+    command: str,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    wrap: Callable[[list[str]], list[str]] | None = None,
+) -> Outcome:
     """Run ``bash -c command`` in a new session; kill its whole process group at ``timeout``.
 
     When bash exits, whatever it left running in its group is killed too, so a check can
-    neither outlive the gate nor hold its output pipe open.
+    neither outlive the gate nor hold its output pipe open. ``wrap`` turns the argv into
+    the confined one (see :mod:`agentos.sandbox`).
     """
     bash = shutil.which("bash", path=env.get("PATH")) or shutil.which("bash")
     if bash is None:
         raise MissingTool("bash is needed to run shell checks and is not on PATH")
+    argv = [bash, "-c", command]
+    if wrap is not None:
+        argv = wrap(argv)
     cap = _Capture()
     try:
         proc = subprocess.Popen(
-            [bash, "-c", command],
+            argv,
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -50,8 +50,18 @@ class AgentFiles:
         return self.run_dir / "stopped"
 
     @property
+    def launcher(self) -> Path:
+        """The script the pane runs: the agent's wrapper, confined (see agentos.sandbox)."""
+        return self.run_dir / "launch.sh"
+
+    @property
     def pane_command(self) -> list[str]:
         """What the pane runs; the guardian respawns it to restart the agent."""
+        return ["/bin/sh", str(self.launcher)]
+
+    @property
+    def wrapper_command(self) -> list[str]:
+        """The wrapper with an empty environment (it loads the agent's own)."""
         bash = shutil.which("bash") or "/bin/bash"
         return [
             shutil.which("env") or "/usr/bin/env",
@@ -114,11 +124,15 @@ def prepare(
     task: AgentTask,
     files: AgentFiles,
     environment: Callable[[dict[str, str]], dict[str, str]] | None = None,
+    confine: Callable[[list[str], dict[str, str]], list[str]] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """Write the env file and wrapper; return the pane's argv and the agent's environment.
+    """Write the env file, the wrapper and the launcher; return the pane's argv and the
+    agent's environment.
 
     ``environment`` completes the scrubbed environment (the repository's interpreter and
-    variables, see :meth:`agentos.repos.RepoProfile.environment`)."""
+    variables, see :meth:`agentos.repos.RepoProfile.environment`); ``confine`` turns the
+    wrapper's argv into the confined one (see :mod:`agentos.sandbox`), given the agent's
+    environment."""
     files.run_dir.mkdir(parents=True, exist_ok=True)
     files.log.parent.mkdir(parents=True, exist_ok=True)
     runtime = get_runtime(task.manifest.runtime)
@@ -130,7 +144,6 @@ def prepare(
     fd = os.open(files.env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.writelines(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-    exit_tmp = f"{files.exit_file}.tmp"
     files.wrapper.write_text(
         "#!/usr/bin/env bash\n"
         f"# AgentOS wrapper for {task.agent} (run {task.run_id}, attempt {task.attempt})\n"
@@ -138,11 +151,21 @@ def prepare(
         f"cd {shlex.quote(str(task.worktree))} || exit 1\n"
         f"printf '\\n== AgentOS: {task.agent} attempt {task.attempt} ==\\n' "
         f">> {shlex.quote(str(files.log))}\n"
-        f"{shlex.join(command)} 2>&1 | tee -a {shlex.quote(str(files.log))}\n"
-        "status=${PIPESTATUS[0]}\n"
-        f"printf '%s\\n' \"$status\" > {shlex.quote(exit_tmp)} && "
-        f"mv {shlex.quote(exit_tmp)} {shlex.quote(str(files.exit_file))}\n",
+        # The output goes to the log through a process substitution, not a pipe: the
+        # wrapper waits for the agent alone, never for whatever it left holding its output.
+        f"{shlex.join(command)} > >(tee -a {shlex.quote(str(files.log))}) 2>&1\n"
+        "status=$?\n"
+        # A builtin write, no fork: it works when the agent exhausted its processes.
+        f"printf '%s\\n' \"$status\" > {shlex.quote(str(files.exit_file))}\n",
         encoding="utf-8",
     )
     files.stopped.unlink(missing_ok=True)
+    files.log.touch()  # a confined agent's log is bound into its sandbox: it must exist
+    argv = files.wrapper_command
+    if confine is not None:
+        argv = confine(argv, env)
+    files.launcher.write_text(
+        "#!/bin/sh\n# AgentOS: the agent's wrapper, confined\nexec " + shlex.join(argv) + "\n",
+        encoding="utf-8",
+    )
     return files.pane_command, env

@@ -48,6 +48,8 @@ class AgentState:
     pane_pid: int | None = None
     gated_commit: str | None = None  # the commit the passing gate judged
     receipts: list[str] = field(default_factory=list)  # this agent's gate receipts
+    sandbox: dict[str, Any] | None = None  # what its last attempt was confined by
+    limit: str | None = None  # the sandbox limit that stopped its last attempt, if one did
 
     @property
     def name(self) -> str:
@@ -78,6 +80,8 @@ class AgentState:
             "commits": self.commits,
             "gated_commit": self.gated_commit,
             "receipts": self.receipts,
+            "sandbox": self.sandbox,
+            "limit": self.limit,
             "log": str(self.files.log),
             "output_tail": tail(self.files.log, OUTPUT_TAIL),
         }

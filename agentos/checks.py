@@ -66,6 +66,9 @@ class CheckSpec(StrictModel):
     file_contains: FileContains | None = None
     no_changes_outside: list[str] | None = None
     max_diff_lines: int | None = Field(default=None, ge=0)
+    # A command that must change the tree it checks (a formatter): it gets the worktree
+    # writable in its sandbox. Others see it read-only and cannot change what they judge.
+    writes: bool | None = None  # None: false (and left out of what a check is written as)
 
     @field_validator("cwd", "file_exists")
     @classmethod

@@ -82,6 +82,19 @@ def _settings_check(ws: Workspace) -> Check:
     return Check("settings", "workspace", True, str(where), required=True)
 
 
+def _sandbox_check(ws: Workspace) -> Check:
+    """Which sandbox confines agents here (``agentos sandbox doctor`` proves it)."""
+    from agentos.sandbox import INSTALL_HINT, choose
+
+    try:
+        chosen = choose(ws.settings.sandbox)
+    except AgentOSError as exc:
+        return Check("sandbox", "tool", False, exc.message, INSTALL_HINT, required=True)
+    if not chosen.confined:
+        return Check("sandbox", "tool", True, f"none: {chosen.reason}", INSTALL_HINT)
+    return Check("sandbox", "tool", True, chosen.reason, required=True)
+
+
 def _tool(name: str, fix: str) -> Check:
     path = shutil.which(name)
     if path is None:
@@ -222,6 +235,7 @@ def diagnose(
         settings = _settings_check(ws)
         checks.append(settings)
         if settings.ready:
+            checks.append(_sandbox_check(ws))
             checks += _models(ws, server)
     if repo is not None:
         checks += repo_checks(ws, repo)

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from agentos._models import Name, SemVer, StrictModel, load_yaml_model
 from agentos.checks import CheckSpec
 from agentos.errors import ValidationFailed
+from agentos.sandbox._settings import PackageSandbox
 
 MANIFEST = "agent.yaml"
 
@@ -44,6 +45,7 @@ class Manifest(StrictModel):
     checks: list[CheckSpec] = Field(default_factory=list)
     paths: list[str] = Field(default_factory=list)  # what the agent works on (sparse checkout)
     guardian: GuardianOverrides | None = None
+    sandbox: PackageSandbox | None = None  # what it needs beyond the sandbox's defaults
 
     @field_validator("env")
     @classmethod

@@ -8,6 +8,7 @@ committed to its branch, worktrees removed. Every step that decides something is
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -33,6 +34,8 @@ from agentos.receipts import write_receipt
 from agentos.repos import REPO_FILE, RepoProfile, check_profile, repo_profile
 from agentos.runs import ACTIVE, READY, RunStore, new_run_id
 from agentos.runtimes import get_runtime
+from agentos.sandbox import Sandbox, choose
+from agentos.sandbox._confine import Scene, venv_paths
 from agentos.sessions import Sessions, require_tmux, session_name
 from agentos.stormbreaker import collect_checks, gate_environment, missing_programs
 from agentos.workspace import Workspace
@@ -96,6 +99,8 @@ class Orchestrator:
         self.base = ""
         self.target = ""
         self.profile: RepoProfile | None = None
+        self.sandbox: Sandbox = Sandbox("none", None, "not chosen yet")
+        self.scene: Scene | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -143,6 +148,7 @@ class Orchestrator:
         self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
         if not self._route():
             return
+        self._confinement()
         require_tmux()
         self._in_parallel(self._driver().setup)
         self._check_environment()
@@ -243,6 +249,21 @@ class Orchestrator:
             self.agents.append(self._plan_agent(sel.card, manifest, info.path, checks))
         return True
 
+    def _confinement(self) -> None:
+        """The sandbox every agent and check of the run goes through (agentos.sandbox):
+        none usable and required is bad input (exit 2) before anything starts."""
+        assert self.profile is not None
+        settings = self.ws.settings.sandbox
+        self.sandbox = choose(settings)
+        self.scene = Scene(
+            settings,
+            self.ws.root,
+            self.repo,
+            Path(os.environ.get("HOME", "/")),
+            tuple(venv_paths(self.profile.venv, self.profile.python)),
+        )
+        self.emit(f"sandbox: {self.sandbox.reason}")
+
     def _check_environment(self) -> None:
         """Prove before any agent starts that the run's checks can run: every shell
         check's program is installed, and when the checks include the repository's tests,
@@ -320,7 +341,7 @@ class Orchestrator:
         )
 
     def _driver(self) -> AgentDriver:
-        assert self.profile is not None and self.store is not None
+        assert self.profile is not None and self.store is not None and self.scene is not None
         return AgentDriver(
             RunContext(
                 self.ws,
@@ -335,6 +356,8 @@ class Orchestrator:
                 self.emit,
                 self._git_admin,
                 self.report.receipts,
+                self.sandbox,
+                self.scene,
             )
         )
 
@@ -477,6 +500,7 @@ class Orchestrator:
             "repo": str(self.repo),
             "target": self.target,
             "base": self.base,
+            "sandbox": self.sandbox.backend,
             "agents": [
                 {
                     k: a[k]
@@ -491,6 +515,8 @@ class Orchestrator:
                         "commits",
                         "gated_commit",
                         "receipts",
+                        "sandbox",
+                        "limit",
                         "output_tail",
                     )
                 }

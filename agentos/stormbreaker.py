@@ -27,7 +27,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ from agentos.workspace import Workspace
 
 if TYPE_CHECKING:
     from agentos.repos import RepoProfile
+    from agentos.sandbox._confine import CheckConfiner
 
 FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
 DEFAULT_LANG = "C.UTF-8"
@@ -64,6 +65,7 @@ class CheckResult:
     timed_out: bool = False
     definition: str = ""  # what the check does: its command, or the built-in and argument
     output_bytes: int = 0  # size of the whole output
+    limit: str | None = None  # the sandbox limit that stopped it (memory, processes, cpu...)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +78,7 @@ class CheckResult:
             "definition": self.definition,
             "digest": self.digest,
             "output_bytes": self.output_bytes,
+            "limit": self.limit,
             "output_tail": self.output_tail,
         }
 
@@ -325,8 +328,10 @@ class _Runner:
         base: tuple[Path, str] | None,
         env: dict[str, str],
         profile: RepoProfile | None,
+        confiner: CheckConfiner | None,
     ) -> None:
         self.worktree, self.base, self.env, self.profile = worktree, base, env, profile
+        self.confiner = confiner
         self._changes: list[cr.Change] | None = None
 
     def changes(self) -> tuple[list[cr.Change], str]:
@@ -342,8 +347,14 @@ class _Runner:
             if self.profile is None:
                 return cr.reported(False, "no repository profile: the test command is unknown\n")
             command = self.profile.test_command(check.tests)
-            return cr.run_shell(
-                command, self.worktree, self.env, tests_timeout(check, self.profile)
+            # tox and nox build their environments in the tree, from the network.
+            builds = self.profile.runner in ("tox", "nox")
+            return self._shell(
+                command,
+                self.worktree,
+                tests_timeout(check, self.profile),
+                writes=bool(check.writes) or builds,
+                network=builds,
             )
         if check.run is not None:
             self._changes = None
@@ -352,7 +363,7 @@ class _Runner:
                 return cr.reported(False, f"cwd {check.cwd} leads outside the worktree (symlink)\n")
             if not cwd.is_dir():
                 return cr.reported(False, f"cwd {check.cwd} is not a directory in the worktree\n")
-            return cr.run_shell(check.run, cwd, self.env, check.timeout)
+            return self._shell(check.run, cwd, check.timeout, writes=bool(check.writes))
         if check.file_exists is not None:
             return cr.file_exists(self.worktree, check.file_exists)
         if check.file_contains is not None:
@@ -364,6 +375,35 @@ class _Runner:
         assert check.max_diff_lines is not None
         return cr.max_diff_lines(*self.changes(), check.max_diff_lines)
 
+    def _shell(
+        self, command: str, cwd: Path, timeout: float, *, writes: bool, network: bool = False
+    ) -> cr.Outcome:
+        """A shell check, confined when the gate has a sandbox: the limit that ended it,
+        or the read-only tree it tried to write, is said at the end of its output."""
+        if self.confiner is None:
+            return cr.run_shell(command, cwd, self.env, timeout)
+        from agentos.sandbox import limits_hit
+
+        wrap, group = self.confiner.prepare(cwd, writes=writes, network=network)
+        try:
+            outcome = cr.run_shell(command, cwd, self.env, timeout, wrap)
+        finally:
+            hit = limits_hit(group, None)
+            group.close()
+        hit = hit or limits_hit(None, outcome.exit_code)
+        notes = []
+        if hit is not None:
+            notes.append(f"[agentos] limit: {hit}: the check's sandbox stopped it")
+        if not writes and not outcome.passed and "Read-only file system" in outcome.tail:
+            notes.append(
+                "[agentos] the tree is read-only for checks, so that a check cannot change "
+                "what it judges; a check that must write (a formatter) says `writes: true`"
+            )
+        if not notes:
+            return outcome
+        tail = outcome.tail + ("" if outcome.tail.endswith("\n") else "\n") + "\n".join(notes)
+        return replace(outcome, passed=False, tail=tail + "\n", limit=hit)
+
 
 def run_gate(
     checks: Sequence[CheckSpec],
@@ -372,6 +412,7 @@ def run_gate(
     base: str | None = None,
     env: Mapping[str, str] | None = None,
     profile: RepoProfile | None = None,
+    confiner: CheckConfiner | None = None,
 ) -> GateResult:
     """Run every check, in order, in ``worktree``; the gate passes when all of them pass.
 
@@ -392,7 +433,7 @@ def run_gate(
     resolved: tuple[Path, str] | None = None
     if any(c.kind in ("no_changes_outside", "max_diff_lines") for c in checks):
         resolved = cr.resolve_base(worktree, base or "HEAD")
-    runner = _Runner(worktree, resolved, check_env(env), profile)
+    runner = _Runner(worktree, resolved, check_env(env), profile, confiner)
     results: list[CheckResult] = []
     for check in checks:
         started = time.monotonic()
@@ -409,6 +450,7 @@ def run_gate(
                 timed_out=outcome.timed_out,
                 definition=describe(check, profile),
                 output_bytes=outcome.size,
+                limit=outcome.limit,
             )
         )
     return GateResult(results, resolved[1] if resolved else None)
@@ -441,6 +483,8 @@ def gate_receipt_fields(result: GateResult, attempt: int) -> dict[str, Any]:
             entry["exit_code"] = r.exit_code
         if r.timed_out:
             entry["timed_out"] = True
+        if r.limit:
+            entry["limit"] = r.limit
         if not r.passed or r.kind in ("run", "tests"):
             entry["definition"] = r.definition
             entry["output_tail"] = r.output_tail
@@ -520,6 +564,28 @@ def tree_profile(ws: Workspace, tree: Path) -> RepoProfile:
     return repo_profile(ws, common_repo(tree) or tree)
 
 
+def gate_confiner(
+    ws: Workspace, tree: Path, profile: RepoProfile, env: Mapping[str, str]
+) -> CheckConfiner | None:
+    """The sandbox the checks of ``agentos gate run`` and the Stop hook run in, as a run's
+    do; None inside a sandbox AgentOS started (a hook run by a confined agent: the agent's
+    sandbox already holds it, and namespaces do not nest here)."""
+    from agentos.sandbox import choose
+    from agentos.sandbox._confine import INSIDE, CheckConfiner, Scene, venv_paths
+    from agentos.worktrees import common_repo
+
+    if os.environ.get(INSIDE):
+        return None
+    scene = Scene(
+        ws.settings.sandbox,
+        ws.root,
+        common_repo(tree) or tree,
+        Path(os.environ.get("HOME", "/")),
+        tuple(venv_paths(profile.venv, profile.python)),
+    )
+    return CheckConfiner(choose(ws.settings.sandbox), scene, tree, env.get("PATH", ""))
+
+
 def stop_hook(
     payload: Mapping[str, Any],
     checks: Sequence[CheckSpec],
@@ -538,7 +604,9 @@ def stop_hook(
     where = payload.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     repo = repo_root(Path(where))
     profile = tree_profile(ws, repo) if ws is not None else None
-    result = run_gate(checks, repo, base=base, env=gate_environment(profile, repo), profile=profile)
+    env = gate_environment(profile, repo)
+    confiner = gate_confiner(ws, repo, profile, env) if ws is not None and profile else None
+    result = run_gate(checks, repo, base=base, env=env, profile=profile, confiner=confiner)
     if result.passed:
         return HookOutcome(0, result.summary(), result, repo)
     return HookOutcome(2, result.feedback(), result, repo)

@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from agentos._models import StrictModel, load_yaml_model
 from agentos.checks import CheckSpec
 from agentos.errors import BadInput, NotFound
+from agentos.sandbox._settings import SandboxSettings
 
 STATE_DIR = ".agentos"
 SETTINGS_FILE = "agentos.yaml"
@@ -88,6 +89,7 @@ class Settings(StrictModel):
     run: RunSettings = RunSettings()
     checks: list[CheckSpec] = Field(default_factory=list)
     guardian: GuardianSettings = GuardianSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     # repository path (~ expanded; relative to the workspace) -> how it is tested
     repos: dict[str, RepoSettings] = Field(default_factory=dict)
 

@@ -177,3 +177,9 @@ def add_agent(
     }
     card_data.update(card or {})
     (ws.cards_dir / f"{name}.yaml").write_text(yaml.safe_dump(card_data))
+
+
+def agent_started(ws: Workspace, agent: str) -> bool:
+    """Whether any run of the workspace started ``agent`` (its log exists from its first
+    attempt on; an agent in a sandbox cannot leave a marker of its own outside)."""
+    return any(ws.logs_dir.glob(f"*/{agent}.log"))

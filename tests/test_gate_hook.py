@@ -83,7 +83,7 @@ def test_hook_blocks_while_a_check_fails_and_lets_the_agent_stop_once_it_passes(
 def test_hook_honours_stop_hook_active_and_runs_nothing(
     cli: Any, ws: Workspace, repo: Path
 ) -> None:
-    set_workspace_checks(ws, [{"name": "never passes", "run": "touch ran; false"}])
+    set_workspace_checks(ws, [{"name": "never passes", "run": "touch ran; false", "writes": True}])
     assert cli("gate", "hook", input=stop_input(repo)).returncode == 2
     (repo / "ran").unlink()
 

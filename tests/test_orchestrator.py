@@ -486,7 +486,13 @@ def test_what_the_checks_write_is_not_merged_as_the_agents_work(
         tmp_path,
         "builder",
         "echo built > output.txt\n",
-        checks=[{"name": "leaves a cache", "run": "mkdir -p .check-cache && touch .check-cache/x"}],
+        checks=[
+            {
+                "name": "leaves a cache",
+                "run": "mkdir -p .check-cache && touch .check-cache/x",
+                "writes": True,  # else its sandbox gives it the worktree read-only
+            }
+        ],
     )
 
     report = start_run(ws, "builder-task", repo, force=True)
@@ -542,11 +548,12 @@ def test_gc_tells_a_live_orchestrator_from_a_process_that_reused_its_pid(
 def test_what_an_agent_started_does_not_outlive_it(
     ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
+    marker = f"agentos-spawned-{tmp_path.name}"
     add_agent(
         ws,
         tmp_path,
         "spawner",
-        "(trap '' HUP; exec sleep 300) &\necho $! > bg.pid\nsleep 300\n",
+        f"(trap '' HUP; exec -a {marker} sleep 300) &\nsleep 300\n",
         timeout=2,
     )
     ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
@@ -554,14 +561,17 @@ def test_what_an_agent_started_does_not_outlive_it(
     report = start_run(ws, "spawner-task", repo, force=True)
 
     assert report.status == "failed" and report.agents[0]["exit_code"] == 124
-    pid = int(git(repo, "show", f"agentos/{report.run_id}/spawner:bg.pid"))
-    wait_until(lambda: not _running(pid), timeout=10)
+    wait_until(lambda: not _named(marker), timeout=10)
 
 
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+def _named(marker: str) -> list[int]:
+    """Processes whose command line starts with ``marker`` (pids differ inside a sandbox)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0")[0] == marker.encode():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CliRunner, add_agent, branches, make_repo, needs_tmux, tmux_sessions
+from conftest import (
+    CliRunner,
+    add_agent,
+    agent_started,
+    branches,
+    make_repo,
+    needs_tmux,
+    tmux_sessions,
+)
 
 from agentos.receipts import list_receipts
 from agentos.runs import RunStore
@@ -18,10 +26,8 @@ pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
 
 @pytest.fixture
-def fixer(ws: Workspace, tmp_path: Path) -> Path:
-    marker = tmp_path / "agent-started"
-    add_agent(ws, tmp_path, "fixer", f"touch {marker}\necho more >> notes.txt\n")
-    return marker
+def fixer(ws: Workspace, tmp_path: Path) -> None:
+    add_agent(ws, tmp_path, "fixer", "echo more >> notes.txt\n")
 
 
 @pytest.mark.parametrize(
@@ -51,7 +57,7 @@ def test_an_environment_that_cannot_run_the_tests_stops_the_run_before_any_agent
     ws: Workspace,
     cli: CliRunner,
     tmp_path: Path,
-    fixer: Path,
+    fixer: None,
     tmux_socket: str,
     files: dict[str, str],
     expected: str,
@@ -70,7 +76,7 @@ def test_an_environment_that_cannot_run_the_tests_stops_the_run_before_any_agent
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert line.startswith(f"error: {repo}: tests: the repository's tests cannot run")
     assert expected in line
-    assert not fixer.exists(), "an agent was started"
+    assert not agent_started(ws, "fixer")
     (record,) = RunStore(ws).list()
     assert record.status == "failed" and expected in (record.message or "")
     assert record.agents == ()
@@ -84,7 +90,7 @@ def test_an_environment_that_cannot_run_the_tests_stops_the_run_before_any_agent
 
 
 def test_a_run_whose_checks_do_not_need_the_tests_does_not_pay_for_them(
-    ws: Workspace, cli: CliRunner, tmp_path: Path, fixer: Path
+    ws: Workspace, cli: CliRunner, tmp_path: Path, fixer: None
 ) -> None:
     repo = make_repo(
         tmp_path / "repo",
@@ -95,4 +101,4 @@ def test_a_run_whose_checks_do_not_need_the_tests_does_not_pay_for_them(
 
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["status"] == "succeeded"
-    assert fixer.exists()
+    assert agent_started(ws, "fixer")

@@ -15,10 +15,10 @@ MODEL = "qwen2.5-coder:7b"
 
 
 def no_clis_path(tmp_path: Path) -> str:
-    """A PATH with tmux, git and bash but none of the agent CLIs."""
+    """A PATH with tmux, git, bash and bwrap but none of the agent CLIs."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for tool in ("tmux", "git", "bash"):
+    for tool in ("tmux", "git", "bash", "bwrap"):
         for base in ("/usr/bin", "/bin", "/usr/local/bin"):
             if Path(base, tool).exists():
                 (bin_dir / tool).symlink_to(Path(base, tool))
@@ -50,6 +50,7 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Pa
         ("langchain", "runtime", True, ""),
         ("crewai", "runtime", False, "pip install 'agentos[crewai]'"),
         ("settings", "workspace", True, ""),
+        ("sandbox", "tool", True, ""),
         # the bundled ollama/langchain/crewai examples all use this model
         (f"model {MODEL}", "model", True, ""),
     ]

@@ -62,6 +62,7 @@ def install_ollama_agent(ws: Workspace, tmp_path: Path, **fields: object) -> Non
         "entry": "prompt.md",
         "model": MODEL,
         "env": ["OLLAMA_HOST"],
+        "sandbox": {"network": True},  # the (fake) Ollama server is on the host
     }
     manifest.update(fields)
     src = write_package(

@@ -521,6 +521,7 @@ def test_gate_run_prints_a_json_report_and_exits_1_on_failure(
                 "definition": "file_exists README.md",
                 "digest": hashlib.sha256(b"README.md exists\n").hexdigest(),
                 "output_bytes": 17,
+                "limit": None,
                 "output_tail": "README.md exists\n",
             },
             {
@@ -533,6 +534,7 @@ def test_gate_run_prints_a_json_report_and_exits_1_on_failure(
                 "definition": "`echo 2 failed; exit 1`, timeout 300s",
                 "digest": hashlib.sha256(b"2 failed\n").hexdigest(),
                 "output_bytes": 9,
+                "limit": None,
                 "output_tail": "2 failed\n",
             },
         ],

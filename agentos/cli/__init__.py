@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "guardian": "agentos.cli.guardian:guardian",
     "mcp": "agentos.cli.mcp:mcp",
     "doctor": "agentos.cli.doctor:doctor",
+    "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
 }
 

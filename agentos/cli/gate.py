@@ -17,6 +17,7 @@ from agentos.stormbreaker import (
     HookOutcome,
     describe,
     gate_checks,
+    gate_confiner,
     gate_environment,
     hook_command,
     install_stop_hook,
@@ -136,7 +137,15 @@ def run(
     checks = select_checks(gate_checks(ws, package=package, card=card), names)
     root = repo_root(repo or Path.cwd())
     profile = tree_profile(ws, root)
-    result = run_gate(checks, root, base=base, env=gate_environment(profile, root), profile=profile)
+    env = gate_environment(profile, root)
+    result = run_gate(
+        checks,
+        root,
+        base=base,
+        env=env,
+        profile=profile,
+        confiner=gate_confiner(ws, root, profile, env),
+    )
     context: dict[str, object] = {"via": "agentos gate run", "repo": str(root)}
     if package:
         context["package"] = package

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -84,6 +85,7 @@ def show(ref: str, as_json: bool) -> None:
         ("env", ", ".join(manifest.env)),
         ("timeout", f"{manifest.timeout}s"),
         ("checks", ", ".join(c.name for c in manifest.checks)),
+        ("sandbox", _sandbox_line(manifest)),
         ("sha256", info.sha256),
         ("source", info.source),
         ("installed", info.installed),
@@ -92,6 +94,26 @@ def show(ref: str, as_json: bool) -> None:
     for key, value in rows:
         if value:
             console.print(f"  {key + ':':14}{value}")
+
+
+def _sandbox_line(manifest: Any) -> str:
+    """How the package runs confined: its own settings over the workspace's defaults."""
+    from agentos.sandbox import PackageSandbox, resolve_limits
+
+    settings = workspace().settings.sandbox
+    pkg = manifest.sandbox or PackageSandbox()
+    limits = resolve_limits(settings, pkg)
+    network = pkg.network if pkg.network is not None else settings.network
+    parts = [f"network {'on' if network else 'off'}", f"home {pkg.home}"]
+    if pkg.read:
+        parts.append("reads " + ", ".join(pkg.read))
+    if limits.memory:
+        parts.append(f"memory {limits.memory >> 20}M")
+    if limits.cpu:
+        parts.append(f"cpu {limits.cpu:g}s")
+    if limits.processes:
+        parts.append(f"processes {limits.processes}")
+    return ", ".join(parts)
 
 
 @hub.command()

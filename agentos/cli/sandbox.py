@@ -1,0 +1,112 @@
+"""``agentos sandbox``: run a command confined as agents are, and prove the sandbox here."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from agentos.cli._common import console, fail, json_option, print_json, table, workspace
+from agentos.errors import BadInput
+
+
+@click.group()
+def sandbox() -> None:
+    """The sandbox every agent and check runs in (bubblewrap, unshare, or limits only)."""
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from agentos.sandbox import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise BadInput(str(exc), field=f"--{param.name}") from None
+
+
+@sandbox.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("--network", is_flag=True, help="Allow the network (default: loopback only).")
+@click.option("--memory", callback=_size, metavar="SIZE", help="Memory cap, e.g. 512M.")
+@click.option("--cpu", type=click.FloatRange(min=0, min_open=True), help="CPU seconds.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Wall seconds.")
+@click.option(
+    "--write",
+    "writes",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="A path the command may write (repeatable); everything else is read-only.",
+)
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def run(
+    ctx: click.Context,
+    network: bool,
+    memory: int | None,
+    cpu: float | None,
+    timeout: float | None,
+    writes: tuple[Path, ...],
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND confined as an agent is: the system read-only, the workspace and your
+    home hidden, a private /tmp, no network, the workspace's limits (or these). Exits with
+    COMMAND's exit code; --json prints the exit code, the limit hit if any, wall and CPU
+    time (COMMAND's own output then goes to stderr)."""
+    from agentos.sandbox import Limits, PackageSandbox, choose, policy, runtime_paths
+    from agentos.sandbox._run import run_confined
+
+    ws = workspace()
+    settings = ws.settings.sandbox
+    home = Path(os.environ.get("HOME", "/"))
+    cwd = Path.cwd()
+    chosen = choose(settings)
+    pol = policy(
+        settings=settings,
+        package=PackageSandbox(network=network),
+        hidden=[ws.root],
+        writable=[p.resolve() for p in writes],
+        readable=[cwd, *runtime_paths(os.environ.get("PATH", ""), home)],
+        home=home,
+        home_dir=None,
+        cwd=cwd,
+        limits=Limits.model_validate(
+            {k: v for k, v in (("memory", memory), ("cpu", cpu)) if v is not None}
+        ),
+    )
+    if as_json:
+        result, output = run_confined(chosen, pol, list(command), timeout=timeout, capture=True)
+        sys.stderr.write(output)
+        print_json(result.as_dict())
+    else:
+        result, _ = run_confined(chosen, pol, list(command), timeout=timeout)
+        if result.limit:
+            click.echo(f"agentos sandbox: stopped at its limit: {result.limit}", err=True)
+    fail(ctx, result.exit_code if result.exit_code >= 0 else 128 - result.exit_code)
+
+
+@sandbox.command()
+@json_option
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Which backend confines agents here, and a self-test: the network is blocked, the
+    memory cap kills, a hidden directory is empty and read-only, a double-forked process
+    does not outlive the sandbox. Exit code 1 when a test fails or no backend is usable."""
+    from agentos.sandbox import choose
+    from agentos.sandbox._run import self_test
+
+    chosen = choose(workspace().settings.sandbox)
+    probes = self_test(chosen)
+    ok = chosen.confined and all(p.passed for p in probes)
+    if as_json:
+        print_json({**chosen.as_dict(), "ok": ok, "probes": [p.as_dict() for p in probes]})
+    else:
+        console.print(f"sandbox: {chosen.reason}; control groups: {chosen.as_dict()['cgroups']}")
+        table(None, ["test", "passed", "detail"], [(p.name, p.passed, p.detail) for p in probes])
+        console.print("the sandbox works here" if ok else "the sandbox does NOT confine here")
+    if not ok:
+        fail(ctx, 1)

@@ -1,0 +1,155 @@
+"""The policies of a run: one for each agent attempt, one for each gate check.
+
+An agent sees the system read-only, its worktree, its own run files and its log read-write,
+its package and the repository's git directory read-only, and nothing of the workspace, the
+main working tree or the user's home but what its package names. A check sees the tree it
+judges read-only (unless it ``writes``), nothing of the workspace or the home, and no
+network.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentos.sandbox._limits import Group, Resolved
+from agentos.sandbox._policy import Policy, policy, runtime_paths
+from agentos.sandbox._settings import Limits, PackageSandbox, SandboxSettings
+
+if TYPE_CHECKING:
+    from agentos.sandbox import Sandbox
+
+# Set inside every sandbox AgentOS starts: a gate hook run by a confined agent does not
+# try to confine its checks again (namespaces do not nest here).
+INSIDE = "AGENTOS_SANDBOX"
+
+# Where the usual tools keep their caches, moved out of the read-only tree a check judges
+# into the check's private /tmp (a cache is not a change to the work).
+CHECK_CACHES = {
+    "PYTHONPYCACHEPREFIX": "/tmp/agentos-cache/pycache",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "RUFF_CACHE_DIR": "/tmp/agentos-cache/ruff",
+    "MYPY_CACHE_DIR": "/tmp/agentos-cache/mypy",
+    "COVERAGE_FILE": "/tmp/agentos-cache/coverage",
+    "PYTEST_ADDOPTS": "-o cache_dir=/tmp/agentos-cache/pytest",
+    "XDG_CACHE_HOME": "/tmp/agentos-cache/xdg",
+}
+
+
+def git_dirs(tree: Path) -> tuple[Path | None, Path | None]:
+    """(the common git directory, the tree's own git directory) of a work tree."""
+    out = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tree),
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-common-dir",
+            "--git-dir",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        return None, None
+    common, own = (Path(line) for line in out.stdout.split())
+    return common, own
+
+
+def venv_paths(venv: Path | None, python: Path | None) -> list[Path]:
+    """A project environment and the base installation its interpreter links to."""
+    found: list[Path] = []
+    for p in (venv, python):
+        if p is None:
+            continue
+        found.append(p)
+        found.append(p.resolve().parent)
+    if venv is not None and (venv / "pyvenv.cfg").is_file():
+        for line in (venv / "pyvenv.cfg").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                found.append(Path(value.strip()).parent)
+    return found
+
+
+@dataclass(frozen=True)
+class Scene:
+    """Where a run's processes live: what to hide, and what of it to show again."""
+
+    settings: SandboxSettings
+    workspace: Path
+    repo: Path  # the main checkout
+    home: Path  # the user's real home (HOME)
+    extra_reads: tuple[Path, ...] = ()  # the repository's environment and the like
+
+    def hidden(self) -> list[Path]:
+        return [self.workspace, self.repo]
+
+
+def agent_policy(
+    scene: Scene,
+    *,
+    package: PackageSandbox | None,
+    package_dir: Path,
+    worktree: Path,
+    own_files: list[Path],
+    path_env: str,
+    persistent_home: Path | None,
+) -> Policy:
+    common, own = git_dirs(worktree)
+    pkg = package or PackageSandbox()
+    return policy(
+        settings=scene.settings,
+        package=pkg,
+        hidden=scene.hidden(),
+        writable=[worktree, *own_files, *([own] if own else [])],
+        readable=[
+            package_dir,
+            *([common] if common else []),
+            *runtime_paths(path_env, scene.home, scene.extra_reads),
+        ],
+        home=scene.home,
+        home_dir=persistent_home if pkg.home == "persistent" else None,
+        cwd=worktree,
+    )
+
+
+class CheckConfiner:
+    """Confines each shell check of a gate: the tree read-only (writable for a check that
+    ``writes``), no network (unless the check needs it), its own control group."""
+
+    def __init__(self, sandbox: Sandbox, scene: Scene, tree: Path, path_env: str) -> None:
+        self.sandbox, self.scene, self.tree = sandbox, scene, tree
+        common, _ = git_dirs(tree)
+        self.readable = [
+            tree,
+            *([common] if common else []),
+            *runtime_paths(path_env, scene.home, scene.extra_reads),
+        ]
+
+    def prepare(
+        self, cwd: Path, *, writes: bool, network: bool = False, limits: Limits | None = None
+    ) -> tuple[Callable[[list[str]], list[str]], Group]:
+        pol = policy(
+            settings=self.scene.settings,
+            package=PackageSandbox(network=network),
+            hidden=self.scene.hidden(),
+            writable=[self.tree] if writes else [],
+            readable=self.readable,
+            home=self.scene.home,
+            home_dir=None,
+            cwd=cwd,
+            limits=limits,
+        )
+        pol.extra_env[INSIDE] = self.sandbox.backend
+        if not writes:
+            pol.extra_env.update(CHECK_CACHES)
+        group = Group(pol.limits)
+        return (lambda argv: self.sandbox.command(pol, argv, group)), group
+
+
+__all__ = ["INSIDE", "CheckConfiner", "Resolved", "Scene", "agent_policy", "venv_paths"]

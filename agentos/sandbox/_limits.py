@@ -1,0 +1,165 @@
+"""Resource limits for a confined process tree: a control group where the kernel offers one
+(memory and the number of processes, for the whole tree), rlimits otherwise and always (CPU
+seconds and file size, per process).
+
+A control group is made per agent or check under AgentOS's own directory
+(``/sys/fs/cgroup/agentos/`` on cgroup v2, ``/sys/fs/cgroup/{memory,pids}/agentos/`` on v1);
+the process enters it before it execs the sandbox (:meth:`Group.enter_command`), so every
+child is inside from its first instruction. :meth:`Group.close` kills whatever is left in it
+and removes it, and says whether the memory limit killed something.
+
+Where no control group can be made (no write access, no controller), memory falls back to
+an address-space rlimit and processes to RLIMIT_NPROC, which does not bind root: ``agentos
+sandbox doctor`` says which is in force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shlex
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_NAME = "agentos"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Limits in force for one agent or check (None: no limit)."""
+
+    memory: int | None
+    cpu: float | None
+    processes: int | None
+    file_size: int | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "memory": self.memory,
+            "cpu": self.cpu,
+            "processes": self.processes,
+            "file_size": self.file_size,
+        }
+
+
+def cgroup_mode(root: Path = CGROUP_ROOT) -> str | None:
+    """``v2`` or ``v1`` when AgentOS can make control groups with a memory and a pids
+    controller here, else None."""
+    if (root / "cgroup.controllers").is_file():
+        controllers = (root / "cgroup.controllers").read_text().split()
+        if {"memory", "pids"} <= set(controllers) and os.access(root, os.W_OK):
+            return "v2"
+        return None
+    if all(os.access(root / c, os.W_OK) for c in ("memory", "pids")):
+        return "v1"
+    return None
+
+
+class Group:
+    """One control group (or none), for one agent attempt or one check."""
+
+    def __init__(self, limits: Resolved, *, root: Path = CGROUP_ROOT) -> None:
+        self.limits = limits
+        self.mode = cgroup_mode(root) if limits.memory or limits.processes else None
+        self.dirs: list[Path] = []
+        if self.mode is not None:
+            try:
+                self._make(root, f"{os.getpid()}-{secrets.token_hex(4)}")
+            except OSError:  # no room, no rights: rlimits only
+                self.close()
+                self.mode, self.dirs = None, []
+
+    def _make(self, root: Path, name: str) -> None:
+        if self.mode == "v2":
+            parent = root / _NAME
+            parent.mkdir(exist_ok=True)
+            with contextlib.suppress(OSError):  # already enabled, or not delegable
+                (parent / "cgroup.subtree_control").write_text("+memory +pids")
+            group = parent / name
+            group.mkdir()
+            self.dirs = [group]
+            if self.limits.memory:
+                (group / "memory.max").write_text(str(self.limits.memory))
+                with contextlib.suppress(OSError):
+                    (group / "memory.swap.max").write_text("0")
+            if self.limits.processes:
+                (group / "pids.max").write_text(str(self.limits.processes))
+            return
+        memory = root / "memory" / _NAME / name
+        pids = root / "pids" / _NAME / name
+        for d in (memory, pids):
+            d.mkdir(parents=True)
+            self.dirs.append(d)
+        if self.limits.memory:
+            (memory / "memory.limit_in_bytes").write_text(str(self.limits.memory))
+            with contextlib.suppress(OSError):  # no swap accounting: memory alone binds
+                (memory / "memory.memsw.limit_in_bytes").write_text(str(self.limits.memory))
+        if self.limits.processes:
+            (pids / "pids.max").write_text(str(self.limits.processes))
+
+    def enter_command(self, argv: list[str]) -> list[str]:
+        """``argv`` run by a shell that first moves itself into the group and sets the
+        rlimits, then execs ``argv`` (so its whole tree is inside)."""
+        steps = [f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in self.dirs]
+        ulimits = []
+        if self.limits.cpu:
+            ulimits.append(f"-t {max(1, round(self.limits.cpu))}")
+        if self.limits.file_size:
+            ulimits.append(f"-f {max(1, self.limits.file_size // 512)}")  # 512-byte blocks
+        if self.mode is None and self.limits.memory:
+            ulimits.append(f"-v {max(1, self.limits.memory // 1024)}")
+        if self.mode is None and self.limits.processes:
+            ulimits.append(f"-u {self.limits.processes}")
+        steps += [f"ulimit {u}" for u in ulimits]  # one resource per ulimit, for dash
+        if not steps:
+            return argv
+        script = " && ".join(steps) + ' && exec "$@"'
+        return ["/bin/sh", "-c", script, "agentos-sandbox", *argv]
+
+    def memory_killed(self) -> bool:
+        """Whether the memory limit killed a process of the group."""
+        for d in self.dirs:
+            for name in ("memory.events", "memory.oom_control"):
+                path = d / name
+                if path.is_file():
+                    for line in path.read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and value.strip() not in ("", "0"):
+                            return True
+        return False
+
+    def processes_hit(self) -> bool:
+        """Whether a fork was refused at the process limit."""
+        for d in self.dirs:
+            events = d / "pids.events"
+            if events.is_file():
+                for line in events.read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "max" and value.strip() not in ("", "0"):
+                        return True
+        return False
+
+    def close(self) -> None:
+        """Kill what is left in the group, then remove it."""
+        for d in self.dirs:
+            for _ in range(50):
+                pids = _procs(d)
+                if not pids:
+                    break
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                time.sleep(0.02)
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+def _procs(group: Path) -> list[int]:
+    try:
+        return [int(p) for p in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []

@@ -1,0 +1,136 @@
+"""What one confined process may see and do: a :class:`Policy`, made for an agent or a check
+from the workspace's and the package's settings.
+
+The system is visible read-only. Hidden (an empty directory in their place): the workspace
+(hub, cards, receipts, state.db, agentos.yaml, ``.agentos/``), the target repository's main
+working tree and the user's real home. Visible again inside them, read-only: what the
+process needs to run (the package, the git common directory, the interpreters and tools on
+its PATH, AgentOS itself). Writable: the agent's worktree, the files of its own run (its
+wrapper, exit status, heartbeat, log) and a private ``/tmp``; a check gets the worktree
+read-only unless it says ``writes: true``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentos.sandbox._limits import Resolved
+from agentos.sandbox._settings import Limits, PackageSandbox, SandboxSettings
+
+
+@dataclass(frozen=True)
+class Policy:
+    network: bool
+    hidden: tuple[Path, ...]  # each replaced by an empty directory
+    readable: tuple[Path, ...]  # visible read-only again, inside what is hidden
+    writable: tuple[Path, ...]  # bound read-write
+    home: Path  # the path HOME names inside (the user's real home path)
+    home_dir: Path | None  # what is bound at ``home`` (None: an empty directory)
+    home_reads: tuple[Path, ...]  # files or directories of the real home, read-only
+    limits: Resolved
+    cwd: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        """What a receipt records of it."""
+        return {
+            "network": self.network,
+            "writable": [str(p) for p in self.writable],
+            "home": "persistent" if self.home_dir else "empty",
+            "home_reads": [str(p) for p in self.home_reads],
+            "limits": self.limits.as_dict(),
+        }
+
+
+def resolve_limits(settings: SandboxSettings, *overrides: Limits | None) -> Resolved:
+    """The workspace's limits, each replaced by the first override that sets it."""
+    values = {k: getattr(settings, k) for k in ("memory", "cpu", "processes", "file_size")}
+    for override in overrides:
+        if override is None:
+            continue
+        for key in values:
+            if key in override.model_fields_set:
+                values[key] = getattr(override, key)
+    return Resolved(**values)
+
+
+def runtime_paths(path_env: str, home: Path, extra: Iterable[Path] = ()) -> list[Path]:
+    """What a process needs to read to run at all: every directory on its PATH, AgentOS's
+    interpreter and its installation, and where each of those really lives (a venv's
+    interpreter links to its base installation, often under the home)."""
+    found: list[Path] = []
+    candidates = [
+        *(Path(p) for p in path_env.split(":") if p),
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(sys.executable).parent,
+        Path(__file__).resolve().parents[1],  # the agentos package itself (never its parent)
+        *extra,
+    ]
+    for path in candidates:
+        for p in (path, path.resolve(), *_tool_root(path, home)):
+            if p.exists() and p not in found:
+                found.append(p)
+    return found
+
+
+_BIN_NAMES = ("bin", ".bin", "sbin", "shims")
+# Tool directories at the top of a home that hold programs and their libraries, not
+# secrets: a bin directory in one of them brings its parent along.
+_HOME_TOOLS = (".pyenv", ".rbenv", ".nodenv", ".volta", ".bun", ".deno", ".nvm")
+
+
+def _tool_root(path: Path, home: Path) -> list[Path]:
+    """What a bin directory's programs load from beside it: ``node_modules`` for
+    ``node_modules/.bin``, the prefix for ``prefix/bin``, ``~/.pyenv`` for
+    ``~/.pyenv/shims``; at the top of the home only for known tool directories (never
+    ``~/.cargo``, which keeps credentials; for ``~/.local/bin``, only ``~/.local/lib``)."""
+    if path.name not in _BIN_NAMES:
+        return []
+    parent = path.parent
+    if parent.parent == home:
+        if parent.name == ".local":
+            return [parent / "lib"]
+        return [parent] if parent.name in _HOME_TOOLS else []
+    return [] if parent == home or parent == Path("/") else [parent]
+
+
+def inside_any(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == r or path.is_relative_to(r) for r in roots)
+
+
+def policy(
+    *,
+    settings: SandboxSettings,
+    package: PackageSandbox | None,
+    hidden: Sequence[Path],
+    writable: Sequence[Path],
+    readable: Sequence[Path],
+    home: Path,
+    home_dir: Path | None,
+    cwd: Path,
+    limits: Limits | None = None,
+) -> Policy:
+    """A policy: ``readable`` paths are kept only where something hidden covers them (the
+    rest of the system is visible read-only anyway)."""
+    pkg = package or PackageSandbox()
+    network = pkg.network if pkg.network is not None else settings.network
+    covered = [*hidden, home, Path("/tmp")]  # /tmp is private (empty) in every sandbox
+    reads = tuple(dict.fromkeys(p for p in readable if inside_any(p, covered) and p.exists()))
+    home_reads = tuple(
+        home / entry.removeprefix("~/") for entry in pkg.read if (home / entry[2:]).exists()
+    )
+    return Policy(
+        network=network,
+        hidden=tuple(dict.fromkeys(hidden)),
+        readable=reads,
+        writable=tuple(dict.fromkeys(writable)),
+        home=home,
+        home_dir=home_dir,
+        home_reads=home_reads,
+        limits=resolve_limits(settings, pkg, limits),
+        cwd=cwd,
+    )
