@@ -66,6 +66,9 @@ def collect_garbage(ws: Workspace) -> GcReport:
                 _abort(ws, store, run, report)
         _orphan_sessions(ws, live_runs, report)
         _orphan_worktrees(ws, live_runs, report)
+        from agentos.sandbox._limits import reap_orphans
+
+        report.killed_sessions.extend(f"control group {name}" for name in reap_orphans())
         staging = ws.hub_dir / ".staging"
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -146,16 +146,21 @@ class Group:
     def close(self) -> None:
         """Kill what is left in the group, then remove it."""
         for d in self.dirs:
-            for _ in range(50):
-                pids = _procs(d)
-                if not pids:
-                    break
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
-                time.sleep(0.02)
-            with contextlib.suppress(OSError):
-                d.rmdir()
+            _remove(d)
+
+
+def _remove(group: Path) -> None:
+    """Kill every process of a control group, then remove it."""
+    for _ in range(50):
+        pids = _procs(group)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    with contextlib.suppress(OSError):
+        group.rmdir()
 
 
 def _procs(group: Path) -> list[int]:
@@ -163,3 +168,21 @@ def _procs(group: Path) -> list[int]:
         return [int(p) for p in (group / "cgroup.procs").read_text().split()]
     except (OSError, ValueError):
         return []
+
+
+def reap_orphans(root: Path = CGROUP_ROOT) -> list[str]:
+    """Control groups whose AgentOS process died (its pid is the first part of the name):
+    what is left in them is killed and they are removed. Returns their names."""
+    parents = [root / _NAME, root / "memory" / _NAME, root / "pids" / _NAME]
+    reaped: list[str] = []
+    for parent in parents:
+        if not parent.is_dir():
+            continue
+        for group in parent.iterdir():
+            owner = group.name.split("-", 1)[0]
+            if not group.is_dir() or not owner.isdigit() or Path(f"/proc/{owner}").exists():
+                continue
+            _remove(group)
+            if not group.exists() and group.name not in reaped:
+                reaped.append(group.name)
+    return reaped

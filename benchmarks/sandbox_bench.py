@@ -1,0 +1,113 @@
+"""What the sandbox adds, measured against the same process unconfined, in one run.
+
+    .venv/bin/python benchmarks/sandbox_bench.py [--rounds N]
+
+1. Starting an agent: an agent's policy made, its control group made, the confined
+   `/bin/true` run to its end and the group removed, against `/bin/true` run directly.
+   Target: <= 15 ms added per agent start.
+2. One gate check: `ruff check .` on the bundled lint-demo example through the gate's
+   runner, confined (read-only tree, own group, no network) and not. Target: <= 1.2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from agentos import _checks_run as cr
+from agentos.sandbox import Group, SandboxSettings, choose
+from agentos.sandbox._confine import CheckConfiner, Scene, agent_policy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def p50(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def sh(*argv: str, cwd: Path) -> None:
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    settings = SandboxSettings()
+    sandbox = choose(settings)
+    home = Path(os.environ.get("HOME", "/"))
+    path_env = os.environ.get("PATH", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        ws = root / "ws"
+        repo = root / "repo"
+        shutil.copytree(ROOT / "examples" / "lint-demo", repo)
+        sh("git", "init", "-q", "-b", "main", cwd=repo)
+        sh("git", "add", "-A", cwd=repo)
+        sh("git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "i", cwd=repo)
+        worktree = ws / ".agentos" / "worktrees" / "r" / "a"
+        worktree.parent.mkdir(parents=True)
+        sh("git", "worktree", "add", "-q", "-b", "bench", str(worktree), cwd=repo)
+        run_dir = ws / ".agentos" / "runs" / "r" / "a"
+        run_dir.mkdir(parents=True)
+        log = ws / ".agentos" / "logs" / "r" / "a.log"
+        log.parent.mkdir(parents=True)
+        log.touch()
+        package = ws / "hub" / "p" / "1.0.0"
+        package.mkdir(parents=True)
+        scene = Scene(settings, ws, repo, home)
+
+        raw, confined = [], []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            subprocess.run(["/bin/true"], check=True)
+            raw.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            pol = agent_policy(
+                scene,
+                package=None,
+                package_dir=package,
+                worktree=worktree,
+                own_files=[run_dir, log],
+                path_env=path_env,
+                persistent_home=None,
+            )
+            group = Group(pol.limits)
+            subprocess.run(sandbox.command(pol, ["/bin/true"], group), check=True)
+            group.close()
+            confined.append(time.perf_counter() - t0)
+        added = (p50(confined) - p50(raw)) * 1000
+        print(f"sandbox: {sandbox.reason}")
+        print(f"agent start, unconfined `/bin/true`: p50 {p50(raw) * 1000:.1f} ms")
+        print(
+            f"agent start, confined (policy, group, {sandbox.backend}): "
+            f"p50 {p50(confined) * 1000:.1f} ms"
+        )
+        print(f"added per agent start: {added:.1f} ms (target <= 15 ms)")
+
+        env = {"PATH": f"{Path(sys.executable).parent}:{path_env}", "HOME": str(home)}
+        confiner = CheckConfiner(sandbox, scene, worktree, env["PATH"])
+        plain, boxed = [], []
+        for _ in range(max(5, args.rounds // 3)):
+            t0 = time.perf_counter()
+            cr.run_shell("ruff check --no-cache . >/dev/null || true", worktree, env, 60)
+            plain.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            wrap, group = confiner.prepare(worktree, writes=False)
+            cr.run_shell("ruff check --no-cache . >/dev/null || true", worktree, env, 60, wrap)
+            group.close()
+            boxed.append(time.perf_counter() - t0)
+        print(f"gate check `ruff check .`, unconfined: p50 {p50(plain) * 1000:.1f} ms")
+        print(f"gate check `ruff check .`, confined:   p50 {p50(boxed) * 1000:.1f} ms")
+        print(f"= {p50(boxed) / p50(plain):.2f}x (target <= 1.2x)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
