@@ -118,6 +118,9 @@ def policy(
     rest of the system is visible read-only anyway)."""
     pkg = package or PackageSandbox()
     network = pkg.network if pkg.network is not None else settings.network
+    # What is shown again whole needs no hiding (the tree a check judges may be the main
+    # checkout itself).
+    hidden = [h for h in hidden if h not in writable and h not in readable]
     covered = [*hidden, home, Path("/tmp")]  # /tmp is private (empty) in every sandbox
     reads = tuple(dict.fromkeys(p for p in readable if inside_any(p, covered) and p.exists()))
     home_reads = tuple(
