@@ -224,6 +224,8 @@ class AgentDriver:
         """The agent's wrapper in its sandbox (see :mod:`agentos.sandbox`), its control group
         kept in ``groups`` for the end of the attempt."""
         home = self.ctx.ws.state_dir / "homes" / agent.name
+        pycache = Path(env.get("PYTHONPYCACHEPREFIX") or agent.files.run_dir / "pycache")
+        pycache.mkdir(parents=True, exist_ok=True)
         pkg = agent.manifest.sandbox
         if pkg is not None and pkg.home == "persistent":
             home.mkdir(parents=True, exist_ok=True)
@@ -232,7 +234,7 @@ class AgentDriver:
             package=pkg,
             package_dir=agent.package_dir,
             worktree=agent.worktree,
-            own_files=[agent.files.run_dir, agent.files.log],
+            own_files=[agent.files.run_dir, agent.files.log, pycache],
             path_env=env.get("PATH", ""),
             persistent_home=home,
         )

@@ -80,6 +80,12 @@ class AgentFiles:
             return None
 
 
+def pycache_dir(task: AgentTask) -> Path:
+    """Where an agent's Python keeps bytecode: one cache per package version, kept between
+    runs, writable by that package's agents only."""
+    return task.workspace / ".agentos" / "cache" / "pycache" / task.manifest.ref
+
+
 def agent_env(
     task: AgentTask,
     files: AgentFiles,
@@ -95,10 +101,10 @@ def agent_env(
         "LANG": "C.UTF-8",
         "TERM": "tmux-256color",
         "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        # Bytecode is looked up only here (empty), never in __pycache__ beside the sources:
-        # a planted .pyc in a package or the worktree is never what runs.
-        "PYTHONPYCACHEPREFIX": str(files.run_dir / "pycache"),
+        # Bytecode is looked up only in the package's own cache, never in __pycache__
+        # beside the sources: a .pyc planted in a package or the worktree is never what
+        # runs (and what the package compiled once is not compiled again every run).
+        "PYTHONPYCACHEPREFIX": str(pycache_dir(task)),
     }
     env.update({name: parent[name] for name in task.manifest.env if name in parent})
     env.update(

@@ -9,7 +9,6 @@ network.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,7 @@ INSIDE = "AGENTOS_SANDBOX"
 # Where the usual tools keep their caches, moved out of the read-only tree a check judges
 # into the check's private /tmp (a cache is not a change to the work).
 CHECK_CACHES = {
-    "PYTHONPYCACHEPREFIX": "/tmp/agentos-cache/pycache",
-    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",  # (the worktree's own .pyc were removed before the gate)
     "RUFF_CACHE_DIR": "/tmp/agentos-cache/ruff",
     "MYPY_CACHE_DIR": "/tmp/agentos-cache/mypy",
     "COVERAGE_FILE": "/tmp/agentos-cache/coverage",
@@ -40,23 +38,22 @@ CHECK_CACHES = {
 
 
 def git_dirs(tree: Path) -> tuple[Path | None, Path | None]:
-    """(the common git directory, the tree's own git directory) of a work tree."""
-    out = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(tree),
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-common-dir",
-            "--git-dir",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode != 0:
+    """(the common git directory, the tree's own git directory) of a work tree, read from
+    git's own files (``.git`` and ``commondir``) rather than by starting git."""
+    dot = tree / ".git"
+    if dot.is_dir():
+        return dot, dot
+    try:
+        text = dot.read_text(encoding="utf-8").strip()
+    except OSError:
         return None, None
-    common, own = (Path(line) for line in out.stdout.split())
+    if not text.startswith("gitdir:"):
+        return None, None
+    own = (tree / text.removeprefix("gitdir:").strip()).resolve()
+    try:
+        common = (own / (own / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except OSError:
+        common = own
     return common, own
 
 

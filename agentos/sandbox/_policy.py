@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from agentos.sandbox._limits import Resolved
@@ -61,6 +62,11 @@ def runtime_paths(path_env: str, home: Path, extra: Iterable[Path] = ()) -> list
     """What a process needs to read to run at all: every directory on its PATH, AgentOS's
     interpreter and its installation, and where each of those really lives (a venv's
     interpreter links to its base installation, often under the home)."""
+    return list(_runtime_paths(path_env, home, tuple(extra)))
+
+
+@lru_cache(maxsize=64)
+def _runtime_paths(path_env: str, home: Path, extra: tuple[Path, ...]) -> tuple[Path, ...]:
     found: list[Path] = []
     candidates = [
         *(Path(p) for p in path_env.split(":") if p),
@@ -74,7 +80,7 @@ def runtime_paths(path_env: str, home: Path, extra: Iterable[Path] = ()) -> list
         for p in (path, path.resolve(), *_tool_root(path, home)):
             if p.exists() and p not in found:
                 found.append(p)
-    return found
+    return tuple(found)
 
 
 _BIN_NAMES = ("bin", ".bin", "sbin", "shims")
