@@ -147,6 +147,8 @@ class AgentDriver:
                 group.close()
         if agent.limit:
             self.ctx.emit(f"{agent.name}: stopped by its sandbox: limit: {agent.limit}")
+        if wt.restore_gitfile(self.ctx.repo, agent.worktree):
+            self.ctx.emit(f"{agent.name}: its worktree's .git file was rewritten; restored")
         commit = wt.commit_all(
             agent.worktree, commit_message(self.ctx.run_id, self.ctx.request, agent), agent.name
         )

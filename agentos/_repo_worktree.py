@@ -99,7 +99,15 @@ def copy_built_files(repo: Path, worktree: Path, venv: Path | None) -> list[str]
         source, target = repo / rel, worktree / rel
         if target.exists() or target.is_symlink() or not source.is_file():
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
+        # Never through a link an agent committed: the copy lands inside the worktree.
+        if not _inside(target.parent, worktree):
+            continue
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:  # a dangling link where a directory should be
+            continue
+        if not target.parent.resolve().is_relative_to(worktree.resolve()):
+            continue
         shutil.copy2(source, target)
         (extensions if rel.endswith(EXTENSION_SUFFIXES) else generated).append(rel)
     notes = []
@@ -115,6 +123,14 @@ def copy_built_files(repo: Path, worktree: Path, venv: Path | None) -> list[str]
             f"generated: {_listing(generated)}"
         )
     return notes
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` (or the part of it that exists) resolves inside ``root``."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return existing.resolve().is_relative_to(root.resolve())
 
 
 def _site_packages(venv: Path) -> list[Path]:

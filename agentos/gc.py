@@ -155,6 +155,7 @@ def _save_and_remove(worktree: Path, message: str, author: str, report: GcReport
             wt.delete_branch(repo, branch[0])
     else:
         try:
+            wt.restore_gitfile(repo, worktree)
             commit = wt.commit_all(worktree, message, author)
         except AgentOSError as exc:
             report.problems.append(f"kept {worktree}: its work could not be committed ({exc})")

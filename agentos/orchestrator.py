@@ -464,6 +464,7 @@ class Orchestrator:
             agent.status = "cancelled" if self.report.status == "cancelled" else "failed"
         if agent.worktree.exists():
             try:
+                wt.restore_gitfile(self.repo, agent.worktree)
                 commit = wt.commit_all(
                     agent.worktree,
                     commit_message(self.run_id, self.request, agent) + "(saved at teardown)\n",

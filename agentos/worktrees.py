@@ -146,6 +146,43 @@ def _file_count(repo_dir: Path, rev: str) -> int:
     return out.count("\n")
 
 
+def restore_gitfile(repo_dir: Path, worktree: Path) -> bool:
+    """Put back a worktree's ``.git`` file as git made it, before AgentOS runs git there:
+    an agent can rewrite it (to point AgentOS's commit at the main repository, or replace
+    it with a repository of its own). The right content comes from the repository's side
+    of the worktree (its admin directory, which the agent cannot write). True when it had
+    changed (or could not be verified and was left alone: False)."""
+    common = Path(
+        _git(repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip()
+    )
+    dot_git = worktree / ".git"
+    admin = next(
+        (
+            d
+            for d in sorted((common / "worktrees").glob("*"))
+            if (d / "gitdir").is_file()
+            and Path((d / "gitdir").read_text().strip()) in (dot_git, dot_git.resolve())
+        ),
+        None,
+    )
+    if admin is None:
+        return False
+    expected = f"gitdir: {admin}\n"
+    try:
+        if dot_git.is_file() and not dot_git.is_symlink() and dot_git.read_text() == expected:
+            return False
+    except OSError:
+        pass
+    if dot_git.is_dir() and not dot_git.is_symlink():
+        import shutil
+
+        shutil.rmtree(dot_git)
+    else:
+        dot_git.unlink(missing_ok=True)
+    dot_git.write_text(expected)
+    return True
+
+
 def commit_all(worktree: Path, message: str, author: str) -> str | None:
     """Commit everything the agent changed; returns the commit, or None when nothing changed."""
     if not worktree.is_dir():

@@ -372,3 +372,32 @@ def test_unshare_confines_agents_where_bubblewrap_is_missing(
     assert out.returncode == 0, report["message"]
     assert report["agents"][0]["sandbox"]["backend"] == "unshare"
     assert (repo / "refused.txt").exists() and not (repo / "pwned.txt").exists()
+
+
+@needs_bwrap
+def test_an_agent_cannot_point_agentos_git_at_the_main_branch(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    from agentos.orchestrator import start_run
+
+    repo = make_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    # The worktree's .git file is the agent's to write; its admin directory (HEAD: the
+    # branch AgentOS commits to) is not. Both tried, then a change made.
+    script = (
+        f"echo 'gitdir: {repo}/.git' > .git\n"
+        "admin=$(sed -n 's/^gitdir: //p' .git)\n"
+        f"echo 'ref: refs/heads/main' > {repo}/.git/worktrees/redirector/HEAD "
+        "|| echo refused > head.txt\n"
+        "echo 'x = 2' > app.py\n"
+    )
+    add_agent(ws, tmp_path, "redirector", script, checks=[{"name": "never", "run": "false"}])
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    main_before = git(repo, "rev-parse", "main")
+
+    report = start_run(ws, "redirector-task", repo, force=True)
+
+    assert report.status == "failed"
+    assert git(repo, "rev-parse", "main") == main_before, "the agent's work reached main"
+    branch = f"agentos/{report.run_id}/redirector"
+    assert git(repo, "show", f"{branch}:app.py") == "x = 2"
+    assert git(repo, "show", f"{branch}:head.txt") == "refused"

@@ -97,13 +97,15 @@ def agent_policy(
     path_env: str,
     persistent_home: Path | None,
 ) -> Policy:
-    common, own = git_dirs(worktree)
+    common, _ = git_dirs(worktree)
     pkg = package or PackageSandbox()
     return policy(
         settings=scene.settings,
         package=pkg,
         hidden=scene.hidden(),
-        writable=[worktree, *own_files, *([own] if own else [])],
+        # The worktree's git admin directory stays read-only (inside the common one): its
+        # HEAD names the branch AgentOS commits to.
+        writable=[worktree, *own_files],
         readable=[
             package_dir,
             *([common] if common else []),
