@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentos import worktrees as wt
+from agentos._fs import atomic_write
 from agentos._launch import prepare
 from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
 from agentos.errors import EnvironmentBroken
@@ -32,6 +33,7 @@ from agentos.stormbreaker import (
     gate_environment,
     gate_receipt_fields,
     run_gate,
+    with_failure,
 )
 from agentos.workspace import Workspace
 
@@ -82,7 +84,8 @@ class AgentDriver:
     def drive(self, agent: AgentState, context: str) -> None:
         """Attempts until one passes, the guardian stops the agent or the retries are
         spent. Agents are driven in parallel, one thread each."""
-        agent.worktree.joinpath("AGENTOS_CONTEXT.md").write_text(context, encoding="utf-8")
+        # Written by rename: never through a link the agent left in its place.
+        atomic_write(agent.worktree / "AGENTOS_CONTEXT.md", context)
         retries = self.ctx.ws.settings.run.retries
         agent.started_at = time.time()
         try:
@@ -91,9 +94,7 @@ class AgentDriver:
                 if agent.status in ("passed", "killed"):
                     break
                 if agent.attempts <= retries:
-                    agent.worktree.joinpath("AGENTOS_FEEDBACK.md").write_text(
-                        self._feedback(agent), encoding="utf-8"
-                    )
+                    atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", self._feedback(agent))
         finally:
             agent.ended_at = time.time()
             self.ctx.store.update_agent(
@@ -186,6 +187,15 @@ class AgentDriver:
             ),
         )
         wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
+        nested = wt.new_gitlinks(agent.worktree, self.ctx.base)
+        if nested:
+            agent.gate = with_failure(
+                agent.gate,
+                "no nested repositories",
+                f"{', '.join(nested)}: a git repository made inside the worktree would land "
+                "as a pointer to a commit the target does not have, not as its files; "
+                "remove its .git so that its files are the work\n",
+            )
         passed = agent.exit_code == 0 and agent.gate.passed
         fields = {
             "agent": f"{agent.name}@{agent.manifest.version}",
@@ -226,7 +236,7 @@ class AgentDriver:
         """The agent's wrapper in its sandbox (see :mod:`agentos.sandbox`), its control group
         kept in ``groups`` for the end of the attempt."""
         home = self.ctx.ws.state_dir / "homes" / agent.name
-        pycache = Path(env.get("PYTHONPYCACHEPREFIX") or agent.files.run_dir / "pycache")
+        pycache = Path(env.get("PYTHONPYCACHEPREFIX") or agent.files.io / "pycache")
         pycache.mkdir(parents=True, exist_ok=True)
         pkg = agent.manifest.sandbox
         if pkg is not None and pkg.home == "persistent":
@@ -236,7 +246,8 @@ class AgentDriver:
             package=pkg,
             package_dir=agent.package_dir,
             worktree=agent.worktree,
-            own_files=[agent.files.run_dir, agent.files.log, pycache],
+            own_files=[agent.files.io, agent.files.log, pycache],
+            run_files=agent.files.run_dir,
             path_env=env.get("PATH", ""),
             persistent_home=home,
         )

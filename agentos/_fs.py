@@ -30,6 +30,17 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         os.close(dir_fd)
 
 
+def write_new(path: Path, data: bytes | str, mode: int = 0o644) -> None:
+    """Replace ``path`` with a new file of ``mode`` holding ``data``, never writing through
+    a link or into a file someone else left there (it is removed first)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

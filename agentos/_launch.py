@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentos._fs import write_new
 from agentos.runtimes import AgentTask, get_runtime
 
 # Variables every agent gets besides those its package lists and the AGENTOS_* ones.
@@ -37,12 +38,19 @@ class AgentFiles:
         return self.run_dir / "agent.env"
 
     @property
+    def io(self) -> Path:
+        """The one directory of its run files the agent may write (in its sandbox): its
+        exit status, its heartbeat, its framework's state. The wrapper, the env file and the
+        launcher beside it are AgentOS's, read-only to the agent."""
+        return self.run_dir / "io"
+
+    @property
     def exit_file(self) -> Path:
-        return self.run_dir / "exit"
+        return self.io / "exit"
 
     @property
     def heartbeat(self) -> Path:
-        return self.run_dir / "heartbeat"
+        return self.io / "heartbeat"
 
     @property
     def stopped(self) -> Path:
@@ -140,6 +148,7 @@ def prepare(
     wrapper's argv into the confined one (see :mod:`agentos.sandbox`), given the agent's
     environment."""
     files.run_dir.mkdir(parents=True, exist_ok=True)
+    files.io.mkdir(exist_ok=True)
     files.log.parent.mkdir(parents=True, exist_ok=True)
     runtime = get_runtime(task.manifest.runtime)
     env = agent_env(task, files, runtime.path_dirs())
@@ -147,10 +156,11 @@ def prepare(
         env = environment(env)
     command = runtime.command(task)
     files.exit_file.unlink(missing_ok=True)
-    fd = os.open(files.env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.writelines(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-    files.wrapper.write_text(
+    write_new(
+        files.env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()), 0o600
+    )
+    write_new(
+        files.wrapper,
         "#!/usr/bin/env bash\n"
         f"# AgentOS wrapper for {task.agent} (run {task.run_id}, attempt {task.attempt})\n"
         f"set -a; . {shlex.quote(str(files.env_file))}; set +a\n"
@@ -163,15 +173,16 @@ def prepare(
         "status=$?\n"
         # A builtin write, no fork: it works when the agent exhausted its processes.
         f"printf '%s\\n' \"$status\" > {shlex.quote(str(files.exit_file))}\n",
-        encoding="utf-8",
+        0o755,
     )
     files.stopped.unlink(missing_ok=True)
     files.log.touch()  # a confined agent's log is bound into its sandbox: it must exist
     argv = files.wrapper_command
     if confine is not None:
         argv = confine(argv, env)
-    files.launcher.write_text(
+    write_new(
+        files.launcher,
         "#!/bin/sh\n# AgentOS: the agent's wrapper, confined\nexec " + shlex.join(argv) + "\n",
-        encoding="utf-8",
+        0o755,
     )
     return files.pane_command, env

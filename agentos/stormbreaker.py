@@ -456,6 +456,24 @@ def run_gate(
     return GateResult(results, resolved[1] if resolved else None)
 
 
+def with_failure(result: GateResult, name: str, text: str) -> GateResult:
+    """``result`` with one more, failed, check that AgentOS itself made (``text`` is what it
+    found)."""
+    outcome = cr.reported(False, text)
+    extra = CheckResult(
+        name=name,
+        kind="builtin",
+        passed=False,
+        duration=0.0,
+        exit_code=None,
+        output_tail=outcome.tail,
+        digest=outcome.digest,
+        definition=f"AgentOS: {name}",
+        output_bytes=outcome.size,
+    )
+    return GateResult([*result.results, extra], result.base)
+
+
 def write_feedback(worktree: Path, result: GateResult) -> Path:
     """Write ``result.feedback()`` to AGENTOS_FEEDBACK.md in the worktree.
 

@@ -229,6 +229,20 @@ def touches(repo_dir: Path, base: str, commit: str, path: str) -> bool:
     return bool(out.strip())
 
 
+def new_gitlinks(worktree: Path, base: str) -> list[str]:
+    """Paths that HEAD records as a nested repository (a gitlink) and ``base`` did not: a
+    repository an agent made inside its worktree lands as a pointer to a commit the target
+    does not have, never as its files."""
+    out = _git(worktree, "diff", "--raw", "--no-renames", base, "HEAD", check=False).stdout
+    found = []
+    for line in out.splitlines():
+        meta, _, path = line.partition("\t")
+        fields = meta.split()
+        if len(fields) >= 2 and fields[1] == "160000" and fields[0] != ":160000":
+            found.append(path)
+    return found
+
+
 def reset_to_head(worktree: Path) -> None:
     """Drop what is not committed (not ignored files): what a gate's checks left behind."""
     _git(worktree, "reset", "-q", "--hard", check=False)

@@ -214,7 +214,7 @@ def test_a_crewai_crew_on_a_custom_llm_changes_the_repo_and_reports_in_the_recei
     # Telemetry and tracing off (offline, crewai would wait ~15 s on them)...
     assert "crewai env: true true false\n" in tail
     # ...and its databases kept with the run, outside the worktree, removed at teardown.
-    storage = ws.state_dir / "runs" / report["run"] / "crew-report" / "crewai"
+    storage = ws.state_dir / "runs" / report["run"] / "crew-report" / "io" / "crewai"
     assert f"crewai storage: {storage}\n" in tail
     assert not storage.exists()
     # crewai kept its databases with the run, not in the worktree (nothing else merged).

@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,11 @@ attempt "edit agentos.yaml" "echo pwned >> '$ws/agentos.yaml'"
 attempt "edit state.db" "echo pwned >> '$ws/.agentos/state.db'"
 attempt "edit a receipt" "echo pwned >> '$ws/receipts/00000001.txt'"
 attempt "read the ssh key" "grep -q FAKE-KEY ~/.ssh/id_rsa"
+attempt "unmount what hides the workspace" "umount -l '$ws' && ls '$ws/agentos.yaml'"
+attempt "remount the system writable" "mount -o remount,rw,bind / && touch /agentos-pwned"
+attempt "leave its control group" "mount -o remount,rw /sys/fs/cgroup/memory"
+unix="import socket; socket.socket(socket.AF_UNIX).connect('SOCKET')"
+attempt "reach a host service on a Unix socket" "python3 -c \"$unix\""
 connect="import socket; socket.create_connection(('127.0.0.1', PORT), 2)"
 attempt "connect to the host" "python3 -c \"$connect\""
 setsid bash -c 'exec -a MARKER sleep 1000' &
@@ -101,11 +107,17 @@ def test_a_hostile_agent_is_confined_and_its_legitimate_edit_still_merges(
 ) -> None:
     marker = f"agentos-escapee-{tmp_path.name}"
     repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
+    unix = socket.socket(socket.AF_UNIX)  # a host service, outside /tmp
+    unix_path = Path("/run") / f"agentos-test-{uuid.uuid4().hex[:12]}.sock"
+    unix.bind(str(unix_path))
+    unix.listen(1)
     add_agent(
         ws,
         tmp_path,
         "hostile",
-        HOSTILE.replace("PORT", str(listener)).replace("MARKER", marker),
+        HOSTILE.replace("PORT", str(listener))
+        .replace("MARKER", marker)
+        .replace("SOCKET", str(unix_path)),
         checks=[{"name": "legit", "file_exists": "legit.txt"}],
     )
     ws.settings_file.write_text(
@@ -123,13 +135,16 @@ def test_a_hostile_agent_is_confined_and_its_legitimate_edit_still_merges(
         env={"HOME": str(fake_home)},
     )
 
+    unix.close()
+    unix_path.unlink()
     report = json.loads(out.stdout)
     assert out.returncode == 0, report["message"]
     log = Path(report["agents"][0]["log"]).read_text()
     tried = re.findall(r"^(ESCAPED|blocked): (.*)$", log, re.MULTILINE)
-    assert len(tried) == 10, log
+    assert len(tried) == 14, log
     assert [what for verdict, what in tried if verdict == "ESCAPED"] == []
     assert "still here" in log  # the machine and the agent survived the fork bomb
+    assert not Path("/agentos-pwned").exists()
     # Nothing outside the worktree changed, and the legitimate edit merged.
     after = snapshot(ws, repo)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
@@ -350,6 +365,7 @@ def test_sandbox_run_and_doctor_from_the_cli(ws: Workspace, cli: CliRunner, tmp_
         "network blocked",
         "memory cap",
         "hidden and read-only",
+        "no capabilities",
         "no escape of a double fork",
     ]
 
@@ -401,3 +417,59 @@ def test_an_agent_cannot_point_agentos_git_at_the_main_branch(
     branch = f"agentos/{report.run_id}/redirector"
     assert git(repo, "show", f"{branch}:app.py") == "x = 2"
     assert git(repo, "show", f"{branch}:head.txt") == "refused"
+
+
+@needs_bwrap
+def test_links_an_agent_plants_never_make_agentos_write_outside(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    from agentos.orchestrator import start_run
+
+    repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
+    script = (
+        'if [ "$AGENTOS_ATTEMPT" = 1 ]; then\n'
+        f"  ln -sf {repo}/README.md AGENTOS_FEEDBACK.md\n"
+        f'  ln -sf {repo}/README.md "$(dirname "$AGENTOS_HEARTBEAT_FILE")/../agent.env" '
+        "|| echo refused > refused.txt\n"
+        "  exit 1\n"
+        "fi\n"
+        "echo fixed > fixed.txt\n"
+    )
+    add_agent(ws, tmp_path, "linker", script)
+    ws.settings_file.write_text("run: {guardian: false, retries: 1}\n")
+
+    report = start_run(ws, "linker-task", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    assert (repo / "README.md").read_text() == "# target\n"
+    assert (repo / "refused.txt").read_text() == "refused\n"  # its run files are AgentOS's
+
+
+@needs_bwrap
+def test_a_repository_made_inside_the_worktree_fails_the_gate(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    from agentos.orchestrator import start_run
+
+    repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
+    script = (
+        "mkdir sub && cd sub && git init -q && echo impl > impl.txt && git add . && "
+        "git -c user.name=a -c user.email=a@a commit -qm impl\n"
+    )
+    add_agent(
+        ws,
+        tmp_path,
+        "nester",
+        script,
+        checks=[{"name": "impl", "file_contains": {"path": "sub/impl.txt", "pattern": "impl"}}],
+    )
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    main_before = git(repo, "rev-parse", "main")
+
+    report = start_run(ws, "nester-task", repo, force=True)
+
+    assert report.status == "failed"
+    assert git(repo, "rev-parse", "main") == main_before
+    failing = [c for c in report.agents[0]["gate"]["checks"] if not c["passed"]]
+    assert [c["name"] for c in failing] == ["no nested repositories"]
+    assert failing[0]["output_tail"].startswith("sub: a git repository made inside the worktree")

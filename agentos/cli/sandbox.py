@@ -94,8 +94,9 @@ def run(
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Which backend confines agents here, and a self-test: the network is blocked, the
-    memory cap kills, a hidden directory is empty and read-only, a double-forked process
-    does not outlive the sandbox. Exit code 1 when a test fails or no backend is usable."""
+    memory cap kills, a hidden directory is empty and read-only, no capability is held
+    inside (nothing can be unmounted), a double-forked process does not outlive the
+    sandbox. Exit code 1 when a test fails or no backend is usable."""
     from agentos.sandbox import choose
     from agentos.sandbox._run import self_test
 

@@ -198,7 +198,7 @@ class FrameworkRuntime:
             self.name,
             str(task.package_dir),
             task.manifest.entry,
-            str(task.run_dir),
+            str(task.run_dir / "io"),  # the run files it may write (see AgentFiles.io)
         ]
         return argv + ([task.manifest.model] if task.manifest.model else [])
 

@@ -38,6 +38,10 @@ def bwrap_argv(bwrap: str, policy: Policy, argv: list[str]) -> list[str]:
     args = [
         bwrap,
         "--die-with-parent",
+        # No capabilities inside, even for root: nothing can unmount what hides the
+        # workspace and the home, remount the system writable, or leave its control group.
+        "--cap-drop",
+        "ALL",
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
@@ -46,6 +50,8 @@ def bwrap_argv(bwrap: str, policy: Policy, argv: list[str]) -> list[str]:
     if not policy.network:
         args.append("--unshare-net")
     args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    if not policy.network:  # the host's services listen on Unix sockets there
+        args += ["--tmpfs", "/run"]
     for path in policy.hidden:
         args += ["--tmpfs", str(path)]
     if policy.home_dir is not None:
@@ -89,6 +95,8 @@ def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
         staged.append((mode, path, stage))
     q = shlex.quote
     lines.append("mount -t tmpfs agentos-tmp /tmp")
+    if not policy.network:  # the host's services listen on Unix sockets there
+        lines.append("mount -t tmpfs agentos-run /run")
     for path in policy.hidden:
         lines.append(f"mkdir -p {q(str(path))} && mount -t tmpfs agentos-hidden {q(str(path))}")
     if policy.home_dir is not None:
@@ -115,10 +123,12 @@ def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
         "mount -o remount,bind,ro /",
         "ip link set lo up 2>/dev/null || true",
         f"cd {q(str(policy.cwd))}",
-        'PATH="$orig_path"',
         "export TMPDIR=/tmp",
         *(f"export {k}={q(v)}" for k, v in policy.extra_env.items()),
-        'exec "$@"',
+        # No capabilities past this point, even for root (see bwrap_argv).
+        'PATH="$orig_path"',
+        "exec $(PATH=/usr/bin:/bin command -v setpriv) --inh-caps=-all --ambient-caps=-all "
+        '--bounding-set=-all --no-new-privs -- "$@"',
     ]
     namespaces = ["--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
     if not policy.network:

@@ -96,7 +96,10 @@ def agent_policy(
     own_files: list[Path],
     path_env: str,
     persistent_home: Path | None,
+    run_files: Path | None = None,
 ) -> Policy:
+    """``own_files`` are writable; ``run_files`` (its wrapper, env file, launcher: AgentOS's)
+    are visible read-only."""
     common, _ = git_dirs(worktree)
     pkg = package or PackageSandbox()
     return policy(
@@ -108,6 +111,7 @@ def agent_policy(
         writable=[worktree, *own_files],
         readable=[
             package_dir,
+            *([run_files] if run_files else []),
             *([common] if common else []),
             *runtime_paths(path_env, scene.home, scene.extra_reads),
         ],

@@ -170,6 +170,28 @@ def self_test(sandbox: Sandbox) -> list[Probe]:
                 else "a hidden file was read or written",
             )
         )
+        _, out = run_confined(
+            sandbox,
+            pol,
+            [
+                "/bin/sh",
+                "-c",
+                f"umount -l {secret.parent}; sed -n 's/^CapEff:\\s*//p' /proc/self/status",
+            ],
+            timeout=30,
+            capture=True,
+        )
+        held = out.strip().splitlines()[-1:] or ["?"]
+        none_held = held[0].strip("0") == ""
+        probes.append(
+            Probe(
+                "no capabilities",
+                none_held and sandbox.confined,
+                "no capability inside (nothing can be unmounted)"
+                if none_held
+                else f"capabilities held inside: {held[0]}",
+            )
+        )
         marker = f"agentos-sandbox-probe-{os.getpid()}"
         run_confined(
             sandbox,
