@@ -266,6 +266,8 @@ class AgentDriver:
         def complete(env: dict[str, str]) -> dict[str, str]:
             out = profile.environment(env, agent.worktree)
             out["AGENTOS_TEST_COMMAND"] = profile.test_command()
+            if self.ctx.sandbox.confined:
+                out.update(private_git(agent.worktree, agent.files.io))
             return out
 
         return complete
@@ -302,6 +304,27 @@ class AgentDriver:
                 f"Last output:\n\n```text\n{last}\n```\n"
             )
         return text
+
+
+def private_git(worktree: Path, io: Path) -> dict[str, str]:
+    """The git of a confined agent: its own index and object store (in its io directory),
+    the repository's objects read through alternates. Its worktree's git directory, which
+    names the branch AgentOS commits to, stays read-only; ``git status``, ``diff``,
+    ``checkout -- FILE`` and ``add`` work, and AgentOS's own commit uses the real index."""
+    from agentos.sandbox._confine import git_dirs
+
+    common, own = git_dirs(worktree)
+    if common is None or own is None:
+        return {}
+    index, objects = io / "git-index", io / "git-objects"
+    objects.mkdir(parents=True, exist_ok=True)
+    if (own / "index").is_file():
+        atomic_write(index, (own / "index").read_bytes())
+    return {
+        "GIT_INDEX_FILE": str(index),
+        "GIT_OBJECT_DIRECTORY": str(objects),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "objects"),
+    }
 
 
 def commit_message(run_id: str, request: str, agent: AgentState) -> str:

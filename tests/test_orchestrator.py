@@ -117,6 +117,10 @@ def test_an_agent_never_sees_parent_environment_it_did_not_list(
             "LISTED_VAR",
             "PYTHONPATH",  # the import shim: the worktree's code, not the main checkout's
             "PYTHONPYCACHEPREFIX",  # bytecode never read from beside the sources
+            # the confined agent's own git index and objects (its git dir is read-only)
+            "GIT_INDEX_FILE",
+            "GIT_OBJECT_DIRECTORY",
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES",
         }
         and not k.startswith("AGENTOS_")
     }

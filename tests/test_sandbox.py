@@ -452,7 +452,8 @@ def test_a_repository_made_inside_the_worktree_fails_the_gate(
     from agentos.orchestrator import start_run
 
     repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
-    script = (
+    script = (  # a repository of its own, out of reach of the git AgentOS gives it
+        "unset GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES\n"
         "mkdir sub && cd sub && git init -q && echo impl > impl.txt && git add . && "
         "git -c user.name=a -c user.email=a@a commit -qm impl\n"
     )
