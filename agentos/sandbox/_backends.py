@@ -118,9 +118,17 @@ def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
             lines.append(f"mount -o remount,bind,ro {target}")
     for path in policy.hidden:
         lines.append(f"mount -o remount,ro {q(str(path))}")
+    writable = [str(p) for mode, p in binds if mode == "rw"]
+    writable += ["/tmp", str(policy.home)]
+    keep = " ".join(q(p) for p in writable)
     lines += [
         f"umount -l {_STAGE}",
         "mount -o remount,bind,ro /",
+        # Every other mount of the host read-only too (the control groups among them), but
+        # what the process may write.
+        f"for mp in $(awk '{{print $2}}' /proc/self/mounts); do "
+        f'case " {keep} " in *" $mp "*) ;; '
+        f'*) mount -o remount,bind,ro "$mp" 2>/dev/null || true ;; esac; done',
         "ip link set lo up 2>/dev/null || true",
         f"cd {q(str(policy.cwd))}",
         "export TMPDIR=/tmp",
