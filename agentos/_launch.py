@@ -159,17 +159,19 @@ def prepare(
     write_new(
         files.env_file, "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()), 0o600
     )
+    log = shlex.quote(str(files.log))
     write_new(
         files.wrapper,
         "#!/usr/bin/env bash\n"
         f"# AgentOS wrapper for {task.agent} (run {task.run_id}, attempt {task.attempt})\n"
         f"set -a; . {shlex.quote(str(files.env_file))}; set +a\n"
         f"cd {shlex.quote(str(task.worktree))} || exit 1\n"
-        f"printf '\\n== AgentOS: {task.agent} attempt {task.attempt} ==\\n' "
-        f">> {shlex.quote(str(files.log))}\n"
-        # The output goes to the log through a process substitution, not a pipe: the
-        # wrapper waits for the agent alone, never for whatever it left holding its output.
-        f"{shlex.join(command)} > >(tee -a {shlex.quote(str(files.log))}) 2>&1\n"
+        f"printf '\\n== AgentOS: {task.agent} attempt {task.attempt} ==\\n' >> {log}\n"
+        # The pane shows the log; the agent writes to it directly. Through a pipe the
+        # wrapper would wait for whatever the agent left holding its output, and a tee
+        # killed with the session would lose the output's tail.
+        f"tail -n +1 -f --pid=$$ {log} &\n"
+        f"{shlex.join(command)} >> {log} 2>&1\n"
         "status=$?\n"
         # A builtin write, no fork: it works when the agent exhausted its processes.
         f"printf '%s\\n' \"$status\" > {shlex.quote(str(files.exit_file))}\n",
