@@ -13,6 +13,7 @@ The file is ``key: value`` lines a person reads with ``cat``::
     ...the kind's own fields...
     previous: 00000041 <sha256 of receipt 00000041>
     sha256: <sha256 of every line above this one>
+    mac: <HMAC-SHA256 of "00000042 <sha256>" under the workspace's key>
 
 Writers lock ``receipts/.head`` (flock), read the chain's head from it (one line: id and
 sha256 of the newest receipt), write the new receipt to a temporary name, fsync it and
@@ -26,10 +27,18 @@ files.
 and fields, the same mappings, lists and scalars that were written: how fields are written
 and read is :mod:`agentos._receipt_format`, the one owner of the format.
 
-:func:`verify_chain` recomputes every receipt's hash and every link, and compares the
+:func:`verify_chain` recomputes every receipt's hash, link and mac, and compares the
 newest receipt with the head, so an edited, removed, reordered or moved receipt is
-reported by id. (The chain is unkeyed: someone who rewrites every receipt from the
-change onwards, and the head, is not detected; ship receipts elsewhere for that.)
+reported by id.
+
+The chain is keyed. The key is ``.agentos/receipts.key`` (32 random bytes, mode 0600,
+made with the first receipt), outside the receipts folder and hidden from every sandbox.
+Each receipt's ``mac`` line signs its id and sha256, and every append also records the
+newest receipt, signed, in ``.agentos/receipts.anchor``. So a receipt appended by hand
+(however well chained), a tail rewritten with recomputed hashes, and receipts removed
+from the end with ``.head`` rewritten to match are each detected and named: the first two
+carry no valid mac, the last leaves the anchor ahead of the files. Receipts written before
+a workspace had a key (before the first signed one) are accepted unsigned.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
+import hmac
 import os
 import re
 import secrets
@@ -59,10 +69,14 @@ ID_DIGITS = 8
 SUFFIX = ".txt"
 HEAD_FILE = ".head"
 FIRST = "none"  # what the first receipt records as its previous
+KEY_FILE = "receipts.key"  # in the state directory (.agentos/), mode 0600
+ANCHOR_FILE = "receipts.anchor"  # in the state directory: the newest receipt, signed
+STATE_KEY = f".agentos/{KEY_FILE}"
+STATE_ANCHOR = f".agentos/{ANCHOR_FILE}"
 _NAME_RE = re.compile(rf"^(\d{{{ID_DIGITS},}})\.txt$")
 _KIND_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 _RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")
-_TRAILER_RE = re.compile(rb"(?:^|\n)sha256: ([0-9a-f]{64})\n\Z")
+_TRAILER_RE = re.compile(rb"(?:^|\n)sha256: ([0-9a-f]{64})\n(?:mac: ([0-9a-f]{64})\n)?\Z")
 _PREVIOUS_RE = re.compile(rb"\nprevious: ([^\n]*)\n\Z")
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -118,6 +132,13 @@ class _Chain:
         self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             self.head_fd = os.open(HEAD_FILE, os.O_RDWR | os.O_CREAT, 0o666, dir_fd=self.fd)
+        except IsADirectoryError:
+            os.close(self.fd)
+            raise BadInput(
+                "is a directory: it must be the chain's head file (remove it; the next "
+                "receipt rebuilds it)",
+                file=directory / HEAD_FILE,
+            ) from None
         except BaseException:
             os.close(self.fd)
             raise
@@ -191,6 +212,83 @@ class _Chain:
             os.rename(tmp, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
 
+# --- the key and the anchor ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Key:
+    """The workspace's receipts key, and the first receipt it signed (those before it were
+    written before the workspace had a key)."""
+
+    secret: bytes
+    first_signed: int
+
+    def mac(self, *parts: str) -> str:
+        return hmac.new(self.secret, " ".join(parts).encode(), hashlib.sha256).hexdigest()
+
+    def matches(self, mac: str, *parts: str) -> bool:
+        return hmac.compare_digest(mac, self.mac(*parts))
+
+
+def _load_key(state_dir: Path) -> _Key | None:
+    path = state_dir / KEY_FILE
+    try:
+        words = path.read_text(encoding="ascii", errors="replace").split()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        words = []
+    if len(words) != 2 or not _SHA_RE.fullmatch(words[0]) or not words[1].isdigit():
+        raise BadInput(
+            "is not a receipts key: restore it from a backup (receipts signed with another "
+            "key no longer verify)",
+            file=path,
+        )
+    return _Key(bytes.fromhex(words[0]), int(words[1]))
+
+
+def _make_key(state_dir: Path, first_signed: int) -> _Key:
+    """The workspace's key, made now (readable by its owner alone) when there is none."""
+    key = _load_key(state_dir)
+    if key is not None:
+        return key
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = state_dir / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with open(fd, "w", encoding="ascii") as fh:
+            fh.write(f"{secrets.token_hex(32)} {first_signed}\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        with suppress(FileExistsError):  # another workspace writer made it first
+            os.link(tmp, state_dir / KEY_FILE)
+    finally:
+        tmp.unlink(missing_ok=True)
+    key = _load_key(state_dir)
+    assert key is not None
+    return key
+
+
+def _write_anchor(state_dir: Path, key: _Key, rid: str, digest: str) -> None:
+    """Record the newest receipt, signed, outside the receipts folder."""
+    tmp = state_dir / f".{ANCHOR_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp.write_text(f"{rid} {digest} {key.mac('anchor', rid, digest)}\n", encoding="ascii")
+    os.replace(tmp, state_dir / ANCHOR_FILE)
+
+
+def _read_anchor(state_dir: Path, key: _Key) -> tuple[int, str] | None:
+    """(seq, sha256) of the newest receipt AgentOS wrote; None when missing or forged."""
+    try:
+        words = (state_dir / ANCHOR_FILE).read_text(encoding="ascii", errors="replace").split()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    if len(words) != 3 or not words[0].isdigit() or not _SHA_RE.fullmatch(words[1]):
+        return None
+    if not key.matches(words[2], "anchor", words[0], words[1]):
+        return None
+    return int(words[0]), words[1]
+
+
 @contextmanager
 def _chain(directory: Path, *, exclusive: bool) -> Iterator[_Chain]:
     chain = _Chain(directory, exclusive=exclusive)
@@ -237,15 +335,18 @@ def write_receipt(
     body = "".join(f"{line}\n" for line in lines)
     with _chain(ws.receipts_dir, exclusive=True) as chain:
         for _attempt in range(3):  # only retried when a writer ignored the lock
-            receipt = _append(chain, kind, body, run_id)
+            receipt = _append(chain, ws.state_dir, kind, body, run_id)
             if receipt is not None:
                 return receipt
     raise OSError(f"{ws.receipts_dir}: could not append a receipt: another writer ignores the lock")
 
 
-def _append(chain: _Chain, kind: str, body: str, run_id: str | None) -> Receipt | None:
+def _append(
+    chain: _Chain, state_dir: Path, kind: str, body: str, run_id: str | None
+) -> Receipt | None:
     seq, previous = chain.newest()
     rid = receipt_id(seq + 1)
+    key = _make_key(state_dir, seq + 1)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     header = f"receipt: {rid}\nkind: {kind}\ntime: {now}\n"
     if run_id is not None:
@@ -253,7 +354,7 @@ def _append(chain: _Chain, kind: str, body: str, run_id: str | None) -> Receipt 
     link = FIRST if seq == 0 else f"{receipt_id(seq)} {previous}"
     content = f"{header}{body}previous: {link}\n".encode()
     digest = hashlib.sha256(content).hexdigest()
-    data = content + f"sha256: {digest}\n".encode()
+    data = content + f"sha256: {digest}\nmac: {key.mac(rid, digest)}\n".encode()
     final = f"{rid}{SUFFIX}"
     tmp = f".{rid}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode(), dir_fd=chain.fd)
@@ -272,6 +373,7 @@ def _append(chain: _Chain, kind: str, body: str, run_id: str | None) -> Receipt 
         with suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=chain.fd)
     chain.set_head(rid, digest)
+    _write_anchor(state_dir, key, rid, digest)
     os.fsync(chain.fd)  # makes the new receipt's name durable
     return Receipt(rid, chain.directory / final, digest, kind, run_id, now)
 
@@ -353,6 +455,7 @@ class ParsedReceipt:
     problem: str | None
     text: str
     path: Path | None = None
+    mac: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -366,6 +469,7 @@ class ParsedReceipt:
             "fields": self.fields,
             "previous": self.previous,
             "sha256": self.sha256,
+            "mac": self.mac,
             "problem": self.problem,
             "text": self.text,
         }
@@ -386,7 +490,7 @@ def parse_receipt(text: str, path: Path | None = None) -> ParsedReceipt:
         start += 1
     end = len(lines)
     trailer: dict[str, str] = {}
-    for key in ("sha256", "previous"):
+    for key in ("mac", "sha256", "previous"):
         if end > start and lines[end - 1].startswith(f"{key}: "):
             trailer[key] = lines[end - 1][len(key) + 2 :]
             end -= 1
@@ -409,6 +513,7 @@ def parse_receipt(text: str, path: Path | None = None) -> ParsedReceipt:
         problem=problem,
         text=text,
         path=path,
+        mac=trailer.get("mac"),
     )
 
 
@@ -423,12 +528,18 @@ def load_receipt(ws: Workspace, id: str) -> ParsedReceipt:
 
 def _check_one(
     rid: str, data: bytes, expected_previous: str | None
-) -> tuple[str | None, list[str]]:
-    """The sha256 the receipt declares (None when it has lost it), and its problems."""
+) -> tuple[str | None, str | None, list[str]]:
+    """The sha256 the receipt declares (None when it has lost it); its mac, when its own
+    content is intact ("" when it has none; None when its content no longer matches its
+    sha256 or id, which says more than a signature could); and its problems."""
     problems = []
     trailer = _TRAILER_RE.search(data)
     if trailer is None:
-        return None, [f"{rid}: changed after it was written (its closing sha256 line is gone)"]
+        return (
+            None,
+            None,
+            [f"{rid}: changed after it was written (its closing sha256 line is gone)"],
+        )
     declared = trailer.group(1).decode()
     content = data[: trailer.start() + (1 if trailer.group(0).startswith(b"\n") else 0)]
     if hashlib.sha256(content).hexdigest() != declared:
@@ -441,12 +552,34 @@ def _check_one(
     previous = _PREVIOUS_RE.search(content)
     if previous is None:
         problems.append(f"{rid}: changed after it was written (its previous line is gone)")
-    elif expected_previous is not None and previous.group(1).decode() != expected_previous:
+    mac = None if problems else (trailer.group(2) or b"").decode()
+    if previous is not None and expected_previous not in (None, previous.group(1).decode()):
         before = expected_previous.split()[0] if expected_previous != FIRST else "the start"
         problems.append(
             f"{rid}: does not follow {before}: one of them was changed, or receipts were reordered"
         )
-    return declared, problems
+    return declared, mac, problems
+
+
+def _check_mac(rid: str, seq: int, declared: str, mac: str, key: _Key | None) -> str | None:
+    """What is wrong with an intact receipt's signature (``mac``, "" for none), if anything."""
+    if key is None:
+        return (
+            f"{rid}: signed, but the workspace's key ({STATE_KEY}) is missing: "
+            "its receipts cannot be authenticated"
+            if mac
+            else None
+        )
+    if not mac:
+        if seq < key.first_signed:
+            return None  # written before the workspace had a key
+        return f"{rid}: carries no signature of the workspace's key: written outside AgentOS"
+    if not key.matches(mac, rid, declared):
+        return (
+            f"{rid}: its signature does not match the workspace's key: forged, or "
+            "rewritten with recomputed hashes"
+        )
+    return None
 
 
 def verify_chain(ws: Workspace) -> list[str]:
@@ -454,29 +587,54 @@ def verify_chain(ws: Workspace) -> list[str]:
     directory = ws.receipts_dir
     if not directory.is_dir():
         return []
-    with _chain(directory, exclusive=False) as chain:  # a consistent listing and head
+    with _chain(directory, exclusive=False) as chain:  # a consistent listing, head, anchor
         files = chain.files()
         head = chain.head()
+        key = _load_key(ws.state_dir)
+        anchor = None if key is None else _read_anchor(ws.state_dir, key)
     problems: list[str] = []
     if head is None and files:
         problems.append(
             f"{receipt_id(max(files))}: the chain's head ({HEAD_FILE}) is missing "
             "or unreadable, so the newest receipts cannot be checked"
         )
-    top = max([*files, head[0] if head else 0], default=0)
+    if key is not None and anchor is None:
+        problems.append(
+            f"AgentOS's record of the newest receipt ({STATE_ANCHOR}) is missing or forged: "
+            "receipts removed from the chain's end cannot be told"
+        )
+    newest_file = max(files, default=0)
+    top = max([newest_file, head[0] if head else 0, anchor[0] if anchor else 0])
     previous: str | None = FIRST
+    missing_key_told = False
     for seq in range(1, top + 1):
         rid = receipt_id(seq)
         name = files.get(seq)
         if name is None:
-            problems.append(f"{rid}: missing (deleted or renamed)")
+            if anchor is not None and newest_file < seq <= anchor[0]:
+                problems.append(
+                    f"{rid}: missing: removed from the chain's end "
+                    f"(AgentOS last wrote {receipt_id(anchor[0])})"
+                )
+            else:
+                problems.append(f"{rid}: missing (deleted or renamed)")
             previous = None
             continue
-        declared, found = _check_one(rid, (directory / name).read_bytes(), previous)
+        declared, mac, found = _check_one(rid, (directory / name).read_bytes(), previous)
         problems.extend(found)
+        if declared is not None and mac is not None:
+            wrong = _check_mac(rid, seq, declared, mac, key)
+            if wrong is not None and not (key is None and missing_key_told):
+                problems.append(wrong)
+                missing_key_told = key is None
         if head is not None and seq == head[0] and declared != head[1]:
             problems.append(
                 f"{rid}: changed after it was written (the chain's head records another sha256)"
+            )
+        if anchor is not None and seq == anchor[0] and declared != anchor[1]:
+            problems.append(
+                f"{rid}: changed after it was written (AgentOS's record of the newest "
+                "receipt holds another sha256)"
             )
         previous = None if declared is None else f"{rid} {declared}"
     return problems

@@ -105,9 +105,10 @@ tags:
 empty: {}
 previous: none
 sha256: <sha256>
+mac: <sha256>
 """
     )
-    assert receipt.sha256 == receipt.path.read_text().split("sha256: ")[-1].strip()
+    assert receipt.sha256 == load_receipt(ws, receipt.id).sha256
     assert (receipt.kind, receipt.run_id) == ("gate", "20261122-ab12")
     assert TIME.fullmatch(receipt.time)
 
@@ -145,7 +146,7 @@ def test_ids_sort_in_chain_order_and_each_links_to_the_one_before(ws: Workspace)
     ids = chain(ws, 12)
     assert ids == [receipt_id(i) for i in range(1, 13)] == sorted(ids)
     for before, after in itertools.pairwise(ids):
-        before_sha = read_receipt(ws, before).split("sha256: ")[-1].strip()
+        before_sha = load_receipt(ws, before).sha256
         assert f"\nprevious: {before} {before_sha}\n" in read_receipt(ws, after)
     assert verify_chain(ws) == []
 
@@ -213,9 +214,17 @@ def _edit(path: Path) -> None:
 
 
 def _edit_and_rehash(path: Path) -> None:
+    """Edit a receipt and recompute its sha256; its signature cannot be made without the key,
+    so it is either dropped or kept."""
     text = path.read_text().replace("check ", "CHECK ")
     body = text[: text.rindex("sha256: ")]
     path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n")
+
+
+def _edit_and_rehash_keeping_the_mac(path: Path) -> None:
+    mac = path.read_text().splitlines()[-1]
+    _edit_and_rehash(path)
+    path.write_text(path.read_text() + mac + "\n")
 
 
 def _swap(a: Path, b: Path) -> None:
@@ -248,12 +257,31 @@ TAMPER: list[tuple[str, Callable[[Workspace], None], list[str]]] = [
     (
         "edit-and-rehash-middle",
         lambda ws: _edit_and_rehash(_r(ws, 5)),
-        ["00000006: does not follow 00000005: one of them was changed, or receipts were reordered"],
+        [
+            "00000005: carries no signature of the workspace's key: written outside AgentOS",
+            "00000006: does not follow 00000005: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        "edit-and-rehash-middle-keeping-its-mac",
+        lambda ws: _edit_and_rehash_keeping_the_mac(_r(ws, 5)),
+        [
+            "00000005: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000006: does not follow 00000005: one of them was changed, or receipts were "
+            "reordered",
+        ],
     ),
     (
         "edit-and-rehash-last",
         lambda ws: _edit_and_rehash(_r(ws, 10)),
-        ["00000010: changed after it was written (the chain's head records another sha256)"],
+        [
+            "00000010: carries no signature of the workspace's key: written outside AgentOS",
+            "00000010: changed after it was written (the chain's head records another sha256)",
+            "00000010: changed after it was written (AgentOS's record of the newest receipt "
+            "holds another sha256)",
+        ],
     ),
     (
         "truncate",
@@ -262,7 +290,11 @@ TAMPER: list[tuple[str, Callable[[Workspace], None], list[str]]] = [
     ),
     ("delete-middle", lambda ws: _r(ws, 5).unlink(), ["00000005: missing (deleted or renamed)"]),
     ("delete-first", lambda ws: _r(ws, 1).unlink(), ["00000001: missing (deleted or renamed)"]),
-    ("delete-last", lambda ws: _r(ws, 10).unlink(), ["00000010: missing (deleted or renamed)"]),
+    (
+        "delete-last",
+        lambda ws: _r(ws, 10).unlink(),
+        ["00000010: missing: removed from the chain's end (AgentOS last wrote 00000010)"],
+    ),
     (
         "swap-two",
         lambda ws: _swap(_r(ws, 4), _r(ws, 5)),
@@ -300,6 +332,99 @@ def test_verify_names_each_tampered_receipt(
     assert verify_chain(ws) == []
     tamper(ws)
     assert verify_chain(ws) == expected
+
+
+# --- forgeries: the chain is keyed ----------------------------------------------------------
+
+
+def _forge_next(ws: Workspace, seq: int, previous: str, body: str = "decision: route\n") -> Path:
+    """A receipt made as AgentOS makes one (header, link, sha256), by someone without the key."""
+    rid = receipt_id(seq)
+    content = (
+        f"receipt: {rid}\nkind: route\ntime: 2026-11-23T00:00:00.000000Z\n{body}"
+        f"previous: {previous}\n"
+    )
+    path = _r(ws, seq)
+    path.write_text(content + f"sha256: {hashlib.sha256(content.encode()).hexdigest()}\n")
+    return path
+
+
+def test_a_well_chained_receipt_appended_without_the_key_is_named(ws: Workspace) -> None:
+    chain(ws, 5)
+    last = load_receipt(ws, "5")
+    _forge_next(ws, 6, f"00000005 {last.sha256}")
+    assert verify_chain(ws) == [
+        "00000006: carries no signature of the workspace's key: written outside AgentOS"
+    ]
+    # Even with the head moved to it, and a mac line copied from another receipt.
+    forged = load_receipt(ws, "6")
+    (ws.receipts_dir / HEAD_FILE).write_text(f"00000006 {forged.sha256}\n")
+    _r(ws, 6).write_text(forged.text + f"mac: {last.mac}\n")
+    assert verify_chain(ws) == [
+        "00000006: its signature does not match the workspace's key: forged, or rewritten "
+        "with recomputed hashes"
+    ]
+
+
+def test_receipts_removed_from_the_end_with_the_head_rewritten_are_named(ws: Workspace) -> None:
+    chain(ws, 8)
+    for seq in (7, 8):
+        _r(ws, seq).unlink()
+    six = load_receipt(ws, "6")
+    (ws.receipts_dir / HEAD_FILE).write_text(f"00000006 {six.sha256}\n")
+    assert verify_chain(ws) == [
+        "00000007: missing: removed from the chain's end (AgentOS last wrote 00000008)",
+        "00000008: missing: removed from the chain's end (AgentOS last wrote 00000008)",
+    ]
+    # The record outside the receipts folder is signed: rewriting it is seen too.
+    anchor = ws.state_dir / "receipts.anchor"
+    anchor.write_text(f"00000006 {six.sha256} {'0' * 64}\n")
+    assert verify_chain(ws) == [
+        "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is missing or "
+        "forged: receipts removed from the chain's end cannot be told"
+    ]
+
+
+def test_a_tail_rewritten_with_recomputed_hashes_is_named(ws: Workspace) -> None:
+    chain(ws, 6)
+    previous = f"00000003 {load_receipt(ws, '3').sha256}"
+    for seq in (4, 5, 6):
+        path = _forge_next(ws, seq, previous, body="decision: forged\n")
+        previous = f"{receipt_id(seq)} {load_receipt(ws, str(seq)).sha256}"
+    (ws.receipts_dir / HEAD_FILE).write_text(previous + "\n")
+    assert path.read_text().count("forged") == 1
+    assert verify_chain(ws) == [
+        *(
+            f"0000000{seq}: carries no signature of the workspace's key: written outside AgentOS"
+            for seq in (4, 5, 6)
+        ),
+        "00000006: changed after it was written (AgentOS's record of the newest receipt "
+        "holds another sha256)",
+    ]
+
+
+def test_receipts_written_before_the_workspace_had_a_key_still_verify(ws: Workspace) -> None:
+    chain(ws, 3)
+    for seq in (1, 2, 3):  # as an older AgentOS wrote them: no mac line, no key, no anchor
+        text = _r(ws, seq).read_text()
+        _r(ws, seq).write_text(text[: text.index("mac: ")])
+    (ws.state_dir / "receipts.key").unlink()
+    (ws.state_dir / "receipts.anchor").unlink()
+    assert verify_chain(ws) == []
+    write_receipt(ws, "gate", {"after": "upgrade"})
+    assert load_receipt(ws, "4").mac is not None
+    assert verify_chain(ws) == []
+    assert (ws.state_dir / "receipts.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_head_that_is_a_directory_is_one_line(cli: CliRunner, ws: Workspace) -> None:
+    (ws.receipts_dir / HEAD_FILE).mkdir()
+    result = cli("receipts", "verify")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: {ws.receipts_dir / HEAD_FILE}: is a directory: it must be the chain's head "
+        "file (remove it; the next receipt rebuilds it)\n"
+    )
 
 
 def _writer_script(ws: Workspace, count: int, tag: str) -> list[str]:
@@ -401,7 +526,7 @@ def _rebuilt(parsed: ParsedReceipt) -> str:
     elif parsed.request is not None:
         render("request", parsed.request, "", lines)
     lines += render_fields(parsed.fields)
-    lines += [f"previous: {parsed.previous}", f"sha256: {parsed.sha256}"]
+    lines += [f"previous: {parsed.previous}", f"sha256: {parsed.sha256}", f"mac: {parsed.mac}"]
     return "".join(f"{line}\n" for line in lines)
 
 
@@ -635,6 +760,7 @@ def test_receipts_show_json_prints_the_parsed_fields_and_the_text(
         },
         "previous": "none",
         "sha256": written.sha256,
+        "mac": parse_receipt(written.path.read_text()).mac,
         "problem": None,
         "text": written.path.read_text(),
     }
