@@ -57,7 +57,6 @@ class RunContext:
     store: RunStore
     cancel: threading.Event
     emit: Callable[[str], None]
-    git_admin: threading.Lock  # serialises `git worktree add` (races on .git/worktrees)
     receipts: list[str]  # the run's receipts, in order: agents append their gate receipts
     sandbox: Sandbox
     scene: Scene  # what every agent and check of the run hides
@@ -76,7 +75,6 @@ class AgentDriver:
             agent.branch,
             self.ctx.base,
             sparse_paths=agent.manifest.paths or None,
-            admin_lock=self.ctx.git_admin,
         )
         for note in prepare_worktree(self.ctx.profile, agent.worktree):
             self.ctx.emit(f"{agent.name}: {note}")

@@ -92,7 +92,6 @@ class Orchestrator:
         self.report = RunReport(self.run_id, "pending")
         self.agents: list[AgentState] = []
         self.cancel = threading.Event()
-        self._git_admin = threading.Lock()
         self.request_checks: list[Any] = []  # checks the request's own success criteria imply
         self.sessions = Sessions(ws.root)
         self.store: RunStore | None = None
@@ -354,7 +353,6 @@ class Orchestrator:
                 self.store,
                 self.cancel,
                 self.emit,
-                self._git_admin,
                 self.report.receipts,
                 self.sandbox,
                 self.scene,

@@ -8,9 +8,13 @@ moves only when the whole task force merges cleanly.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
-from contextlib import AbstractContextManager, nullcontext
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
 AGENT_FILES_GLOB = "/AGENTOS_*.md"
 SPARSE_MIN_FILES = 2000
 MERGE_DIR = "_merge"  # a run's scratch worktree for merging its agents' branches together
+LOCK_FILE = "agentos.lock"  # in the repository's git directory: see repo_lock
+LOCK_WAIT = 300.0  # seconds to wait for another AgentOS process's git administration
 
 
 def branch_name(run_id: str, agent: str) -> str:
@@ -76,6 +82,84 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
     return result
 
 
+# --- one writer of a repository's refs and worktrees at a time ------------------------------
+
+
+class _RepoLock:
+    """A re-entrant lock on one repository, for the threads of this process and the other
+    AgentOS processes: a ``threading.RLock`` around an ``flock`` of ``.git/agentos.lock``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.thread_lock = threading.RLock()
+        self.depth = 0
+        self.fd: int | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self.thread_lock:
+            if self.depth == 0:
+                self.fd = _flock(self.path)
+            self.depth += 1
+            try:
+                yield
+            finally:
+                self.depth -= 1
+                if self.depth == 0 and self.fd is not None:
+                    os.close(self.fd)  # releases the flock
+                    self.fd = None
+
+
+def _flock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+                os.close(fd)
+                raise OperationFailed(
+                    f"{path}: another AgentOS process (pid {holder}) has held this "
+                    f"repository's lock for over {LOCK_WAIT:.0f} s; if it is stuck, end it"
+                ) from None
+            time.sleep(0.02)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        data = f"{os.getpid()}\n".encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        return fd
+
+
+_LOCKS: dict[Path, _RepoLock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def git_dir(repo_dir: Path) -> Path:
+    """The repository's common git directory (``.git`` of the main checkout)."""
+    dot_git = repo_dir / ".git"
+    if dot_git.is_dir() and not dot_git.is_symlink():
+        return dot_git.resolve()
+    out = _git(repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout
+    return Path(out.strip()).resolve()
+
+
+@contextmanager
+def repo_lock(repo_dir: Path) -> Iterator[None]:
+    """Hold the repository while changing its refs, worktrees or checked-out branch, so
+    that concurrent runs on one repository take turns: git itself fails a second writer
+    ("cannot lock ref 'HEAD'"), sometimes half way through a merge in the user's tree."""
+    path = git_dir(repo_dir) / LOCK_FILE
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(path, _RepoLock(path))
+    with lock.held():
+        yield
+
+
 def ensure_agent_files_excluded(repo: git.Repo) -> None:
     """Keep AgentOS's files in worktrees out of status, diffs and commits."""
     exclude = Path(repo.common_dir) / "info" / "exclude"
@@ -124,20 +208,18 @@ def add_worktree(
     branch: str,
     base: str,
     sparse_paths: list[str] | None = None,
-    admin_lock: AbstractContextManager[object] | None = None,
 ) -> None:
     """Create ``path`` on a new ``branch`` at ``base``; sparse when paths are given and the
     repository is large.
 
-    Only registering the worktree takes ``admin_lock`` (concurrent ``git worktree add``s
-    race on ``.git/worktrees``); checking out its files runs in parallel with others.
-    """
+    Registering the worktree (and its sparse patterns, which write the repository's
+    configuration) holds :func:`repo_lock`; checking out its files runs in parallel."""
     path.parent.mkdir(parents=True, exist_ok=True)
     sparse = bool(sparse_paths) and _file_count(repo_dir, base) >= SPARSE_MIN_FILES
-    with admin_lock or nullcontext():
+    with repo_lock(repo_dir):
         _git(repo_dir, "worktree", "add", "-q", "--no-checkout", "-b", branch, str(path), base)
-    if sparse:
-        _git(path, "sparse-checkout", "set", "--no-cone", *(sparse_paths or []))
+        if sparse:
+            _git(path, "sparse-checkout", "set", "--no-cone", *(sparse_paths or []))
     _git(path, "checkout", "-q", branch)
 
 
@@ -251,9 +333,10 @@ def reset_to_head(worktree: Path) -> None:
 
 def remove_worktree(repo_dir: Path, path: Path) -> None:
     """Remove a worktree and its registration (its work must be committed first)."""
-    if path.exists():
-        _git(repo_dir, "worktree", "remove", "--force", "--force", str(path), check=False)
-    _git(repo_dir, "worktree", "prune", check=False)
+    with repo_lock(repo_dir):
+        if path.exists():
+            _git(repo_dir, "worktree", "remove", "--force", "--force", str(path), check=False)
+        _git(repo_dir, "worktree", "prune", check=False)
 
 
 def commits_ahead(repo_dir: Path, branch: str, base: str) -> int:
@@ -276,7 +359,8 @@ def branch_exists(repo_dir: Path, branch: str) -> bool:
 
 def delete_branch(repo_dir: Path, *branches: str) -> None:
     if branches:
-        _git(repo_dir, "branch", "-D", *branches, check=False)
+        with repo_lock(repo_dir):
+            _git(repo_dir, "branch", "-D", *branches, check=False)
 
 
 def head(repo_dir: Path) -> tuple[str | None, str]:
@@ -324,7 +408,15 @@ def land(
     (the messages joined). The earlier attempts on the agents' branches never reach the
     target. The target moves only when every landing applies cleanly (fast-forward to the
     scratch result); on a conflict nothing moves and the conflicting files are listed.
+    The whole landing holds :func:`repo_lock`: runs on one repository land one at a time.
     """
+    with repo_lock(repo_dir):
+        return _land(repo_dir, target, landings, run_id, scratch, squash)
+
+
+def _land(
+    repo_dir: Path, target: str, landings: list[Landing], run_id: str, scratch: Path, squash: str
+) -> MergeResult:
     todo = [item for item in landings if _changes_something(repo_dir, target, item.commit)]
     if not todo:
         return MergeResult(True, None, message="no agent changed anything; nothing to merge")
@@ -414,9 +506,10 @@ def archive_ref(run_id: str, agent: str) -> str:
 
 def archive_branch(repo_dir: Path, branch: str, ref: str) -> None:
     """Move ``branch`` to the hidden ``ref`` (and delete the branch)."""
-    if branch_exists(repo_dir, branch):
-        _git(repo_dir, "update-ref", ref, f"refs/heads/{branch}")
-        delete_branch(repo_dir, branch)
+    with repo_lock(repo_dir):
+        if branch_exists(repo_dir, branch):
+            _git(repo_dir, "update-ref", ref, f"refs/heads/{branch}")
+            delete_branch(repo_dir, branch)
 
 
 def refs_under(repo_dir: Path, prefix: str) -> list[tuple[str, float]]:
@@ -436,8 +529,9 @@ def refs_under(repo_dir: Path, prefix: str) -> list[tuple[str, float]]:
 
 
 def delete_refs(repo_dir: Path, *refs: str) -> None:
-    for ref in refs:
-        _git(repo_dir, "update-ref", "-d", ref, check=False)
+    with repo_lock(repo_dir):
+        for ref in refs:
+            _git(repo_dir, "update-ref", "-d", ref, check=False)
 
 
 def diff(repo_dir: Path, base: str, commit: str, *, stat: bool = False) -> str:
@@ -477,7 +571,8 @@ def _advance(repo_dir: Path, target: str, merged: str, integration: str) -> None
 
 
 def prune(repo_dir: Path) -> None:
-    _git(repo_dir, "worktree", "prune", check=False)
+    with repo_lock(repo_dir):
+        _git(repo_dir, "worktree", "prune", check=False)
 
 
 def common_repo(worktree: Path) -> Path | None:
