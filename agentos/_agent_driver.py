@@ -18,6 +18,7 @@ from pathlib import Path
 
 from agentos import worktrees as wt
 from agentos._fs import atomic_write
+from agentos._git_guard import GitGuard, restore_git_admin
 from agentos._launch import prepare
 from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
 from agentos.errors import EnvironmentBroken
@@ -60,6 +61,7 @@ class RunContext:
     receipts: list[str]  # the run's receipts, in order: agents append their gate receipts
     sandbox: Sandbox
     scene: Scene  # what every agent and check of the run hides
+    guard: GitGuard | None  # the repository's git administration, without a sandbox
 
 
 class AgentDriver:
@@ -76,6 +78,8 @@ class AgentDriver:
             self.ctx.base,
             sparse_paths=agent.manifest.paths or None,
         )
+        if self.ctx.guard is not None:
+            self.ctx.guard.watch(wt.admin_dir(agent.worktree) / "config.worktree")
         for note in prepare_worktree(self.ctx.profile, agent.worktree):
             self.ctx.emit(f"{agent.name}: {note}")
 
@@ -146,6 +150,14 @@ class AgentDriver:
                 group.close()
         if agent.limit:
             self.ctx.emit(f"{agent.name}: stopped by its sandbox: limit: {agent.limit}")
+        tampered = (
+            restore_git_admin(self.ctx.guard, self.ctx.repo) if self.ctx.guard is not None else []
+        )
+        if tampered:
+            self.ctx.emit(
+                f"{agent.name}: changed the repository's git administration; restored: "
+                + ", ".join(tampered)
+            )
         if wt.restore_gitfile(self.ctx.repo, agent.worktree):
             self.ctx.emit(f"{agent.name}: its worktree's .git file was rewritten; restored")
         commit = wt.commit_all(
@@ -194,6 +206,13 @@ class AgentDriver:
                 "as a pointer to a commit the target does not have, not as its files; "
                 "remove its .git so that its files are the work\n",
             )
+        if tampered:
+            agent.gate = with_failure(
+                agent.gate,
+                "git administration untouched",
+                f"{', '.join(tampered)}: the agent changed the repository's git configuration "
+                "or hooks, which AgentOS's git and the user's would obey; it was put back\n",
+            )
         passed = agent.exit_code == 0 and agent.gate.passed
         fields = {
             "agent": f"{agent.name}@{agent.manifest.version}",
@@ -206,6 +225,8 @@ class AgentDriver:
         }
         if dropped:
             fields["ignored_files_removed"] = dropped[:50]
+        if tampered:
+            fields["git_admin_restored"] = tampered
         receipt = write_receipt(self.ctx.ws, "gate", fields, run_id=self.ctx.run_id)
         self.ctx.receipts.append(receipt.id)
         agent.receipts.append(receipt.id)

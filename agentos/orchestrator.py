@@ -22,6 +22,7 @@ from typing import Any
 from agentos import review
 from agentos import worktrees as wt
 from agentos._agent_driver import AgentDriver, RunContext, commit_message
+from agentos._git_guard import GitGuard, restore_git_admin
 from agentos._launch import AgentFiles
 from agentos._run_start import check_agent, check_repo, start_detached
 from agentos._run_types import AgentState, Cancelled, RunOptions, RunReport
@@ -100,6 +101,8 @@ class Orchestrator:
         self.profile: RepoProfile | None = None
         self.sandbox: Sandbox = Sandbox("none", None, "not chosen yet")
         self.scene: Scene | None = None
+        self.guard: GitGuard | None = None
+        self.git_admin_restored: list[str] = []
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -262,6 +265,10 @@ class Orchestrator:
             tuple(venv_paths(self.profile.venv, self.profile.python)),
         )
         self.emit(f"sandbox: {self.sandbox.reason}")
+        if self.sandbox.backend == "none":
+            # Nothing keeps an agent out of the repository's git directory: what it changes
+            # there is put back after each attempt (agentos._git_guard).
+            self.guard = GitGuard.take(wt.git_dir(self.repo))
 
     def _check_environment(self) -> None:
         """Prove before any agent starts that the run's checks can run: every shell
@@ -356,6 +363,7 @@ class Orchestrator:
                 self.report.receipts,
                 self.sandbox,
                 self.scene,
+                self.guard,
             )
         )
 
@@ -433,6 +441,16 @@ class Orchestrator:
         if self.agents:
             with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
                 list(pool.map(self._teardown_agent, self.agents))
+            if self.guard is not None:
+                restored = self._tolerant(
+                    "check git's configuration", restore_git_admin, self.guard, self.repo
+                )
+                if restored:
+                    self.git_admin_restored += restored
+                    self._note(
+                        "an agent changed the repository's git administration; restored: "
+                        + ", ".join(restored)
+                    )
             self._tolerant("prune worktrees", wt.prune, self.repo)
             empty = [
                 a for a in self.agents if wt.commits_ahead(self.repo, a.branch, self.base) == 0
@@ -521,6 +539,7 @@ class Orchestrator:
                 }
                 for a in self.report.agents
             ],
+            **({"git_admin_restored": self.git_admin_restored} if self.git_admin_restored else {}),
             "kept_branches": [
                 a["branch"] for a in self.report.agents if wt.branch_exists(self.repo, a["branch"])
             ],

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 AGENT_FILES_GLOB = "/AGENTOS_*.md"
 SPARSE_MIN_FILES = 2000
 MERGE_DIR = "_merge"  # a run's scratch worktree for merging its agents' branches together
-LOCK_FILE = "agentos.lock"  # in the repository's git directory: see repo_lock
 LOCK_WAIT = 300.0  # seconds to wait for another AgentOS process's git administration
 
 
@@ -64,7 +63,9 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
         "-c",
         "user.email=agentos@localhost",
         "-c",
-        f"core.hooksPath={os.devnull}",  # AgentOS's own git operations never run hooks
+        f"core.hooksPath={os.devnull}",  # AgentOS's own git operations never run hooks,
+        "-c",
+        "core.fsmonitor=false",  # nor a file-system monitor a configuration names
         *args,
     ]
     status, out, err = git.Git(repo_dir).execute(
@@ -87,7 +88,8 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
 
 class _RepoLock:
     """A re-entrant lock on one repository, for the threads of this process and the other
-    AgentOS processes: a ``threading.RLock`` around an ``flock`` of ``.git/agentos.lock``."""
+    AgentOS processes: a ``threading.RLock`` around an ``flock`` of the repository's git
+    directory itself (so that nothing is written into the user's repository for it)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -111,27 +113,24 @@ class _RepoLock:
 
 
 def _flock(path: Path) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     deadline = time.monotonic() + LOCK_WAIT
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if time.monotonic() > deadline:
-                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
                 os.close(fd)
                 raise OperationFailed(
-                    f"{path}: another AgentOS process (pid {holder}) has held this "
-                    f"repository's lock for over {LOCK_WAIT:.0f} s; if it is stuck, end it"
+                    f"{path}: another AgentOS process has held this repository for over "
+                    f"{LOCK_WAIT:.0f} s (`agentos runs list` shows the runs); if one is stuck, "
+                    "cancel it"
                 ) from None
             time.sleep(0.02)
             continue
         except BaseException:
             os.close(fd)
             raise
-        data = f"{os.getpid()}\n".encode()
-        os.pwrite(fd, data, 0)
-        os.ftruncate(fd, len(data))
         return fd
 
 
@@ -153,7 +152,7 @@ def repo_lock(repo_dir: Path) -> Iterator[None]:
     """Hold the repository while changing its refs, worktrees or checked-out branch, so
     that concurrent runs on one repository take turns: git itself fails a second writer
     ("cannot lock ref 'HEAD'"), sometimes half way through a merge in the user's tree."""
-    path = git_dir(repo_dir) / LOCK_FILE
+    path = git_dir(repo_dir)
     with _LOCKS_GUARD:
         lock = _LOCKS.setdefault(path, _RepoLock(path))
     with lock.held():
@@ -226,6 +225,13 @@ def add_worktree(
 def _file_count(repo_dir: Path, rev: str) -> int:
     out = _git(repo_dir, "ls-tree", "-r", "--name-only", rev).stdout
     return out.count("\n")
+
+
+def admin_dir(worktree: Path) -> Path:
+    """A worktree's own git directory (``.git/worktrees/<name>``), from its ``.git`` file:
+    call it when AgentOS has just made the worktree, before an agent could change that."""
+    text = (worktree / ".git").read_text(encoding="utf-8").strip()
+    return Path(text.removeprefix("gitdir:").strip())
 
 
 def restore_gitfile(repo_dir: Path, worktree: Path) -> bool:

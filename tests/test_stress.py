@@ -23,8 +23,10 @@ AGENTS = 4  # each of four agents
 def _run(ws: Workspace, repo: Path, force: str) -> subprocess.Popen[str]:
     request = " ".join(f"{force}{i}-task" for i in range(AGENTS))
     return subprocess.Popen(
-        [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "run", "--repo", str(repo)]
-        + ["--force", "--no-input", request],
+        [
+            *(sys.executable, "-m", "agentos", "--workspace", str(ws.root)),
+            *("run", "--repo", str(repo), "--force", "--no-input", request),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

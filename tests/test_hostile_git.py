@@ -1,0 +1,175 @@
+"""Hostile agents against AgentOS's own git: hooks, configuration, and a branch moved after
+the gate. Each under the sandbox and under ``sandbox.backend: none``."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import add_agent, git, make_repo, needs_tmux
+
+from agentos.orchestrator import start_run
+from agentos.receipts import load_receipt
+from agentos.workspace import Workspace
+
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
+
+BACKENDS = [
+    pytest.param(
+        "bwrap",
+        marks=pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is missing"),
+    ),
+    "none",
+]
+
+
+def _use(ws: Workspace, backend: str) -> None:
+    ws.settings_file.write_text(f"run: {{guardian: false}}\nsandbox: {{backend: {backend}}}\n")
+
+
+def _gate_receipts(ws: Workspace, receipts: list[str]) -> list[dict[str, object]]:
+    parsed = [load_receipt(ws, rid) for rid in receipts]
+    return [p.fields for p in parsed if p.kind == "gate"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hooks_and_configuration_an_agent_writes_never_run_and_never_stay(
+    ws: Workspace, tmp_path: Path, backend: str
+) -> None:
+    _use(ws, backend)
+    repo = make_repo(tmp_path / "repo")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    evil = tmp_path / "evil-hooks"
+    evil.mkdir()
+    for name in (
+        "post-commit",
+        "pre-commit",
+        "post-merge",
+        "post-checkout",
+        "reference-transaction",
+    ):
+        (evil / name).write_text(f"#!/bin/sh\ntouch {marks}/{name}\n")
+        (evil / name).chmod(0o755)
+    script = f"""
+echo legit > legit.txt
+common=$(git rev-parse --git-common-dir)
+try() {{ if "$@" 2>/dev/null; then echo "changed: $*"; else echo "blocked: $*"; fi; }}
+try git config core.hooksPath {evil}
+try cp {evil}/post-commit "$common/hooks/post-commit"
+try git config core.fsmonitor {evil}/post-commit
+try git config filter.evil.clean "touch {marks}/filter; cat"
+try git config alias.st "!touch {marks}/alias"
+try sh -c "mkdir -p '$common/info' && echo '* filter=evil' > '$common/info/attributes'"
+"""
+    add_agent(ws, tmp_path, "hooker", script)
+    report = start_run(ws, "hooker-task", repo, force=True)
+
+    # Nothing the agent wrote ran: not at AgentOS's commits, not at its merge.
+    assert sorted(p.name for p in marks.iterdir()) == []
+    # Nothing of it stays in the user's repository...
+    config = subprocess.run(
+        ["git", "config", "--get-regexp", "hookspath|fsmonitor|filter|alias"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert config.stdout == ""
+    assert not (repo / ".git" / "hooks" / "post-commit").exists()
+    assert not (repo / ".git" / "info" / "attributes").exists()
+    # ...so the user's own next commit runs no hook of the agent's.
+    git(repo, "commit", "-q", "--allow-empty", "-m", "the user's own commit")
+    assert sorted(p.name for p in marks.iterdir()) == []
+    log = next(ws.logs_dir.glob("*/hooker.log")).read_text()
+    gates = _gate_receipts(ws, report.receipts)
+    if backend == "none":
+        # Nothing kept the agent out: what it changed was put back, named, and failed it.
+        assert "changed: git config core.hooksPath" in log
+        assert report.status == "failed"
+        restored = gates[0]["git_admin_restored"]
+        assert restored == [
+            ".git/config: alias.st, core.fsmonitor, core.hookspath, filter.evil.clean",
+            ".git/info/attributes (added)",
+            ".git/hooks/post-commit (added)",
+        ]
+        assert gates[0]["accepted"] is False
+    else:
+        # The sandbox kept the repository's git directory read-only: every write failed.
+        assert "changed:" not in log
+        assert log.count("blocked:") == 6
+        assert report.status == "succeeded", report.message
+        assert (repo / "legit.txt").read_text() == "legit\n"
+        assert "git_admin_restored" not in gates[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_branch_moved_after_the_gate_never_lands(
+    ws: Workspace, tmp_path: Path, backend: str
+) -> None:
+    _use(ws, backend)
+    repo = make_repo(tmp_path / "repo")
+    marker = f"agentos-mover-{uuid.uuid4().hex[:8]}"
+    # A background script outlives the agent, waits for the gate, then puts a payload on
+    # the agent's branch with commit-tree + update-ref.
+    mover = f"""
+sleep 1.5
+branch=$(git symbolic-ref HEAD)
+blob=$(echo payload | git hash-object -w --stdin)
+tree=$(printf '100644 blob %s\\tpayload.txt\\n' "$blob" | git mktree)
+commit=$(git commit-tree "$tree" -p HEAD -m payload)
+git update-ref "$branch" "$commit" && touch /tmp/{marker}-moved
+"""
+    script = (
+        "echo legit > legit.txt\n"
+        f"setsid bash -c {shlex.quote(mover)} {marker} </dev/null >/dev/null 2>&1 &\n"
+        "exit 0\n"
+    )
+    add_agent(
+        ws,
+        tmp_path,
+        "mover",
+        script,
+        checks=[{"name": "slow check", "run": "sleep 3"}],  # the mover's window
+    )
+    report = start_run(ws, "mover-task", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    assert (repo / "legit.txt").read_text() == "legit\n"
+    assert not (repo / "payload.txt").exists()
+    assert "payload" not in git(repo, "log", "--all", "--format=%s")
+    assert not Path(f"/tmp/{marker}-moved").exists()
+    # Nothing the agent started still runs.
+    procs = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert procs.strip() == ""
+    gate = _gate_receipts(ws, report.receipts)[0]
+    merge = next(
+        load_receipt(ws, r) for r in report.receipts if load_receipt(ws, r).kind == "merge"
+    )
+    assert merge.fields["landed"] == {"mover": gate["commit"]}
+
+
+def test_landing_takes_the_gated_commit_whatever_its_branch_says_later(tmp_path: Path) -> None:
+    from agentos import worktrees as wt
+
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "switch", "-q", "-c", "agentos/r1/a")
+    (repo / "legit.txt").write_text("legit\n")
+    git(repo, "add", "legit.txt")
+    git(repo, "commit", "-q", "-m", "legit")
+    gated = git(repo, "rev-parse", "HEAD")
+    (repo / "payload.txt").write_text("payload\n")
+    git(repo, "add", "payload.txt")
+    git(repo, "commit", "-q", "-m", "payload")  # the branch moved after its gate
+    git(repo, "switch", "-q", "main")
+
+    result = wt.land(
+        repo, "main", [wt.Landing("agentos/r1/a", gated, "land it\n", "a")], "r1", tmp_path / "m"
+    )
+
+    assert result.merged, result.message
+    assert (repo / "legit.txt").exists() and not (repo / "payload.txt").exists()
+    assert git(repo, "show", "--name-only", "--format=", "main") == "legit.txt"
