@@ -64,3 +64,29 @@ def test_three_concurrent_runs_of_four_agents_on_one_repository_twenty_times(
             assert (repo / f"{force}{i}.txt").read_text().strip()
     assert git(repo, "branch", "--list", "agentos*") == ""
     assert verify_chain(ws) == []
+
+
+_STARTER = """
+import sys
+from pathlib import Path
+from agentos.sessions import Sessions
+sessions = Sessions(Path("/tmp"))
+for n in range(int(sys.argv[1])):
+    sessions.start(f"agentos-{sys.argv[2]}-{n}", ["true"], Path("/tmp"))
+"""
+
+
+def test_sessions_start_while_the_tmux_server_exits(tmux_socket: str) -> None:
+    # Four processes start sessions whose command ends at once: the server exits each time
+    # its last session ends, and a start that reaches it then is told it "exited
+    # unexpectedly". Without the retry, this failed a few starts in every run of it.
+    starters = [
+        subprocess.Popen(
+            [sys.executable, "-c", _STARTER, "60", f"p{i}"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in starters]
+    assert [p.returncode for p in starters] == [0, 0, 0, 0], errors
