@@ -24,7 +24,7 @@ from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
 from agentos.errors import EnvironmentBroken
 from agentos.receipts import write_receipt
 from agentos.repos import RepoProfile, check_profile, prepare_worktree
-from agentos.runs import RunStore
+from agentos.runs import RunStore, process_start
 from agentos.runtimes import AgentTask
 from agentos.sandbox import Group, Sandbox, limits_hit
 from agentos.sandbox._confine import INSIDE, CheckConfiner, Scene, agent_policy
@@ -195,7 +195,12 @@ class AgentDriver:
             confiner=CheckConfiner(
                 self.ctx.sandbox, self.ctx.scene, agent.worktree, gate_env["PATH"]
             ),
+            stop=self.ctx.cancel,
+            started=lambda pid: atomic_write(
+                agent.files.check_pid, f"{pid} {process_start(pid) or '-'}\n"
+            ),
         )
+        agent.files.check_pid.unlink(missing_ok=True)
         wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
         nested = wt.new_gitlinks(agent.worktree, self.ctx.base)
         if nested:

@@ -17,11 +17,13 @@ import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentos import _regex
 from agentos.errors import BadInput, MissingTool
 
 TAIL_BYTES = 4096
@@ -118,8 +120,14 @@ class _Capture:
 def reported(passed: bool, text: str) -> Outcome:
     """The outcome of a built-in check, whose output is the text it reports."""
     cap = _Capture()
-    cap.add(text.encode("utf-8"))
+    cap.add(text.encode("utf-8", "backslashreplace"))  # a lone surrogate never raises
     return cap.outcome(passed)
+
+
+def shown(path: str) -> str:
+    """A path read from git or the file system, as text: the bytes of a name that is not
+    UTF-8 (which ``os.fsdecode`` carries as lone surrogates) are written ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 # --- shell checks --------------------------------------------------------------------------
@@ -136,12 +144,17 @@ def run_shell(
     env: dict[str, str],
     timeout: float,
     wrap: Callable[[list[str]], list[str]] | None = None,
+    *,
+    stop: threading.Event | None = None,
+    started: Callable[[int], None] | None = None,
 ) -> Outcome:
-    """Run ``bash -c command`` in a new session; kill its whole process group at ``timeout``.
+    """Run ``bash -c command`` in a new session; kill its whole process group at ``timeout``,
+    or as soon as ``stop`` is set (the run was cancelled).
 
     When bash exits, whatever it left running in its group is killed too, so a check can
     neither outlive the gate nor hold its output pipe open. ``wrap`` turns the argv into
-    the confined one (see :mod:`agentos.sandbox`).
+    the confined one (see :mod:`agentos.sandbox`); ``started`` is told the process group's
+    id once it runs (so that it can be killed should this process die first).
     """
     bash = shutil.which("bash", path=env.get("PATH")) or shutil.which("bash")
     if bash is None:
@@ -163,9 +176,11 @@ def run_shell(
     except OSError as exc:  # e.g. the directory vanished under us
         return reported(False, f"could not start the check: {exc}\n")
     assert proc.stdout is not None
+    if started is not None:
+        started(proc.pid)
     fd = proc.stdout.fileno()
     deadline = time.monotonic() + timeout
-    timed_out = eof = False
+    timed_out = eof = cancelled = False
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         try:
@@ -174,11 +189,14 @@ def run_shell(
                 if remaining <= 0:
                     timed_out = True
                     break
+                if stop is not None and stop.is_set():
+                    cancelled = True
+                    break
                 if eof:  # the command closed its output but may still be working
                     try:
-                        proc.wait(timeout=remaining)
+                        proc.wait(timeout=min(remaining, _POLL))
                     except subprocess.TimeoutExpired:
-                        timed_out = True
+                        continue
                     break
                 if proc.poll() is not None:
                     break
@@ -200,6 +218,9 @@ def run_shell(
                     break
                 cap.add(chunk)
     proc.stdout.close()
+    if cancelled:
+        cap.add(b"\n[agentos] cancelled with its run: process group killed\n")
+        return cap.outcome(False, None)
     if timed_out:
         cap.add(f"\n[agentos] timed out after {timeout:g}s: process group killed\n".encode())
         return cap.outcome(False, None, timed_out=True)
@@ -234,10 +255,15 @@ def file_contains(worktree: Path, rel: str, pattern: str) -> Outcome:
         return reported(False, f"{rel} does not exist\n")
     except OSError as exc:
         return reported(False, f"{rel} cannot be read: {exc.strerror or exc}\n")
-    match = re.search(pattern, text, re.MULTILINE)
-    if match is None:
+    try:
+        regex = _regex.compile(pattern, multiline=True)  # RE2: linear in the agent's file
+    except ValueError as exc:
+        return reported(False, f"/{pattern}/ cannot be matched: {exc}\n")
+    data = _regex.encode(text)
+    start = regex.first(data)
+    if start is None:
         return reported(False, f"no match for /{pattern}/ in {rel}\n")
-    line = text.count("\n", 0, match.start()) + 1
+    line = data.count(b"\n", 0, start) + 1
     return reported(True, f"/{pattern}/ matches {rel} at line {line}\n")
 
 
@@ -395,7 +421,7 @@ def no_changes_outside(found: list[Change], base: str, globs: list[str]) -> Outc
     if not outside:
         return reported(True, f"{len(found)} changed file(s), all inside {allowed}\n")
     lines = [f"{len(outside)} file(s) changed outside {allowed} (against {base[:12]}):"]
-    lines += [f"  {c.path}{' (untracked)' if c.untracked else ''}" for c in outside]
+    lines += [f"  {shown(c.path)}{' (untracked)' if c.untracked else ''}" for c in outside]
     return reported(False, "\n".join(lines) + "\n")
 
 
@@ -403,7 +429,7 @@ def max_diff_lines(found: list[Change], base: str, limit: int) -> Outcome:
     total = sum(c.lines for c in found)
     head = f"{total} line(s) changed in {len(found)} file(s) against {base[:12]} (limit {limit})"
     body = [
-        f"  +{c.added} -{c.removed}  {c.path}"
+        f"  +{c.added} -{c.removed}  {shown(c.path)}"
         f"{' (binary)' if c.binary else ''}{' (untracked)' if c.untracked else ''}"
         for c in sorted(found, key=lambda c: (-c.lines, c.path))[:50]
     ]

@@ -58,6 +58,12 @@ class AgentFiles:
         return self.run_dir / "stopped"
 
     @property
+    def check_pid(self) -> Path:
+        """The process group of the gate check running now, with its start time, so that gc
+        can end it if the orchestrator dies during the gate."""
+        return self.run_dir / "check.pid"
+
+    @property
     def launcher(self) -> Path:
         """The script the pane runs: the agent's wrapper, confined (see agentos.sandbox)."""
         return self.run_dir / "launch.sh"

@@ -9,7 +9,9 @@ so a crash can never leave one held; git's locks inside an agent's worktree go w
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -83,11 +85,22 @@ def _abort(ws: Workspace, store: RunStore, run: RunRecord, report: GcReport) -> 
     for agent in run.agents:
         if agent.session and sessions.kill(agent.session):
             report.killed_sessions.append(agent.session)
+        check = _kill_check(ws.state_dir / "runs" / run.id / agent.agent / "check.pid")
+        if check:
+            report.killed_sessions.append(f"gate check of {agent.agent} ({check})")
         if agent.worktree and Path(agent.worktree).exists():
             message = (
                 f"agentos: {agent.agent} (run {run.id}), saved by gc after the orchestrator died\n"
             )
-            commit = _save_and_remove(Path(agent.worktree), message, agent.agent, report)
+            # Past "running", the agent's work is already on its branch: what is in the tree
+            # now is what a gate check wrote, never the agent's work.
+            commit = _save_and_remove(
+                Path(agent.worktree),
+                message,
+                agent.agent,
+                report,
+                save=agent.status in ("pending", "running"),
+            )
             if commit:
                 saved.append(f"{agent.branch}@{commit[:12]}")
         if not (run.status == "merging" and agent.status == "passed"):
@@ -137,9 +150,26 @@ def _merge_cut_short(repo: Path, run: RunRecord, report: GcReport) -> tuple[str,
     return "aborted", "the process died while merging; nothing landed (work kept on branches)"
 
 
-def _save_and_remove(worktree: Path, message: str, author: str, report: GcReport) -> str | None:
-    """Commit what is in a worktree to its branch, then remove it; a worktree whose work
-    cannot be committed is kept (and reported), never deleted."""
+def _kill_check(pid_file: Path) -> str | None:
+    """End the gate check a dead orchestrator left running (its process group, when it is
+    still the process that was recorded); what was ended, or None."""
+    try:
+        pid_text, _, started = pid_file.read_text().strip().partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    if pid <= 1 or not pid_alive(pid, None if started in ("", "-") else started):
+        return None
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    return f"process group {pid}"
+
+
+def _save_and_remove(
+    worktree: Path, message: str, author: str, report: GcReport, *, save: bool = True
+) -> str | None:
+    """Commit what is in a worktree to its branch (with ``save``), then remove it; a
+    worktree whose work cannot be committed is kept (and reported), never deleted."""
     repo = wt.common_repo(worktree)
     commit: str | None = None
     if repo is None:
@@ -156,7 +186,7 @@ def _save_and_remove(worktree: Path, message: str, author: str, report: GcReport
     else:
         try:
             wt.restore_gitfile(repo, worktree)
-            commit = wt.commit_all(worktree, message, author)
+            commit = wt.commit_all(worktree, message, author) if save else None
         except AgentOSError as exc:
             report.problems.append(f"kept {worktree}: its work could not be committed ({exc})")
             return None

@@ -25,8 +25,9 @@ import re
 import shlex
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -329,9 +330,12 @@ class _Runner:
         env: dict[str, str],
         profile: RepoProfile | None,
         confiner: CheckConfiner | None,
+        stop: threading.Event | None = None,
+        started: Callable[[int], None] | None = None,
     ) -> None:
         self.worktree, self.base, self.env, self.profile = worktree, base, env, profile
         self.confiner = confiner
+        self.stop, self.started = stop, started
         self._changes: list[cr.Change] | None = None
 
     def changes(self) -> tuple[list[cr.Change], str]:
@@ -381,12 +385,16 @@ class _Runner:
         """A shell check, confined when the gate has a sandbox: the limit that ended it,
         or the read-only tree it tried to write, is said at the end of its output."""
         if self.confiner is None:
-            return cr.run_shell(command, cwd, self.env, timeout)
+            return cr.run_shell(
+                command, cwd, self.env, timeout, stop=self.stop, started=self.started
+            )
         from agentos.sandbox import limits_hit
 
         wrap, group = self.confiner.prepare(cwd, writes=writes, network=network)
         try:
-            outcome = cr.run_shell(command, cwd, self.env, timeout, wrap)
+            outcome = cr.run_shell(
+                command, cwd, self.env, timeout, wrap, stop=self.stop, started=self.started
+            )
         finally:
             hit = limits_hit(group, None)
             group.close()
@@ -413,8 +421,12 @@ def run_gate(
     env: Mapping[str, str] | None = None,
     profile: RepoProfile | None = None,
     confiner: CheckConfiner | None = None,
+    stop: threading.Event | None = None,
+    started: Callable[[int], None] | None = None,
 ) -> GateResult:
     """Run every check, in order, in ``worktree``; the gate passes when all of them pass.
+    ``stop`` set (the run was cancelled) kills the running check and skips the rest;
+    ``started`` is told each shell check's process group id.
 
     ``base`` is the revision the diff checks compare against (the run's base commit);
     ``None`` means ``HEAD``, i.e. only uncommitted and untracked changes count. Shell checks
@@ -433,17 +445,19 @@ def run_gate(
     resolved: tuple[Path, str] | None = None
     if any(c.kind in ("no_changes_outside", "max_diff_lines") for c in checks):
         resolved = cr.resolve_base(worktree, base or "HEAD")
-    runner = _Runner(worktree, resolved, check_env(env), profile, confiner)
+    runner = _Runner(worktree, resolved, check_env(env), profile, confiner, stop, started)
     results: list[CheckResult] = []
     for check in checks:
-        started = time.monotonic()
+        if stop is not None and stop.is_set():
+            break
+        began = time.monotonic()
         outcome = runner.run(check)
         results.append(
             CheckResult(
                 name=check.name,
                 kind=check.kind,
                 passed=outcome.passed,
-                duration=time.monotonic() - started,
+                duration=time.monotonic() - began,
                 exit_code=outcome.exit_code,
                 output_tail=outcome.tail,
                 digest=outcome.digest,
@@ -453,7 +467,10 @@ def run_gate(
                 limit=outcome.limit,
             )
         )
-    return GateResult(results, resolved[1] if resolved else None)
+    gate = GateResult(results, resolved[1] if resolved else None)
+    if stop is not None and stop.is_set():
+        return with_failure(gate, "not cancelled", "the run was cancelled during its gate\n")
+    return gate
 
 
 def with_failure(result: GateResult, name: str, text: str) -> GateResult:

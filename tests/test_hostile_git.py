@@ -3,17 +3,23 @@ the gate. Each under the sandbox and under ``sandbox.backend: none``."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import add_agent, git, make_repo, needs_tmux
+from conftest import CliRunner, add_agent, git, make_repo, needs_tmux
 
 from agentos.orchestrator import start_run
 from agentos.receipts import load_receipt
+from agentos.runs import RunStore
 from agentos.workspace import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
@@ -173,3 +179,96 @@ def test_landing_takes_the_gated_commit_whatever_its_branch_says_later(tmp_path:
     assert result.merged, result.message
     assert (repo / "legit.txt").exists() and not (repo / "payload.txt").exists()
     assert git(repo, "show", "--name-only", "--format=", "main") == "legit.txt"
+
+
+# --- a run that ends during its gate ---------------------------------------------------------
+
+
+def _slow_gate_agent(ws: Workspace, tmp_path: Path, marker: str) -> None:
+    add_agent(
+        ws,
+        tmp_path,
+        "gated",
+        "echo mine > mine.txt\n",
+        checks=[
+            {
+                "name": "slow check",
+                # It writes into the tree it judges (writes: true), then takes its time.
+                "run": f"touch check-was-here; exec -a {marker} sleep 60",
+                "writes": True,
+            }
+        ],
+    )
+
+
+def _background_run(ws: Workspace, repo: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "agentos", "--workspace", str(ws.root)),
+            *("run", "gated-task", "--repo", str(repo), "--force", "--json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for(predicate: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def _running(marker: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return out.split()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cancel_during_the_gate_kills_the_check_at_once(
+    ws: Workspace, tmp_path: Path, cli: CliRunner, backend: str
+) -> None:
+    _use(ws, backend)
+    repo = make_repo(tmp_path / "repo")
+    marker = f"agentos-check-{uuid.uuid4().hex[:8]}"
+    _slow_gate_agent(ws, tmp_path, marker)
+    proc = _background_run(ws, repo)
+    _wait_for(lambda: bool(_running(marker)))
+    run_id = json.loads(cli("runs", "list", "--json").stdout)["runs"][0]["id"]
+
+    cancelled = cli("runs", "cancel", run_id, "--wait", "10")
+
+    assert cancelled.returncode == 0, cancelled.stderr
+    proc.wait(timeout=30)
+    assert _running(marker) == []
+    record = RunStore(ws).get(run_id)
+    assert record.status == "cancelled"
+    # The agent's work is kept on its branch; what the check wrote is not part of it.
+    branch = f"agentos/{run_id}/gated"
+    assert git(repo, "show", f"{branch}:mine.txt") == "mine"
+    assert "check-was-here" not in git(repo, "ls-tree", "-r", "--name-only", branch)
+
+
+def test_kill_9_during_the_gate_then_gc_ends_the_check_and_keeps_only_the_agents_work(
+    ws: Workspace, tmp_path: Path, cli: CliRunner
+) -> None:
+    _use(ws, "none")  # in a sandbox the check dies with its parent anyway
+    repo = make_repo(tmp_path / "repo")
+    marker = f"agentos-check-{uuid.uuid4().hex[:8]}"
+    _slow_gate_agent(ws, tmp_path, marker)
+    proc = _background_run(ws, repo)
+    _wait_for(lambda: bool(_running(marker)))
+    run_id = json.loads(cli("runs", "list", "--json").stdout)["runs"][0]["id"]
+
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    gc = cli("gc", "--json")
+
+    assert gc.returncode == 0, gc.stderr
+    assert json.loads(gc.stdout)["aborted_runs"] == [run_id]
+    assert _running(marker) == []
+    branch = f"agentos/{run_id}/gated"
+    assert git(repo, "show", f"{branch}:mine.txt") == "mine"
+    assert "check-was-here" not in git(repo, "ls-tree", "-r", "--name-only", branch)
+    assert git(repo, "status", "--porcelain") == ""
