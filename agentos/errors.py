@@ -60,6 +60,16 @@ class EnvironmentBroken(BadInput):
     worked on it): the person must fix it, so no agent is retried for it. Exit code 2."""
 
 
+class DatabaseCorrupt(BadInput):
+    """An AgentOS database (``state.db``, ``knowledge.db``) is not a readable SQLite
+    database: truncated, overwritten, or another kind of file. Exit code 2."""
+
+
+class DatabaseLocked(BadInput):
+    """Another process held an AgentOS database past the busy timeout; the message names
+    it where the system tells. Exit code 2."""
+
+
 class OperationFailed(AgentOSError):
     """The operation ran and failed: exit code 1."""
 

@@ -16,6 +16,7 @@ from typing import Any
 import apsw
 
 from agentos import state
+from agentos._db_errors import guarded
 from agentos.errors import NotFound
 from agentos.workspace import Workspace
 
@@ -107,7 +108,10 @@ _JSON_COLUMNS = ("gate", "receipts", "options")
 
 class RunStore:
     """state.db's runs for one process; safe to share between threads (an apsw connection
-    refuses a second thread while a call is in progress, so every use takes a lock)."""
+    refuses a second thread while a call is in progress, so every use takes a lock).
+
+    A damaged state.db, or one another process holds past the busy timeout, raises a
+    one-line error naming it (:mod:`agentos._db_errors`), on opening or on any use."""
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
@@ -115,8 +119,13 @@ class RunStore:
         self._lock = threading.RLock()
 
     @contextmanager
+    def _read(self) -> Iterator[None]:
+        with self._lock, guarded(self.ws.state_db):
+            yield
+
+    @contextmanager
     def _write(self) -> Iterator[None]:
-        with self._lock, state.transaction(self.con):
+        with self._read(), state.transaction(self.con):
             yield
 
     def close(self) -> None:
@@ -184,7 +193,7 @@ class RunStore:
             )
 
     def get(self, run_id: str) -> RunRecord:
-        with self._lock:
+        with self._read():
             return self._get(run_id)
 
     def _get(self, run_id: str) -> RunRecord:
@@ -208,7 +217,7 @@ class RunStore:
             sql += f" WHERE status IN ({', '.join('?' for _ in statuses)})"
             args = statuses
         sql += " ORDER BY created_at DESC LIMIT ?"
-        with self._lock:
+        with self._read():
             return [self._record(row) for row in self.con.execute(sql, (*args, limit)).fetchall()]
 
     def _record(self, row: tuple[Any, ...]) -> RunRecord:

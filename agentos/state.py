@@ -3,6 +3,9 @@
 ``state.db`` holds runs, agents and guardian interventions. Each migration runs in its
 own transaction and is recorded by name in ``migrations``, so a database is brought up
 to date by applying the names it has not seen, in order.
+
+A damaged database, or one another process holds past the busy timeout, is a one-line
+error naming the file (:mod:`agentos._db_errors`); an empty file is a new database.
 """
 
 from __future__ import annotations
@@ -15,9 +18,7 @@ from pathlib import Path
 
 import apsw
 
-from agentos.errors import OperationFailed
-
-BUSY_TIMEOUT_MS = 10_000
+from agentos._db_errors import busy_timeout, guarded, locked
 
 
 @dataclass(frozen=True)
@@ -101,29 +102,39 @@ STATE_MIGRATIONS: list[Migration] = [
 
 
 def connect(path: Path, migrations: Sequence[Migration] = STATE_MIGRATIONS) -> apsw.Connection:
-    """Open (creating if needed) a database in WAL mode with a busy timeout, migrated."""
+    """Open (creating if needed) a database in WAL mode with a busy timeout, migrated.
+
+    Raises :class:`~agentos.errors.DatabaseCorrupt` or
+    :class:`~agentos.errors.DatabaseLocked` naming ``path``; its later queries do the
+    same inside :func:`agentos._db_errors.guarded`."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = apsw.Connection(str(path))
-    con.set_busy_timeout(BUSY_TIMEOUT_MS)
-    _wal(con, path)
-    con.execute("PRAGMA synchronous=NORMAL")
-    con.execute("PRAGMA foreign_keys=ON")
-    migrate(con, migrations)
+    timeout = busy_timeout()
+    with guarded(path):
+        con = apsw.Connection(str(path))
+        try:
+            con.set_busy_timeout(round(timeout * 1000))
+            _wal(con, path, timeout)
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute("PRAGMA foreign_keys=ON")
+            migrate(con, migrations)
+        except BaseException:
+            con.close()
+            raise
     return con
 
 
-def _wal(con: apsw.Connection, path: Path) -> None:
+def _wal(con: apsw.Connection, path: Path, timeout: float) -> None:
     """Switch to WAL. A database another process is creating or switching at the same
     moment answers SQLITE_BUSY at once (the busy timeout does not cover a journal-mode
     change), so this waits and retries up to the busy timeout."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + timeout
     while True:
         try:
             con.execute("PRAGMA journal_mode=WAL")
             return
         except apsw.BusyError:
             if time.monotonic() > deadline:
-                raise OperationFailed(f"{path} is locked by another process") from None
+                raise locked(path) from None
             time.sleep(0.01)
 
 
@@ -156,7 +167,9 @@ def transaction(con: apsw.Connection) -> Iterator[apsw.Connection]:
     con.execute("BEGIN IMMEDIATE")
     try:
         yield con
+        con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        # SQLite may have rolled back already (after SQLITE_FULL, IOERR, BUSY, CORRUPT).
+        if con.in_transaction:
+            con.execute("ROLLBACK")
         raise
-    con.execute("COMMIT")

@@ -34,6 +34,7 @@ from typing import Any
 import apsw
 
 from agentos import state
+from agentos._db_errors import guarded
 from agentos._launch import AgentFiles
 from agentos.errors import AgentOSError
 from agentos.hub import Hub
@@ -82,9 +83,7 @@ _Counts = dict[str, tuple[int, float]]  # action -> (how many, the latest one's 
 
 def open_db(ws: Workspace) -> apsw.Connection:
     """state.db with the guardian's own tables (named migrations ``guardian_*``)."""
-    con = state.connect(ws.state_db)
-    state.migrate(con, GUARDIAN_MIGRATIONS)
-    return con
+    return state.connect(ws.state_db, [*state.STATE_MIGRATIONS, *GUARDIAN_MIGRATIONS])
 
 
 def agent_files(ws: Workspace, run_id: str, agent: str) -> AgentFiles:
@@ -143,7 +142,8 @@ class Monitor:
         self.sessions = sessions or Sessions(ws.root)
         self.store = RunStore(ws)
         self.con = self.store.con
-        state.migrate(self.con, GUARDIAN_MIGRATIONS)
+        with guarded(ws.state_db):
+            state.migrate(self.con, GUARDIAN_MIGRATIONS)
         self._manifests: dict[str, Manifest | None] = {}
 
     def close(self) -> None:
@@ -382,12 +382,13 @@ def last_health(ws: Workspace) -> dict[str, dict[str, Any]]:
         return {}
     con = open_db(ws)
     try:
-        rows = list(
-            con.execute(
-                "SELECT session, run_id, agent, health, action, reason, changed_at, prompt, "
-                "checked_at FROM guardian_agents ORDER BY session"
+        with guarded(ws.state_db):
+            rows = list(
+                con.execute(
+                    "SELECT session, run_id, agent, health, action, reason, changed_at, "
+                    "prompt, checked_at FROM guardian_agents ORDER BY session"
+                )
             )
-        )
     finally:
         con.close()
     now = time.time()
