@@ -6,10 +6,14 @@ A database that is not one (truncated, overwritten, another kind of file) raises
 ``fcntl``, so ``/proc/locks`` lists whoever holds a write lock on the database or on its
 ``-shm`` file (WAL mode), with its pid. A database that cannot be opened, read or written
 at all (a directory, no permission, a full disk) raises :class:`BadInput`.
+
+A database that only caches what can be rebuilt (the knowledge store) is not reported but
+set aside (:func:`set_aside`) and started afresh.
 """
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 from collections.abc import Iterator
@@ -120,3 +124,37 @@ def _describe(pid: int) -> str:
     if len(command) > _SHOWN_COMMAND:
         command = command[: _SHOWN_COMMAND - 1] + "…"
     return f"pid {pid}: {command}" if command else f"pid {pid}"
+
+
+def inode(path: Path) -> int | None:
+    """The inode of the file at ``path`` (None when there is none): taken before opening
+    a database, it tells later whether the file there is still the one opened."""
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+def set_aside(path: Path, opened: int | None) -> Path | None:
+    """Move the damaged database at ``path``, with its WAL, to ``NAME.broken`` (replacing
+    an older one there), so that the next connection starts a new database; where it went.
+
+    ``opened`` is the inode of the file that was found damaged (:func:`inode`, taken
+    before it was opened). When the file at ``path`` is another one by now, another process
+    set it aside first, and nothing is moved: None."""
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the kernel frees it if this process dies
+        if opened is None or inode(path) != opened:
+            return None
+        aside = path.with_name(f"{path.name}.broken")
+        os.replace(path, aside)
+        wal, aside_wal = Path(f"{path}-wal"), Path(f"{aside}-wal")
+        if wal.exists():
+            os.replace(wal, aside_wal)  # its frames belong to the damaged file
+        else:
+            aside_wal.unlink(missing_ok=True)
+        Path(f"{path}-shm").unlink(missing_ok=True)
+        return aside
+    finally:
+        os.close(fd)

@@ -15,10 +15,16 @@ worker process while this one indexes (:mod:`agentos._kb_ingest`).
 
 Any text is a valid query (:mod:`agentos._kb_query`); the orchestrator feeds each agent
 :meth:`KnowledgeStore.context` for its request.
+
+The index is derived from files, so a damaged database never stops a caller: it is set
+aside as ``knowledge.db.broken`` and a new one started, with a warning on the log, and
+what was asked is done again on the new one (a run adds its repository anyway).
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -26,13 +32,14 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import apsw
 
 from agentos import _kb_files, _kb_ingest, _kb_query, _kb_tokenizer
+from agentos._db_errors import guarded, inode, set_aside
 from agentos._kb_ingest import Prepared
-from agentos.errors import BadInput, NotFound
+from agentos.errors import BadInput, DatabaseCorrupt, NotFound
 from agentos.state import Migration, connect, migrate, transaction
 from agentos.workspace import Workspace
 
@@ -123,6 +130,9 @@ class AddStats:
 
 
 Progress = Callable[[int, int], None]
+P = ParamSpec("P")
+R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 
 def estimate_tokens(text: str) -> int:
@@ -138,22 +148,68 @@ def open_store(ws: Workspace) -> KnowledgeStore:
 def open_connection(path: Path) -> apsw.Connection:
     """A connection to a knowledge database, with the tokenizer registered, migrated."""
     con = connect(path, [])
-    _kb_tokenizer.register(con)
-    migrate(con, KB_MIGRATIONS)
+    try:
+        with guarded(path):
+            _kb_tokenizer.register(con)
+            migrate(con, KB_MIGRATIONS)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
+def _healing(
+    method: Callable[Concatenate[KnowledgeStore, P], R],
+) -> Callable[Concatenate[KnowledgeStore, P], R]:
+    """The method, done again on a new database when it finds this one damaged."""
+
+    @functools.wraps(method)
+    def healing(store: KnowledgeStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            with guarded(store.path):
+                return method(store, *args, **kwargs)
+        except DatabaseCorrupt as exc:
+            store._start_afresh(exc)
+        with guarded(store.path):
+            return method(store, *args, **kwargs)
+
+    return healing
+
+
 class KnowledgeStore:
-    """The knowledge store in the SQLite database at ``path`` (created when missing)."""
+    """The knowledge store in the SQLite database at ``path`` (created when missing, set
+    aside and created again when damaged; see the module docstring)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        try:
+            self._connect()
+        except DatabaseCorrupt as exc:
+            self._start_afresh(exc)
+
+    def _connect(self) -> None:
+        self._inode = inode(self.path)  # before opening: which file a failure is about
         self.con = open_connection(self.path)
         self._query_tokenizer = self.con.fts5_tokenizer(
             "porter", [_kb_tokenizer.NAME, *_kb_tokenizer.BASE]
         )
         # The same tokens without Python in the chain, for text with no case change.
         self._plain_tokenizer = self.con.fts5_tokenizer("porter", _kb_tokenizer.BASE)
+
+    def _start_afresh(self, damage: DatabaseCorrupt) -> None:
+        """Set the damaged database aside (unless another process did) and open a new one."""
+        if hasattr(self, "con"):
+            self.con.close()
+        aside = set_aside(self.path, self._inode)
+        if aside is not None:
+            log.warning(
+                "%s: damaged or not a SQLite database (%s); set aside as %s, a new "
+                "knowledge store starts empty and indexes files as they are added",
+                self.path,
+                damage.__cause__ or damage,
+                aside.name,
+            )
+        self._connect()
 
     def close(self) -> None:
         self.con.close()
@@ -171,6 +227,7 @@ class KnowledgeStore:
 
     # --- adding and removing ------------------------------------------------------------
 
+    @_healing
     def add(self, paths: Sequence[Path], progress: Progress | None = None) -> AddStats:
         """Index files and directories; incremental (see the module docstring)."""
         started = time.perf_counter()
@@ -218,6 +275,7 @@ class KnowledgeStore:
         stats.seconds = time.perf_counter() - started
         return stats
 
+    @_healing
     def remove(self, paths: Iterable[Path]) -> int:
         """Remove the given files, and every file under the given directories; return how
         many files were removed. Paths need not exist on disk any more."""
@@ -387,6 +445,7 @@ class KnowledgeStore:
             tokenizer(data, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False),
         )
 
+    @_healing
     def search(self, query: str, k: int = 10, under: Path | None = None) -> list[Hit]:
         """The ``k`` best chunks for ``query``, best first; any text is a valid query.
         With ``under``, only chunks of files below that directory."""
@@ -468,6 +527,7 @@ class KnowledgeStore:
             return None
         return lo, hi
 
+    @_healing
     def context(self, request: str, budget_tokens: int, under: Path | None = None) -> Context:
         """The best chunks for ``request`` that fit in ``budget_tokens`` (estimated), best
         first, no chunk twice, as markdown with each chunk's path and line range.
@@ -506,6 +566,7 @@ class KnowledgeStore:
 
     # --- stats ----------------------------------------------------------------------------
 
+    @_healing
     def stats(self) -> dict[str, Any]:
         """What the store holds: files, chunks, bytes, languages, database size."""
         con = self.con
