@@ -232,7 +232,9 @@ class AgentDriver:
             fields["ignored_files_removed"] = dropped[:50]
         if tampered:
             fields["git_admin_restored"] = tampered
-        receipt = write_receipt(self.ctx.ws, "gate", fields, run_id=self.ctx.run_id)
+        receipt = write_receipt(
+            self.ctx.ws, "gate", fields, run_id=self.ctx.run_id, about=self.ctx.request
+        )
         self.ctx.receipts.append(receipt.id)
         agent.receipts.append(receipt.id)
         agent.status = "passed" if passed else "failed"

@@ -124,6 +124,7 @@ def _abort(ws: Workspace, store: RunStore, run: RunRecord, report: GcReport) -> 
         "run",
         {"status": status, "by": "gc", "message": message, "saved_commits": saved},
         run_id=run.id,
+        about=run.request,
     )
 
 

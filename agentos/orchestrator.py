@@ -398,7 +398,9 @@ class Orchestrator:
             work,
         )
         self.report.merge = review.merge_fields(result, self.target, work, "agentos run")
-        receipt = write_receipt(self.ws, "merge", self.report.merge, run_id=self.run_id)
+        receipt = write_receipt(
+            self.ws, "merge", self.report.merge, run_id=self.run_id, about=self.request
+        )
         self.report.receipts.append(receipt.id)
         self.emit(f"merge: {result.message}")
         if result.merged:
@@ -544,7 +546,7 @@ class Orchestrator:
                 a["branch"] for a in self.report.agents if wt.branch_exists(self.repo, a["branch"])
             ],
         }
-        receipt = write_receipt(self.ws, "run", fields, run_id=self.run_id)
+        receipt = write_receipt(self.ws, "run", fields, run_id=self.run_id, about=self.request)
         self.report.receipts.append(receipt.id)
         if self.store is not None:
             self.store.close()

@@ -315,22 +315,26 @@ def write_receipt(
     *,
     run_id: str | None = None,
     request: str | None = None,
+    about: str | None = None,
 ) -> Receipt:
     """Append a receipt of ``kind`` to the workspace's chain and return it.
 
     ``fields`` are written in order as ``key: value`` lines. ``request`` is written as
-    given, or only as its sha256 when the workspace sets ``receipts.redact``.
+    given, or only as its sha256 when the workspace sets ``receipts.redact``; then the
+    fields are redacted too (see :func:`redact`) against ``request``, or ``about``: the
+    request of the run the receipt belongs to, which it does not write.
     """
     if not _KIND_RE.match(kind):
         raise BadInput(f"{kind!r} must be lowercase letters, digits and '-'", field="kind")
     if run_id is not None and not _RUN_RE.match(run_id):
         raise BadInput(f"{run_id!r} must be one word of letters, digits and ._:@+-", field="run id")
     lines = []
-    if request is not None:
-        if ws.settings.receipts.redact:
+    if ws.settings.receipts.redact:
+        if request is not None:
             lines.append(f"request_sha256: {hashlib.sha256(request.encode()).hexdigest()}")
-        else:
-            render("request", request, "", lines)
+        fields = redact(fields, request if request is not None else about)
+    elif request is not None:
+        render("request", request, "", lines)
     lines.extend(render_fields(fields))
     body = "".join(f"{line}\n" for line in lines)
     with _chain(ws.receipts_dir, exclusive=True) as chain:
@@ -339,6 +343,63 @@ def write_receipt(
             if receipt is not None:
                 return receipt
     raise OSError(f"{ws.receipts_dir}: could not append a receipt: another writer ignores the lock")
+
+
+# Fields whose values are free text, where a request's words can reappear: what an agent
+# or a check printed, check names and definitions derived from the request, the
+# interview's reasons, questions and evidence, messages. Under them, every string is
+# redacted when it holds a word of the request; output is redacted always.
+_FREE_TEXT = frozenset(
+    {
+        "name",
+        "definition",
+        "message",
+        "summary",
+        "reasons",
+        "questions",
+        "proposed_checks",
+        "evidence",
+        "rewrite",
+        "rewrite_error",
+        "detail",
+        "reason",
+    }
+)
+_OUTPUT = frozenset({"output_tail", "output", "tail"})
+_WORD_RE = re.compile(r"[^\s\"'`,;:!?()\[\]{}<>]+")
+_MIN_WORD = 4
+
+
+def redact(fields: Mapping[str, object], request: str | None) -> dict[str, object]:
+    """``fields`` with what could give the request away replaced by its length and digest
+    (``receipts: {redact: true}``): output always, and under free-text fields every string
+    that holds one of the request's words of four characters or more (file names, derived
+    checks, an agent's echo of the request)."""
+    words = {w.strip(".").lower() for w in _WORD_RE.findall(request or "")}
+    terms = sorted(w for w in words if len(w) >= _MIN_WORD)
+    return {
+        key: _redacted(value, terms, key in _FREE_TEXT, key in _OUTPUT)
+        for key, value in fields.items()
+    }
+
+
+def _redacted(value: object, terms: list[str], free: bool, output: bool) -> object:
+    if isinstance(value, Mapping):
+        return {
+            k: _redacted(v, terms, free or k in _FREE_TEXT, output or k in _OUTPUT)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redacted(v, terms, free, output) for v in value]
+    if isinstance(value, str) and value and (output or (free and _holds(value, terms))):
+        digest = hashlib.sha256(value.encode()).hexdigest()[:16]
+        return f"[redacted: {len(value)} characters, sha256 {digest}]"
+    return value
+
+
+def _holds(text: str, terms: list[str]) -> bool:
+    lowered = text.lower()
+    return any(term in lowered for term in terms)
 
 
 def _append(

@@ -230,6 +230,7 @@ def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
                 "merge",
                 merge_fields(result, target, work, "agentos runs merge"),
                 run_id=record.id,
+                about=record.request,
             )
             if result.merged:
                 archive_branches(repo, record.id, [(w.agent, w.branch) for w in work])

@@ -272,3 +272,25 @@ def test_kill_9_during_the_gate_then_gc_ends_the_check_and_keeps_only_the_agents
     assert git(repo, "show", f"{branch}:mine.txt") == "mine"
     assert "check-was-here" not in git(repo, "ls-tree", "-r", "--name-only", branch)
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_redacted_receipts_hold_no_word_of_the_request(ws: Workspace, tmp_path: Path) -> None:
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {redact: true}\n")
+    repo = make_repo(tmp_path / "repo")
+    # The agent echoes the request; the request names a file and a success criterion,
+    # which become a check of the run (its name and definition hold the file name).
+    add_agent(
+        ws, tmp_path, "echoer", 'echo "working on: $AGENTOS_REQUEST"\necho ok > zeppelin.txt\n'
+    )
+    request = "echoer-task: write zeppelin.txt for project quixotic; done when zeppelin.txt exists"
+
+    report = start_run(ws, request, repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    texts = [load_receipt(ws, rid).text for rid in report.receipts]
+    assert len(texts) >= 5  # interview, route, gate, merge, run
+    for secret in ("zeppelin", "quixotic", request):
+        assert not [t for t in texts if secret in t], secret
+    gate = next(load_receipt(ws, r) for r in report.receipts if load_receipt(ws, r).kind == "gate")
+    names = [c["name"] for c in gate.fields["checks"]]  # type: ignore[union-attr]
+    assert names and all(n.startswith("[redacted: ") for n in names)
