@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import yaml
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
+from agentos._yaml import parse_yaml
 from agentos.errors import ValidationFailed
 
 M = TypeVar("M", bound=BaseModel)
@@ -76,20 +76,15 @@ def all_errors(exc: ValidationError) -> list[tuple[str, str]]:
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file; a syntax error becomes a one-line :class:`ValidationFailed`."""
+    """Parse a YAML file; a syntax error or a key given twice becomes a one-line
+    :class:`ValidationFailed`."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ValidationFailed("file not found", file=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ValidationFailed(f"cannot read: {exc}", file=path) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(root)"
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ValidationFailed(f"invalid YAML: {problem}", file=path, field=where) from None
+    return parse_yaml(text, path)
 
 
 def validate(model: type[M], data: Any, *, file: Path | str) -> M:

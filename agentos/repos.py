@@ -193,22 +193,14 @@ def _repo_file_text(repo: Path, at: str | None) -> tuple[str, str] | None:
 
 
 def _repo_file_settings(repo: Path, at: str | None) -> tuple[RepoSettings, str] | None:
-    import yaml
-
     from agentos._models import validate
+    from agentos._yaml import parse_yaml
 
     found = _repo_file_text(repo, at)
     if found is None:
         return None
     text, name = found
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(root)"
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ValidationFailed(f"invalid YAML: {problem}", file=name, field=where) from None
-    return validate(RepoSettings, data, file=name), name
+    return validate(RepoSettings, parse_yaml(text, name), file=name), name
 
 
 def _interpreter(value: str, repo: Path) -> Path:
