@@ -22,6 +22,7 @@ import json
 import marshal
 import re
 import sys
+import warnings
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,12 +30,13 @@ from re import _constants as sre_c  # type: ignore[attr-defined]  # no public pa
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
+from agentos import _regex
 from agentos.text import stem_phrase, stems
 
 if TYPE_CHECKING:
     from agentos.cards import Card
 
-FORMAT = 2
+FORMAT = 3  # 3: regexes matched by RE2 (a cached index of older cards is rebuilt)
 KEYWORD, PHRASE, REQUIRE, EXCLUDE, REGEX = 0, 1, 2, 3, 4
 _POINTS = {KEYWORD: 1, PHRASE: 3}
 _REGEX_POINTS = 3
@@ -96,11 +98,15 @@ def necessary_keys(pattern: str) -> frozenset[str] | None:
 
     ``None`` when no such literal can be read off the pattern (the regex then runs on
     every request). Sound by construction: keys come only from ASCII literals that every
-    match passes through, compared against :func:`normalize` of the request.
+    match passes through, compared against :func:`normalize` of the request. The pattern
+    is matched by RE2 (see :mod:`agentos._regex`): where Python's parse may read it
+    otherwise (it warns of a "possible nested set": RE2's ``[[:alpha:]]``), no keys.
     """
     try:
-        return _necessary(sre_parse.parse(pattern))
-    except (re.error, RecursionError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return _necessary(sre_parse.parse(pattern))
+    except (re.error, RecursionError, Warning):
         return None
 
 
@@ -156,7 +162,7 @@ class Index:
         if (fmt, byteorder) != (FORMAT, sys.byteorder):
             raise ValueError(f"index format {fmt}/{byteorder}, expected {FORMAT}")
         self._data = data
-        self._compiled: dict[int, re.Pattern[str]] = {}
+        self._compiled: dict[int, _regex.Regex] = {}
 
     def card(self, ci: int) -> tuple[str, str, str | None, int, str]:
         """id, agent, version constraint (None: the active version), priority, group."""
@@ -279,10 +285,10 @@ class Index:
 
     # -- matching --------------------------------------------------------------------------
 
-    def _regex(self, pi: int) -> re.Pattern[str]:
+    def _regex(self, pi: int) -> _regex.Regex:
         compiled = self._compiled.get(pi)
         if compiled is None:
-            compiled = self._compiled[pi] = re.compile(self.patterns[pi])
+            compiled = self._compiled[pi] = _regex.compile(self.patterns[pi])
         return compiled
 
     def _candidate_patterns(self, request: str) -> list[int]:
@@ -334,8 +340,11 @@ class Index:
                     a[1].append((pos, role))
                 elif role == EXCLUDE and (a[2] is None or pos < a[2]):
                     a[2] = pos
+        data: bytes | None = None  # the request as RE2 reads it, encoded once
         for pi in self._candidate_patterns(request):
-            if self._regex(pi).search(request) is None:
+            if data is None:
+                data = _regex.encode(request)
+            if not self._regex(pi).search(data):
                 continue
             entries = _unpack(self.pattern_cards[pi])
             for j in range(0, len(entries), 2):
@@ -402,7 +411,7 @@ def reference_match(
                     fired.append(f"{_LABEL[role]}:{text}")
                 seen.add(key)
         for pattern in dict.fromkeys(t.regex):
-            if re.search(pattern, request):
+            if _regex.compile(pattern).search(request):
                 score += _REGEX_POINTS
                 fired.append(f"regex:{pattern}")
         if not score:

@@ -8,22 +8,19 @@ compiled index, and every receipt can name the exact cards it was decided on.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 
+from agentos import _regex
 from agentos._cardfiles import CARD_SUFFIX, card_files, revision_of
 from agentos._models import Name, StrictModel, all_errors
+from agentos._yaml import parse_yaml
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, NotFound, ValidationFailed
 from agentos.text import stem_phrase
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
-
 
 # --- the card model -----------------------------------------------------------------------
 
@@ -40,10 +37,9 @@ def _has_words(value: str) -> str:
 
 
 def _compiles(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
+    problem = _regex.problem(value)
+    if problem is not None:
+        raise ValueError(f"{value!r} is not a valid regular expression: {problem}")
     return value
 
 
@@ -111,14 +107,10 @@ def _read(path: Path) -> bytes:
 
 def _parse(path: Path, data: bytes) -> Any:
     try:
-        return yaml.load(data.decode("utf-8"), Loader=_Loader)  # _Loader is a safe loader
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValidationFailed("not UTF-8 text", file=path, field="(root)") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(root)"
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ValidationFailed(f"invalid YAML: {problem}", file=path, field=where) from None
+    return parse_yaml(text, path)
 
 
 @dataclass(frozen=True)
@@ -292,7 +284,7 @@ def _stem_duplicates(path: Path, card: Card) -> list[Problem]:
                 )
             )
     for i, pattern in enumerate(card.triggers.regex):
-        if re.compile(pattern).search("") is not None:
+        if _regex.compile(pattern).search(""):
             out.append(
                 Problem(
                     str(path),
@@ -304,13 +296,28 @@ def _stem_duplicates(path: Path, card: Card) -> list[Problem]:
     return out
 
 
+def _regex_hazards(path: Path, card: Card) -> list[Problem]:
+    """Regexes that would backtrack catastrophically anywhere but in RE2."""
+    found = [(f"triggers.regex[{i}]", p) for i, p in enumerate(card.triggers.regex)]
+    found += [
+        (f"checks[{i}].file_contains.pattern", c.file_contains.pattern)
+        for i, c in enumerate(card.checks)
+        if c.file_contains is not None
+    ]
+    return [
+        Problem(str(path), field, f"{pattern!r} {why}", "warning")
+        for field, pattern in found
+        if (why := _regex.hazard(pattern)) is not None
+    ]
+
+
 def lint_cards(path: Path, hub_dir: Path | None) -> LintReport:
     """Every problem of the card file or directory ``path``.
 
     Errors: unreadable or invalid YAML, unknown or missing fields, bad values, bad regexes,
     duplicate ids, agents not installed in the hub at ``hub_dir``. Warnings: version
     constraints no installed version meets, triggers that repeat after stemming, regexes
-    that match everything.
+    that match everything or would backtrack catastrophically outside RE2.
     """
     if path.is_dir():
         files = card_files(path)
@@ -334,6 +341,7 @@ def lint_cards(path: Path, hub_dir: Path | None) -> LintReport:
         if resolver is not None:
             problems.extend(resolver.problems(file, card))
         problems.extend(_stem_duplicates(file, card))
+        problems.extend(_regex_hazards(file, card))
     if path.is_dir():
         problems.extend(
             Problem(str(p), "(file)", f"ignored: card files end in {CARD_SUFFIX}", "warning")

@@ -5,11 +5,11 @@ The gate that runs them lives in :mod:`agentos.stormbreaker`.
 
 from __future__ import annotations
 
-import re
 from pathlib import PurePosixPath
 
 from pydantic import Field, field_validator, model_validator
 
+from agentos import _regex
 from agentos._models import StrictModel
 
 CHECK_KINDS = (
@@ -41,10 +41,9 @@ class FileContains(StrictModel):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
+        problem = _regex.problem(value, multiline=True)
+        if problem is not None:
+            raise ValueError(f"{value!r} is not a valid regular expression: {problem}")
         return value
 
 

@@ -59,6 +59,28 @@ INVALID: list[tuple[str, str, str, list[str]]] = [
         ],
     ),
     (
+        "regex-re2-cannot-run",
+        "ahead.yaml",
+        GOOD.replace("id: good", "id: ahead") + "  regex: ['lint(?!er)']\n",
+        [
+            "triggers.regex[0]: 'lint(?!er)' is not a valid regular expression: not supported "
+            "by RE2, which matches in linear time (invalid perl operator: (?!); lookarounds, "
+            "backreferences, possessive repeats and atomic groups are not"
+        ],
+    ),
+    (
+        "duplicate-key",
+        "twice.yaml",
+        GOOD.replace("id: good", "id: twice") + "  keywords: [format]\n",
+        ["triggers.keywords: duplicate key (lines 4 and 5); give it once"],
+    ),
+    (
+        "duplicate-key-on-one-line",
+        "inline.yaml",
+        "id: inline\nagent: ruff-fixer\ntriggers: {keywords: [lint], keywords: [ruff]}\n",
+        ["triggers.keywords: duplicate key (twice on line 3); give it once"],
+    ),
+    (
         "unknown-agent",
         "ghost.yaml",
         GOOD.replace("id: good", "id: ghost").replace("ruff-fixer", "no-such-agent"),
@@ -206,6 +228,31 @@ def test_warnings_do_not_fail_lint(cli: CliRunner, ws: Workspace) -> None:
         "never match",
         f"{old}: (file): warning: ignored: card files end in .yaml",
         "6 card files checked: 0 errors, 4 warnings",
+    ]
+
+
+def test_lint_warns_of_regexes_that_backtrack_catastrophically(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    path = ws.cards_dir / "redos.yaml"
+    path.write_text(
+        GOOD.replace("id: good", "id: redos")
+        + "  regex: ['(a+)+$', '\\b[EFW]\\d{3}\\b', '(\\w+\\s?)*:', '(ab|a)*c']\n"
+        + "checks:\n  - {name: c, file_contains: {path: x.txt, pattern: '^(x+x+)+y'}}\n"
+    )
+    result = cli("cards", "lint")
+    assert result.returncode == 0, result.stdout
+    why = (
+        "repeats a part that can split the same text in many ways (like (a+)+ or (a|ab)*): "
+        "exponential time in a backtracking engine such as Python's re; AgentOS matches it "
+        "with RE2 in linear time, but simplify it"
+    )
+    words = r"(\w+\s?)*:"
+    assert result.stdout.splitlines() == [
+        f"{path}: triggers.regex[0]: warning: '(a+)+$' {why}",
+        f"{path}: triggers.regex[2]: warning: {words!r} {why}",
+        f"{path}: checks[0].file_contains.pattern: warning: '^(x+x+)+y' {why}",
+        "6 card files checked: 0 errors, 3 warnings",
     ]
 
 

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import re2
 import yaml
 from conftest import CliRunner, write_package
 
+from agentos import _regex
 from agentos._router_index import Index, necessary_keys, normalize, reference_match
 from agentos.cards import Card, cards_revision, load_cards
 from agentos.hub import Hub
@@ -448,10 +449,13 @@ PATTERNS = [
     r"x{2,}yy",
     r"(?i)sitting",
     r"(?i)ISTANBUL",
-    r"(?x) h e l l o",
+    r"(?i)hel{2}o",
     r"\.py\b",
     r"(ab)?cd",
     r"q*rst",
+    r"[[:alpha:]]+\]",  # RE2 reads a POSIX class where Python reads a nested set
+    r"cd$",
+    r"a\.py\Z",
 ]
 SAMPLES = [
     "E501 here",
@@ -476,8 +480,9 @@ SAMPLES = [
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_regex_prefilter_never_skips_a_regex_that_matches(pattern: str) -> None:
     keys = necessary_keys(pattern)
+    regex = _regex.compile(pattern)  # the engine the router matches with
     for sample in SAMPLES:
-        if re.search(pattern, sample) and keys is not None:
+        if regex.search(sample) and keys is not None:
             text = normalize(sample)
             assert any(k in text for k in keys), (pattern, sample, keys)
 
@@ -494,12 +499,20 @@ def test_the_fold_table_knows_every_non_ascii_character_re_matches_to_ascii() ->
     assert all(len(normalize(c)) == 1 and normalize(c).isascii() for c in found)
 
 
+def test_the_fold_table_knows_every_non_ascii_character_re2_matches_to_ascii() -> None:
+    everything = "".join(chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000)
+    found = {m.group() for m in re2.finditer(r"(?i)[a-z]", everything)}
+    assert found == {"\u017f", "\u212a"}  # a subset of what Python's re folds
+    assert all(len(normalize(c)) == 1 and normalize(c).isascii() for c in found)
+
+
 def test_regex_prefilter_reads_literals_off_the_pattern() -> None:
     assert necessary_keys(r"\bE\d{3}\b") == {"e"}
     assert necessary_keys(r"(?i)traceback") == {"tra"}
     assert necessary_keys(r"(?:abc|xyz)\d") == {"abc", "xyz"}
     assert necessary_keys(r"[0-9]+") is None
     assert necessary_keys(r"a|\d") is None
+    assert necessary_keys(r"[[:alpha:]]x") is None  # Python's parse may not be RE2's
 
 
 # --- the compiled cards, cached by revision -----------------------------------------------
@@ -545,6 +558,94 @@ def test_an_invalid_card_stops_routing_with_file_and_field(cli: CliRunner, ws: W
         f"error: {ws.cards_dir / 'broken.yaml'}: size: unknown field (run `agentos cards lint`)\n"
     )
     assert "Traceback" not in result.stdout + result.stderr
+
+
+# --- hostile regexes -------------------------------------------------------------------------
+
+CATASTROPHIC = r"(a+)+$"  # Python's re tries 2^n ways on n a's and a b
+
+
+def test_a_catastrophic_card_regex_decides_on_a_10000_character_request(
+    bare: Workspace,
+) -> None:
+    write_card(bare, "as", {"regex": [CATASTROPHIC]})
+    write_card(bare, "lint", {"keywords": ["lint"]}, group="other")
+    request = "lint " + "a" * 9_994 + "b"  # 10,000 characters, ending in a b: no match
+    assert len(request) == 10_000
+    assert summary(bare, request) == {
+        "decision": "route",
+        "selected": [("lint", 1)],
+        "tied": [],
+        "rejected": {},
+    }
+    assert summary(bare, request[:-1] + "a") == {
+        "decision": "route",
+        "selected": [("as", 3), ("lint", 1)],
+        "tied": [],
+        "rejected": {},
+    }
+    assert summary(bare, "a" * 40 + "b\n")["selected"] == []
+
+
+def test_agentos_route_with_a_catastrophic_card_answers(cli: CliRunner, bare: Workspace) -> None:
+    write_card(bare, "as", {"regex": [CATASTROPHIC]})
+    # 40 a's and a b hung `agentos route` for hours; the timeout fails the regression instead.
+    result = cli(
+        "--workspace", str(bare.root), "route", "a" * 40 + "b", "--json", workspace=None, timeout=60
+    )
+    assert (result.returncode, result.stderr) == (1, "")
+    assert json.loads(result.stdout)["decision"] == "no_match"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "request_text", "matches"),
+    [
+        (r"bug$", "fix the bug\n", True),  # `$` before a final newline, as in Python
+        (r"bug$", "fix the bug\n\n", False),
+        (r"bug\Z", "fix the bug\n", False),  # \Z: the very end
+        (r"bug\Z", "fix the bug", True),
+        (r"(?i)bug", "BUG", True),
+        (r"caf\w", "caf\udce9 is not UTF-8", False),  # a lone surrogate matches nothing
+    ],
+    ids=["dollar-final-newline", "dollar-two-newlines", "Z-newline", "Z-end", "i", "surrogate"],
+)
+def test_card_regexes_keep_pythons_anchors_and_never_fail_on_text(
+    pattern: str, request_text: str, matches: bool
+) -> None:
+    assert _regex.compile(pattern).search(request_text) is matches
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        (
+            r"(?=lint)\w+",
+            "not supported by RE2, which matches in linear time (invalid perl operator: (?=); "
+            "lookarounds, backreferences, possessive repeats and atomic groups are not",
+        ),
+        (
+            r"(\w)\1",
+            "not supported by RE2, which matches in linear time (invalid escape sequence: \\1); "
+            "lookarounds, backreferences, possessive repeats and atomic groups are not",
+        ),
+        (
+            r"\w{1000}",
+            "too large: 3004 RE2 instructions, over the 1000 that keep a search fast; use "
+            "smaller counted repeats ({n}) or fewer alternatives",
+        ),
+    ],
+    ids=["lookahead", "backreference", "too-large"],
+)
+def test_a_regex_re2_cannot_run_in_linear_time_is_bad_input(
+    cli: CliRunner, bare: Workspace, pattern: str, message: str
+) -> None:
+    path = write_card(bare, "rx", {"regex": [pattern]})
+    result = cli("--workspace", str(bare.root), "route", "fix it", workspace=None)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: {path}: triggers.regex[0]: {pattern!r} is not a valid regular expression: "
+        f"{message} (run `agentos cards lint`)\n"
+    )
 
 
 # --- agentos route --------------------------------------------------------------------------
