@@ -2,8 +2,10 @@
 
 A walk skips version-control and tool directories (``.git``, ``.agentos``,
 ``node_modules``, caches), virtual environments (``.venv``, ``site-packages``, any
-directory holding ``pyvenv.cfg``), symbolic links, files with a binary extension and
-files over ``MAX_FILE_BYTES``. Only ``stat`` is called here: no file content is read.
+directory holding ``pyvenv.cfg``), symbolic links, files with a binary extension, files
+over ``MAX_FILE_BYTES`` and names that are not UTF-8 (the index keeps names as text, and
+such a name has no text form to store, search or print). Only ``stat`` is called here: no
+file content is read.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from agentos.errors import BadInput
 
 MAX_FILE_BYTES = 1_048_576
 SNIFF_BYTES = 8192
@@ -63,6 +67,18 @@ def wanted_name(name: str) -> bool:
     return os.path.splitext(name)[1].lower() not in BINARY_SUFFIXES
 
 
+def is_utf8(name: str) -> bool:
+    """Whether a name read from the file system is UTF-8 (Python hands other bytes over as
+    lone surrogates, which no UTF-8 text, database or terminal takes)."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def git_ignored(root: Path) -> frozenset[str]:
     """What git ignores below ``root`` when it lies in a repository: paths relative to it,
     directories ending in '/'. Empty outside a repository, or when git is not there."""
@@ -89,9 +105,17 @@ def git_ignored(root: Path) -> frozenset[str]:
     return frozenset(p for p in os.fsdecode(out.stdout).split("\0") if p)
 
 
+def _refuse_non_utf8(path: Path) -> None:
+    if not is_utf8(str(path)):
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise BadInput("the name is not UTF-8: the knowledge store keeps names as text", file=shown)
+
+
 def walk(root: Path) -> Iterator[FileEntry]:
     """Every file under ``root`` worth reading, in a stable order; ``root`` is resolved.
-    In a git repository, what its .gitignore files exclude is left out."""
+    In a git repository, what its .gitignore files exclude is left out. A ``root`` whose
+    name is not UTF-8 is :class:`BadInput`; such names below it are skipped."""
+    _refuse_non_utf8(root)
     ignored = git_ignored(root)
     stack = [(str(root), "")]
     while stack:
@@ -105,6 +129,8 @@ def walk(root: Path) -> Iterator[FileEntry]:
         if any(e.name == "pyvenv.cfg" for e in entries) and prefix:
             continue  # a virtual environment
         for entry in entries:
+            if not is_utf8(entry.path):
+                continue
             try:
                 if entry.is_symlink():
                     continue
@@ -124,7 +150,9 @@ def walk(root: Path) -> Iterator[FileEntry]:
 
 
 def entry_for(path: Path) -> FileEntry | None:
-    """The entry of a single file given by name, or None when it is not worth reading."""
+    """The entry of a single file given by name, or None when it is not worth reading
+    (:class:`BadInput` when its name is not UTF-8)."""
+    _refuse_non_utf8(path)
     try:
         st = path.stat()
     except OSError:

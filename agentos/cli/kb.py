@@ -86,7 +86,7 @@ def add(paths: tuple[Path, ...], as_json: bool) -> None:
 
     Unchanged files are not read, changed files are re-indexed, files deleted under an
     added directory are removed. Skips .git, .agentos, node_modules, virtualenvs, binary
-    files and files over 1 MiB."""
+    files, files over 1 MiB and names that are not UTF-8."""
     with _store() as store, _progress(not as_json) as progress:
         stats = store.add(list(paths), progress=progress)
     if as_json:
