@@ -1,8 +1,10 @@
 """Package archives: deterministic packing and safe extraction.
 
 Extraction validates every member before a single byte is written: absolute paths,
-``..``, links that leave the package, device files, FIFOs and archives over the size
-limits are refused with :class:`HostileArchive`, and nothing is extracted.
+``..``, links that leave the package, members written through a link or given twice (the
+later one would replace what was checked), names that are not UTF-8, device files, FIFOs
+and archives over the size limits are refused with :class:`HostileArchive`, and nothing is
+extracted.
 """
 
 from __future__ import annotations
@@ -60,12 +62,67 @@ def _inside(name: str) -> bool:
     return not (norm.startswith("/") or norm == ".." or norm.startswith("../"))
 
 
-def _check_member(member: tarfile.TarInfo, names: set[str], archive: Path) -> None:
+def shown(name: str) -> str:
+    """A name as read from an archive or the file system, as text: bytes that are not UTF-8
+    (carried as lone surrogates) written ``\\xNN``."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("ascii")
+
+
+def is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class _Seen:
+    """What the members before this one made: files, directories (given or implied by a
+    member below them) and symlinks, by normalized path."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()  # every member (hardlinks may point only at these)
+        self.dirs: set[str] = set()
+        self.links: set[str] = set()
+
+    def add(self, norm: str, member: tarfile.TarInfo) -> None:
+        self.names.add(norm)
+        parts = norm.split("/")
+        self.dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
+        if member.isdir():
+            self.dirs.add(norm)
+        elif member.issym():
+            self.links.add(norm)
+
+
+def _check_member(member: tarfile.TarInfo, seen: _Seen, archive: Path) -> str:
+    """Refuse ``member`` unless it is safe given the members before it; its normal path."""
     name = member.name
+    if not is_utf8(name) or not is_utf8(member.linkname):
+        what = name if not is_utf8(name) else f"{name} -> {member.linkname}"
+        raise HostileArchive(f"member name '{shown(what)}' is not UTF-8", file=archive)
     if not name or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise HostileArchive(f"member {name!r} has an absolute path", file=archive)
     if ".." in name.split("/") or "\\" in name:
         raise HostileArchive(f"member {name!r} leaves the package ('..')", file=archive)
+    norm = posixpath.normpath(name)
+    parts = norm.split("/")
+    through = next(
+        ("/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in seen.links),
+        None,
+    )
+    if through is not None:
+        raise HostileArchive(
+            f"member {name!r} is written through the symlink {through!r}", file=archive
+        )
+    earlier = "dir" if norm in seen.dirs else "member" if norm in seen.names else None
+    if earlier is not None and not (earlier == "dir" and member.isdir()):
+        raise HostileArchive(
+            f"member {name!r} is given twice: the second would replace the first", file=archive
+        )
     if member.issym():
         target = member.linkname
         if target.startswith("/") or not _inside(posixpath.join(posixpath.dirname(name), target)):
@@ -74,7 +131,7 @@ def _check_member(member: tarfile.TarInfo, names: set[str], archive: Path) -> No
             )
     elif member.islnk():
         target = member.linkname
-        if target.startswith("/") or not _inside(target) or target not in names:
+        if target.startswith("/") or not _inside(target) or target not in seen.names:
             raise HostileArchive(
                 f"hardlink {name!r} -> {target!r} points outside the package", file=archive
             )
@@ -82,6 +139,7 @@ def _check_member(member: tarfile.TarInfo, names: set[str], archive: Path) -> No
         raise HostileArchive(
             f"member {name!r} is a device, FIFO or other special file", file=archive
         )
+    return norm
 
 
 def extract(archive: Path, dest: Path) -> None:
@@ -97,7 +155,7 @@ def extract(archive: Path, dest: Path) -> None:
     try:
         with tarfile.open(archive, mode="r:*") as tar:
             members: list[tarfile.TarInfo] = []
-            names: set[str] = set()
+            seen = _Seen()
             total = 0
             for member in tar:
                 members.append(member)
@@ -108,8 +166,7 @@ def extract(archive: Path, dest: Path) -> None:
                     raise HostileArchive(
                         f"archive unpacks to over {MAX_CONTENT_BYTES} bytes", file=archive
                     )
-                _check_member(member, names, archive)
-                names.add(posixpath.normpath(member.name))
+                seen.add(_check_member(member, seen, archive), member)
             # Defence in depth: the stdlib's "data" filter re-checks every member.
             tar.extractall(dest, members=members, filter="data")
     except tarfile.FilterError as exc:

@@ -315,11 +315,12 @@ class Hub:
         staging_root.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=staging_root))
         try:
-            fill(stage)
-            pkg_dir = _package_root(stage, Path(source))
-            _refuse_links_out(pkg_dir, source)
-            manifest = _load_staged_manifest(pkg_dir, stage, source)
-            digest, files = content_digest(pkg_dir)
+            with _named_after_source(stage, source):
+                fill(stage)
+                pkg_dir = _package_root(stage, Path(_origin(source)))
+                _refuse_links_out(pkg_dir, source)
+                manifest = load_manifest(pkg_dir)
+                digest, files = content_digest(pkg_dir)
             with self._locked() as lock:
                 pkg = lock.packages.setdefault(manifest.name, LockedPackage())
                 existing = pkg.versions.get(manifest.version)
@@ -468,18 +469,39 @@ def parse_constraint(constraint: str) -> SpecifierSet:
         ) from None
 
 
-def _load_staged_manifest(pkg_dir: Path, stage: Path, source: str) -> Manifest:
-    """The staged package's manifest; its errors name the file where the person wrote it
-    (the source directory, archive or git URL), not the staging copy."""
+def _origin(source: str) -> str:
+    """The path or URL a person gave, from a lock ``source`` (``dir:``/``archive:`` path)."""
+    return source.split(":", 1)[1] if source.startswith(("dir:", "archive:")) else source
+
+
+@contextmanager
+def _named_after_source(stage: Path, source: str) -> Iterator[None]:
+    """Errors about the staged copy name the file where the person wrote it (the source
+    directory, or the archive or git URL and the path inside it), never the staging copy."""
+    origin = _origin(source)
+
+    def where(path: str) -> str:
+        inside = Path(path).relative_to(stage)
+        if source.startswith("dir:"):
+            return str(Path(origin) / inside)
+        return f"{origin}: {_archive.shown(str(inside))}"
+
     try:
-        return load_manifest(pkg_dir)
+        yield
     except AgentOSError as exc:
-        if exc.file is None or not exc.file.startswith(str(stage)):
+        if exc.file is None or not Path(exc.file).is_relative_to(stage):
             raise
-        origin = source.split(":", 1)[1] if source.startswith(("dir:", "archive:")) else source
-        inside = Path(exc.file).relative_to(stage)
-        where = Path(origin) / inside if source.startswith("dir:") else f"{origin}: {inside}"
-        raise type(exc)(exc.message, file=where, field=exc.field) from None
+        raise type(exc)(exc.message, file=where(exc.file), field=exc.field) from None
+    except shutil.Error as exc:  # copying a directory: (source, copy, why) for each file
+        problems = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        why = str(problems[0][2]) if problems else str(exc)
+        raise BadInput(f"cannot copy the package: {why}", file=origin) from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, before 3.13
+        name = getattr(exc, "filename", None)
+        detail = getattr(exc, "strerror", None) or exc.__class__.__name__
+        if name and Path(str(name)).is_relative_to(stage):
+            raise BadInput(detail, file=where(str(name))) from None
+        raise BadInput(f"cannot install: {detail}", file=origin) from None
 
 
 def _copy_package(src: Path, dest: Path) -> None:
@@ -503,14 +525,25 @@ def _package_root(extracted: Path, source: Path) -> Path:
 
 
 def _refuse_links_out(pkg_dir: Path, source: str) -> None:
-    """A package from a directory or a git repository may not link outside itself either."""
+    """No link in a package may point outside it, or be a loop. A package whose file
+    names are not UTF-8 is refused too: ``hub.lock`` records every file by name."""
     root = pkg_dir.resolve()
+    origin = _origin(source)
     for path in pkg_dir.rglob("*"):
-        if path.is_symlink() and not path.resolve().is_relative_to(root):
-            rel = path.relative_to(pkg_dir)
+        rel = path.relative_to(pkg_dir)
+        if not _archive.is_utf8(str(rel)):
+            raise BadInput(f"file name '{_archive.shown(str(rel))}' is not UTF-8", file=origin)
+        if not path.is_symlink():
+            continue
+        try:
+            target = path.resolve()
+        except (RuntimeError, OSError):  # RuntimeError until 3.13, OSError (ELOOP) after
             raise HostileArchive(
-                f"symlink {rel} -> {os.readlink(path)} points outside the package",
-                file=source.removeprefix("dir:"),
+                f"symlink {rel} -> {os.readlink(path)} is a loop", file=origin
+            ) from None
+        if not target.is_relative_to(root):
+            raise HostileArchive(
+                f"symlink {rel} -> {os.readlink(path)} points outside the package", file=origin
             )
 
 

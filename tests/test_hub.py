@@ -232,6 +232,32 @@ HOSTILE = {
     ],
     "device": [_manifest_member(), _member("pkg/dev", None, type=tarfile.CHRTYPE)],
     "fifo": [_manifest_member(), _member("pkg/fifo", None, type=tarfile.FIFOTYPE)],
+    "symlink-loop": [
+        _manifest_member(),
+        _member("pkg/run.sh"),
+        _member("pkg/loop", None, type=tarfile.SYMTYPE, linkname="loop"),
+    ],
+    "name-not-utf8": [_manifest_member(), _member(os.fsdecode(b"pkg/caf\xe9.txt"))],
+    "link-not-utf8": [
+        _manifest_member(),
+        _member("pkg/l", None, type=tarfile.SYMTYPE, linkname=os.fsdecode(b"caf\xe9")),
+    ],
+    "through-symlink": [  # once silently replaced the run.sh checked before it
+        _manifest_member(),
+        _member("pkg/run.sh", b"echo good\n"),
+        _member("pkg/here", None, type=tarfile.SYMTYPE, linkname="."),
+        _member("pkg/here/run.sh", b"echo evil\n"),
+    ],
+    "given-twice": [
+        _manifest_member(),
+        _member("pkg/run.sh", b"echo good\n"),
+        _member("pkg/./run.sh", b"echo evil\n"),
+    ],
+    "file-over-directory": [
+        _manifest_member(),
+        _member("pkg/lib/util.sh"),
+        _member("pkg/lib", None, type=tarfile.SYMTYPE, linkname="."),
+    ],
     "no-manifest": [_member("pkg/run.sh")],
     "bad-manifest": [(tarfile.TarInfo("pkg/agent.yaml"), b"name: Evil Name\nversion: one\n")],
 }
@@ -245,6 +271,12 @@ HOSTILE_MESSAGES = {
     "fifo": "device",
     "no-manifest": "agent.yaml",
     "bad-manifest": "agent.yaml",
+    "symlink-loop": "symlink loop -> loop is a loop",
+    "name-not-utf8": "member name 'pkg/caf\\xe9.txt' is not UTF-8",
+    "link-not-utf8": "member name 'pkg/l -> caf\\xe9' is not UTF-8",
+    "through-symlink": "member 'pkg/here/run.sh' is written through the symlink 'pkg/here'",
+    "given-twice": "member 'pkg/./run.sh' is given twice: the second would replace the first",
+    "file-over-directory": "member 'pkg/lib' is given twice",
 }
 
 
@@ -263,7 +295,7 @@ def test_hostile_archives_are_refused_and_nothing_is_written(
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert HOSTILE_MESSAGES[kind] in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr and ".staging" not in result.stderr
     assert tree_listing(ws.hub_dir) == hub_before
     assert tree_listing(tmp_path) == outside_before
     assert not Path("/tmp/agentos-evil-absolute").exists()
@@ -379,6 +411,63 @@ def test_a_package_directory_with_a_symlink_leaving_it_is_refused(
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: {src}: symlink secrets -> /etc/passwd points outside the package"
+    )
+    assert tree_listing(ws.hub_dir) == hub_before
+
+
+def _loop(src: Path) -> str:
+    (src / "loop").symlink_to("loop")
+    return "symlink loop -> loop is a loop"
+
+
+def _fifo(src: Path) -> str:
+    os.mkfifo(src / "pipe")
+    return f"cannot copy the package: `{src / 'pipe'}` is a named pipe"
+
+
+def _latin1_name(src: Path) -> str:
+    (src / os.fsdecode(b"caf\xe9.txt")).write_text("x")
+    return "file name 'caf\\xe9.txt' is not UTF-8"
+
+
+@pytest.mark.parametrize("make", [_loop, _fifo, _latin1_name], ids=["loop", "fifo", "latin1"])
+def test_a_package_directory_that_cannot_be_installed_is_one_line_naming_it(
+    cli, ws: Workspace, tmp_path: Path, make: Callable[[Path], str]
+) -> None:
+    src = write_package(tmp_path / "pkg")
+    message = make(src)
+    hub_before = tree_listing(ws.hub_dir)
+
+    result = cli("hub", "install", str(src))
+
+    # The person's directory, never the hub's staging copy of it.
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"error: {src}: {message}\n",
+    )
+    assert tree_listing(ws.hub_dir) == hub_before
+
+
+def test_a_key_given_twice_in_agent_yaml_is_bad_input_naming_file_and_key(
+    cli, ws: Workspace, tmp_path: Path
+) -> None:
+    src = write_package(tmp_path / "pkg")
+    manifest = src / "agent.yaml"
+    manifest.write_text(manifest.read_text() + "name: other-agent\n")
+    packed = tmp_path / "pkg.tar.gz"
+    with tarfile.open(packed, "w:gz") as tar:
+        tar.add(src, arcname="pkg")
+    hub_before = tree_listing(ws.hub_dir)
+
+    from_dir = cli("hub", "install", str(src))
+    from_archive = cli("hub", "install", str(packed))
+
+    why = "name: duplicate key (lines 1 and 6); give it once"
+    assert (from_dir.returncode, from_dir.stderr) == (2, f"error: {manifest}: {why}\n")
+    assert (from_archive.returncode, from_archive.stderr) == (
+        2,
+        f"error: {packed}: pkg/agent.yaml: {why}\n",
     )
     assert tree_listing(ws.hub_dir) == hub_before
 
