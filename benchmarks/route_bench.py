@@ -12,7 +12,10 @@ routes the same requests on the same cards), then measures, in the same run:
 - ``decide(ws, request)`` as a caller sees it (also re-hashes the card files to notice
   edits, and reads hub.lock);
 - writing a route receipt, against the raw primitive (temp file, fsync, rename);
-- ``agentos route`` as a whole process, against ``python -c pass`` and ``agentos --version``.
+- ``agentos route`` as a whole process, against ``python -c pass`` and ``agentos --version``;
+- a hostile card, ``regex: ['(a+)+$']``, on a 10,000-character request: ``decide`` and
+  ``agentos route``, against the raw primitive (one RE2 search of the pattern), and Python's
+  ``re`` on the same pattern with n a's and a b, whose time doubles with each a.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from agentos import _regex
 from agentos._fs import atomic_write
 from agentos._router_index import Hit, Index, reference_match
 from agentos.cards import Card, load_cards
@@ -141,7 +145,7 @@ class Naive:
             (
                 [(stem_phrase(k), k) for k in c.triggers.keywords],
                 [(stem_phrase(p), p) for p in c.triggers.phrases],
-                [(re.compile(r), r) for r in c.triggers.regex],
+                [(_regex.compile(r), r) for r in c.triggers.regex],  # the router's engine
                 [stem_phrase(r) for r in c.triggers.require],
                 [(stem_phrase(x), x) for x in c.triggers.exclude],
             )
@@ -332,13 +336,50 @@ def bench_process(tmp: Path, repeat: int = 15) -> None:
     )
 
 
+CATASTROPHIC = r"(a+)+$"
+
+
+def bench_hostile(tmp: Path, repeat: int = 50) -> None:
+    print("\n== a catastrophic card regex, (a+)+$, on a 10,000-character request ==")
+    ws, _ = init_workspace(tmp / "hostile-ws")
+    (ws.cards_dir / "redos.yaml").write_text(
+        f"id: redos\nagent: ruff-fixer\ngroup: redos\ntriggers: {{regex: ['{CATASTROPHIC}']}}\n"
+    )
+    request = "lint " + "a" * 9_994 + "b"  # ends in a b: the worst case for a backtracker
+    assert len(request) == 10_000
+    decision = decide(ws, request)  # compiles and caches the cards
+    assert [s.card for s in decision.selected] == ["fix-lint"], decision.as_dict()
+    assert [s.card for s in decide(ws, request[:-1] + "a").selected] == ["redos", "fix-lint"]
+    print(f"{'decide(ws, request):':28}{ms(timed(lambda: decide(ws, request), repeat))}")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    exe = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "route"]
+    subprocess.run([*exe, request], capture_output=True, env=env)
+    for label, text in (("agentos route REQUEST:", request), ("  a 3-word request:", "fix lint")):
+        walls = timed(lambda t=text: subprocess.run([*exe, t], capture_output=True, env=env), 10)
+        print(f"{label:28}{ms(walls)}   (a whole process)")
+    data = _regex.encode(request)
+    rx = _regex.compile(CATASTROPHIC)
+    print(f"{'raw RE2 search, 10,000 ch:':28}{ms(timed(lambda: rx.search(data), repeat * 20))}")
+    backtracker = re.compile(CATASTROPHIC)
+    last = 0.0
+    for n in (18, 20, 22, 24):
+        text = "a" * n + "b"
+        last = statistics.median(timed(lambda t=text: backtracker.search(t), 3))
+        print(f"Python re, {n} a's and a b: {last * 1e3:10.1f} ms")
+    print(f"  so 40 a's and a b in Python's re: about {last * 2**16 / 3600:.0f} hours")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cards", default="1000,10000")
     parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--hostile-only", action="store_true", help="only the catastrophic card")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory(prefix="route-bench-") as tmp:
+        bench_hostile(Path(tmp))
+        if args.hostile_only:
+            return
         sizes = [int(n) for n in args.cards.split(",")]
         for n in sizes:
             bench_size(n, args.requests, Path(tmp))
