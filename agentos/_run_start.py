@@ -1,5 +1,11 @@
 """Before a run: what would stop it at once is checked where the caller sees it, and a
-detached run is started in a background process."""
+detached run is started in a background process.
+
+The request reaches that process as data, after ``--``: a request that starts with ``-``
+(``--help``, ``--detach``) is never read as an option. The process's pid is kept beside its
+log, so that a run whose process ended before it recorded itself in state.db is known to
+have failed to start (:func:`detached_running`), never left "starting" forever.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,13 @@ from agentos import worktrees as wt
 from agentos._run_types import RunOptions
 from agentos.errors import BadInput, RequestBlocked
 from agentos.hub import Hub
-from agentos.runs import new_run_id
+from agentos.runs import new_run_id, pid_alive, process_start
 from agentos.workspace import Workspace
+
+PID_FILE = "orchestrator.pid"
+# One argument of a command line holds at most 128 KiB (Linux's MAX_ARG_STRLEN): a request
+# passed to the background run stays well below it.
+REQUEST_MAX_BYTES = 65536
 
 
 def start_detached(
@@ -28,6 +39,19 @@ def start_detached(
     options = options or RunOptions()
     if not request.strip():
         raise BadInput("the request is empty", field="REQUEST")
+    if "\x00" in request:
+        raise BadInput("the request contains a NUL character", field="REQUEST")
+    try:
+        size = len(request.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise BadInput(
+            "the request is not valid text (a lone surrogate)", field="REQUEST"
+        ) from None
+    if size > REQUEST_MAX_BYTES:
+        raise BadInput(
+            f"the request is too long ({size:,} bytes; the limit is {REQUEST_MAX_BYTES:,})",
+            field="REQUEST",
+        )
     repo = repo.expanduser().resolve()
     check_repo(repo)
     check_agent(ws, options.agent)
@@ -52,7 +76,6 @@ def start_detached(
         "--workspace",
         str(ws.root),
         "run",
-        request,
         "--repo",
         str(repo),
         "--run-id",
@@ -65,11 +88,24 @@ def start_detached(
         argv += ["--agent", options.agent]
     if not options.merge:
         argv.append("--no-merge")
+    argv += ["--", request]  # data, never an option
     with log.open("ab") as out:
-        subprocess.Popen(
+        proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
         )
+    (log.parent / PID_FILE).write_text(f"{proc.pid} {process_start(proc.pid) or ''}\n")
     return run_id, log
+
+
+def detached_running(ws: Workspace, run_id: str) -> bool:
+    """Whether the background process :func:`start_detached` started for ``run_id`` still
+    runs. False once it has ended, and when nothing records it: a run not in state.db whose
+    process is not running failed to start (its log says why)."""
+    try:
+        pid, _, started = (ws.logs_dir / run_id / PID_FILE).read_text().partition(" ")
+        return pid_alive(int(pid), started.strip() or None)
+    except (OSError, ValueError):
+        return False
 
 
 def check_repo(repo_dir: Path) -> tuple[str, str]:

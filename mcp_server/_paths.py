@@ -9,9 +9,10 @@ listed in ``AGENTOS_MCP_ROOTS`` (separated by ``os.pathsep``). A relative path i
 relative to the first allowed repository, or to the workspace when there is none.
 
 So ``/etc/passwd``, ``../../etc`` and a symbolic link inside the repository that points
-out of it are all refused, with a one-line error naming the argument. Inside the roots,
-``.agentos/`` (AgentOS's state: run directories hold each agent's environment file, with
-its secrets) and ``.git/`` stay closed too.
+out of it are all refused, with a one-line error naming the argument; so is a path the
+file system could not take (4,096 bytes or more, or a name longer than 255). Inside the
+roots, ``.agentos/`` (AgentOS's state: run directories hold each agent's environment file,
+with its secrets, and the MCP token) and ``.git/`` stay closed too.
 
 Git sources for ``hub_install`` are URLs, not paths: ``https://``, ``http://``, ``ssh://``,
 ``git://`` and ``user@host:path`` are passed on; a ``file://`` URL is a path and must pass
@@ -29,6 +30,8 @@ from agentos.errors import BadInput
 
 ROOTS_ENV = "AGENTOS_MCP_ROOTS"
 REMOTE_SCHEMES = ("https", "http", "ssh", "git")
+PATH_MAX = 4096  # bytes in a path, Linux's PATH_MAX
+NAME_MAX = 255  # bytes in one name
 # Directories below a root that stay closed: AgentOS's state (agents' env files hold their
 # secrets) and git's internals (remote URLs may carry credentials).
 PRIVATE = frozenset({".agentos", ".git"})
@@ -73,8 +76,14 @@ class Confinement:
             raise BadInput("is empty: give a path", field=field)
         if "\x00" in raw:
             raise BadInput("contains a NUL byte", field=field)
-        given = Path(raw).expanduser()
+        given = Path(_fit(raw, field)).expanduser()
         real = Path(os.path.realpath(given if given.is_absolute() else self.base / given))
+        if len(os.fsencode(real)) >= PATH_MAX:
+            raise BadInput(
+                f"{raw} is too long once resolved ({len(os.fsencode(real)):,} bytes; "
+                f"the limit is {PATH_MAX - 1:,})",
+                field=field,
+            )
         for root in self.roots:
             if real == root or real.is_relative_to(root):
                 hidden = [p for p in real.relative_to(root).parts if p in PRIVATE]
@@ -101,6 +110,7 @@ class Confinement:
             raise BadInput(
                 "is empty: give a package directory, a .tar.gz or a git URL", field=field
             )
+        _fit(text, field)  # the hub looks for a local path by that name first, even for a URL
         bare = text.removeprefix("git+")
         if "::" in bare.split("/", 1)[0]:
             raise BadInput(f"git transport {bare.split('::', 1)[0]!r} is not allowed", field=field)
@@ -117,9 +127,30 @@ class Confinement:
                     field=field,
                 )
             return text
-        if _scp_like(bare) and not Path(bare).exists():
+        if _scp_like(bare) and not os.path.exists(bare):  # False for any OSError too
             return text
         return str(self.path(text, field))
+
+
+def _fit(raw: str, field: str) -> str:
+    """``raw`` when the file system can take it as a path, else :class:`BadInput` saying
+    which limit it passes (without repeating a path too long to read)."""
+    try:
+        size = len(os.fsencode(raw))
+    except UnicodeEncodeError:
+        raise BadInput("is not valid text (a lone surrogate)", field=field) from None
+    if size >= PATH_MAX:
+        raise BadInput(
+            f"is too long for a path ({size:,} bytes; the limit is {PATH_MAX - 1:,})", field=field
+        )
+    for name in Path(raw).parts:
+        if len(os.fsencode(name)) > NAME_MAX:
+            raise BadInput(
+                f"has a name of {len(os.fsencode(name)):,} bytes ({name[:40]}...); "
+                f"the limit is {NAME_MAX}",
+                field=field,
+            )
+    return raw
 
 
 def _scp_like(text: str) -> bool:

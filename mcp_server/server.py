@@ -9,7 +9,8 @@ and ``agentos://cards/{id}``.
 Errors never crash the server: an :class:`~agentos.errors.AgentOSError`, a bad or unknown
 argument, or anything unexpected comes back as a tool error (``isError``) whose text is one
 line. Paths a client passes are confined to the workspace and the allowed repositories
-(:mod:`mcp_server._paths`).
+(:mod:`mcp_server._paths`). Every string argument has a length limit, in the input schema,
+and a longer one is refused naming the argument and the limit.
 
 Start-up stays light: the library modules behind the tools (router, knowledge store,
 orchestrator, hub...) are imported on first use, so nothing heavy runs before
@@ -40,7 +41,7 @@ from agentos.errors import AgentOSError, BadInput, NotFound
 from agentos.workspace import Workspace
 from mcp_server import _models as m
 from mcp_server import _transport
-from mcp_server._paths import Confinement
+from mcp_server._paths import PATH_MAX, Confinement
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,12 @@ TOOL_NAMES = (
     "guardian_status",
 )
 LOG_TAIL = 2000
+# The longest argument each kind of string may be: a request or query is text a person wrote
+# (and a run's request must fit one command-line argument); a path is what the file system
+# takes; a name or id is short. Longer ones are refused with the argument and the limit.
+REQUEST_MAX = 65536
+NAME_MAX = 256
+PATHS_MAX = 1000
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 INSTRUCTIONS = (
     "AgentOS runs versioned AI agents on a git repository. `interview` says whether a request "
@@ -70,6 +77,9 @@ INSTRUCTIONS = (
 )
 
 T = TypeVar("T")
+
+# What the library calls the arguments of `agentos run`, and what run_task calls them.
+_CLI_NAMES = {"REQUEST": "request", "--repo": "repo", "--agent": "agent"}
 
 READ_ONLY = {
     "readOnlyHint": True,
@@ -136,10 +146,14 @@ def _one_line(tool: str, exc: BaseException) -> str:
         return str(exc).replace("\n", " ")
     if isinstance(exc, ValidationError) and exc.title == f"{tool}Arguments":  # FastMCP's model
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or tool
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        where = where.removeprefix(".") or tool
         msg = err["msg"]
         if err["type"] == "missing":
             msg = "missing required argument"
+        elif err["type"] == "string_too_long":  # not the value: it is too long to repeat
+            size, limit = len(err["input"]), err["ctx"]["max_length"]
+            msg = f"too long ({size:,} characters; the limit is {limit:,})"
         return f"{where}: {msg}"
     if isinstance(exc, ToolError):
         return str(exc)
@@ -183,8 +197,13 @@ def build_server(
         openWorldHint=False,
     )
     async def route(
-        request: Annotated[str, Field(description="What should be done, in plain words.")],
-        run_id: Annotated[str | None, Field(description="Link the receipt to this run.")] = None,
+        request: Annotated[
+            str,
+            Field(max_length=REQUEST_MAX, description="What should be done, in plain words."),
+        ],
+        run_id: Annotated[
+            str | None, Field(max_length=NAME_MAX, description="Link the receipt to this run.")
+        ] = None,
     ) -> m.RouteResult:
         """Match a request against the routing cards, deterministically, and return the
         decision (route, clarify or no_match), the selected agents with their scores and
@@ -202,7 +221,7 @@ def build_server(
 
     @tool("Interview a request", **READ_ONLY)
     async def interview(
-        request: Annotated[str, Field(description="The request to score.")],
+        request: Annotated[str, Field(max_length=REQUEST_MAX, description="The request to score.")],
     ) -> m.InterviewResult:
         """Score a request on five axes (goal, constraints, scope, context, success) and say
         whether it is clear enough to start work; a blocked request gets one question per
@@ -225,11 +244,14 @@ def build_server(
         openWorldHint=True,
     )
     async def run_task(
-        request: Annotated[str, Field(description="What the agents should do.")],
+        request: Annotated[
+            str, Field(max_length=REQUEST_MAX, description="What the agents should do.")
+        ],
         repo: Annotated[
             str | None,
             Field(
-                description="The git repository to work on (default: the server's first --repo)."
+                max_length=PATH_MAX,
+                description="The git repository to work on (default: the server's first --repo).",
             ),
         ] = None,
         force: Annotated[
@@ -242,8 +264,9 @@ def build_server(
         agent: Annotated[
             str | None,
             Field(
+                max_length=NAME_MAX,
                 description="NAME or NAME@VERSION: this hub package takes the request instead "
-                "of the routing cards."
+                "of the routing cards.",
             ),
         ] = None,
         merge: Annotated[
@@ -272,7 +295,11 @@ def build_server(
             else:
                 target = fence.path(repo, "repo")
             options = RunOptions(force=force, agent=agent, merge=merge)
-            run_id, log_file = start_detached(ws, request, target, options)
+            try:
+                run_id, log_file = start_detached(ws, request, target, options)
+            except BadInput as exc:  # it names the CLI's arguments: name this tool's
+                exc.field = _CLI_NAMES.get(exc.field or "", exc.field)
+                raise
             return m.RunStarted(
                 run_id=run_id, status="started", repo=str(target), log=str(log_file)
             )
@@ -281,7 +308,10 @@ def build_server(
 
     @tool("Status of a run", **READ_ONLY)
     async def task_status(
-        run_id: Annotated[str, Field(description="The id run_task returned (or a unique part).")],
+        run_id: Annotated[
+            str,
+            Field(max_length=NAME_MAX, description="The id run_task returned (or a unique part)."),
+        ],
     ) -> m.TaskStatus:
         """The state of a run: its status (starting, running, ... succeeded, failed), the
         decision, each agent's status, attempts and last gate (each failing check's name and
@@ -289,6 +319,7 @@ def build_server(
         log."""
 
         def work() -> m.TaskStatus:
+            from agentos._run_start import detached_running
             from agentos.receipts import list_receipts
             from agentos.runs import FINAL, RunStore
 
@@ -296,15 +327,23 @@ def build_server(
             try:
                 record = store.get(run_id)
             except NotFound:
+                # Started by run_task and not recorded yet: starting while its process runs;
+                # failed when the process ended without recording it (looked up once more,
+                # for a run recorded just before its process ended).
                 orchestrator_log = ws.logs_dir / run_id / "orchestrator.log"
-                if _RUN_ID.fullmatch(run_id) and orchestrator_log.is_file():
+                if not (_RUN_ID.fullmatch(run_id) and orchestrator_log.is_file()):
+                    raise
+                if detached_running(ws, run_id):
                     return m.TaskStatus(
                         run_id=run_id,
                         status="starting",
                         finished=False,
                         log_tail=_tail(orchestrator_log),
                     )
-                raise
+                try:
+                    record = store.get(run_id)
+                except NotFound:
+                    return _not_started(run_id, _tail(orchestrator_log))
             finally:
                 store.close()
             data = record.as_dict()
@@ -323,7 +362,9 @@ def build_server(
 
     @tool("Search the knowledge store", **READ_ONLY)
     async def kb_search(
-        query: Annotated[str, Field(description="Any text; FTS5 syntax is not needed.")],
+        query: Annotated[
+            str, Field(max_length=REQUEST_MAX, description="Any text; FTS5 syntax is not needed.")
+        ],
         k: Annotated[int, Field(ge=1, le=100, description="How many hits.")] = 10,
     ) -> m.KbSearchResult:
         """Full-text search of the knowledge store (the indexed code and docs): ranked
@@ -349,9 +390,10 @@ def build_server(
     )
     async def kb_add(
         paths: Annotated[
-            list[str],
+            list[Annotated[str, Field(max_length=PATH_MAX)]],
             Field(
                 min_length=1,
+                max_length=PATHS_MAX,
                 description="Files or directories in the workspace or an allowed "
                 "repository (relative ones are taken from the first).",
             ),
@@ -374,7 +416,9 @@ def build_server(
 
     @tool("List receipts", **READ_ONLY)
     async def receipts_list(
-        run_id: Annotated[str | None, Field(description="Only this run's receipts.")] = None,
+        run_id: Annotated[
+            str | None, Field(max_length=NAME_MAX, description="Only this run's receipts.")
+        ] = None,
         limit: Annotated[
             int, Field(ge=1, le=1000, description="At most this many, the newest.")
         ] = 50,
@@ -395,7 +439,9 @@ def build_server(
 
     @tool("Show a receipt", **READ_ONLY)
     async def receipt_show(
-        id: Annotated[str, Field(description="A receipt id, like 00000042 or 42.")],
+        id: Annotated[
+            str, Field(max_length=NAME_MAX, description="A receipt id, like 00000042 or 42.")
+        ],
     ) -> m.ReceiptText:
         """The full text of one receipt, exactly as written (also the resource
         agentos://receipts/{id})."""
@@ -430,10 +476,11 @@ def build_server(
         source: Annotated[
             str,
             Field(
+                max_length=PATH_MAX,
                 description=(
                     "A package directory or a .tar.gz made by `agentos hub pack` (in the workspace "
                     "or an allowed repository), or a git URL with an optional @ref."
-                )
+                ),
             ),
         ],
     ) -> m.HubInstallResult:
@@ -483,6 +530,18 @@ def build_server(
         return await _call(_card_text, ws, id)
 
     return server
+
+
+def _not_started(run_id: str, log_tail: str) -> m.TaskStatus:
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    why = lines[-1] if lines else "it said nothing"
+    return m.TaskStatus(
+        run_id=run_id,
+        status="failed",
+        finished=True,
+        message=f"the run's process ended before the run started: {why}",
+        log_tail=log_tail,
+    )
 
 
 def _receipt(ws: Workspace, rid: str) -> m.ReceiptText:

@@ -28,7 +28,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextResourceContents
 
-from agentos.errors import BadInput
+from agentos.errors import AgentOSError, BadInput
 from agentos.hub import Hub
 from agentos.workspace import Workspace
 from mcp_server._paths import Confinement
@@ -419,6 +419,99 @@ def test_a_repository_allowed_through_the_environment_can_be_indexed(
             assert added["added"] == 1
 
     run(scenario)
+
+
+@pytest.mark.parametrize("request_text", ["--help", "--detach", "-x"])
+def test_a_request_that_looks_like_an_option_is_the_runs_request(
+    ws: Workspace, repo: Path, request_text: str
+) -> None:
+    async def scenario() -> None:
+        async with connect("stdio", ws, "--repo", str(repo)) as s:
+            started = ok(await s.call_tool("run_task", {"request": request_text, "force": True}))
+            status = await wait_for_run(s, started["run_id"], timeout=60)
+            assert (status["status"], status["finished"], status["request"]) == (
+                "no_match",
+                True,
+                request_text,
+            ), status
+
+    run(scenario)
+
+
+def test_a_run_whose_process_ends_before_the_run_starts_is_reported_failed(
+    ws: Workspace, repo: Path
+) -> None:
+    async def scenario() -> None:
+        async with connect("stdio", ws, "--repo", str(repo)) as s:
+            # The server has read the settings; the run's own process finds them broken.
+            ws.settings_file.write_text("run: [\n")
+            started = ok(await s.call_tool("run_task", {"request": "fix it", "force": True}))
+            status = await wait_for_run(s, started["run_id"], timeout=60)
+            with pytest.raises(AgentOSError) as broken:
+                Workspace(ws.root).settings  # noqa: B018 (loading is the point)
+            why = f"error: {broken.value}"
+            assert status == {
+                "run_id": started["run_id"],
+                "status": "failed",
+                "finished": True,
+                "request": None,
+                "repo": None,
+                "decision": None,
+                "message": f"the run's process ended before the run started: {why}",
+                "agents": [],
+                "receipts": [],
+                "log_tail": why + "\n",
+            }
+
+    run(scenario)
+
+
+def test_arguments_too_long_for_a_path_or_a_command_line_are_refused_naming_the_limit(
+    ws: Workspace, repo: Path
+) -> None:
+    huge_path = "a" * 100_000
+    request_128k = "fix the lint errors " * (128 * 1024 // 20) + "x" * (128 * 1024 % 20)
+    cases: dict[str, tuple[str, dict[str, Any]]] = {
+        "kb_add path": ("kb_add", {"paths": [huge_path]}),
+        "kb_add long name": ("kb_add", {"paths": ["README.md", "n" * 300]}),
+        "run_task repo": ("run_task", {"request": "fix it", "repo": huge_path}),
+        "hub_install path": ("hub_install", {"source": huge_path}),
+        "hub_install git name": ("hub_install", {"source": "git@example.invalid:" + "g" * 300}),
+        "route request": ("route", {"request": request_128k}),
+        "interview request": ("interview", {"request": request_128k}),
+        "run_task request": ("run_task", {"request": request_128k, "force": True}),
+        "run_task request bytes": ("run_task", {"request": "é" * 40_000, "force": True}),
+        "kb_search query": ("kb_search", {"query": request_128k}),
+        "task_status run id": ("task_status", {"run_id": huge_path}),
+        "run_task agent": ("run_task", {"request": "fix it", "agent": huge_path}),
+    }
+    expected = {
+        "kb_add path": "paths[0]: too long (100,000 characters; the limit is 4,096)",
+        "kb_add long name": f"paths[1]: has a name of 300 bytes ({'n' * 40}...); the limit is 255",
+        "run_task repo": "repo: too long (100,000 characters; the limit is 4,096)",
+        "hub_install path": "source: too long (100,000 characters; the limit is 4,096)",
+        "hub_install git name": "source: has a name of 320 bytes "
+        "(git@example.invalid:gggggggggggggggggggg...); the limit is 255",
+        "route request": "request: too long (131,072 characters; the limit is 65,536)",
+        "interview request": "request: too long (131,072 characters; the limit is 65,536)",
+        "run_task request": "request: too long (131,072 characters; the limit is 65,536)",
+        "run_task request bytes": "request: the request is too long (80,000 bytes; the limit "
+        "is 65,536)",
+        "kb_search query": "query: too long (131,072 characters; the limit is 65,536)",
+        "task_status run id": "run_id: too long (100,000 characters; the limit is 256)",
+        "run_task agent": "agent: too long (100,000 characters; the limit is 256)",
+    }
+    seen: dict[str, str] = {}
+
+    async def scenario() -> None:
+        async with connect("stdio", ws, "--repo", str(repo)) as s:
+            for case, (tool, args) in cases.items():
+                seen[case] = error_text(await s.call_tool(tool, args))
+            assert ok(await s.call_tool("kb_search", {"query": "lint"}))["hits"] == []
+
+    run(scenario)
+    assert seen == expected
+    assert not ws.logs_dir.exists() or list(ws.logs_dir.iterdir()) == []  # no run started
 
 
 # --- path confinement, the rule itself ----------------------------------------------------
