@@ -13,6 +13,13 @@ gemini   user     ``~/.gemini/settings.json``: ``mcpServers[<name>]``
 gemini   project  ``<project>/.gemini/settings.json``: ``mcpServers[<name>]``
 =======  =======  ====================================================================
 
+With ``url`` (a server started with ``agentos mcp serve --http``) the entry names that URL
+and carries the workspace's token as an ``Authorization: Bearer`` header, both clients
+taking HTTP headers in their config. Such an entry is always written to the file, never
+passed to ``claude``/``gemini mcp add`` (a command line is visible to every user of the
+machine), the file is made readable by its owner only, and the project scope, a file shared
+with the project, is refused.
+
 :func:`doctor` starts the server as this workspace would register it and as every
 registration found in those files says, and checks that each answers ``initialize`` and
 ``tools/list`` with every tool.
@@ -30,6 +37,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentos._fs import atomic_write
 from agentos.errors import BadInput, OperationFailed
@@ -38,6 +46,7 @@ from agentos.workspace import Workspace
 CLIENTS = ("claude", "gemini")
 SCOPES = {"claude": ("local", "project", "user"), "gemini": ("project", "user")}
 DEFAULT_SCOPE = {"claude": "local", "gemini": "project"}
+HTTP_DEFAULT_SCOPE = {"claude": "local", "gemini": "user"}
 CLI_TIMEOUT = 120
 
 
@@ -48,10 +57,25 @@ class Installed:
     name: str
     method: str  # "claude mcp add", "gemini mcp add" or "config file"
     where: str  # the config file changed
-    command: list[str]
+    command: list[str]  # empty for an HTTP registration
+    url: str | None = None  # an HTTP registration's URL
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a registration goes: a client's server ``name`` in one scope's config file."""
+
+    client: str
+    scope: str
+    name: str
+    project: Path
+    file: Path
+
+    def installed(self, method: str, command: list[str], url: str | None = None) -> Installed:
+        return Installed(self.client, self.scope, self.name, method, str(self.file), command, url)
 
 
 def server_command(ws: Workspace, repos: list[Path]) -> list[str]:
@@ -78,12 +102,14 @@ def install_server(
     project: Path | None = None,
     repos: list[Path] | None = None,
     use_cli: bool = True,
+    url: str | None = None,
 ) -> Installed:
     """Register this workspace's server with ``client``; an existing entry of that name in
-    that scope is replaced."""
+    that scope is replaced. With ``url``, the HTTP server there, with the workspace's token;
+    else the stdio command."""
     if client not in CLIENTS:
         raise BadInput(f"unknown client {client!r} (use {' or '.join(CLIENTS)})", field="client")
-    scope = scope or DEFAULT_SCOPE[client]
+    scope = scope or (HTTP_DEFAULT_SCOPE if url else DEFAULT_SCOPE)[client]
     if scope not in SCOPES[client]:
         raise BadInput(
             f"{client} has no {scope!r} scope (use {', '.join(SCOPES[client])})", field="--scope"
@@ -91,6 +117,14 @@ def install_server(
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise BadInput(f"{name!r} is not a server name (letters, digits, - and _)", field="--name")
     project = (project or Path.cwd()).resolve()
+    slot = Slot(client, scope, name, project, config_file(client, scope, project))
+    if url is not None:
+        if repos:
+            raise BadInput(
+                "an HTTP server's repositories are given to `agentos mcp serve --http --repo`",
+                field="--repo",
+            )
+        return _install_http(slot, ws, url)
     if repos is None or not repos:
         repos = [project] if (project / ".git").exists() else []
     repos = [Path(r).expanduser().resolve() for r in repos]
@@ -98,21 +132,40 @@ def install_server(
         if not repo.is_dir():
             raise BadInput("is not a directory", file=repo, field="--repo")
     argv = server_command(ws, repos)
-    target = config_file(client, scope, project)
     exe = shutil.which(client) if use_cli else None
     if exe is not None:
-        _add_with_cli(exe, client, scope, name, argv, project)
-        return Installed(client, scope, name, f"{client} mcp add", str(target), argv)
-    _write_entry(client, scope, name, argv, project, target)
-    return Installed(client, scope, name, "config file", str(target), argv)
+        _add_with_cli(exe, slot, argv)
+        return slot.installed(f"{client} mcp add", argv)
+    _write_entry(slot, _entry(client, argv))
+    return slot.installed("config file", argv)
 
 
-def _add_with_cli(
-    exe: str, client: str, scope: str, name: str, argv: list[str], project: Path
-) -> None:
+def _install_http(slot: Slot, ws: Workspace, url: str) -> Installed:
+    from mcp_server._token import workspace_token
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadInput(
+            f"{url!r} is not an http:// URL (give the one `agentos mcp serve --http` printed)",
+            field="--url",
+        )
+    if slot.scope == "project":
+        others = " or ".join(s for s in SCOPES[slot.client] if s != "project")
+        raise BadInput(
+            f"{slot.file} is shared with the project, and an HTTP registration holds the "
+            f"workspace's token: use --scope {others}",
+            field="--scope",
+        )
+    headers = {"Authorization": f"Bearer {workspace_token(ws)}"}
+    _write_entry(slot, {"type": "http", "url": url, "headers": headers}, private=True)
+    return slot.installed("config file", [], url)
+
+
+def _add_with_cli(exe: str, slot: Slot, argv: list[str]) -> None:
+    scope, name, project = slot.scope, slot.name, slot.project
     # `mcp add` refuses (claude) or merges into (gemini) an existing name: remove it first.
     _run([exe, "mcp", "remove", "--scope", scope, name], project, check=False)
-    if client == "claude":  # claude mcp add NAME -- COMMAND ARGS...
+    if slot.client == "claude":  # claude mcp add NAME -- COMMAND ARGS...
         _run([exe, "mcp", "add", "--scope", scope, name, "--", *argv], project)
     else:  # gemini mcp add NAME COMMAND -- ARGS...
         _run([exe, "mcp", "add", "--scope", scope, name, argv[0], "--", *argv[1:]], project)
@@ -168,21 +221,25 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _write_entry(
-    client: str, scope: str, name: str, argv: list[str], project: Path, target: Path
-) -> None:
+def _write_entry(slot: Slot, entry: dict[str, Any], *, private: bool = False) -> None:
+    """Put ``entry`` in the slot's file, keeping the rest; ``private`` (it holds a token)
+    makes the file readable by its owner only (it never is by others on the way: the new
+    content is written to a file of mode 0600 and renamed)."""
+    target = slot.file
     data = read_json(target)
     holder = data
-    if client == "claude" and scope == "local":
+    if slot.client == "claude" and slot.scope == "local":
         projects = data.setdefault("projects", {})
         if not isinstance(projects, dict):
             raise BadInput("expected an object", file=target, field="projects")
-        holder = projects.setdefault(str(project), {})
+        holder = projects.setdefault(str(slot.project), {})
     servers = holder.setdefault("mcpServers", {})
     if not isinstance(servers, dict):
         raise BadInput("expected an object", file=target, field="mcpServers")
-    servers[name] = _entry(client, argv)
+    servers[slot.name] = entry
     mode = target.stat().st_mode & 0o777 if target.exists() else 0o600
+    if private:
+        mode &= 0o700
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     os.chmod(target, mode)
@@ -209,6 +266,11 @@ class Registration:
     def url(self) -> str | None:
         value = self.entry.get("url") or self.entry.get("httpUrl")
         return str(value) if value else None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        value = self.entry.get("headers")
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _is_agentos(name: str, entry: dict[str, Any], wanted: str) -> bool:
@@ -255,6 +317,7 @@ async def _probe(
     env: dict[str, str] | None,
     timeout: float,
     errlog: Any,
+    headers: dict[str, str] | None = None,
 ) -> Probe:
     import anyio
     from mcp import ClientSession
@@ -263,9 +326,11 @@ async def _probe(
     with anyio.fail_after(timeout):
         if url is not None:
             from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
 
             async with (
-                streamable_http_client(url) as (read, write, _),
+                create_mcp_http_client(headers=headers) as http,
+                streamable_http_client(url, http_client=http) as (read, write, _),
                 ClientSession(read, write) as session,
             ):
                 return await _list(session, started)
@@ -294,6 +359,7 @@ def probe(
     command: list[str] | None = None,
     *,
     url: str | None = None,
+    headers: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 30.0,
 ) -> Probe:
@@ -303,7 +369,7 @@ def probe(
 
     with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
         try:
-            return anyio.run(_probe, command, url, env, timeout, errlog)
+            return anyio.run(_probe, command, url, env, timeout, errlog, headers)
         except Exception as exc:  # the doctor reports every way a connection can fail
             errlog.seek(0)
             lines = [ln for ln in errlog.read().splitlines() if ln.strip()]
@@ -345,12 +411,17 @@ class DoctorReport:
 
 
 def _connect_check(
-    name: str, command: list[str] | None, url: str | None, timeout: float, prefix: str = ""
+    name: str,
+    command: list[str] | None,
+    url: str | None,
+    timeout: float,
+    prefix: str = "",
+    headers: dict[str, str] | None = None,
 ) -> Check:
     from mcp_server.server import TOOL_NAMES
 
     try:
-        found = probe(command, url=url, timeout=timeout)
+        found = probe(command, url=url, headers=headers, timeout=timeout)
     except OperationFailed as exc:
         return Check(name, "fail", f"{prefix}does not connect: {exc}")
     missing = [t for t in TOOL_NAMES if t not in found.tools]
@@ -398,6 +469,6 @@ def doctor(
                 report.checks.append(Check(label, "fail", f"{where}no command or URL"))
                 continue
             report.checks.append(
-                _connect_check(label, reg.command or None, reg.url, timeout, where)
+                _connect_check(label, reg.command or None, reg.url, timeout, where, reg.headers)
             )
     return report

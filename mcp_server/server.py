@@ -10,7 +10,9 @@ Errors never crash the server: an :class:`~agentos.errors.AgentOSError`, a bad o
 argument, or anything unexpected comes back as a tool error (``isError``) whose text is one
 line. Paths a client passes are confined to the workspace and the allowed repositories
 (:mod:`mcp_server._paths`). Every string argument has a length limit, in the input schema,
-and a longer one is refused naming the argument and the limit.
+and a longer one is refused naming the argument and the limit. Over HTTP, a request needs
+the workspace's token and must name this server in its Host and Origin headers
+(:mod:`mcp_server._transport`).
 
 Start-up stays light: the library modules behind the tools (router, knowledge store,
 orchestrator, hub...) are imported on first use, so nothing heavy runs before
@@ -28,7 +30,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.fastmcp import FastMCP
@@ -42,6 +44,10 @@ from agentos.workspace import Workspace
 from mcp_server import _models as m
 from mcp_server import _transport
 from mcp_server._paths import PATH_MAX, Confinement
+from mcp_server._token import token_file, workspace_token
+
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
 
 log = logging.getLogger(__name__)
 
@@ -176,13 +182,24 @@ def _tail(path: Path, limit: int = LOG_TAIL) -> str:
 
 
 def build_server(
-    ws: Workspace, repos: Sequence[Path] = (), *, host: str = "127.0.0.1", port: int = 8765
+    ws: Workspace,
+    repos: Sequence[Path] = (),
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    transport_security: TransportSecuritySettings | None = None,
 ) -> AgentOSServer:
-    """The MCP server of workspace ``ws``; ``repos`` are the repositories clients may name."""
+    """The MCP server of workspace ``ws``; ``repos`` are the repositories clients may name;
+    ``transport_security`` says which Host and Origin headers HTTP requests may carry."""
     ws.ensure()
     fence = Confinement(ws.root, repos)
     server = AgentOSServer(
-        SERVER_NAME, instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING"
+        SERVER_NAME,
+        instructions=INSTRUCTIONS,
+        host=host,
+        port=port,
+        log_level="WARNING",
+        transport_security=transport_security,
     )
     server._mcp_server.version = __version__  # shown to clients in serverInfo
     tool = _registrar(server)
@@ -614,8 +631,13 @@ def serve(
     *,
     http: str | None = None,
     allow_remote: bool = False,
+    allow_hosts: Sequence[str] = (),
 ) -> None:
-    """Run the server until the client goes away (stdio) or until interrupted (HTTP)."""
+    """Run the server until the client goes away (stdio) or until interrupted (HTTP).
+
+    Over HTTP, clients must send the workspace's token (printed on stderr at start) and name
+    the server by its address, a loopback name or one of ``allow_hosts``
+    (:mod:`mcp_server._transport`)."""
     level = os.environ.get("AGENTOS_LOG", "WARNING").upper()
     logging.basicConfig(
         stream=sys.stderr,
@@ -629,18 +651,25 @@ def serve(
     host, port = _transport.parse_http(http)
     if not _transport.is_loopback(host) and not allow_remote:
         raise BadInput(
-            f"{host} is not a loopback address: the server has no authentication, "
+            f"{host} is not a loopback address: plain HTTP carries the token unencrypted, "
             "so pass --allow-remote to listen there",
             field="--http",
         )
-    server = build_server(ws, repos, host=host, port=port)
+    token = workspace_token(ws)
     sock = _transport.listen(host, port)
-    bound = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
+    try:
+        bound = sock.getsockname()[1]
+        security = _transport.security(host, bound, allow_hosts)
+        server = build_server(ws, repos, host=host, port=bound, transport_security=security)
+    except BaseException:
+        sock.close()
+        raise
+    url = f"http://{_transport.host_name(host)}:{bound}{server.settings.streamable_http_path}"
     print(
-        f"agentos mcp: serving workspace {ws.root} on http://{shown}:{bound}"
-        f"{server.settings.streamable_http_path}",
+        f"agentos mcp: serving workspace {ws.root} on {url}\n"
+        f"agentos mcp: clients must send the header 'Authorization: Bearer {token}' "
+        f"(the token is kept in {token_file(ws)})",
         file=sys.stderr,
         flush=True,
     )
-    anyio.run(_transport.run_http, server, sock)
+    anyio.run(_transport.run_http, server, sock, token)

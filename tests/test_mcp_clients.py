@@ -127,6 +127,7 @@ def test_install_claude_without_its_cli_writes_claude_json_and_keeps_what_is_the
         "method": "config file",
         "where": str(config),
         "command": argv,
+        "url": None,
     }
     expected = json.loads(json.dumps(existing))
     expected["projects"][str(project)]["mcpServers"] = {

@@ -26,12 +26,14 @@ from conftest import make_repo, write_package
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextResourceContents
 
 from agentos.errors import AgentOSError, BadInput
 from agentos.hub import Hub
 from agentos.workspace import Workspace
 from mcp_server._paths import Confinement
+from mcp_server._token import token_file
 from mcp_server.server import TOOL_NAMES
 
 READ_ONLY_TOOLS = {
@@ -99,8 +101,10 @@ async def connect(
         )
     try:
         url = wait_for_url(proc, errlog)
+        token = token_file(ws).read_text().strip()
         async with (
-            streamable_http_client(url) as (read, write, _),
+            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+            streamable_http_client(url, http_client=http) as (read, write, _),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
@@ -696,8 +700,8 @@ def test_serve_on_a_busy_port_says_so_in_one_line(
     [
         (
             ["--http", "0.0.0.0:8765"],
-            "error: --http: 0.0.0.0 is not a loopback address: the server "
-            "has no authentication, so pass --allow-remote to listen there",
+            "error: --http: 0.0.0.0 is not a loopback address: plain HTTP carries the "
+            "token unencrypted, so pass --allow-remote to listen there",
         ),
         (
             ["--http", "localhost:http"],

@@ -32,20 +32,40 @@ def mcp() -> None:
     "http",
     metavar="HOST:PORT",
     help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
-    "(HOST defaults to 127.0.0.1: `--http 8765`).",
+    "(HOST defaults to 127.0.0.1: `--http 8765`). Clients must send the workspace's "
+    "token, printed at start, as 'Authorization: Bearer TOKEN'.",
 )
 @click.option("--repo", "repos", multiple=True, type=click.Path(path_type=Path), help=_REPO_HELP)
 @click.option(
     "--allow-remote",
     is_flag=True,
-    help="Allow --http on a non-loopback address (the server has no authentication).",
+    help="Allow --http on a non-loopback address (plain HTTP: the token crosses the "
+    "network unencrypted).",
 )
-def serve(http: str | None, repos: tuple[Path, ...], allow_remote: bool) -> None:
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Another name clients reach the server by (their Host header), besides the "
+    "address it listens on and 127.0.0.1, localhost and [::1]; repeatable. Requests "
+    "naming any other host are refused (DNS-rebinding protection).",
+)
+def serve(
+    http: str | None, repos: tuple[Path, ...], allow_remote: bool, allow_hosts: tuple[str, ...]
+) -> None:
     """Serve the workspace over MCP: stdio by default (what clients spawn), or streamable
-    HTTP with --http. Logs go to stderr; stdout is the protocol."""
+    HTTP with --http, which needs the workspace's token (made once, kept in
+    .agentos/mcp-token). Logs go to stderr; stdout is the protocol."""
     from mcp_server.server import serve as run_server
 
-    run_server(workspace(), _repos(repos), http=http, allow_remote=allow_remote)
+    run_server(
+        workspace(),
+        _repos(repos),
+        http=http,
+        allow_remote=allow_remote,
+        allow_hosts=list(allow_hosts),
+    )
 
 
 @mcp.command()
@@ -79,6 +99,14 @@ def serve(http: str | None, repos: tuple[Path, ...], allow_remote: bool) -> None
     is_flag=True,
     help="Write the client's config file even when its CLI is installed.",
 )
+@click.option(
+    "--url",
+    metavar="URL",
+    help="Register the HTTP server at URL (the one `agentos mcp serve --http` printed) "
+    "instead of the stdio command, with the workspace's token in an Authorization "
+    "header. Always written to the config file (made private), never to the project "
+    "scope; Gemini CLI's default scope is then user.",
+)
 @json_option
 def install(
     client: str,
@@ -87,11 +115,13 @@ def install(
     project: Path | None,
     repos: tuple[Path, ...],
     write_config: bool,
+    url: str | None,
     as_json: bool,
 ) -> None:
     """Register `agentos mcp serve` for this workspace with CLIENT (claude or gemini):
     through `claude mcp add` / `gemini mcp add` when that CLI is installed, else by
-    writing the client's config file, keeping what is there."""
+    writing the client's config file, keeping what is there. With --url, the HTTP
+    server at URL and its token."""
     from mcp_server._clients import install_server
 
     result = install_server(
@@ -102,6 +132,7 @@ def install(
         project=project or Path.cwd(),
         repos=list(repos),
         use_cli=not write_config,
+        url=url,
     )
     if as_json:
         print_json(result.as_dict())
@@ -110,7 +141,10 @@ def install(
         f"registered MCP server {result.name!r} with {result.client} "
         f"({result.scope} scope) via {result.method}: {result.where}"
     )
-    console.print(f"  command: {' '.join(result.command)}")
+    if result.url:
+        console.print(f"  url: {result.url} (with the workspace's token)", markup=False)
+    else:
+        console.print(f"  command: {' '.join(result.command)}", markup=False)
 
 
 @mcp.command()
