@@ -25,7 +25,8 @@ def lint(ctx: click.Context, path: Path | None, as_json: bool) -> None:
     routing_cards/) and report each problem as `file: field: message`. Exits 2 when any
     card is invalid: bad YAML, an unknown field, a bad regex, a duplicate id, an agent the
     hub does not have. Warnings (a version no installed agent meets, triggers that repeat
-    after stemming) do not fail."""
+    after stemming, a regex that matches everything or would backtrack catastrophically
+    outside RE2) do not fail."""
     ws = workspace()
     report = lint_cards(path or ws.cards_dir, ws.hub_dir)
     if as_json:
