@@ -44,10 +44,12 @@ class Regex:
 
     def first(self, data: bytes) -> int | None:
         """The byte offset where the first match in ``data`` (see :func:`encode`) starts."""
-        found = self._rx.search(data)
-        if found is None and self._before_final_newline and data.endswith(b"\n"):
-            found = self._rx.search(data[:-1])  # Python's `$` also matches before it
-        return None if found is None else int(found.start())
+        start = self._rx.Match(_UNANCHORED, data, 0, len(data))[0][0]
+        if start < 0 and self._before_final_newline and data.endswith(b"\n"):
+            # Python's `$` also matches before a final newline
+            body = data[:-1]  # RE2 reads `$` at the end of the text given, not at endpos
+            start = self._rx.Match(_UNANCHORED, body, 0, len(body))[0][0]
+        return None if start < 0 else int(start)
 
     def search(self, text: str | bytes) -> bool:
         """Whether the pattern matches anywhere in ``text``."""
@@ -58,7 +60,7 @@ def _python_problem(pattern: str) -> str | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "possible nested set": RE2's [[:alpha:]] is fine
-            re.compile(pattern)
+            sre_parse.parse(pattern)  # what compiling adds, RE2 checks: parsing is enough
     except re.error as exc:
         return str(exc)
     except (RecursionError, OverflowError, ValueError) as exc:  # absurd nesting or counts
@@ -81,32 +83,42 @@ def _for_re2(pattern: str) -> str:
     return "".join(out)
 
 
-def _re2_compile(pattern: str, multiline: bool) -> Any:
-    import re2  # google-re2: only loaded when a regex is compiled
+# The binding's compiled core, used directly: its re-like wrapper costs five times the
+# compile itself per pattern, and keeps only the last 128 patterns.
+_re2: Any = None
+_OPTIONS: Any = None
+_UNANCHORED: Any = None
 
-    options = re2.Options()
-    options.log_errors = False  # RE2 would print every refused pattern on stderr
-    options.never_capture = True  # only whether and where it matches is ever asked
-    return re2.compile(("(?m)" if multiline else "") + _for_re2(pattern), options)
+
+def _re2_compile(pattern: str, multiline: bool) -> Any:
+    """The RE2 object, or the error RE2 gives (a str)."""
+    global _re2, _OPTIONS, _UNANCHORED
+    if _re2 is None:
+        from re2 import _re2 as core  # google-re2: only loaded when a regex is compiled
+
+        options = core.RE2.Options()
+        options.log_errors = False  # RE2 would print every refused pattern on stderr
+        options.never_capture = True  # only whether and where it matches is ever asked
+        _OPTIONS, _UNANCHORED, _re2 = options, core.RE2.Anchor.UNANCHORED, core
+    source = ("(?m)" if multiline else "") + _for_re2(pattern)
+    compiled = _re2.RE2(source.encode("utf-8", "surrogatepass"), _OPTIONS)
+    if not compiled.ok():
+        error = compiled.error()
+        return error.decode("utf-8", "replace") if isinstance(error, bytes) else str(error)
+    return compiled
 
 
 def _build(pattern: str, multiline: bool) -> Regex | str:
     problem = _python_problem(pattern)
     if problem is not None:
         return problem
-    import re2
-
-    try:
-        compiled = _re2_compile(pattern, multiline)
-    except re2.error as exc:
-        detail = exc.args[0] if exc.args else exc
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
+    compiled = _re2_compile(pattern, multiline)
+    if isinstance(compiled, str):
         return (
-            f"not supported by RE2, which matches in linear time ({detail}); "
+            f"not supported by RE2, which matches in linear time ({compiled}); "
             "lookarounds, backreferences, possessive repeats and atomic groups are not"
         )
-    size = compiled._regexp.ProgramSize()  # the binding's one handle on the compiled program
+    size = compiled.ProgramSize()
     if size > MAX_PROGRAM:
         return (
             f"too large: {size} RE2 instructions, over the {MAX_PROGRAM} that keep a search "
