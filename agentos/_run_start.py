@@ -15,7 +15,7 @@ from pathlib import Path
 
 from agentos import worktrees as wt
 from agentos._run_types import RunOptions
-from agentos.errors import BadInput, RequestBlocked
+from agentos.errors import BadInput, RequestBlocked, check_request
 from agentos.hub import Hub
 from agentos.runs import new_run_id, pid_alive, process_start
 from agentos.workspace import Workspace
@@ -23,7 +23,6 @@ from agentos.workspace import Workspace
 PID_FILE = "orchestrator.pid"
 # One argument of a command line holds at most 128 KiB (Linux's MAX_ARG_STRLEN): a request
 # passed to the background run stays well below it.
-REQUEST_MAX_BYTES = 65536
 
 
 def start_detached(
@@ -37,21 +36,7 @@ def start_detached(
     show``) as soon as its orchestrator has checked the repository, within a second or so.
     """
     options = options or RunOptions()
-    if not request.strip():
-        raise BadInput("the request is empty", field="REQUEST")
-    if "\x00" in request:
-        raise BadInput("the request contains a NUL character", field="REQUEST")
-    try:
-        size = len(request.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise BadInput(
-            "the request is not valid text (a lone surrogate)", field="REQUEST"
-        ) from None
-    if size > REQUEST_MAX_BYTES:
-        raise BadInput(
-            f"the request is too long ({size:,} bytes; the limit is {REQUEST_MAX_BYTES:,})",
-            field="REQUEST",
-        )
+    check_request(request)
     repo = repo.expanduser().resolve()
     check_repo(repo)
     check_agent(ws, options.agent)

@@ -105,3 +105,28 @@ class Tampered(VerifyFailed):
             "the whole hub)",
             problems,
         )
+
+
+REQUEST_MAX_BYTES = 65536  # a request travels as one command-line argument (at most 128 KiB)
+
+
+def check_request(request: str, field: str = "REQUEST") -> str:
+    """``request`` when it is a request a person could have written; else :class:`BadInput`:
+    empty, holding a NUL, not valid text (bytes that are not UTF-8 reach Python as lone
+    surrogates), or over ``REQUEST_MAX_BYTES``."""
+    if not request.strip():
+        raise BadInput("the request is empty", field=field)
+    if "\x00" in request:
+        raise BadInput("the request contains a NUL character", field=field)
+    try:
+        size = len(request.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise BadInput(
+            "the request is not valid text (bytes that are not UTF-8)", field=field
+        ) from None
+    if size > REQUEST_MAX_BYTES:
+        raise BadInput(
+            f"the request is too long ({size:,} bytes; the limit is {REQUEST_MAX_BYTES:,})",
+            field=field,
+        )
+    return request

@@ -38,7 +38,7 @@ from agentos import _interview_lexicon as lex
 from agentos._interview_questions import ask, first_candidates
 from agentos._interview_reading import READ_VERB, STOP, VAGUE_WORDS, Reading, actions
 from agentos.checks import CheckSpec
-from agentos.errors import AgentOSError, BadInput, OperationFailed
+from agentos.errors import AgentOSError, BadInput, OperationFailed, check_request
 from agentos.text import stem_phrase, stems
 from agentos.workspace import Axis, InterviewSettings, Workspace
 
@@ -188,6 +188,8 @@ def interview_in(ws: Workspace, request: str, *, rewrite: bool = True) -> Interv
     gets a proposed rewrite; a model that cannot be reached leaves ``rewrite_error``
     instead and never changes the verdict.
     """
+    if request.strip():  # an empty one gets the interview's own answer
+        check_request(request)
     settings = ws.settings.interview
     result = interview(request, settings, candidates=knowledge_candidates(ws))
     if rewrite:

@@ -28,7 +28,7 @@ from agentos._run_start import check_agent, check_repo, start_detached
 from agentos._run_types import AgentState, Cancelled, RunOptions, RunReport
 from agentos._signals import handling
 from agentos.checks import CheckSpec
-from agentos.errors import AgentOSError, BadInput, EnvironmentBroken
+from agentos.errors import AgentOSError, EnvironmentBroken, check_request
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
@@ -81,8 +81,7 @@ class Orchestrator:
         *,
         on_event: Event | None = None,
     ) -> None:
-        if not request.strip():
-            raise BadInput("the request is empty", field="REQUEST")
+        check_request(request)
         self.ws = ws
         self.request = request
         self.repo = repo.expanduser().resolve()

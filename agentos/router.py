@@ -30,7 +30,7 @@ from agentos._fs import atomic_write
 from agentos._models import validate
 from agentos._router_index import Hit, Index, cache_name
 from agentos.checks import CheckSpec
-from agentos.errors import NotFound
+from agentos.errors import NotFound, check_request
 from agentos.hub import Hub, LockFile, parse_ref
 from agentos.receipts import Receipt, write_receipt
 from agentos.workspace import Workspace
@@ -386,6 +386,7 @@ def decide(ws: Workspace, request: str, *, agent: str | None = None) -> Decision
     no card matches, the workspace's ``run.default_agent`` takes the request, if it names
     one. The decision says which of them decided (``decided_by``).
     """
+    check_request(request)
     index = load_index(ws)
     hub_revision, resolve = _resolver(ws)
     if agent:

@@ -103,3 +103,16 @@ def test_a_catastrophic_check_regex_on_an_agents_file_is_matched_in_linear_time(
     missing = file_contains(tmp_path, "out.txt", r"^(a+)+c$")
     assert (found.passed, found.tail) == (True, "/^(a+)+$/ matches out.txt at line 3\n")
     assert (missing.passed, missing.tail) == (False, "no match for /^(a+)+c$/ in out.txt\n")
+
+
+@pytest.mark.parametrize(
+    "args", [("route",), ("interview", "--no-input"), ("run", "--no-input", "--force")]
+)
+def test_a_request_that_is_not_utf8_is_one_line(cli: CliRunner, args: tuple[str, ...]) -> None:
+    # Bytes that are not UTF-8 (here a Latin-1 é) reach Python as lone surrogates, which
+    # the tokenizer and the receipts could not encode.
+    result = cli(args[0], "caf\udce9 fix the parser", *args[1:])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "error: REQUEST: the request is not valid text (bytes that are not UTF-8)\n"
+    )

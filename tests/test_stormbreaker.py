@@ -558,7 +558,7 @@ def test_gate_run_writes_a_gate_receipt_in_the_chain(cli: Any, ws: Workspace, re
     text = (ws.receipts_dir / "00000001.txt").read_text()
     tests_digest = hashlib.sha256(b"one\ntwo\n").hexdigest()
     readme_digest = hashlib.sha256(b"README.md exists\n").hexdigest()
-    body = re.sub(r"(time|duration|sha256): .*", r"\1: X", text)
+    body = re.sub(r"(time|duration|sha256|mac): .*", r"\1: X", text)
     assert body == (
         "receipt: 00000001\n"
         "kind: gate\n"
@@ -588,6 +588,7 @@ def test_gate_run_writes_a_gate_receipt_in_the_chain(cli: Any, ws: Workspace, re
         f"    digest: {readme_digest}\n"
         "previous: none\n"
         "sha256: X\n"
+        "mac: X\n"
     )
     assert cli("receipts", "verify").returncode == 0
 

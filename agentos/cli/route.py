@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
-from agentos.errors import BadInput
 from agentos.router import ROUTE, Decision
 from agentos.router import route as route_request
 
@@ -20,8 +19,6 @@ def route(ctx: click.Context, request: str, run_id: str | None, as_json: bool) -
 
     Exit status: 0 when the request is routed; 1 when the router asks to clarify (cards
     tie) or no card matches; 2 for bad input (an empty request, an invalid card)."""
-    if not request.strip():
-        raise BadInput("the request is empty", field="REQUEST")
     decision, receipt = route_request(workspace(), request, run_id=run_id)
     if as_json:
         print_json({**decision.as_dict(), "receipt": receipt.id})
