@@ -50,6 +50,7 @@ import hmac
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -118,6 +119,20 @@ def receipt_id(seq: int) -> str:
 # --- the chain's head ---------------------------------------------------------------------
 
 
+def _read_regular(name: str | Path, dir_fd: int | None = None) -> bytes:
+    """A receipt's bytes; one that is not a regular file (a FIFO, a directory, a link) is
+    read as empty, never waited on."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return b""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return b""
+    with open(fd, "rb") as fh:
+        return fh.read()
+
+
 class _Chain:
     """The receipts directory, open, under the chain's lock.
 
@@ -149,13 +164,11 @@ class _Chain:
         os.close(self.fd)
 
     def read(self, name: str) -> bytes:
-        fd = os.open(name, os.O_RDONLY, dir_fd=self.fd)
-        with open(fd, "rb") as fh:
-            return fh.read()
+        return _read_regular(name, self.fd)
 
     def exists(self, name: str) -> bool:
         try:
-            os.stat(name, dir_fd=self.fd)
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
             return False
         return True
@@ -232,12 +245,9 @@ class _Key:
 
 def _load_key(state_dir: Path) -> _Key | None:
     path = state_dir / KEY_FILE
-    try:
-        words = path.read_text(encoding="ascii", errors="replace").split()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except IsADirectoryError:
-        words = []
+    words = _read_regular(path).decode("ascii", "replace").split()
     if len(words) != 2 or not _SHA_RE.fullmatch(words[0]) or not words[1].isdigit():
         raise BadInput(
             "is not a receipts key: restore it from a backup (receipts signed with another "
@@ -247,11 +257,23 @@ def _load_key(state_dir: Path) -> _Key | None:
     return _Key(bytes.fromhex(words[0]), int(words[1]))
 
 
-def _make_key(state_dir: Path, first_signed: int) -> _Key:
-    """The workspace's key, made now (readable by its owner alone) when there is none."""
+def _make_key(state_dir: Path, first_signed: int, chain: _Chain) -> _Key:
+    """The workspace's key, made now (readable by its owner alone) when there is none yet:
+    never when receipts were signed already (a lost key is restored, not replaced, or the
+    receipts it signed could be rewritten unsigned and blessed by a new one)."""
     key = _load_key(state_dir)
     if key is not None:
         return key
+    path = state_dir / KEY_FILE
+    signed = first_signed > 1 and _TRAILER_RE.search(
+        chain.read(receipt_id(first_signed - 1) + SUFFIX)
+    )
+    if os.path.lexists(path) or (state_dir / ANCHOR_FILE).exists() or (signed and signed.group(2)):
+        raise BadInput(
+            "is missing or unreadable, and receipts were signed with it: restore it from a "
+            "backup (a new key would make every signed receipt fail verify)",
+            file=path,
+        )
     state_dir.mkdir(parents=True, exist_ok=True)
     tmp = state_dir / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -265,7 +287,8 @@ def _make_key(state_dir: Path, first_signed: int) -> _Key:
     finally:
         tmp.unlink(missing_ok=True)
     key = _load_key(state_dir)
-    assert key is not None
+    if key is None:
+        raise BadInput("could not be made (is it a dangling link?)", file=path)
     return key
 
 
@@ -278,10 +301,7 @@ def _write_anchor(state_dir: Path, key: _Key, rid: str, digest: str) -> None:
 
 def _read_anchor(state_dir: Path, key: _Key) -> tuple[int, str] | None:
     """(seq, sha256) of the newest receipt AgentOS wrote; None when missing or forged."""
-    try:
-        words = (state_dir / ANCHOR_FILE).read_text(encoding="ascii", errors="replace").split()
-    except (FileNotFoundError, IsADirectoryError):
-        return None
+    words = _read_regular(state_dir / ANCHOR_FILE).decode("ascii", "replace").split()
     if len(words) != 3 or not words[0].isdigit() or not _SHA_RE.fullmatch(words[1]):
         return None
     if not key.matches(words[2], "anchor", words[0], words[1]):
@@ -406,8 +426,13 @@ def _append(
     chain: _Chain, state_dir: Path, kind: str, body: str, run_id: str | None
 ) -> Receipt | None:
     seq, previous = chain.newest()
+    key = _make_key(state_dir, seq + 1, chain)
+    anchor = _read_anchor(state_dir, key)
+    if anchor is not None and anchor[0] > seq:
+        # Receipts AgentOS wrote are gone from the end: never reuse their ids, so that
+        # verify keeps naming them.
+        seq, previous = anchor
     rid = receipt_id(seq + 1)
-    key = _make_key(state_dir, seq + 1)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     header = f"receipt: {rid}\nkind: {kind}\ntime: {now}\n"
     if run_id is not None:
@@ -647,7 +672,11 @@ def verify_chain(ws: Workspace) -> list[str]:
     """Walk the chain; return every problem, each naming a receipt id (empty: intact)."""
     directory = ws.receipts_dir
     if not directory.is_dir():
-        return []
+        key = _load_key(ws.state_dir)
+        anchor = None if key is None else _read_anchor(ws.state_dir, key)
+        if anchor is None:
+            return []
+        return [f"{directory}: missing, but AgentOS wrote {anchor[0]} receipts there"]
     with _chain(directory, exclusive=False) as chain:  # a consistent listing, head, anchor
         files = chain.files()
         head = chain.head()
@@ -665,7 +694,12 @@ def verify_chain(ws: Workspace) -> list[str]:
             "receipts removed from the chain's end cannot be told"
         )
     newest_file = max(files, default=0)
-    top = max([newest_file, head[0] if head else 0, anchor[0] if anchor else 0])
+    top = max(newest_file, anchor[0] if anchor else 0)
+    if head is not None and head[0] > top:
+        problems.append(
+            f"{receipt_id(head[0])}: the chain's head ({HEAD_FILE}) names a receipt beyond "
+            f"the newest there is ({receipt_id(top) if top else 'none'})"
+        )
     previous: str | None = FIRST
     missing_key_told = False
     for seq in range(1, top + 1):
@@ -681,7 +715,7 @@ def verify_chain(ws: Workspace) -> list[str]:
                 problems.append(f"{rid}: missing (deleted or renamed)")
             previous = None
             continue
-        declared, mac, found = _check_one(rid, (directory / name).read_bytes(), previous)
+        declared, mac, found = _check_one(rid, _read_regular(directory / name), previous)
         problems.extend(found)
         if declared is not None and mac is not None:
             wrong = _check_mac(rid, seq, declared, mac, key)

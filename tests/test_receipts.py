@@ -385,6 +385,44 @@ def test_receipts_removed_from_the_end_with_the_head_rewritten_are_named(ws: Wor
     ]
 
 
+def test_receipts_cut_from_the_end_stay_named_after_the_next_receipt(ws: Workspace) -> None:
+    chain(ws, 5)
+    for seq in (4, 5):
+        _r(ws, seq).unlink()
+    (ws.receipts_dir / HEAD_FILE).unlink()
+    assert write_receipt(ws, "gate", {}).id == "00000006"  # never reuses a removed id
+    assert verify_chain(ws) == [
+        "00000004: missing (deleted or renamed)",
+        "00000005: missing (deleted or renamed)",
+    ]
+
+
+def test_a_lost_key_is_not_replaced_by_a_new_one(cli: CliRunner, ws: Workspace) -> None:
+    chain(ws, 2)
+    (ws.state_dir / "receipts.key").unlink()
+    result = cli("route", "fix the lint errors")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: {ws.state_dir / 'receipts.key'}: is missing or unreadable, and receipts were "
+        "signed with it: restore it from a backup (a new key would make every signed receipt "
+        "fail verify)\n"
+    )
+    assert len(list_receipts(ws)) == 2
+
+
+@pytest.mark.parametrize("what", ["fifo", "directory", "dangling link"])
+def test_a_receipt_that_is_not_a_file_never_hangs_or_crashes(ws: Workspace, what: str) -> None:
+    chain(ws, 3)
+    path = _r(ws, 4)
+    {"fifo": os.mkfifo, "directory": os.mkdir, "dangling link": lambda p: p.symlink_to("nowhere")}[
+        what
+    ](path)
+    assert verify_chain(ws) == [
+        "00000004: changed after it was written (its closing sha256 line is gone)"
+    ]
+    assert write_receipt(ws, "gate", {}).id == "00000005"
+
+
 def test_a_tail_rewritten_with_recomputed_hashes_is_named(ws: Workspace) -> None:
     chain(ws, 6)
     previous = f"00000003 {load_receipt(ws, '3').sha256}"
