@@ -21,7 +21,7 @@ from agentos._fs import atomic_write
 from agentos._git_guard import GitGuard, restore_git_admin
 from agentos._launch import prepare
 from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
-from agentos.errors import EnvironmentBroken
+from agentos.errors import AgentOSError, EnvironmentBroken
 from agentos.receipts import write_receipt
 from agentos.repos import RepoProfile, check_profile, prepare_worktree
 from agentos.runs import RunStore, process_start
@@ -62,6 +62,7 @@ class RunContext:
     sandbox: Sandbox
     scene: Scene  # what every agent and check of the run hides
     guard: GitGuard | None  # the repository's git administration, without a sandbox
+    tampered: list[str]  # what the guard put back during the run: then nothing merges
 
 
 class AgentDriver:
@@ -150,14 +151,7 @@ class AgentDriver:
                 group.close()
         if agent.limit:
             self.ctx.emit(f"{agent.name}: stopped by its sandbox: limit: {agent.limit}")
-        tampered = (
-            restore_git_admin(self.ctx.guard, self.ctx.repo) if self.ctx.guard is not None else []
-        )
-        if tampered:
-            self.ctx.emit(
-                f"{agent.name}: changed the repository's git administration; restored: "
-                + ", ".join(tampered)
-            )
+        tampered = self._restore_git_admin(agent)
         if wt.restore_gitfile(self.ctx.repo, agent.worktree):
             self.ctx.emit(f"{agent.name}: its worktree's .git file was rewritten; restored")
         commit = wt.commit_all(
@@ -211,13 +205,6 @@ class AgentDriver:
                 "as a pointer to a commit the target does not have, not as its files; "
                 "remove its .git so that its files are the work\n",
             )
-        if tampered:
-            agent.gate = with_failure(
-                agent.gate,
-                "git administration untouched",
-                f"{', '.join(tampered)}: the agent changed the repository's git configuration "
-                "or hooks, which AgentOS's git and the user's would obey; it was put back\n",
-            )
         passed = agent.exit_code == 0 and agent.gate.passed
         fields = {
             "agent": f"{agent.name}@{agent.manifest.version}",
@@ -255,6 +242,24 @@ class AgentDriver:
             # The test command cannot start on the repository itself either: the
             # environment broke (an agent deleting its test script is the agent's failure).
             raise EnvironmentBroken(broken, file=self.ctx.repo, field="tests")
+
+    def _restore_git_admin(self, agent: AgentState) -> list[str]:
+        """Without a sandbox: what changed in the repository's git administration during
+        this attempt, put back. Nothing tells which agent of the run changed it, so it is
+        the run's failure (nothing merges), not this agent's (see agentos._git_guard)."""
+        if self.ctx.guard is None:
+            return []
+        try:
+            tampered = restore_git_admin(self.ctx.guard, self.ctx.repo)
+        except AgentOSError as exc:
+            tampered = [f"could not be checked: {exc}"]
+        if tampered:
+            self.ctx.tampered.extend(tampered)
+            self.ctx.emit(
+                f"{agent.name}: the repository's git administration changed while it ran "
+                f"(no sandbox); put back: {', '.join(tampered)}"
+            )
+        return tampered
 
     def _confine(
         self, agent: AgentState, argv: list[str], env: dict[str, str], groups: list[Group]

@@ -11,8 +11,10 @@ also run with hooks and the file-system monitor off, see :func:`agentos.worktree
 
 Watched: the repository's ``config`` (compared entry by entry; git's own
 ``extensions.worktreeConfig``, which sparse worktrees set, is not the agent's), its
-``info/attributes`` and every file under ``hooks/``; and, per agent, its worktree's
-``config.worktree``.
+``config.worktree``, ``info/attributes``, every file under ``hooks/``, the files its
+``include`` entries name, the user's global configuration; and each agent worktree's
+``config.worktree``. Links the user made are kept as links. Without a sandbox nothing tells
+an agent's change from the user's own during the run: both are put back.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agentos.errors import OperationFailed
 
 # Keys git or AgentOS itself writes into a repository's configuration while a run goes on.
 OWN_KEYS = frozenset({"extensions.worktreeconfig", "core.repositoryformatversion"})
@@ -52,21 +56,29 @@ def _foreign(entries: list[tuple[str, str]] | None) -> list[tuple[str, str]] | N
     return None if entries is None else [e for e in entries if e[0] not in OWN_KEYS]
 
 
-def _read(path: Path) -> tuple[bytes, int] | None:
-    """A regular file's bytes and mode; None when it is absent (or not a regular file)."""
+Snapshot = tuple[str, bytes, int]  # ("file", bytes, mode) or ("link", target, 0)
+
+
+def _read(path: Path) -> Snapshot | None:
+    """What ``path`` is: a regular file's bytes and mode, or a link's target; None when it
+    is absent (or anything else)."""
     try:
         st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            return ("link", os.fsencode(os.readlink(path)), 0)
+        if stat.S_ISREG(st.st_mode):
+            return ("file", path.read_bytes(), stat.S_IMODE(st.st_mode))
     except FileNotFoundError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return path.read_bytes(), stat.S_IMODE(st.st_mode)
+    except OSError as exc:
+        raise OperationFailed(f"{path}: cannot read it ({exc.strerror})") from None
+    return None
 
 
-def _tree(directory: Path) -> dict[Path, tuple[bytes, int] | None]:
-    """Every entry under ``directory``: a regular file's bytes and mode, anything else None."""
-    found: dict[Path, tuple[bytes, int] | None] = {}
-    if not directory.is_dir() or directory.is_symlink():
+def _tree(directory: Path) -> dict[Path, Snapshot | None]:
+    """Every entry under ``directory`` (followed when it is a link), as :func:`_read` sees it."""
+    found: dict[Path, Snapshot | None] = {}
+    if not directory.is_dir():
         return found
     for root, dirs, files in os.walk(directory):
         for name in files + [d for d in dirs if Path(root, d).is_symlink()]:
@@ -74,17 +86,23 @@ def _tree(directory: Path) -> dict[Path, tuple[bytes, int] | None]:
     return found
 
 
-def _put(path: Path, content: tuple[bytes, int] | None) -> None:
+def _put(path: Path, content: Snapshot | None) -> None:
     """Make ``path`` hold ``content`` again (None: remove whatever is there)."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
-    if content is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data, mode = content
-        path.write_bytes(data)
-        os.chmod(path, mode)
+    try:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+        if content is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            kind, data, mode = content
+            if kind == "link":
+                os.symlink(os.fsdecode(data), path)
+            else:
+                path.write_bytes(data)
+                os.chmod(path, mode)
+    except OSError as exc:
+        raise OperationFailed(f"{path}: cannot put it back ({exc.strerror})") from None
 
 
 @dataclass
@@ -92,26 +110,39 @@ class GitGuard:
     """A repository's git administration as it was before the agents ran."""
 
     git_dir: Path  # the common git directory
-    config: bytes | None
+    config_path: Path  # its configuration, through a link the user made
+    config: Snapshot | None
     entries: list[tuple[str, str]] | None
-    files: dict[Path, tuple[bytes, int] | None] = field(default_factory=dict)
-    hooks: dict[Path, tuple[bytes, int] | None] = field(default_factory=dict)
+    files: dict[Path, Snapshot | None] = field(default_factory=dict)
+    hooks: dict[Path, Snapshot | None] = field(default_factory=dict)
 
     @classmethod
     def take(cls, git_dir: Path) -> GitGuard:
-        config = _read(git_dir / "config")
+        config_path = (git_dir / "config").resolve()
+        entries = _foreign(_entries(config_path))
         guard = cls(
-            git_dir,
-            None if config is None else config[0],
-            _foreign(_entries(git_dir / "config")),
-            hooks=_tree(git_dir / "hooks"),
+            git_dir, config_path, _read(config_path), entries, hooks=_tree(git_dir / "hooks")
         )
-        guard.watch(git_dir / "info" / "attributes")
+        home = Path(os.environ.get("HOME") or "/nonexistent")
+        watched = [
+            *([git_dir / "config"] if (git_dir / "config").is_symlink() else []),  # the link
+            git_dir / "info" / "attributes",
+            git_dir / "config.worktree",  # with extensions.worktreeConfig, read for the main tree
+            home / ".gitconfig",
+            home / ".config" / "git" / "config",
+            *(
+                (git_dir / Path(value).expanduser()).resolve()
+                for key, value in entries or []
+                if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path"))
+            ),
+        ]
+        for path in watched:
+            guard.watch(path)
         return guard
 
     def watch(self, path: Path) -> None:
         """Watch one more file (an agent's ``config.worktree``) from its content now."""
-        self.files[path] = _read(path)
+        self.files.setdefault(path, _read(path))
 
     def restore(self) -> list[str]:
         """Put back what changed since :meth:`take`; name each change, e.g.
@@ -122,7 +153,11 @@ class GitGuard:
                 what = _what(before, path)
                 _put(path, before)
                 changed.append(f"{self._name(path)} ({what})")
-        now = _tree(self.git_dir / "hooks")
+        hooks = self.git_dir / "hooks"
+        if os.path.lexists(hooks) and not hooks.is_dir():
+            _put(hooks, None)
+            changed.append(f"{self._name(hooks)} (replaced)")
+        now = _tree(hooks)
         for path in sorted(set(now) | set(self.hooks)):
             before = self.hooks.get(path)
             if path not in now:
@@ -134,7 +169,7 @@ class GitGuard:
         return changed
 
     def _restore_config(self) -> list[str]:
-        path = self.git_dir / "config"
+        path = self.config_path
         now = _foreign(_entries(path))
         if now == self.entries:
             return []
@@ -146,12 +181,7 @@ class GitGuard:
                 {k for k, _ in now if k not in keys and _values(now, k) != _values(self.entries, k)}
             )
         own = [(k, v) for k, v in (_entries(path) or []) if k in OWN_KEYS]
-        if self.config is None:
-            path.unlink(missing_ok=True)
-        else:
-            tmp = path.with_name(".config.agentos-restore")
-            tmp.write_bytes(self.config)
-            os.replace(tmp, path)
+        _put(path, self.config)
         for key, value in own:  # keep what git wrote for the run's own worktrees
             subprocess.run(
                 ["git", "config", "--file", str(path), key, value], capture_output=True, check=False
@@ -169,7 +199,7 @@ def _values(entries: list[tuple[str, str]], key: str) -> list[str]:
     return [v for k, v in entries if k == key]
 
 
-def _what(before: tuple[bytes, int] | None, path: Path) -> str:
+def _what(before: Snapshot | None, path: Path) -> str:
     if before is None:
         return "added"
     return "changed" if os.path.lexists(path) else "removed"

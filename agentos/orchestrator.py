@@ -137,8 +137,10 @@ class Orchestrator:
         finally:
             if self.report.status in ACTIVE:
                 self._finish("failed", self.report.message or "the run ended unexpectedly")
-            self._teardown()  # always: whatever ended the run
-            self._final_receipt()
+            try:
+                self._teardown()  # always: whatever ended the run
+            finally:
+                self._final_receipt()
         return self.report
 
     def _run(self) -> None:
@@ -173,6 +175,13 @@ class Orchestrator:
                 f"{a.name} ({a.status})" for a in self.agents if a.status != "passed"
             )
             self._finish("failed", f"not done: {failed}; nothing was merged")
+        elif self.git_admin_restored:
+            self._finish(
+                "failed",
+                "the repository's git administration was changed while the agents ran "
+                f"without a sandbox ({', '.join(self.git_admin_restored)}); it was put back "
+                "and nothing was merged",
+            )
         elif not self.options.merge:
             self._ready("not merged (--no-merge)")
         elif touched := [
@@ -363,6 +372,7 @@ class Orchestrator:
                 self.sandbox,
                 self.scene,
                 self.guard,
+                self.git_admin_restored,
             )
         )
 
@@ -437,7 +447,14 @@ class Orchestrator:
 
     def _teardown(self) -> None:
         """End sessions, keep the work on branches, remove worktrees; always. A step that
-        fails is reported and the others still run."""
+        fails is reported and the others still run; the run's files (env files hold
+        secrets) go whatever happens."""
+        try:
+            self._teardown_steps()
+        finally:
+            _remove_tree(self.ws.state_dir / "runs" / self.run_id)
+
+    def _teardown_steps(self) -> None:
         self.cancel.set()
         if self.agents:
             with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
@@ -470,7 +487,6 @@ class Orchestrator:
         self.report.agents = [agent.as_dict() for agent in self.agents]
         with suppress(OSError):  # gone unless a worktree had to be kept
             (self.ws.worktrees_dir / self.run_id).rmdir()
-        _remove_tree(self.ws.state_dir / "runs" / self.run_id)  # env files hold secrets
 
     def _teardown_agent(self, agent: AgentState) -> None:
         """End the session, commit what is left, delete the worktree's files (the caller

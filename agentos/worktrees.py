@@ -52,10 +52,23 @@ def open_repo(path: Path) -> git.Repo:
     return repo
 
 
-def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run a git command in ``repo_dir`` through gitpython's command runner."""
-    import git
+# What AgentOS's own git commands see of its environment: where to find programs, whose
+# home (the user's git configuration, which may hold the LFS filters), the locale. Never
+# the secrets a run was started with, nor GIT_* variables that would point git elsewhere.
+_GIT_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 
+
+def _git_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in _GIT_ENV_KEEP if k in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return env
+
+
+def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a git command in ``repo_dir``: no hooks, no file-system monitor, no signing
+    program, with :func:`_git_env` (so a filter or program a configuration names does not
+    get the secrets of the run)."""
     argv = [
         "git",
         "-c",
@@ -65,13 +78,26 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
         "-c",
         f"core.hooksPath={os.devnull}",  # AgentOS's own git operations never run hooks,
         "-c",
-        "core.fsmonitor=false",  # nor a file-system monitor a configuration names
+        "core.fsmonitor=false",  # nor a file-system monitor a configuration names,
+        "-c",
+        "commit.gpgSign=false",  # nor a signing program
         *args,
     ]
-    status, out, err = git.Git(repo_dir).execute(
-        argv, with_extended_output=True, with_exceptions=False, strip_newline_in_stdout=False
-    )
-    result = subprocess.CompletedProcess(argv, int(status or 0), str(out), str(err))
+    try:
+        result = subprocess.run(
+            argv,
+            cwd=repo_dir,
+            env=_git_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        missing = "git is not installed" if exc.filename == "git" else str(exc)
+        raise MissingTool(f"{missing} (or {repo_dir} is gone)", field="git") from None
     if check and result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()
         # The subcommand, past any `-c key=value` options given before it.

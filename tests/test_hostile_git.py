@@ -93,16 +93,20 @@ try sh -c "mkdir -p '$common/info' && echo '* filter=evil' > '$common/info/attri
     log = next(ws.logs_dir.glob("*/hooker.log")).read_text()
     gates = _gate_receipts(ws, report.receipts)
     if backend == "none":
-        # Nothing kept the agent out: what it changed was put back, named, and failed it.
+        # Nothing kept the agent out: what it changed was put back and named, and the run
+        # merged nothing (nothing tells which agent of a run did it).
         assert "changed: git config core.hooksPath" in log
-        assert report.status == "failed"
-        restored = gates[0]["git_admin_restored"]
-        assert restored == [
+        restored = [
             ".git/config: alias.st, core.fsmonitor, core.hookspath, filter.evil.clean",
             ".git/info/attributes (added)",
             ".git/hooks/post-commit (added)",
         ]
-        assert gates[0]["accepted"] is False
+        assert gates[0]["git_admin_restored"] == restored
+        assert report.status == "failed"
+        assert "git administration was changed" in report.message
+        assert not (repo / "legit.txt").exists()
+        run = next(p for p in (load_receipt(ws, r) for r in report.receipts) if p.kind == "run")
+        assert run.fields["git_admin_restored"] == restored
     else:
         # The sandbox kept the repository's git directory read-only: every write failed.
         assert "changed:" not in log
@@ -294,3 +298,34 @@ def test_redacted_receipts_hold_no_word_of_the_request(ws: Workspace, tmp_path: 
     gate = next(load_receipt(ws, r) for r in report.receipts if load_receipt(ws, r).kind == "gate")
     names = [c["name"] for c in gate.fields["checks"]]  # type: ignore[union-attr]
     assert names and all(n.startswith("[redacted: ") for n in names)
+
+
+def test_git_administration_an_agent_breaks_or_hides_is_put_back_without_a_traceback(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    _use(ws, "none")
+    repo = make_repo(tmp_path / "repo")
+    # The user's own configuration lives elsewhere, linked: it stays a link.
+    real = tmp_path / "real-config"
+    (repo / ".git" / "config").rename(real)
+    (repo / ".git" / "config").symlink_to(real)
+    git(repo, "config", "user.name", "The User")
+    script = """
+common=$(git rev-parse --git-common-dir)
+git config extensions.worktreeConfig true
+git -C "$OLDPWD" config --file "$common/config.worktree" core.hooksPath /tmp/evil
+rm -rf "$common/hooks" && echo not-a-dir > "$common/hooks"
+rm "$common/config" && mkdir "$common/config"
+"""
+    add_agent(ws, tmp_path, "breaker", script)
+
+    report = start_run(ws, "breaker-task", repo, force=True)
+
+    assert report.status == "failed"
+    assert "git administration was changed" in report.message
+    assert (repo / ".git" / "config").is_symlink()
+    assert git(repo, "config", "user.name") == "The User"
+    assert not (repo / ".git" / "config.worktree").exists()
+    assert (repo / ".git" / "hooks").is_dir()
+    assert [load_receipt(ws, r).kind for r in report.receipts][-1] == "run"
+    assert not (ws.state_dir / "runs" / report.run_id).exists()
