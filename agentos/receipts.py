@@ -383,6 +383,11 @@ _FREE_TEXT = frozenset(
         "rewrite_error",
         "detail",
         "reason",
+        "fired",
+        "conflicts",
+        "ignored_files_removed",
+        "git_admin_restored",
+        "paths",
     }
 )
 _OUTPUT = frozenset({"output_tail", "output", "tail"})
@@ -391,11 +396,13 @@ _MIN_WORD = 4
 
 
 def redact(fields: Mapping[str, object], request: str | None) -> dict[str, object]:
-    """``fields`` with what could give the request away replaced by its length and digest
+    """``fields`` with what could give the request away replaced by its length
     (``receipts: {redact: true}``): output always, and under free-text fields every string
     that holds one of the request's words of four characters or more (file names, derived
     checks, an agent's echo of the request)."""
-    words = {w.strip(".").lower() for w in _WORD_RE.findall(request or "")}
+    found = _WORD_RE.findall(request or "")
+    # A path's parts too: src/quixotic/module.py gives away quixotic in src/quixotic/util.py.
+    words = {p.strip(".").lower() for w in found for p in (w, *re.split(r"[/\\.]", w))}
     terms = sorted(w for w in words if len(w) >= _MIN_WORD)
     return {
         key: _redacted(value, terms, key in _FREE_TEXT, key in _OUTPUT)
@@ -412,8 +419,7 @@ def _redacted(value: object, terms: list[str], free: bool, output: bool) -> obje
     if isinstance(value, list | tuple):
         return [_redacted(v, terms, free, output) for v in value]
     if isinstance(value, str) and value and (output or (free and _holds(value, terms))):
-        digest = hashlib.sha256(value.encode()).hexdigest()[:16]
-        return f"[redacted: {len(value)} characters, sha256 {digest}]"
+        return f"[redacted: {len(value)} characters]"  # no digest: a short one is guessed
     return value
 
 

@@ -126,13 +126,13 @@ class _RepoLock:
     @contextmanager
     def held(self) -> Iterator[None]:
         with self.thread_lock:
-            if self.depth == 0:
-                self.fd = _flock(self.path)
-            self.depth += 1
             try:
+                if self.depth == 0:
+                    self.fd = _flock(self.path)
+                self.depth += 1
                 yield
             finally:
-                self.depth -= 1
+                self.depth = max(0, self.depth - 1) if self.fd is not None else 0
                 if self.depth == 0 and self.fd is not None:
                     os.close(self.fd)  # releases the flock
                     self.fd = None

@@ -293,7 +293,7 @@ def test_redacted_receipts_hold_no_word_of_the_request(ws: Workspace, tmp_path: 
     assert report.status == "succeeded", report.message
     texts = [load_receipt(ws, rid).text for rid in report.receipts]
     assert len(texts) >= 5  # interview, route, gate, merge, run
-    for secret in ("zeppelin", "quixotic", request):
+    for secret in ("zeppelin", "quixotic", "echoer-task", request):
         assert not [t for t in texts if secret in t], secret
     gate = next(load_receipt(ws, r) for r in report.receipts if load_receipt(ws, r).kind == "gate")
     names = [c["name"] for c in gate.fields["checks"]]  # type: ignore[union-attr]
