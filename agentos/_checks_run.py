@@ -133,7 +133,8 @@ def shown(path: str) -> str:
 # --- shell checks --------------------------------------------------------------------------
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
+    """SIGKILL to a process group, gone or not."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 
@@ -208,7 +209,7 @@ def run_shell(
                         eof = True
                         sel.unregister(fd)
         finally:
-            _kill_group(proc.pid)  # before reaping bash, so the group id cannot be reused
+            kill_group(proc.pid)  # before reaping bash, so the group id cannot be reused
             proc.wait()
         drain_until = time.monotonic() + DRAIN_SECONDS
         while not eof and time.monotonic() < drain_until:

@@ -9,9 +9,7 @@ so a crash can never leave one held; git's locks inside an agent's worktree go w
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -161,8 +159,9 @@ def _kill_check(pid_file: Path) -> str | None:
         return None
     if pid <= 1 or not pid_alive(pid, None if started in ("", "-") else started):
         return None
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    from agentos._checks_run import kill_group
+
+    kill_group(pid)
     return f"process group {pid}"
 
 

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -183,3 +184,26 @@ def agent_started(ws: Workspace, agent: str) -> bool:
     """Whether any run of the workspace started ``agent`` (its log exists from its first
     attempt on; an agent in a sandbox cannot leave a marker of its own outside)."""
     return any(ws.logs_dir.glob(f"*/{agent}.log"))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None:
+    """Poll ``predicate`` every 50 ms until it holds; fail the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+def processes_named(marker: str) -> list[int]:
+    """Processes whose command line starts with ``marker`` (`exec -a MARKER ...`), seen from
+    the host whatever sandbox they run in (their pids differ inside one)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes().split(b"\0")[0] == marker.encode():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

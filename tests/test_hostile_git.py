@@ -9,13 +9,19 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import CliRunner, add_agent, git, make_repo, needs_tmux
+from conftest import (
+    CliRunner,
+    add_agent,
+    git,
+    make_repo,
+    needs_tmux,
+    processes_named,
+    wait_until,
+)
 
 from agentos.orchestrator import start_run
 from agentos.receipts import load_receipt
@@ -217,18 +223,6 @@ def _background_run(ws: Workspace, repo: Path) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
-def _running(marker: str) -> list[str]:
-    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
-    return out.split()
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_cancel_during_the_gate_kills_the_check_at_once(
     ws: Workspace, tmp_path: Path, cli: CliRunner, backend: str
@@ -238,14 +232,14 @@ def test_cancel_during_the_gate_kills_the_check_at_once(
     marker = f"agentos-check-{uuid.uuid4().hex[:8]}"
     _slow_gate_agent(ws, tmp_path, marker)
     proc = _background_run(ws, repo)
-    _wait_for(lambda: bool(_running(marker)))
+    wait_until(lambda: bool(processes_named(marker)), timeout=60)
     run_id = json.loads(cli("runs", "list", "--json").stdout)["runs"][0]["id"]
 
     cancelled = cli("runs", "cancel", run_id, "--wait", "10")
 
     assert cancelled.returncode == 0, cancelled.stderr
     proc.wait(timeout=30)
-    assert _running(marker) == []
+    assert processes_named(marker) == []
     record = RunStore(ws).get(run_id)
     assert record.status == "cancelled"
     # The agent's work is kept on its branch; what the check wrote is not part of it.
@@ -262,7 +256,7 @@ def test_kill_9_during_the_gate_then_gc_ends_the_check_and_keeps_only_the_agents
     marker = f"agentos-check-{uuid.uuid4().hex[:8]}"
     _slow_gate_agent(ws, tmp_path, marker)
     proc = _background_run(ws, repo)
-    _wait_for(lambda: bool(_running(marker)))
+    wait_until(lambda: bool(processes_named(marker)), timeout=60)
     run_id = json.loads(cli("runs", "list", "--json").stdout)["runs"][0]["id"]
 
     proc.send_signal(signal.SIGKILL)
@@ -271,7 +265,7 @@ def test_kill_9_during_the_gate_then_gc_ends_the_check_and_keeps_only_the_agents
 
     assert gc.returncode == 0, gc.stderr
     assert json.loads(gc.stdout)["aborted_runs"] == [run_id]
-    assert _running(marker) == []
+    assert processes_named(marker) == []
     branch = f"agentos/{run_id}/gated"
     assert git(repo, "show", f"{branch}:mine.txt") == "mine"
     assert "check-was-here" not in git(repo, "ls-tree", "-r", "--name-only", branch)

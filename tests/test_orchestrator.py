@@ -8,8 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,9 @@ from conftest import (
     git,
     make_repo,
     needs_tmux,
+    processes_named,
     tmux_sessions,
+    wait_until,
     worktrees,
 )
 
@@ -29,14 +29,6 @@ from agentos.runs import RunStore
 from agentos.workspace import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -565,17 +557,4 @@ def test_what_an_agent_started_does_not_outlive_it(
     report = start_run(ws, "spawner-task", repo, force=True)
 
     assert report.status == "failed" and report.agents[0]["exit_code"] == 124
-    wait_until(lambda: not _named(marker), timeout=10)
-
-
-def _named(marker: str) -> list[int]:
-    """Processes whose command line starts with ``marker`` (pids differ inside a sandbox)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().split(b"\0")[0] == marker.encode():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    wait_until(lambda: not processes_named(marker), timeout=10)

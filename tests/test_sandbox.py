@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CliRunner, add_agent, git, make_repo, needs_tmux, tree_listing
+from conftest import (
+    CliRunner,
+    add_agent,
+    git,
+    make_repo,
+    needs_tmux,
+    processes_named,
+    tree_listing,
+)
 
 from agentos.receipts import list_receipts, read_receipt
 from agentos.workspace import Workspace
@@ -71,18 +79,6 @@ def listener() -> Iterator[int]:
     server.listen(8)
     yield server.getsockname()[1]
     server.close()
-
-
-def processes_named(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().split(b"\0")[0] == marker.encode():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def snapshot(ws: Workspace, repo: Path) -> dict[str, bytes]:

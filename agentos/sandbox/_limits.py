@@ -122,25 +122,22 @@ class Group:
 
     def memory_killed(self) -> bool:
         """Whether the memory limit killed a process of the group."""
-        for d in self.dirs:
-            for name in ("memory.events", "memory.oom_control"):
-                path = d / name
-                if path.is_file():
-                    for line in path.read_text().splitlines():
-                        key, _, value = line.partition(" ")
-                        if key == "oom_kill" and value.strip() not in ("", "0"):
-                            return True
-        return False
+        return self._counted(("memory.events", "memory.oom_control"), "oom_kill")
 
     def processes_hit(self) -> bool:
         """Whether a fork was refused at the process limit."""
+        return self._counted(("pids.events",), "max")
+
+    def _counted(self, files: tuple[str, ...], key: str) -> bool:
+        """Whether one of the group's ``key value`` event files counts ``key`` above 0."""
         for d in self.dirs:
-            events = d / "pids.events"
-            if events.is_file():
-                for line in events.read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "max" and value.strip() not in ("", "0"):
-                        return True
+            for name in files:
+                path = d / name
+                if path.is_file():
+                    for line in path.read_text().splitlines():
+                        found, _, value = line.partition(" ")
+                        if found == key and value.strip() not in ("", "0"):
+                            return True
         return False
 
     def close(self) -> None:
