@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentos import worktrees as wt
 from agentos._fs import atomic_write
@@ -22,14 +23,16 @@ from agentos._git_guard import GitGuard, restore_git_admin
 from agentos._launch import prepare
 from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
 from agentos.errors import AgentOSError, EnvironmentBroken
+from agentos.events import EventKind, EventLog
 from agentos.receipts import write_receipt
 from agentos.repos import RepoProfile, check_profile, prepare_worktree
-from agentos.runs import RunStore, process_start
+from agentos.runs import AgentStatus, RunStore, process_start
 from agentos.runtimes import AgentTask
 from agentos.sandbox import Group, Sandbox, limits_hit
 from agentos.sandbox._confine import INSIDE, CheckConfiner, Scene, agent_policy
 from agentos.sessions import Sessions
 from agentos.stormbreaker import (
+    GateResult,
     environment_failure,
     gate_environment,
     gate_receipt_fields,
@@ -57,7 +60,7 @@ class RunContext:
     sessions: Sessions
     store: RunStore
     cancel: threading.Event
-    emit: Callable[[str], None]
+    events: EventLog  # the run's events (agentos.events)
     receipts: list[str]  # the run's receipts, in order: agents append their gate receipts
     sandbox: Sandbox
     scene: Scene  # what every agent and check of the run hides
@@ -82,7 +85,7 @@ class AgentDriver:
         if self.ctx.guard is not None:
             self.ctx.guard.watch(wt.admin_dir(agent.worktree) / "config.worktree")
         for note in prepare_worktree(self.ctx.profile, agent.worktree):
-            self.ctx.emit(f"{agent.name}: {note}")
+            self._note(agent, note)
 
     def drive(self, agent: AgentState, context: str) -> None:
         """Attempts until one passes, the guardian stops the agent or the retries are
@@ -94,7 +97,7 @@ class AgentDriver:
         try:
             while agent.attempts <= retries and not self.ctx.cancel.is_set():
                 self._attempt(agent)
-                if agent.status in ("passed", "killed"):
+                if agent.status in (AgentStatus.PASSED, AgentStatus.KILLED):
                     break
                 if agent.attempts <= retries:
                     atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", self._feedback(agent))
@@ -112,17 +115,36 @@ class AgentDriver:
         """One attempt: start the agent, wait for its exit file, commit its work, run the
         gate on exactly that commit, record it."""
         agent.attempts += 1
+        self._work(agent)
+        tampered = self._restore_git_admin(agent)
+        if wt.restore_gitfile(self.ctx.repo, agent.worktree):
+            self._note(agent, "its worktree's .git file was rewritten; restored")
+        commit = wt.commit_all(
+            agent.worktree, commit_message(self.ctx.run_id, self.ctx.request, agent), agent.name
+        )
+        if commit:
+            agent.commits.append(commit)
+        if agent.files.stopped.exists():
+            # The guardian killed it: no gate, no retry.
+            reason = agent.files.stopped.read_text().strip()
+            self._set_status(agent, AgentStatus.KILLED, f"stopped by the guardian: {reason}")
+            return
+        self._gate(agent, tampered)
+
+    def _work(self, agent: AgentState) -> None:
+        """The agent in its tmux pane, confined, until its exit file says it ended (or its
+        timeout, or the run's cancel); what it left running dies with the attempt."""
         task = AgentTask(
-            self.ctx.run_id,
-            agent.name,
-            agent.manifest,
-            agent.package_dir,
-            agent.worktree,
-            self.ctx.repo,
-            self.ctx.ws.root,
-            self.ctx.request,
-            agent.files.run_dir,
-            agent.attempts,
+            run_id=self.ctx.run_id,
+            agent=agent.name,
+            manifest=agent.manifest,
+            package_dir=agent.package_dir,
+            worktree=agent.worktree,
+            repo=self.ctx.repo,
+            workspace=self.ctx.ws.root,
+            request=self.ctx.request,
+            run_dir=agent.files.run_dir,
+            attempt=agent.attempts,
         )
         groups: list[Group] = []
         pane, _env = prepare(
@@ -131,16 +153,12 @@ class AgentDriver:
             environment=self._agent_environment(agent),
             confine=lambda argv, env: self._confine(agent, argv, env, groups),
         )
-        agent.status = "running"
-        self.ctx.store.update_agent(
-            self.ctx.run_id,
-            agent.name,
-            status="running",
+        self._set_status(
+            agent,
+            AgentStatus.RUNNING,
+            f"attempt {agent.attempts} started in tmux session {agent.session}",
             attempts=agent.attempts,
             started_at=agent.started_at,
-        )
-        self.ctx.emit(
-            f"{agent.name}: attempt {agent.attempts} started in tmux session {agent.session}"
         )
         agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
         try:
@@ -150,37 +168,66 @@ class AgentDriver:
                 agent.limit = limits_hit(group, agent.exit_code)
                 group.close()
         if agent.limit:
-            self.ctx.emit(f"{agent.name}: stopped by its sandbox: limit: {agent.limit}")
-        tampered = self._restore_git_admin(agent)
-        if wt.restore_gitfile(self.ctx.repo, agent.worktree):
-            self.ctx.emit(f"{agent.name}: its worktree's .git file was rewritten; restored")
-        commit = wt.commit_all(
-            agent.worktree, commit_message(self.ctx.run_id, self.ctx.request, agent), agent.name
-        )
-        if commit:
-            agent.commits.append(commit)
-        if agent.files.stopped.exists():
-            # The guardian killed it: no gate, no retry.
-            agent.status = "killed"
-            self.ctx.emit(
-                f"{agent.name}: stopped by the guardian: {agent.files.stopped.read_text().strip()}"
-            )
-            return
+            self._note(agent, f"stopped by its sandbox: limit: {agent.limit}")
+
+    def _gate(self, agent: AgentState, tampered: list[str]) -> None:
+        """The gate on the attempt's commit, its receipt, and the agent's verdict."""
         head = wt.rev(agent.worktree, "HEAD") or self.ctx.base
-        agent.status = "gating"
-        self.ctx.store.update_agent(
-            self.ctx.run_id, agent.name, status="gating", exit_code=agent.exit_code
+        self._set_status(
+            agent,
+            AgentStatus.GATING,
+            f"attempt {agent.attempts} exited {agent.exit_code}; the gate checks its work",
+            exit_code=agent.exit_code,
         )
         # The gate judges exactly what would land: the commit, not files git ignores.
         dropped = [p for p in wt.to_commit(agent.worktree) if not _CACHE.search(p)]
         prepare_worktree(self.ctx.profile, agent.worktree)
         if dropped:
-            self.ctx.emit(
-                f"{agent.name}: files git ignores are not part of the work and were removed "
-                f"before the gate: {', '.join(dropped[:10])}"
+            self._note(
+                agent,
+                "files git ignores are not part of the work and were removed "
+                f"before the gate: {', '.join(dropped[:10])}",
             )
+        gate = self._run_checks(agent)
+        passed = agent.exit_code == 0 and gate.passed
+        fields = {
+            "agent": f"{agent.name}@{agent.manifest.version}",
+            "exit_code": agent.exit_code,
+            "accepted": passed,
+            "commit": head,
+            "sandbox": self.ctx.sandbox.backend,
+            **({"limit": agent.limit} if agent.limit else {}),
+            **gate_receipt_fields(gate, agent.attempts),
+        }
+        if dropped:
+            fields["ignored_files_removed"] = dropped[:50]
+        if tampered:
+            fields["git_admin_restored"] = tampered
+        receipt = write_receipt(
+            self.ctx.ws, "gate", fields, run_id=self.ctx.run_id, about=self.ctx.request
+        )
+        self.ctx.receipts.append(receipt.id)
+        agent.receipts.append(receipt.id)
+        agent.gated_commit = head if passed else None
+        self._set_status(
+            agent,
+            AgentStatus.PASSED if passed else AgentStatus.FAILED,
+            f"attempt {agent.attempts} exited {agent.exit_code}; {gate.summary()}",
+            gate=gate.as_dict(),
+            gated_commit=agent.gated_commit,
+            receipts=agent.receipts,
+        )
+        broken = environment_failure(gate)
+        if broken is not None and check_profile(self.ctx.profile, self.ctx.repo):
+            # The test command cannot start on the repository itself either: the
+            # environment broke (an agent deleting its test script is the agent's failure).
+            raise EnvironmentBroken(broken, file=self.ctx.repo, field="tests")
+
+    def _run_checks(self, agent: AgentState) -> GateResult:
+        """The agent's checks on its worktree, confined; then the worktree is put back to
+        the commit (what the checks wrote is not the agent's work)."""
         gate_env = gate_environment(self.ctx.profile, agent.worktree)
-        agent.gate = run_gate(
+        gate = run_gate(
             agent.checks,
             agent.worktree,
             base=self.ctx.base,
@@ -195,53 +242,32 @@ class AgentDriver:
             ),
         )
         agent.files.check_pid.unlink(missing_ok=True)
-        wt.reset_to_head(agent.worktree)  # what the checks wrote is not the agent's work
+        wt.reset_to_head(agent.worktree)
         nested = wt.new_gitlinks(agent.worktree, self.ctx.base)
         if nested:
-            agent.gate = with_failure(
-                agent.gate,
+            gate = with_failure(
+                gate,
                 "no nested repositories",
                 f"{', '.join(nested)}: a git repository made inside the worktree would land "
                 "as a pointer to a commit the target does not have, not as its files; "
                 "remove its .git so that its files are the work\n",
             )
-        passed = agent.exit_code == 0 and agent.gate.passed
-        fields = {
-            "agent": f"{agent.name}@{agent.manifest.version}",
-            "exit_code": agent.exit_code,
-            "accepted": passed,
-            "commit": head,
-            "sandbox": self.ctx.sandbox.backend,
-            **({"limit": agent.limit} if agent.limit else {}),
-            **gate_receipt_fields(agent.gate, agent.attempts),
-        }
-        if dropped:
-            fields["ignored_files_removed"] = dropped[:50]
-        if tampered:
-            fields["git_admin_restored"] = tampered
-        receipt = write_receipt(
-            self.ctx.ws, "gate", fields, run_id=self.ctx.run_id, about=self.ctx.request
+        agent.gate = gate
+        return gate
+
+    def _set_status(
+        self, agent: AgentState, status: AgentStatus, message: str, **fields: Any
+    ) -> None:
+        """The agent's new status: in its state, in state.db (with ``fields``), and as an
+        event."""
+        agent.status = status
+        self.ctx.store.update_agent(self.ctx.run_id, agent.name, status=status, **fields)
+        self.ctx.events.emit(
+            EventKind.AGENT, f"{agent.name}: {message}", status=status, agent=agent.name
         )
-        self.ctx.receipts.append(receipt.id)
-        agent.receipts.append(receipt.id)
-        agent.status = "passed" if passed else "failed"
-        agent.gated_commit = head if passed else None
-        self.ctx.store.update_agent(
-            self.ctx.run_id,
-            agent.name,
-            gate=agent.gate.as_dict(),
-            gated_commit=agent.gated_commit,
-            receipts=agent.receipts,
-        )
-        self.ctx.emit(
-            f"{agent.name}: attempt {agent.attempts} exited {agent.exit_code}; "
-            f"{agent.gate.summary()}"
-        )
-        broken = environment_failure(agent.gate)
-        if broken is not None and check_profile(self.ctx.profile, self.ctx.repo):
-            # The test command cannot start on the repository itself either: the
-            # environment broke (an agent deleting its test script is the agent's failure).
-            raise EnvironmentBroken(broken, file=self.ctx.repo, field="tests")
+
+    def _note(self, agent: AgentState, message: str) -> None:
+        self.ctx.events.note(f"{agent.name}: {message}", agent=agent.name)
 
     def _restore_git_admin(self, agent: AgentState) -> list[str]:
         """Without a sandbox: what changed in the repository's git administration during
@@ -255,9 +281,10 @@ class AgentDriver:
             tampered = [f"could not be checked: {exc}"]
         if tampered:
             self.ctx.tampered.extend(tampered)
-            self.ctx.emit(
-                f"{agent.name}: the repository's git administration changed while it ran "
-                f"(no sandbox); put back: {', '.join(tampered)}"
+            self._note(
+                agent,
+                f"the repository's git administration changed while it ran "
+                f"(no sandbox); put back: {', '.join(tampered)}",
             )
         return tampered
 
@@ -316,7 +343,7 @@ class AgentDriver:
             now = time.monotonic()
             if now > deadline:
                 self.ctx.sessions.kill(agent.session, agent.pane_pid)
-                self.ctx.emit(f"{agent.name}: timed out after {agent.manifest.timeout}s; killed")
+                self._note(agent, f"timed out after {agent.manifest.timeout}s; killed")
                 return 124
             if now >= next_session_check:
                 next_session_check = now + SESSION_CHECK_EVERY

@@ -11,87 +11,16 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from agentos._fs import write_new
+from agentos._run_files import AgentFiles
 from agentos.runtimes import AgentTask, get_runtime
 
 # Variables every agent gets besides those its package lists and the AGENTOS_* ones.
 BASE_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
-
-
-@dataclass(frozen=True)
-class AgentFiles:
-    run_dir: Path  # .agentos/runs/<run>/<agent>: wrapper, env file, exit status
-    log: Path  # .agentos/logs/<run>/<agent>.log: the pane's output, kept after the run
-
-    @property
-    def wrapper(self) -> Path:
-        return self.run_dir / "wrapper.sh"
-
-    @property
-    def env_file(self) -> Path:
-        return self.run_dir / "agent.env"
-
-    @property
-    def io(self) -> Path:
-        """The one directory of its run files the agent may write (in its sandbox): its
-        exit status, its heartbeat, its framework's state. The wrapper, the env file and the
-        launcher beside it are AgentOS's, read-only to the agent."""
-        return self.run_dir / "io"
-
-    @property
-    def exit_file(self) -> Path:
-        return self.io / "exit"
-
-    @property
-    def heartbeat(self) -> Path:
-        return self.io / "heartbeat"
-
-    @property
-    def stopped(self) -> Path:
-        """Written (with the reason) by the guardian when it kills the agent for good."""
-        return self.run_dir / "stopped"
-
-    @property
-    def check_pid(self) -> Path:
-        """The process group of the gate check running now, with its start time, so that gc
-        can end it if the orchestrator dies during the gate."""
-        return self.run_dir / "check.pid"
-
-    @property
-    def launcher(self) -> Path:
-        """The script the pane runs: the agent's wrapper, confined (see agentos.sandbox)."""
-        return self.run_dir / "launch.sh"
-
-    @property
-    def pane_command(self) -> list[str]:
-        """What the pane runs; the guardian respawns it to restart the agent."""
-        return ["/bin/sh", str(self.launcher)]
-
-    @property
-    def wrapper_command(self) -> list[str]:
-        """The wrapper with an empty environment (it loads the agent's own)."""
-        bash = shutil.which("bash") or "/bin/bash"
-        return [
-            shutil.which("env") or "/usr/bin/env",
-            "-i",
-            bash,
-            "--noprofile",
-            "--norc",
-            str(self.wrapper),
-        ]
-
-    def exit_code(self) -> int | None:
-        """The agent's exit status, once the wrapper has written it."""
-        try:
-            return int(self.exit_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
 
 
 def pycache_dir(task: AgentTask) -> Path:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from agentos import review
-from agentos._launch import AgentFiles
+from agentos._run_files import AgentFiles
 from agentos.checks import CheckSpec
 from agentos.manifest import Manifest
-from agentos.runs import READY
+from agentos.runs import AgentStatus, RunStatus
 from agentos.stormbreaker import GateResult
 
 OUTPUT_TAIL = 2000  # bytes of an agent's output kept in reports and receipts
@@ -38,7 +38,7 @@ class AgentState:
     worktree: Path
     session: str
     files: AgentFiles
-    status: str = "pending"
+    status: AgentStatus = AgentStatus.PENDING
     attempts: int = 0
     exit_code: int | None = None
     gate: GateResult | None = None
@@ -90,7 +90,7 @@ class AgentState:
 @dataclass
 class RunReport:
     run_id: str
-    status: str
+    status: RunStatus
     message: str = ""
     decision: dict[str, Any] | None = None
     interview: dict[str, Any] | None = None
@@ -102,7 +102,7 @@ class RunReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status in ("succeeded", READY) else 1
+        return 0 if self.status in (RunStatus.SUCCEEDED, RunStatus.READY) else 1
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentos import worktrees as wt
+from agentos._run_files import RunFiles, runs_root
 from agentos.errors import AgentOSError
-from agentos.runs import ACTIVE, RunRecord, RunStore, pid_alive
+from agentos.runs import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore, pid_alive
 from agentos.sessions import SESSION_PREFIX, Sessions
 from agentos.workspace import Workspace
 
@@ -83,7 +84,7 @@ def _abort(ws: Workspace, store: RunStore, run: RunRecord, report: GcReport) -> 
     for agent in run.agents:
         if agent.session and sessions.kill(agent.session):
             report.killed_sessions.append(agent.session)
-        check = _kill_check(ws.state_dir / "runs" / run.id / agent.agent / "check.pid")
+        check = _kill_check(RunFiles.of(ws, run.id).agent(agent.agent).check_pid)
         if check:
             report.killed_sessions.append(f"gate check of {agent.agent} ({check})")
         if agent.worktree and Path(agent.worktree).exists():
@@ -97,20 +98,20 @@ def _abort(ws: Workspace, store: RunStore, run: RunRecord, report: GcReport) -> 
                 message,
                 agent.agent,
                 report,
-                save=agent.status in ("pending", "running"),
+                save=agent.status in (AgentStatus.PENDING, AgentStatus.RUNNING),
             )
             if commit:
                 saved.append(f"{agent.branch}@{commit[:12]}")
-        if not (run.status == "merging" and agent.status == "passed"):
-            store.update_agent(run.id, agent.agent, status="aborted")
+        if not (run.status is RunStatus.MERGING and agent.status is AgentStatus.PASSED):
+            store.update_agent(run.id, agent.agent, status=AgentStatus.ABORTED)
     status, message = (
-        "aborted",
+        RunStatus.ABORTED,
         ("the orchestrator died; gc aborted the run (agents' work kept on their branches)"),
     )
     repo = Path(run.repo)
     if repo.is_dir():
         _tolerant(report, "prune worktrees", wt.prune, repo)
-        if run.status == "merging":
+        if run.status is RunStatus.MERGING:
             status, message = _merge_cut_short(repo, run, report)
     store.update(run.id, status=status, ended_at=time.time(), message=message)
     report.aborted_runs.append(run.id)
@@ -126,13 +127,12 @@ def _abort(ws: Workspace, store: RunStore, run: RunRecord, report: GcReport) -> 
     )
 
 
-def _merge_cut_short(repo: Path, run: RunRecord, report: GcReport) -> tuple[str, str]:
+def _merge_cut_short(repo: Path, run: RunRecord, report: GcReport) -> tuple[RunStatus, str]:
     """The status of a run whose process died while merging: ``succeeded`` when its
     commits had landed on the target (its branches then go out of sight, as after any
     merge), ``ready`` when nothing landed and every gate had passed (``runs merge`` lands
     it), else ``aborted``."""
     from agentos import review
-    from agentos.runs import READY
 
     _tolerant(
         report, "delete the merge branch", wt.delete_branch, repo, wt.integration_branch(run.id)
@@ -140,13 +140,16 @@ def _merge_cut_short(repo: Path, run: RunRecord, report: GcReport) -> tuple[str,
     agents = [(a.agent, a.branch or "") for a in run.agents]
     if review.landed_commits(repo, run):
         _tolerant(report, "archive merged branches", review.archive_branches, repo, run.id, agents)
-        return "succeeded", "the merge had landed when its process died; gc recorded it"
-    if run.agents and all(a.status == "passed" and a.gated_commit for a in run.agents):
-        return READY, (
+        return RunStatus.SUCCEEDED, "the merge had landed when its process died; gc recorded it"
+    if run.agents and all(a.status is AgentStatus.PASSED and a.gated_commit for a in run.agents):
+        return RunStatus.READY, (
             f"the merge was cut short before anything landed; `agentos runs merge {run.id}` "
             "lands it"
         )
-    return "aborted", "the process died while merging; nothing landed (work kept on branches)"
+    return (
+        RunStatus.ABORTED,
+        "the process died while merging; nothing landed (work kept on branches)",
+    )
 
 
 def _kill_check(pid_file: Path) -> str | None:
@@ -222,7 +225,7 @@ def _orphan_worktrees(ws: Workspace, live_runs: set[str], report: GcReport) -> N
                 _save_and_remove(worktree, "agentos: work saved by gc\n", worktree.name, report)
             with suppress(OSError):
                 run_dir.rmdir()
-    runs_dir = ws.state_dir / "runs"
+    runs_dir = runs_root(ws)
     for run_dir in runs_dir.iterdir() if runs_dir.is_dir() else []:
         if run_dir.name not in live_runs:
             shutil.rmtree(run_dir, ignore_errors=True)

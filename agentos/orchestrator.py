@@ -23,17 +23,18 @@ from agentos import review
 from agentos import worktrees as wt
 from agentos._agent_driver import AgentDriver, RunContext, commit_message
 from agentos._git_guard import GitGuard, restore_git_admin
-from agentos._launch import AgentFiles
-from agentos._run_start import check_agent, check_repo, start_detached
+from agentos._run_files import RunFiles
+from agentos._run_start import check_agent, check_repo
 from agentos._run_types import AgentState, Cancelled, RunOptions, RunReport
 from agentos._signals import handling
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, EnvironmentBroken, check_request
+from agentos.events import EventKind, EventLog, Listener
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
 from agentos.repos import REPO_FILE, RepoProfile, check_profile, repo_profile
-from agentos.runs import ACTIVE, READY, RunStore, new_run_id
+from agentos.runs import ACTIVE, UNFINISHED, AgentStatus, RunStatus, RunStore, new_run_id
 from agentos.runtimes import get_runtime
 from agentos.sandbox import Sandbox, choose
 from agentos.sandbox._confine import Scene, venv_paths
@@ -47,13 +48,14 @@ __all__ = [
     "RunReport",
     "check_agent",
     "check_repo",
-    "start_detached",
     "start_run",
 ]
 
 CONTEXT_BUDGET = 3000  # tokens of knowledge-store context per agent
 
-Event = Callable[[str], None]
+# Called once agents are about to start: makes sure something watches them (the CLI and
+# the MCP server pass the guardian's ``ensure_running``); True when it started a watcher.
+Supervisor = Callable[[Workspace], bool]
 
 
 def start_run(
@@ -63,12 +65,16 @@ def start_run(
     options: RunOptions | None = None,
     *,
     force: bool = False,
-    on_event: Event | None = None,
+    on_event: Listener | None = None,
+    supervise: Supervisor | None = None,
 ) -> RunReport:
     """Run ``request`` against ``repo`` from start to teardown; the report says how it went.
-    ``force=True`` is short for ``RunOptions(force=True)``."""
+    ``force=True`` is short for ``RunOptions(force=True)``. ``on_event`` gets each of the
+    run's events as it happens (they are also in the run's events file, see
+    :mod:`agentos.events`); ``supervise`` is called before the agents start, unless
+    ``run.guardian`` is off."""
     options = options or RunOptions(force=force)
-    return Orchestrator(ws, request, repo, options, on_event=on_event).run()
+    return Orchestrator(ws, request, repo, options, on_event=on_event, supervise=supervise).run()
 
 
 class Orchestrator:
@@ -79,7 +85,8 @@ class Orchestrator:
         repo: Path,
         options: RunOptions | None = None,
         *,
-        on_event: Event | None = None,
+        on_event: Listener | None = None,
+        supervise: Supervisor | None = None,
     ) -> None:
         check_request(request)
         self.ws = ws
@@ -88,8 +95,12 @@ class Orchestrator:
         self.options = options or RunOptions()
         self.force = self.options.force
         self.run_id = self.options.run_id or new_run_id()
-        self.emit: Event = on_event or (lambda _msg: None)
-        self.report = RunReport(self.run_id, "pending")
+        self.files = RunFiles.of(ws, self.run_id)
+        self.events = EventLog(self.run_id, self.files.events, on_event)
+        self.emit = self.events.note
+        self.supervise = supervise
+        self.report = RunReport(self.run_id, RunStatus.PENDING)
+        self._report_lock = threading.Lock()  # teardown threads add notes to the message
         self.agents: list[AgentState] = []
         self.cancel = threading.Event()
         self.request_checks: list[Any] = []  # checks the request's own success criteria imply
@@ -125,18 +136,19 @@ class Orchestrator:
             },
         )
         try:
-            with _cancel_on_signal(defer=lambda: self.report.status == "merging"):
+            with _cancel_on_signal(defer=lambda: self.report.status is RunStatus.MERGING):
                 self._run()
         except (Cancelled, KeyboardInterrupt):
             self._finish(
-                "cancelled", "the run was cancelled; agents' work is kept on their branches"
+                RunStatus.CANCELLED,
+                "the run was cancelled; agents' work is kept on their branches",
             )
         except AgentOSError as exc:
-            self._finish("failed", str(exc))
+            self._finish(RunStatus.FAILED, str(exc))
             raise
         finally:
             if self.report.status in ACTIVE:
-                self._finish("failed", self.report.message or "the run ended unexpectedly")
+                self._finish(RunStatus.FAILED, self.report.message or "the run ended unexpectedly")
             try:
                 self._teardown()  # always: whatever ended the run
             finally:
@@ -157,7 +169,7 @@ class Orchestrator:
         self._check_environment()
         self._ensure_guardian()
         context = self._context()
-        self._set_status("running")
+        self._set_status(RunStatus.RUNNING)
         assert self.store is not None
         for agent in self.agents:
             self.store.add_agent(
@@ -170,14 +182,14 @@ class Orchestrator:
                 session=agent.session,
             )
         self._drive_all(context)
-        if not all(a.status == "passed" for a in self.agents):
+        if not all(a.status is AgentStatus.PASSED for a in self.agents):
             failed = ", ".join(
-                f"{a.name} ({a.status})" for a in self.agents if a.status != "passed"
+                f"{a.name} ({a.status})" for a in self.agents if a.status is not AgentStatus.PASSED
             )
-            self._finish("failed", f"not done: {failed}; nothing was merged")
+            self._finish(RunStatus.FAILED, f"not done: {failed}; nothing was merged")
         elif self.git_admin_restored:
             self._finish(
-                "failed",
+                RunStatus.FAILED,
                 "the repository's git administration was changed while the agents ran "
                 f"without a sandbox ({', '.join(self.git_admin_restored)}); it was put back "
                 "and nothing was merged",
@@ -216,7 +228,7 @@ class Orchestrator:
             self.emit(f"interview: blocked (ambiguity {result.ambiguity}); --force overrides")
             return True
         questions = " ".join(q.text for q in result.questions)
-        self._finish("blocked", f"the request is too vague to start: {questions}")
+        self._finish(RunStatus.BLOCKED, f"the request is too vague to start: {questions}")
         return False
 
     def _route(self) -> bool:
@@ -246,7 +258,7 @@ class Orchestrator:
                 else "no routing card matches the request (set run.default_agent in "
                 "agentos.yaml, or pick one with --agent)"
             )
-            self._finish(decision.decision, reason)
+            self._finish(RunStatus(decision.decision), reason)
             return False
         hub = Hub(self.ws.hub_dir)
         for sel in decision.selected:
@@ -309,12 +321,10 @@ class Orchestrator:
 
     def _ensure_guardian(self) -> None:
         """Start the workspace's guardian unless one runs (``run.guardian``, the default)."""
-        if not self.ws.settings.run.guardian:
+        if not self.ws.settings.run.guardian or self.supervise is None:
             return
-        from guardian.daemon import ensure_running
-
         try:
-            if ensure_running(self.ws):
+            if self.supervise(self.ws):
                 self.emit("guardian: started for this workspace")
         except AgentOSError as exc:  # the run goes on unwatched rather than not at all
             self.emit(f"guardian: could not start ({exc}); the run is not watched")
@@ -348,10 +358,7 @@ class Orchestrator:
             branch=wt.branch_name(self.run_id, name),
             worktree=self.ws.worktrees_dir / self.run_id / name,
             session=session_name(self.run_id, name),
-            files=AgentFiles(
-                self.ws.state_dir / "runs" / self.run_id / name,
-                self.ws.logs_dir / self.run_id / f"{name}.log",
-            ),
+            files=self.files.agent(name),
         )
 
     def _driver(self) -> AgentDriver:
@@ -367,7 +374,7 @@ class Orchestrator:
                 self.sessions,
                 self.store,
                 self.cancel,
-                self.emit,
+                self.events,
                 self.report.receipts,
                 self.sandbox,
                 self.scene,
@@ -396,7 +403,7 @@ class Orchestrator:
 
     def _merge(self) -> None:
         """Land exactly the commits the gates passed, squashed, all or nothing."""
-        self._set_status("merging")
+        self._set_status(RunStatus.MERGING)
         work = [a.work() for a in self.agents]
         result = review.land(
             self.ws,
@@ -413,9 +420,9 @@ class Orchestrator:
         self.report.receipts.append(receipt.id)
         self.emit(f"merge: {result.message}")
         if result.merged:
-            self._finish("succeeded", result.message)
+            self._finish(RunStatus.SUCCEEDED, result.message)
         else:
-            self._finish("conflict", result.message + "; every branch is kept")
+            self._finish(RunStatus.CONFLICT, result.message + "; every branch is kept")
 
     def _ready(self, why: str) -> None:
         """Every gate passed, and the work waits on its branches for review (``--no-merge``,
@@ -426,7 +433,7 @@ class Orchestrator:
             self.report.diffstat[agent.name] = stat
             self.emit(f"{agent.name}: {agent.branch}\n{stat.rstrip() or '(no changes)'}")
         self._finish(
-            READY,
+            RunStatus.READY,
             f"every gate passed; {why}: review with `agentos runs diff "
             f"{self.run_id}`, then `agentos runs merge {self.run_id}` or `agentos runs "
             f"discard {self.run_id}`",
@@ -434,16 +441,19 @@ class Orchestrator:
 
     # -- the end ---------------------------------------------------------------------------
 
-    def _set_status(self, status: str) -> None:
+    def _set_status(self, status: RunStatus) -> None:
         self.report.status = status
         if self.store is not None:
             self.store.update(self.run_id, status=status)
+        self.events.emit(EventKind.PHASE, f"run: {status}", status=status)
 
-    def _finish(self, status: str, message: str) -> None:
-        self.report.status = status
-        self.report.message = message
+    def _finish(self, status: RunStatus, message: str) -> None:
+        with self._report_lock:
+            self.report.status = status
+            self.report.message = message
         if self.store is not None:
             self.store.update(self.run_id, status=status, message=message, ended_at=time.time())
+        self.events.emit(EventKind.PHASE, f"run: {status}: {message}", status=status)
 
     def _teardown(self) -> None:
         """End sessions, keep the work on branches, remove worktrees; always. A step that
@@ -452,7 +462,7 @@ class Orchestrator:
         try:
             self._teardown_steps()
         finally:
-            _remove_tree(self.ws.state_dir / "runs" / self.run_id)
+            _remove_tree(self.files.run_dir)
 
     def _teardown_steps(self) -> None:
         self.cancel.set()
@@ -476,7 +486,7 @@ class Orchestrator:
             self._tolerant(
                 "delete empty branches", wt.delete_branch, self.repo, *(a.branch for a in empty)
             )
-            if self.report.status == "succeeded":  # merged: attempts kept out of sight
+            if self.report.status is RunStatus.SUCCEEDED:  # merged: attempts kept out of sight
                 self._tolerant(
                     "archive merged branches",
                     review.archive_branches,
@@ -493,8 +503,18 @@ class Orchestrator:
         prunes the registrations once, then deletes branches)."""
         running = agent.files.exit_code() is None
         self.sessions.kill(agent.session, agent.pane_pid if running else None)
-        if agent.status in ("pending", "running", "gating"):
-            agent.status = "cancelled" if self.report.status == "cancelled" else "failed"
+        if agent.status in UNFINISHED:
+            agent.status = (
+                AgentStatus.CANCELLED
+                if self.report.status is RunStatus.CANCELLED
+                else AgentStatus.FAILED
+            )
+            self.events.emit(
+                EventKind.AGENT,
+                f"{agent.name}: {agent.status}",
+                status=agent.status,
+                agent=agent.name,
+            )
         if agent.worktree.exists():
             try:
                 wt.restore_gitfile(self.repo, agent.worktree)
@@ -525,7 +545,8 @@ class Orchestrator:
 
     def _note(self, note: str) -> None:
         self.emit(note)
-        self.report.message = f"{self.report.message}; {note}".lstrip("; ")
+        with self._report_lock:
+            self.report.message = f"{self.report.message}; {note}".lstrip("; ")
 
     def _final_receipt(self) -> None:
         fields = {

@@ -23,7 +23,15 @@ from pathlib import Path
 from agentos import worktrees as wt
 from agentos.errors import BadInput, NotFound, OperationFailed
 from agentos.receipts import write_receipt
-from agentos.runs import ACTIVE, READY, AgentRecord, RunRecord, RunStore, process_start
+from agentos.runs import (
+    ACTIVE,
+    AgentRecord,
+    AgentStatus,
+    RunRecord,
+    RunStatus,
+    RunStore,
+    process_start,
+)
 from agentos.workspace import Workspace
 
 DAY = 24 * 3600
@@ -179,7 +187,7 @@ class MergeOutcome:
         }
 
 
-MERGEABLE = (READY, "conflict")  # every gate passed, and nothing landed yet
+MERGEABLE = (RunStatus.READY, RunStatus.CONFLICT)  # every gate passed, and nothing landed yet
 
 
 def merge_fields(
@@ -215,7 +223,9 @@ def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
     store = RunStore(ws)
     try:
         me = os.getpid()
-        if not store.claim(record.id, MERGEABLE, "merging", pid=me, pid_start=process_start(me)):
+        if not store.claim(
+            record.id, MERGEABLE, RunStatus.MERGING, pid=me, pid_start=process_start(me)
+        ):
             now = store.get(record.id).status
             raise BadInput(
                 f"run {record.id} has status {now}; only a run that passed its gate and was not "
@@ -234,7 +244,7 @@ def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
             )
             if result.merged:
                 archive_branches(repo, record.id, [(w.agent, w.branch) for w in work])
-                status, message = "succeeded", result.message
+                status, message = RunStatus.SUCCEEDED, result.message
             else:
                 message = result.message + "; nothing was merged"
         finally:
@@ -245,7 +255,7 @@ def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
 
 
 def _gated_work(repo: Path, record: RunRecord, agent: AgentRecord) -> AgentWork:
-    if agent.status != "passed" or not agent.gated_commit:
+    if agent.status is not AgentStatus.PASSED or not agent.gated_commit:
         raise OperationFailed(f"agent {agent.agent} of run {record.id} has no passing commit")
     if wt.rev(repo, agent.gated_commit) is None:
         raise OperationFailed(
@@ -287,8 +297,8 @@ def discard_run(ws: Workspace, run_id: str) -> list[str]:
     )
     store = RunStore(ws)
     try:
-        if record.status == READY:
-            store.update(record.id, status="discarded", message="discarded by the user")
+        if record.status is RunStatus.READY:
+            store.update(record.id, status=RunStatus.DISCARDED, message="discarded by the user")
     finally:
         store.close()
     return dropped
@@ -332,10 +342,10 @@ def prune(ws: Workspace, *, older_than_days: float | None = None) -> PruneReport
                 continue
             wt.delete_refs(repo, *refs)
             report.removed.extend(f"{repo}: {ref}" for ref in refs)
-            if record.status == READY:
+            if record.status is RunStatus.READY:
                 store.update(
                     record.id,
-                    status="discarded",
+                    status=RunStatus.DISCARDED,
                     message=f"not merged within {days:g} days; pruned",
                 )
     finally:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -17,25 +18,70 @@ import apsw
 
 from agentos import state
 from agentos._db_errors import guarded
-from agentos.errors import NotFound
+from agentos.errors import NotFound, OperationFailed
 from agentos.workspace import Workspace
 
-# A run in one of these states has (or had) a live orchestrator.
-ACTIVE = ("pending", "running", "gating", "merging")
-# Every agent passed its gate and the work waits on its branches for review (``run
-# --no-merge``): ``runs merge`` lands it, ``runs discard`` drops it.
-READY = "ready"
-FINAL = (
-    READY,
-    "discarded",
-    "succeeded",
-    "failed",
-    "conflict",
-    "blocked",
-    "no_match",
-    "clarify",
-    "cancelled",
-    "aborted",
+
+class RunStatus(StrEnum):
+    """Where a run is. Stored in state.db as the value; a ``str``, so JSON and SQL take it
+    as it is."""
+
+    STARTING = "starting"  # started in the background, not in state.db yet (never stored)
+    PENDING = "pending"
+    RUNNING = "running"
+    GATING = "gating"
+    MERGING = "merging"
+    # Every agent passed its gate and the work waits on its branches for review (``run
+    # --no-merge``): ``runs merge`` lands it, ``runs discard`` drops it.
+    READY = "ready"
+    DISCARDED = "discarded"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CONFLICT = "conflict"
+    BLOCKED = "blocked"
+    NO_MATCH = "no_match"
+    CLARIFY = "clarify"
+    CANCELLED = "cancelled"
+    ABORTED = "aborted"
+
+    @property
+    def active(self) -> bool:
+        """The run has (or had) a live orchestrator."""
+        return self in ACTIVE
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL
+
+
+class AgentStatus(StrEnum):
+    """Where one agent of a run is."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    GATING = "gating"
+    PASSED = "passed"
+    FAILED = "failed"
+    KILLED = "killed"  # stopped for good by the guardian
+    CANCELLED = "cancelled"
+    ABORTED = "aborted"  # its orchestrator died; gc ended it
+
+
+ACTIVE: tuple[RunStatus, ...] = (
+    RunStatus.PENDING,
+    RunStatus.RUNNING,
+    RunStatus.GATING,
+    RunStatus.MERGING,
+)
+READY = RunStatus.READY
+FINAL: tuple[RunStatus, ...] = tuple(
+    s for s in RunStatus if s not in ACTIVE and s is not RunStatus.STARTING
+)
+# An agent in one of these has not finished its work.
+UNFINISHED: tuple[AgentStatus, ...] = (
+    AgentStatus.PENDING,
+    AgentStatus.RUNNING,
+    AgentStatus.GATING,
 )
 
 
@@ -52,7 +98,7 @@ class AgentRecord:
     branch: str | None
     worktree: str | None
     session: str | None
-    status: str
+    status: AgentStatus
     attempts: int
     exit_code: int | None
     restarts: int
@@ -77,7 +123,7 @@ class RunRecord:
     repo: str
     target_branch: str | None
     base_commit: str | None
-    status: str
+    status: RunStatus
     decision: str | None
     receipt: str | None
     pid: int | None
@@ -132,7 +178,9 @@ class RunStore:
         with self._lock:
             self.con.close()
 
-    def create(self, run_id: str, request: str, repo: Path, *, status: str = "pending") -> None:
+    def create(
+        self, run_id: str, request: str, repo: Path, *, status: RunStatus = RunStatus.PENDING
+    ) -> None:
         with self._write():
             self.con.execute(
                 "INSERT INTO runs (id, request, repo, status, pid, pid_start, created_at) "
@@ -157,7 +205,11 @@ class RunStore:
             self.con.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
 
     def claim(
-        self, run_id: str, from_statuses: tuple[str, ...], status: str, **fields: Any
+        self,
+        run_id: str,
+        from_statuses: tuple[RunStatus, ...],
+        status: RunStatus,
+        **fields: Any,
     ) -> bool:
         """Move a run to ``status`` (with ``fields``) only if it is in one of
         ``from_statuses``, atomically; whether it moved. Two processes claiming one run:
@@ -174,7 +226,13 @@ class RunStore:
 
     def add_agent(self, run_id: str, agent: str, version: str, **fields: Any) -> None:
         data = _encode(
-            {"run_id": run_id, "agent": agent, "version": version, "status": "pending", **fields}
+            {
+                "run_id": run_id,
+                "agent": agent,
+                "version": version,
+                "status": AgentStatus.PENDING,
+                **fields,
+            }
         )
         cols = ", ".join(data)
         marks = ", ".join("?" for _ in data)
@@ -210,7 +268,9 @@ class RunStore:
             return self._get(matches[0])
         return self._record(row)
 
-    def list(self, *, statuses: tuple[str, ...] | None = None, limit: int = 50) -> list[RunRecord]:
+    def list(
+        self, *, statuses: tuple[RunStatus, ...] | None = None, limit: int = 50
+    ) -> list[RunRecord]:
         sql = f"SELECT {_RUN_COLS} FROM runs"
         args: tuple[Any, ...] = ()
         if statuses:
@@ -222,12 +282,24 @@ class RunStore:
 
     def _record(self, row: tuple[Any, ...]) -> RunRecord:
         agents = tuple(
-            AgentRecord(**_decode(_AGENT_COLS, a))
+            AgentRecord(**self._status(_decode(_AGENT_COLS, a), AgentStatus))
             for a in self.con.execute(
                 f"SELECT {_AGENT_COLS} FROM run_agents WHERE run_id = ? ORDER BY agent", (row[0],)
             )
         )
-        return RunRecord(**_decode(_RUN_COLS, row), agents=agents)
+        return RunRecord(**self._status(_decode(_RUN_COLS, row), RunStatus), agents=agents)
+
+    def _status(self, data: dict[str, Any], kind: type[StrEnum]) -> dict[str, Any]:
+        try:
+            data["status"] = kind(data["status"])
+        except ValueError:
+            raise OperationFailed(
+                f"run {data.get('run_id') or data.get('id')} has an unknown status "
+                f"{data['status']!r}: state.db was changed by hand or by a newer AgentOS",
+                file=self.ws.state_db,
+                field="status",
+            ) from None
+        return data
 
 
 def _encode(fields: dict[str, Any]) -> dict[str, Any]:

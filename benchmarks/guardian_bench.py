@@ -59,13 +59,13 @@ def main() -> None:
 
 def run_bench(tmp: Path, socket: str, n_agents: int, n_cycles: int) -> None:
     from agentos._launch import prepare
+    from agentos._run_files import RunFiles
     from agentos.hub import Hub
     from agentos.runs import RunStore, new_run_id
     from agentos.runtimes import AgentTask
     from agentos.sessions import Sessions, session_name
     from agentos.workspace import init_workspace
     from guardian.daemon import Guardian
-    from guardian.monitor import agent_files
 
     ws, _ = init_workspace(tmp / "ws")
     pkg = tmp / "pkg"
@@ -88,9 +88,17 @@ def run_bench(tmp: Path, socket: str, n_agents: int, n_cycles: int) -> None:
         name = f"ticker{i:02d}"
         worktree = tmp / "wt" / run_id / name
         worktree.mkdir(parents=True)
-        files = agent_files(ws, run_id, name)
+        files = RunFiles.of(ws, run_id).agent(name)
         task = AgentTask(
-            run_id, name, manifest, info.path, worktree, tmp, ws.root, "bench", files.run_dir, 1
+            run_id=run_id,
+            agent=name,
+            manifest=manifest,
+            package_dir=info.path,
+            worktree=worktree,
+            repo=tmp,
+            workspace=ws.root,
+            request="bench",
+            run_dir=files.run_dir,
         )
         pane, _ = prepare(task, files)
         session = session_name(run_id, name)

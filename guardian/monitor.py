@@ -35,7 +35,7 @@ import apsw
 
 from agentos import state
 from agentos._db_errors import guarded
-from agentos._launch import AgentFiles
+from agentos._run_files import AgentFiles, RunFiles
 from agentos.errors import AgentOSError
 from agentos.hub import Hub
 from agentos.manifest import Manifest
@@ -84,11 +84,6 @@ _Counts = dict[str, tuple[int, float]]  # action -> (how many, the latest one's 
 def open_db(ws: Workspace) -> apsw.Connection:
     """state.db with the guardian's own tables (named migrations ``guardian_*``)."""
     return state.connect(ws.state_db, [*state.STATE_MIGRATIONS, *GUARDIAN_MIGRATIONS])
-
-
-def agent_files(ws: Workspace, run_id: str, agent: str) -> AgentFiles:
-    """The files of a running agent, laid out as the orchestrator lays them out."""
-    return AgentFiles(ws.state_dir / "runs" / run_id / agent, ws.logs_dir / run_id / f"{agent}.log")
 
 
 @dataclass(frozen=True)
@@ -167,7 +162,7 @@ class Monitor:
                         run,
                         agent,
                         agent.session,
-                        agent_files(self.ws, run.id, agent.agent),
+                        RunFiles.of(self.ws, run.id).agent(agent.agent),
                         manifest.runtime if manifest else None,
                         agent.version,
                         policy,

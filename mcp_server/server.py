@@ -26,7 +26,6 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from pydantic import Field, ValidationError
 from agentos import __version__
 from agentos.errors import AgentOSError, BadInput, NotFound
 from agentos.workspace import Workspace
+from guardian import SUPERVISOR
 from mcp_server import _models as m
 from mcp_server import _transport
 from mcp_server._paths import PATH_MAX, Confinement
@@ -72,7 +72,6 @@ LOG_TAIL = 2000
 REQUEST_MAX = 65536
 NAME_MAX = 256
 PATHS_MAX = 1000
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 INSTRUCTIONS = (
     "AgentOS runs versioned AI agents on a git repository. `interview` says whether a request "
     "is clear enough to work on, `route` which agents would take it (and writes a receipt), "
@@ -170,15 +169,6 @@ def _one_line(tool: str, exc: BaseException) -> str:
 async def _call(func: Callable[..., T], *args: Any) -> T:
     """Run a blocking library call in a worker thread, so HTTP clients are served meanwhile."""
     return await anyio.to_thread.run_sync(func, *args)
-
-
-def _tail(path: Path, limit: int = LOG_TAIL) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, path.stat().st_size - limit))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def build_server(
@@ -300,7 +290,8 @@ def build_server(
         forced). Follow it with task_status."""
 
         def work() -> m.RunStarted:
-            from agentos.orchestrator import RunOptions, start_detached
+            from agentos.orchestrator import RunOptions
+            from agentos.run_control import start_detached
 
             if repo is None:
                 target = fence.default_repo
@@ -313,7 +304,9 @@ def build_server(
                 target = fence.path(repo, "repo")
             options = RunOptions(force=force, agent=agent, merge=merge)
             try:
-                run_id, log_file = start_detached(ws, request, target, options)
+                run_id, log_file = start_detached(
+                    ws, request, target, options, supervisor=SUPERVISOR
+                )
             except BadInput as exc:  # it names the CLI's arguments: name this tool's
                 exc.field = _CLI_NAMES.get(exc.field or "", exc.field)
                 raise
@@ -336,41 +329,18 @@ def build_server(
         log."""
 
         def work() -> m.TaskStatus:
-            from agentos._run_start import detached_running
             from agentos.receipts import list_receipts
-            from agentos.runs import FINAL, RunStore
+            from agentos.run_control import log_tail, status
 
-            store = RunStore(ws)
-            try:
-                record = store.get(run_id)
-            except NotFound:
-                # Started by run_task and not recorded yet: starting while its process runs;
-                # failed when the process ended without recording it (looked up once more,
-                # for a run recorded just before its process ended).
-                orchestrator_log = ws.logs_dir / run_id / "orchestrator.log"
-                if not (_RUN_ID.fullmatch(run_id) and orchestrator_log.is_file()):
-                    raise
-                if detached_running(ws, run_id):
-                    return m.TaskStatus(
-                        run_id=run_id,
-                        status="starting",
-                        finished=False,
-                        log_tail=_tail(orchestrator_log),
-                    )
-                try:
-                    record = store.get(run_id)
-                except NotFound:
-                    return _not_started(run_id, _tail(orchestrator_log))
-            finally:
-                store.close()
+            record = status(ws, run_id)
             data = record.as_dict()
             data["run_id"] = data.pop("id")
             for agent, raw in zip(record.agents, data["agents"], strict=True):
                 raw["gate_summary"] = (agent.gate or {}).get("summary")
                 raw["failing_checks"] = agent.failing_checks
-            data["finished"] = record.status in FINAL
+            data["finished"] = record.status.final
             data["receipts"] = [r.id for r in list_receipts(ws, run_id=record.id)]
-            data["log_tail"] = _tail(ws.logs_dir / record.id / "orchestrator.log")
+            data["log_tail"] = log_tail(ws, record.id, LOG_TAIL)
             return m.TaskStatus.model_validate(data)
 
         return await _call(work)
@@ -547,18 +517,6 @@ def build_server(
         return await _call(_card_text, ws, id)
 
     return server
-
-
-def _not_started(run_id: str, log_tail: str) -> m.TaskStatus:
-    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
-    why = lines[-1] if lines else "it said nothing"
-    return m.TaskStatus(
-        run_id=run_id,
-        status="failed",
-        finished=True,
-        message=f"the run's process ended before the run started: {why}",
-        log_tail=log_tail,
-    )
 
 
 def _receipt(ws: Workspace, rid: str) -> m.ReceiptText:

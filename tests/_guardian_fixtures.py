@@ -16,12 +16,12 @@ import yaml
 from conftest import write_package
 
 from agentos._launch import AgentFiles, prepare
+from agentos._run_files import RunFiles
 from agentos.hub import Hub
 from agentos.runs import RunStore, new_run_id
 from agentos.runtimes import AgentTask
 from agentos.sessions import Sessions, session_name
 from agentos.workspace import Workspace
-from guardian.monitor import agent_files
 
 # Small numbers so that the whole ladder takes seconds (the interval's floor is 0.05 s).
 FAST = {
@@ -70,9 +70,17 @@ def launch(
     run_id = run_id or new_run_id()
     worktree = tmp_path / "worktrees" / run_id / agent
     worktree.mkdir(parents=True)
-    files = agent_files(ws, run_id, agent)
+    files = RunFiles.of(ws, run_id).agent(agent)
     task = AgentTask(
-        run_id, agent, pkg, info.path, worktree, tmp_path, ws.root, "a test", files.run_dir, 1
+        run_id=run_id,
+        agent=agent,
+        manifest=pkg,
+        package_dir=info.path,
+        worktree=worktree,
+        repo=tmp_path,
+        workspace=ws.root,
+        request="a test",
+        run_dir=files.run_dir,
     )
     pane, _env = prepare(task, files)
     session = session_name(run_id, agent)

@@ -454,17 +454,24 @@ def test_a_run_whose_process_ends_before_the_run_starts_is_reported_failed(
             with pytest.raises(AgentOSError) as broken:
                 Workspace(ws.root).settings  # noqa: B018 (loading is the point)
             why = f"error: {broken.value}"
-            assert status == {
-                "run_id": started["run_id"],
+            expected = {
                 "status": "failed",
                 "finished": True,
-                "request": None,
-                "repo": None,
-                "decision": None,
                 "message": f"the run's process ended before the run started: {why}",
+                "log_tail": why + "\n",
+            }
+            shown = {
+                k: status[k]
+                for k in (*expected, "run_id", "request", "repo", "decision", "agents", "receipts")
+            }
+            assert shown == {
+                **expected,
+                "run_id": started["run_id"],
+                "request": "fix it",
+                "repo": str(repo),
+                "decision": None,
                 "agents": [],
                 "receipts": [],
-                "log_tail": why + "\n",
             }
 
     run(scenario)

@@ -466,7 +466,7 @@ def test_a_run_starts_the_workspace_guardian_when_none_is_running(
     ws = Workspace(ws.root)
     assert daemon.status(ws)["running"] is False
     try:
-        report = start_run(ws, "watched-task", repo, force=True)
+        report = start_run(ws, "watched-task", repo, force=True, supervise=daemon.ensure_running)
         assert report.status == "succeeded", report.message
         assert daemon.status(ws)["running"] is True
     finally:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -14,7 +13,8 @@ import click
 from agentos.cli._common import console, err_console, fail, json_option, print_json, table
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
-from agentos.runs import ACTIVE, RunRecord, RunStore, pid_alive
+from agentos.events import RunEvent
+from agentos.runs import ACTIVE, RunRecord, RunStore
 from agentos.workspace import Workspace
 
 
@@ -23,6 +23,13 @@ def escape(text: str) -> str:
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
+
+
+def ensure_guardian(ws: Workspace) -> bool:
+    """The guardian watches a run's agents: the library is handed it, never imports it."""
+    from guardian.daemon import ensure_running
+
+    return ensure_running(ws)
 
 
 def _ago(ts: float | None) -> str:
@@ -91,10 +98,11 @@ def run(
     options = RunOptions(force=force, agent=agent, merge=not no_merge, run_id=run_id)
     if detach:
         from agentos.errors import RequestBlocked
-        from agentos.orchestrator import start_detached
+        from agentos.run_control import start_detached
+        from guardian import SUPERVISOR
 
         try:
-            run_id, log = start_detached(ws, request, repo, options)
+            run_id, log = start_detached(ws, request, repo, options, supervisor=SUPERVISOR)
         except RequestBlocked as exc:
             _blocked(ctx, exc.questions, as_json)
             return
@@ -107,11 +115,11 @@ def run(
             )
         return
 
-    def event(message: str) -> None:
+    def event(event: RunEvent) -> None:
         if not as_json:
-            err_console.print(f"[dim]•[/] {escape(message)}")
+            err_console.print(f"[dim]•[/] {escape(event.message)}")
 
-    report = start_run(ws, request, repo, options, on_event=event)
+    report = start_run(ws, request, repo, options, on_event=event, supervise=ensure_guardian)
     if as_json:
         print_json(report.as_dict())
     else:
@@ -218,9 +226,10 @@ def list_(limit: int, as_json: bool) -> None:
 def show(run_id: str, as_json: bool) -> None:
     """Show a run: status, agents, branches, exit codes, receipts."""
     from agentos.receipts import list_receipts
+    from agentos.run_control import status as run_status
 
     ws = current_workspace()
-    record = RunStore(ws).get(run_id)
+    record = run_status(ws, run_id)
     receipts = [r.id for r in list_receipts(ws, run_id=record.id)]
     if as_json:
         print_json({**record.as_dict(), "receipts": receipts})
@@ -348,27 +357,19 @@ def prune(days: float | None, as_json: bool) -> None:
 def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
     """Cancel a running run: its orchestrator tears down and keeps the agents' work on
     their branches. A run whose orchestrator is gone is marked aborted by gc."""
-    ws = current_workspace()
-    store = RunStore(ws)
-    record = store.get(run_id)
-    if record.status not in ACTIVE:
-        raise BadInput(f"run {record.id} is already {record.status}", field="ID")
-    if pid_alive(record.pid, record.pid_start):
-        os.kill(record.pid or 0, signal.SIGTERM)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline and store.get(record.id).status in ACTIVE:
-            time.sleep(0.1)
-    else:
-        from agentos.gc import collect_garbage
+    from agentos.run_control import cancel as cancel_run
+    from agentos.run_control import status as run_status
 
-        collect_garbage(ws)
-    status = store.get(record.id).status
+    ws = current_workspace()
+    run_id = run_status(ws, run_id).id
+    try:
+        status = cancel_run(ws, run_id, wait=wait_s)
+    except BadInput as exc:
+        raise type(exc)(exc.message, field="ID") from None
     if as_json:
-        print_json({"run": record.id, "status": status})
+        print_json({"run": run_id, "status": status})
     else:
-        console.print(f"run {record.id}: {status}")
-    if status in ACTIVE:
-        raise OperationFailed(f"run {record.id} did not stop within {wait_s}s")
+        console.print(f"run {run_id}: {status}")
 
 
 @runs.command()

@@ -29,7 +29,7 @@ _RUNTIMES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AgentTask:
     run_id: str
     agent: str
