@@ -7,7 +7,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -141,6 +141,20 @@ class RunRecord:
         return data
 
 
+@dataclass(frozen=True)
+class InterventionRecord:
+    id: int
+    run: str
+    agent: str
+    action: str  # nudge, restart, kill
+    reason: str
+    receipt: str | None
+    at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 _RUN_COLS = (
     "id, request, repo, target_branch, base_commit, status, decision, receipt, pid, "
     "created_at, started_at, ended_at, message, pid_start, options"
@@ -249,6 +263,64 @@ class RunStore:
                 f"UPDATE run_agents SET {cols} WHERE run_id = ? AND agent = ?",
                 (*fields.values(), run_id, agent),
             )
+
+    # -- what the guardian did to a run's agents ---------------------------------------------
+
+    def record_intervention(
+        self, run_id: str, agent: str, action: str, reason: str, at: float
+    ) -> int:
+        """Record an intervention (its receipt comes later: :meth:`link_intervention`); a
+        restart also counts in the agent's ``restarts``, in the same transaction, so the
+        two always agree. Returns the intervention's id."""
+        with self._write():
+            self.con.execute(
+                "INSERT INTO interventions (run_id, agent, action, reason, at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (run_id, agent, action, reason, at),
+            )
+            row_id = self.con.last_insert_rowid()
+            if action == "restart":
+                self.con.execute(
+                    "UPDATE run_agents SET restarts = restarts + 1 WHERE run_id = ? AND agent = ?",
+                    (run_id, agent),
+                )
+        return row_id
+
+    def link_intervention(self, intervention: int, receipt: str) -> None:
+        with self._write():
+            self.con.execute(
+                "UPDATE interventions SET receipt = ? WHERE id = ?", (receipt, intervention)
+            )
+
+    def interventions(self, limit: int = 20) -> list[InterventionRecord]:
+        """The latest interventions, newest first."""
+        rows: list[tuple[Any, ...]]
+        with self._read():
+            rows = self.con.execute(
+                "SELECT id, run_id, agent, action, reason, receipt, at "
+                "FROM interventions ORDER BY id DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [InterventionRecord(*row) for row in rows]
+
+    def intervention_counts(
+        self, run_ids: Iterable[str]
+    ) -> dict[tuple[str, str], dict[str, tuple[int, float]]]:
+        """Per (run, agent) and action: how many interventions, and the latest one's time."""
+        ids = sorted(run_ids)
+        if not ids:
+            return {}
+        rows: list[tuple[Any, ...]]
+        with self._read():
+            rows = self.con.execute(
+                "SELECT run_id, agent, action, COUNT(*), MAX(at) FROM interventions "
+                f"WHERE run_id IN ({', '.join('?' for _ in ids)}) GROUP BY run_id, agent, action",
+                ids,
+            ).fetchall()
+        out: dict[tuple[str, str], dict[str, tuple[int, float]]] = {}
+        for run_id, agent, action, count, at in rows:
+            out.setdefault((run_id, agent), {})[action] = (count, at)
+        return out
 
     def get(self, run_id: str) -> RunRecord:
         with self._read():

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shlex
 import shutil
 import signal
 import time
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +155,53 @@ class Sessions:
     def capture(self, name: str, lines: int = 200) -> str:
         result = self.server.cmd("capture-pane", "-p", "-J", "-t", f"={name}:", "-S", f"-{lines}")
         return "\n".join(result.stdout) if result.returncode == 0 else ""
+
+    def screens(self, sessions: Sequence[str]) -> dict[str, str]:
+        """Every session's visible screen, from one tmux call (one call each if that fails);
+        a session that ended is left out."""
+        if not sessions:
+            return {}
+        marker = f"@@agentos-screens-{secrets.token_hex(8)}@@"
+        args: list[str] = []
+        for name in sessions:
+            args += [
+                "capture-pane",
+                "-p",
+                "-J",
+                "-t",
+                f"={name}:",
+                ";",
+                "display-message",
+                "-p",
+                marker,
+                ";",
+            ]
+        result = self.server.cmd(*args[:-1])
+        if result.returncode == 0:
+            parts: list[list[str]] = [[]]
+            for line in result.stdout:
+                if line == marker:
+                    parts.append([])
+                else:
+                    parts[-1].append(line)
+            if len(parts) > len(sessions):
+                return {name: "\n".join(part) for name, part in zip(sessions, parts, strict=False)}
+        # A session ended between list-panes and capture-pane: tmux stopped at it.
+        out = {}
+        for name in sessions:
+            result = self.server.cmd("capture-pane", "-p", "-J", "-t", f"={name}:")
+            if result.returncode == 0:
+                out[name] = "\n".join(result.stdout)
+        return out
+
+    def respawn(self, name: str, command: list[str], cwd: Path | None = None) -> str | None:
+        """Run ``command`` anew in the session's pane (whatever ran there is killed), in
+        ``cwd`` when given; None when it did, else what tmux said."""
+        args = ["respawn-pane", "-k", "-t", f"={name}:"]
+        if cwd is not None:
+            args += ["-c", str(cwd)]
+        result = self.server.cmd(*args, shlex.join(command))
+        return None if result.returncode == 0 else " ".join(result.stderr) or "respawn failed"
 
     def send_text(self, name: str, text: str) -> bool:
         """Type ``text`` into a session, then Enter (the guardian's nudge)."""

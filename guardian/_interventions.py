@@ -9,17 +9,14 @@ written after, records how the action went, and its id is put on the row.
 
 from __future__ import annotations
 
-import shlex
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import apsw
-
-from agentos import state
 from agentos._fs import atomic_write
 from agentos.receipts import write_receipt
+from agentos.runs import RunStore
 from agentos.sessions import Sessions
 from agentos.workspace import Workspace
 from guardian.monitor import Observation
@@ -42,23 +39,13 @@ class Intervention:
 
 
 def intervene(
-    ws: Workspace, sessions: Sessions, con: apsw.Connection, obs: Observation, decision: Decision
+    ws: Workspace, sessions: Sessions, store: RunStore, obs: Observation, decision: Decision
 ) -> Intervention:
     """Carry out ``decision.action`` on the observed agent and record it."""
     s, w = obs.signals, obs.watched
     action = decision.action
     at = time.time()
-    with state.transaction(con):
-        con.execute(
-            "INSERT INTO interventions (run_id, agent, action, reason, at) VALUES (?, ?, ?, ?, ?)",
-            (s.run_id, s.agent, str(action), decision.reason, at),
-        )
-        row_id = con.last_insert_rowid()
-        if action is Action.RESTART:  # counted with its row, so the two always agree
-            con.execute(
-                "UPDATE run_agents SET restarts = restarts + 1 WHERE run_id = ? AND agent = ?",
-                (s.run_id, s.agent),
-            )
+    row_id = store.record_intervention(s.run_id, s.agent, str(action), decision.reason, at)
     if action is Action.NUDGE:
         ok = sessions.send_text(s.session, w.policy.nudge)
         detail = "" if ok else "tmux could not type into the pane"
@@ -86,8 +73,7 @@ def intervene(
     if detail:
         fields["detail"] = detail
     receipt = write_receipt(ws, "guardian", fields, run_id=s.run_id)
-    with state.transaction(con):
-        con.execute("UPDATE interventions SET receipt = ? WHERE id = ?", (receipt.id, row_id))
+    store.link_intervention(row_id, receipt.id)
     return Intervention(
         s.run_id, s.agent, s.session, str(action), decision.reason, ok, receipt.id, at
     )
@@ -97,10 +83,10 @@ def _restart(sessions: Sessions, obs: Observation) -> tuple[bool, str]:
     """Respawn the pane's command in the same session (and so the same worktree)."""
     s, w = obs.signals, obs.watched
     w.files.exit_file.unlink(missing_ok=True)
-    args = ["respawn-pane", "-k", "-t", f"={s.session}:"]
-    if w.agent.worktree and Path(w.agent.worktree).is_dir():
-        args += ["-c", w.agent.worktree]
-    result = sessions.server.cmd(*args, shlex.join(w.files.pane_command))
-    if result.returncode != 0:
-        return False, "tmux could not respawn the pane: " + " ".join(result.stderr)
+    worktree = Path(w.agent.worktree) if w.agent.worktree else None
+    failed = sessions.respawn(
+        s.session, w.files.pane_command, worktree if worktree and worktree.is_dir() else None
+    )
+    if failed is not None:
+        return False, f"tmux could not respawn the pane: {failed}"
     return True, ""

@@ -33,10 +33,11 @@ from typing import Any
 from agentos._fs import atomic_write
 from agentos._signals import handling
 from agentos.errors import Conflict, OperationFailed
-from agentos.runs import pid_running
+from agentos.runs import RunStore, pid_running
 from agentos.workspace import Workspace
 from guardian._interventions import Intervention, intervene
-from guardian.monitor import Monitor, last_health, open_db
+from guardian._store import GuardianStore
+from guardian.monitor import Monitor, last_health
 from guardian.policy import Action, Decision, decide
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class Guardian:
         for obs in self.monitor.observe(watched, now=now):
             decision = decide(obs.signals, obs.watched.policy)
             if decision.action is not Action.NONE:
-                done = intervene(self.ws, self.monitor.sessions, self.monitor.con, obs, decision)
+                done = intervene(self.ws, self.monitor.sessions, self.monitor.store, obs, decision)
                 report.interventions.append(done)
                 log.info(
                     "%s %s (run %s): %s%s",
@@ -261,44 +262,27 @@ def ensure_running(ws: Workspace, *, idle_exit: float | None = IDLE_EXIT) -> boo
 def status(ws: Workspace, *, interventions: int = 20) -> dict[str, Any]:
     """Whether a guardian runs, what its last cycle saw, and the latest interventions."""
     running, pid = _holder(ws)
-    now = time.time()
     last: dict[str, Any] | None = None
     recent: list[dict[str, Any]] = []
     if ws.state_db.exists():
-        con = open_db(ws)
+        memory, store = GuardianStore(ws), RunStore(ws)
         try:
-            row = con.execute(
-                "SELECT pid, started_at, at, cycles, agents, interval "
-                "FROM guardian_cycles WHERE id = 1"
-            ).fetchone()
-            if row is not None:
-                last = {
-                    "pid": row[0],
-                    "started_at": row[1],
-                    "at": row[2],
-                    "ago": round(now - row[2], 1),
-                    "cycles": row[3],
-                    "agents": row[4],
-                    "interval": row[5],
-                }
+            last = memory.last_cycle()
             recent = [
                 {
-                    "id": r[0],
-                    "run": r[1],
-                    "agent": r[2],
-                    "action": r[3],
-                    "reason": r[4],
-                    "receipt": r[5],
-                    "at": r[6],
+                    "id": i.id,
+                    "run": i.run,
+                    "agent": i.agent,
+                    "action": i.action,
+                    "reason": i.reason,
+                    "receipt": i.receipt,
+                    "at": i.at,
                 }
-                for r in con.execute(
-                    "SELECT id, run_id, agent, action, reason, receipt, at "
-                    "FROM interventions ORDER BY id DESC LIMIT ?",
-                    (interventions,),
-                )
+                for i in store.interventions(interventions)
             ]
         finally:
-            con.close()
+            memory.close()
+            store.close()
     return {
         "running": running,
         "pid": pid if running else None,

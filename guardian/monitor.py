@@ -24,17 +24,12 @@ one stopped, and :func:`last_health` serves ``agentos status``.
 from __future__ import annotations
 
 import hashlib
-import secrets
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import apsw
-
-from agentos import state
-from agentos._db_errors import guarded
 from agentos._run_files import AgentFiles, RunFiles
 from agentos.errors import AgentOSError
 from agentos.hub import Hub
@@ -43,47 +38,11 @@ from agentos.runs import ACTIVE, AgentRecord, RunRecord, RunStore, pid_running
 from agentos.sessions import PaneInfo, Sessions
 from agentos.workspace import Workspace
 from guardian._prompts import detect_prompt
+from guardian._store import GuardianStore, Memory, Seen
 from guardian.policy import Decision, Policy, Signals
-
-GUARDIAN_MIGRATIONS = [
-    state.Migration(
-        "guardian_001_agents",
-        """
-        CREATE TABLE guardian_agents (
-            session TEXT PRIMARY KEY,
-            run_id TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            screen TEXT NOT NULL DEFAULT '',
-            log_size INTEGER NOT NULL DEFAULT -1,
-            changed_at REAL NOT NULL,
-            prompt TEXT,
-            prompt_streak INTEGER NOT NULL DEFAULT 0,
-            heartbeat_at REAL,
-            health TEXT NOT NULL,
-            action TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            checked_at REAL NOT NULL
-        );
-        CREATE TABLE guardian_cycles (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            pid INTEGER,
-            started_at REAL,
-            at REAL NOT NULL,
-            cycles INTEGER NOT NULL,
-            agents INTEGER NOT NULL,
-            interval REAL
-        );
-        """,
-    ),
-]
 
 DUE_SLACK = 0.9  # an agent is examined once this fraction of its interval has passed
 _Counts = dict[str, tuple[int, float]]  # action -> (how many, the latest one's time)
-
-
-def open_db(ws: Workspace) -> apsw.Connection:
-    """state.db with the guardian's own tables (named migrations ``guardian_*``)."""
-    return state.connect(ws.state_db, [*state.STATE_MIGRATIONS, *GUARDIAN_MIGRATIONS])
 
 
 @dataclass(frozen=True)
@@ -101,17 +60,6 @@ class Watched:
     @property
     def ref(self) -> str:
         return f"{self.agent.agent}@{self.version}"
-
-
-@dataclass(frozen=True)
-class Memory:
-    """What the previous cycle recorded of one session."""
-
-    screen: tuple[str, ...]
-    log_size: int
-    changed_at: float
-    prompt_streak: int
-    checked_at: float
 
 
 @dataclass(frozen=True)
@@ -136,12 +84,11 @@ class Monitor:
         )
         self.sessions = sessions or Sessions(ws.root)
         self.store = RunStore(ws)
-        self.con = self.store.con
-        with guarded(ws.state_db):
-            state.migrate(self.con, GUARDIAN_MIGRATIONS)
+        self.memory = GuardianStore(ws)
         self._manifests: dict[str, Manifest | None] = {}
 
     def close(self) -> None:
+        self.memory.close()
         self.store.close()
 
     # -- what to watch ---------------------------------------------------------------------
@@ -191,7 +138,7 @@ class Monitor:
         """
         agents = self.watched() if watched is None else list(watched)
         now = time.time() if now is None else now
-        memory = self._memory()
+        memory = self.memory.memory()
         agents = [
             w
             for w in agents
@@ -202,8 +149,8 @@ class Monitor:
             return []
         panes = {p.session: p for p in self.sessions.panes()}
         live = [w.session for w in agents if _pane_alive(panes.get(w.session))]
-        screens = self.capture_all(live)
-        history = self._history({w.run.id for w in agents})
+        screens = self.sessions.screens(live)
+        history = self.store.intervention_counts({w.run.id for w in agents})
         out = []
         for w in agents:
             pane = panes.get(w.session)
@@ -246,65 +193,6 @@ class Monitor:
             out.append(Observation(w, signals, screen, log_size))
         return out
 
-    def capture_all(self, sessions: Sequence[str]) -> dict[str, str]:
-        """Every session's visible screen, from one tmux call (one call each if that fails)."""
-        if not sessions:
-            return {}
-        marker = f"@@agentos-guardian-{secrets.token_hex(8)}@@"
-        args: list[str] = []
-        for name in sessions:
-            args += [
-                "capture-pane",
-                "-p",
-                "-J",
-                "-t",
-                f"={name}:",
-                ";",
-                "display-message",
-                "-p",
-                marker,
-                ";",
-            ]
-        result = self.sessions.server.cmd(*args[:-1])
-        if result.returncode == 0:
-            parts: list[list[str]] = [[]]
-            for line in result.stdout:
-                if line == marker:
-                    parts.append([])
-                else:
-                    parts[-1].append(line)
-            if len(parts) > len(sessions):
-                return {name: "\n".join(part) for name, part in zip(sessions, parts, strict=False)}
-        # A session ended between list-panes and capture-pane: tmux stopped at it.
-        out = {}
-        for name in sessions:
-            result = self.sessions.server.cmd("capture-pane", "-p", "-J", "-t", f"={name}:")
-            if result.returncode == 0:
-                out[name] = "\n".join(result.stdout)
-        return out
-
-    def _memory(self) -> dict[str, Memory]:
-        rows = self.con.execute(
-            "SELECT session, screen, log_size, changed_at, prompt_streak, checked_at "
-            "FROM guardian_agents"
-        )
-        return {r[0]: Memory(tuple(r[1].split()), r[2], r[3], r[4], r[5]) for r in rows}
-
-    def _history(self, run_ids: Iterable[str]) -> dict[tuple[str, str], _Counts]:
-        """Per (run, agent) and action: how many interventions, and the latest one's time."""
-        ids = sorted(run_ids)
-        if not ids:
-            return {}
-        rows = self.con.execute(
-            "SELECT run_id, agent, action, COUNT(*), MAX(at) FROM interventions "
-            f"WHERE run_id IN ({', '.join('?' for _ in ids)}) GROUP BY run_id, agent, action",
-            ids,
-        )
-        out: dict[tuple[str, str], _Counts] = {}
-        for run_id, agent, action, count, at in rows:
-            out.setdefault((run_id, agent), {})[action] = (count, at)
-        return out
-
     # -- what the cycle saw, for the next cycle and for `agentos status` -------------------
 
     def record(
@@ -317,41 +205,30 @@ class Monitor:
         started_at: float | None = None,
         interval: float | None = None,
     ) -> None:
-        keep = {w.session for w in watched}
-        with state.transaction(self.con):
-            for obs, decision in seen:
-                s = obs.signals
-                self.con.execute(
-                    "INSERT OR REPLACE INTO guardian_agents (session, run_id, agent, screen, "
-                    "log_size, changed_at, prompt, prompt_streak, heartbeat_at, health, action, "
-                    "reason, checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        s.session,
-                        s.run_id,
-                        s.agent,
-                        " ".join(obs.screen),
-                        obs.log_size,
-                        s.output_changed_at,
-                        s.prompt,
-                        s.prompt_streak,
-                        s.heartbeat_at,
-                        str(decision.health),
-                        str(decision.action),
-                        decision.reason,
-                        now,
-                    ),
+        self.memory.record_cycle(
+            (
+                Seen(
+                    session=obs.signals.session,
+                    run_id=obs.signals.run_id,
+                    agent=obs.signals.agent,
+                    screen=obs.screen,
+                    log_size=obs.log_size,
+                    changed_at=obs.signals.output_changed_at,
+                    prompt=obs.signals.prompt,
+                    prompt_streak=obs.signals.prompt_streak,
+                    heartbeat_at=obs.signals.heartbeat_at,
+                    health=str(decision.health),
+                    action=str(decision.action),
+                    reason=decision.reason,
                 )
-            for (session,) in list(self.con.execute("SELECT session FROM guardian_agents")):
-                if session not in keep:
-                    self.con.execute("DELETE FROM guardian_agents WHERE session = ?", (session,))
-            self.con.execute(
-                "INSERT INTO guardian_cycles (id, pid, started_at, at, cycles, agents, interval) "
-                "VALUES (1, ?, ?, ?, 1, ?, ?) ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, "
-                "started_at = excluded.started_at, at = excluded.at, agents = excluded.agents, "
-                "interval = excluded.interval, cycles = CASE WHEN guardian_cycles.pid IS "
-                "excluded.pid THEN guardian_cycles.cycles + 1 ELSE 1 END",
-                (pid, started_at, now, len(keep), interval),
-            )
+                for obs, decision in seen
+            ),
+            {w.session for w in watched},
+            now=now,
+            pid=pid,
+            started_at=started_at,
+            interval=interval,
+        )
 
 
 def screen_lines(screen: str, leave_out: Iterable[str] = ()) -> tuple[str, ...]:
@@ -375,32 +252,11 @@ def last_health(ws: Workspace) -> dict[str, dict[str, Any]]:
     """
     if not ws.state_db.exists():
         return {}
-    con = open_db(ws)
+    store = GuardianStore(ws)
     try:
-        with guarded(ws.state_db):
-            rows = list(
-                con.execute(
-                    "SELECT session, run_id, agent, health, action, reason, changed_at, "
-                    "prompt, checked_at FROM guardian_agents ORDER BY session"
-                )
-            )
+        return store.health()
     finally:
-        con.close()
-    now = time.time()
-    return {
-        session: {
-            "health": health,
-            "output_age": round(max(0.0, now - changed_at), 1),
-            "reason": reason,
-            "action": action,
-            "run": run_id,
-            "agent": agent,
-            "prompt": prompt,
-            "checked_at": checked_at,
-            "checked_ago": round(max(0.0, now - checked_at), 1),
-        }
-        for session, run_id, agent, health, action, reason, changed_at, prompt, checked_at in rows
-    }
+        store.close()
 
 
 def _due(mem: Memory | None, policy: Policy, now: float) -> bool:
