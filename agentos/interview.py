@@ -39,8 +39,9 @@ from agentos._interview_questions import ask, first_candidates
 from agentos._interview_reading import READ_VERB, STOP, VAGUE_WORDS, Reading, actions
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, BadInput, OperationFailed, check_request
+from agentos.settings import Axis, InterviewSettings
 from agentos.text import stem_phrase, stems
-from agentos.workspace import Axis, InterviewSettings, Workspace
+from agentos.workspace import Workspace
 
 log = logging.getLogger(__name__)
 

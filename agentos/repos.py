@@ -35,7 +35,8 @@ from typing import Any
 from agentos._repo_detect import SETTINGS_HINT, detect, pytest_command
 from agentos._repo_worktree import copy_built_files, editable_notes
 from agentos.errors import BadInput, NotFound, ValidationFailed
-from agentos.workspace import RepoSettings, Workspace
+from agentos.settings import RepoSettings
+from agentos.workspace import Workspace
 
 REPO_FILE = ".agentos.yaml"
 DEFAULT_TIMEOUT = 900.0  # seconds for the test check when nothing sets one

@@ -7,91 +7,24 @@ own checkout, the checkout is the workspace (the embedded default).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
-
-from agentos._models import StrictModel, load_yaml_model
-from agentos.checks import CheckSpec
+from agentos._fs import atomic_write
 from agentos.errors import BadInput, NotFound
-from agentos.sandbox._settings import SandboxSettings
+
+if TYPE_CHECKING:
+    from agentos.settings import Settings
 
 STATE_DIR = ".agentos"
 SETTINGS_FILE = "agentos.yaml"
 _PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-# --- agentos.yaml -------------------------------------------------------------------------
-
-
-class ReceiptSettings(StrictModel):
-    redact: bool = False
-
-
-Axis = Literal["goal", "constraints", "scope", "context", "success"]
-
-
-class InterviewSettings(StrictModel):
-    threshold: float = Field(default=0.4, ge=0, le=1)
-    floors: dict[Axis, float] = Field(default_factory=dict)
-    weights: dict[Axis, float] = Field(default_factory=dict)
-    rewrite_model: str | None = None  # an Ollama model that proposes clearer rewrites
-
-    @model_validator(mode="after")
-    def _in_unit_range(self) -> InterviewSettings:
-        for table in (self.floors, self.weights):
-            for axis, value in table.items():
-                if not 0 <= value <= 1:
-                    raise ValueError(f"{axis}: {value} is outside 0..1")
-        return self
-
-
-class RunSettings(StrictModel):
-    retries: int = Field(default=2, ge=0, le=20)
-    guardian: bool = True
-    timeout: int = Field(default=1800, gt=0)
-    # The agent (NAME or NAME@VERSION) that takes requests no routing card matches.
-    default_agent: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*(@\S+)?$")
-    # What lands on the target branch: one squashed commit per agent, or one for the run.
-    squash: Literal["agent", "run"] = "agent"
-    # Kept branches of finished runs (and the hidden refs of merged ones) older than this
-    # many days are removed by `agentos runs prune` and `agentos gc --branches`.
-    keep_days: float = Field(default=14, ge=0)
-
-
-class GuardianSettings(StrictModel):
-    interval: float = Field(default=60, ge=0.05)
-    stuck_after: float = Field(default=300, gt=0)
-    nudge: str = "Are you stuck? Continue with the task."
-    max_restarts: int = Field(default=1, ge=0)
-    kill_after: float = Field(default=900, gt=0)
-
-
-class RepoSettings(StrictModel):
-    """How one repository is tested: ``repos:`` in agentos.yaml, or its own .agentos.yaml.
-
-    Every field is optional; what is not set is detected (see :mod:`agentos.repos`)."""
-
-    test: str | None = Field(default=None, min_length=1)  # shell command, run in the tree
-    python: str | None = Field(default=None, min_length=1)  # relative to the repository
-    env: dict[str, str] = Field(default_factory=dict)
-    timeout: float | None = Field(default=None, gt=0)  # seconds for the test check
-
-
-class Settings(StrictModel):
-    receipts: ReceiptSettings = ReceiptSettings()
-    interview: InterviewSettings = InterviewSettings()
-    run: RunSettings = RunSettings()
-    checks: list[CheckSpec] = Field(default_factory=list)
-    guardian: GuardianSettings = GuardianSettings()
-    sandbox: SandboxSettings = SandboxSettings()
-    # repository path (~ expanded; relative to the workspace) -> how it is tested
-    repos: dict[str, RepoSettings] = Field(default_factory=dict)
 
 
 # --- the workspace ------------------------------------------------------------------------
@@ -139,9 +72,31 @@ class Workspace:
 
     @cached_property
     def settings(self) -> Settings:
-        if not self.settings_file.exists():
-            return Settings()
-        return load_yaml_model(Settings, self.settings_file)
+        from agentos.settings import load_settings
+
+        return load_settings(self.settings_file)
+
+    def check_settings(self) -> None:
+        """Fail now, naming the file and field, when agentos.yaml is not valid. Cheap when
+        it has not changed since it was last found valid (its digest is kept in
+        ``.agentos/cache/settings.ok``): a command that does not use the settings (``runs
+        list``, ``status``) still refuses a broken file up front, without importing
+        pydantic on every call."""
+        stamp = self.state_dir / "cache" / "settings.ok"
+        try:
+            digest = hashlib.sha256(self.settings_file.read_bytes()).hexdigest()
+        except FileNotFoundError:
+            return
+        except OSError:
+            digest = ""  # loading names the problem
+        with suppress(OSError):
+            if digest and stamp.read_text() == digest:
+                return
+        self.settings  # noqa: B018 -- loading is the check
+        if digest:
+            with suppress(OSError):  # a cache: a stamp not written is a check next time
+                stamp.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(stamp, digest)
 
     def ensure(self) -> Workspace:
         """Create the directories every command may write to."""
@@ -268,3 +223,24 @@ run: {retries: 2, guardian: true}
 checks: []
 guardian: {interval: 60, stuck_after: 300, max_restarts: 1, kill_after: 900}
 """
+
+
+_SETTINGS_NAMES = frozenset(
+    {
+        "Axis",
+        "GuardianSettings",
+        "InterviewSettings",
+        "ReceiptSettings",
+        "RepoSettings",
+        "RunSettings",
+        "Settings",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:  # the settings models, where they were first defined
+    if name not in _SETTINGS_NAMES:  # e.g. __path__, asked by every `from ... import`
+        raise AttributeError(f"module 'agentos.workspace' has no attribute {name!r}")
+    from agentos import settings
+
+    return getattr(settings, name)

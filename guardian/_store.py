@@ -190,3 +190,19 @@ class GuardianStore:
                 "checked_ago": round(max(0.0, now - checked), 1),
             }
         return out
+
+
+def last_health(ws: Workspace) -> dict[str, dict[str, Any]]:
+    """Each watched session's health as the guardian's last cycle recorded it.
+
+    ``{session: {"health", "output_age", "reason", "action", "run", "agent", "prompt",
+    "checked_at", "checked_ago"}}``; ``output_age`` is seconds since the output last
+    changed, as of now. Empty when no guardian has run.
+    """
+    if not ws.state_db.exists():
+        return {}
+    store = GuardianStore(ws)
+    try:
+        return store.health()
+    finally:
+        store.close()

@@ -28,17 +28,17 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agentos._run_files import AgentFiles, RunFiles
 from agentos.errors import AgentOSError
 from agentos.hub import Hub
 from agentos.manifest import Manifest
-from agentos.runs import ACTIVE, AgentRecord, RunRecord, RunStore, pid_running
+from agentos.runs import ACTIVE, AgentRecord, AgentStatus, RunRecord, RunStore, pid_running
 from agentos.sessions import PaneInfo, Sessions
 from agentos.workspace import Workspace
 from guardian._prompts import detect_prompt
 from guardian._store import GuardianStore, Memory, Seen
+from guardian._store import last_health as last_health
 from guardian.policy import Decision, Policy, Signals
 
 DUE_SLACK = 0.9  # an agent is examined once this fraction of its interval has passed
@@ -98,7 +98,7 @@ class Monitor:
         out = []
         for run in self.store.list(statuses=ACTIVE, limit=10_000):
             for agent in run.agents:
-                if agent.status != "running" or not agent.session:
+                if agent.status is not AgentStatus.RUNNING or not agent.session:
                     continue
                 manifest = self._manifest(agent.agent, agent.version)
                 policy = Policy.from_settings(
@@ -241,22 +241,6 @@ def screen_lines(screen: str, leave_out: Iterable[str] = ()) -> tuple[str, ...]:
             continue
         out.append(hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:10])
     return tuple(out)
-
-
-def last_health(ws: Workspace) -> dict[str, dict[str, Any]]:
-    """Each watched session's health as the guardian's last cycle recorded it.
-
-    ``{session: {"health", "output_age", "reason", "action", "run", "agent", "prompt",
-    "checked_at", "checked_ago"}}``; ``output_age`` is seconds since the output last
-    changed, as of now. Empty when no guardian has run.
-    """
-    if not ws.state_db.exists():
-        return {}
-    store = GuardianStore(ws)
-    try:
-        return store.health()
-    finally:
-        store.close()
 
 
 def _due(mem: Memory | None, policy: Policy, now: float) -> bool:

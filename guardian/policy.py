@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentos.manifest import GuardianOverrides
-from agentos.workspace import GuardianSettings
+from agentos.settings import GuardianSettings
 
 PROMPT_CONFIRMATIONS = 2  # cycles in a row a prompt must be seen before "waiting"
 

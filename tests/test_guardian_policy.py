@@ -9,7 +9,7 @@ import pytest
 
 from agentos.errors import ValidationFailed
 from agentos.manifest import GuardianOverrides, load_manifest
-from agentos.workspace import GuardianSettings
+from agentos.settings import GuardianSettings
 from guardian._prompts import detect_prompt
 from guardian.monitor import _is_suffix, screen_lines
 from guardian.policy import Action, Health, Policy, Signals, decide

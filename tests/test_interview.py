@@ -35,8 +35,9 @@ from agentos.interview import (
     interview_in,
     with_rewrite,
 )
+from agentos.settings import InterviewSettings
 from agentos.text import words
-from agentos.workspace import InterviewSettings, Workspace
+from agentos.workspace import Workspace
 
 # --- the labelled set ---------------------------------------------------------------------
 # Clear requests say what, where, within which limits and when it is done; vague ones do
@@ -754,7 +755,7 @@ def test_an_empty_request_is_bad_input() -> None:
 _SCORE_ALL = """\
 import json, sys
 from agentos.interview import interview
-from agentos.workspace import InterviewSettings
+from agentos.settings import InterviewSettings
 requests = json.load(sys.stdin)
 print(json.dumps([interview(r, InterviewSettings()).as_dict() for r in requests],
                  sort_keys=True))

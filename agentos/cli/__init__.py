@@ -1,96 +1,29 @@
-"""The ``agentos`` command: a thin click layer over the library.
+"""The ``agentos`` command: a thin click layer over the library (:mod:`agentos.cli._main`).
 
-Subcommands are loaded lazily so that ``agentos --help`` and ``agentos route`` never pay
-for modules they do not use.
+``agentos --version`` is answered before click is imported: a shell prompt or a hook that
+asks for it pays for Python's start and nothing else.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
-
-import click
-
-from agentos import __version__
-from agentos.errors import AgentOSError
-
-# name -> "module:attribute"; one module per command group.
-# A group whose module is not there yet is left out of the listing.
-COMMANDS: dict[str, str] = {
-    "init": "agentos.cli.workspace:init",
-    "hub": "agentos.cli.hub:hub",
-    "cards": "agentos.cli.cards:cards",
-    "route": "agentos.cli.route:route",
-    "receipts": "agentos.cli.receipts:receipts",
-    "kb": "agentos.cli.kb:kb",
-    "interview": "agentos.cli.interview:interview",
-    "run": "agentos.cli.runs:run",
-    "runs": "agentos.cli.runs:runs",
-    "status": "agentos.cli.runs:status",
-    "attach": "agentos.cli.runs:attach",
-    "gc": "agentos.cli.runs:gc",
-    "gate": "agentos.cli.gate:gate",
-    "guardian": "agentos.cli.guardian:guardian",
-    "mcp": "agentos.cli.mcp:mcp",
-    "doctor": "agentos.cli.doctor:doctor",
-    "sandbox": "agentos.cli.sandbox:sandbox",
-    "repo": "agentos.cli.repo:repo",
-}
-
-
-def _available(target: str) -> bool:
-    return importlib.util.find_spec(target.split(":")[0]) is not None
-
-
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name, target in COMMANDS.items() if _available(target))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None or not _available(target):
-            return None
-        module, attr = target.split(":")
-        command: click.Command = getattr(importlib.import_module(module), attr)
-        return command
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--workspace",
-    "-w",
-    metavar="DIR",
-    envvar=None,
-    help="Workspace directory (default: AGENTOS_HOME, then the nearest parent with .agentos/).",
-)
-@click.version_option(__version__, prog_name="agentos")
-@click.pass_context
-def cli(ctx: click.Context, workspace: str | None) -> None:
-    """AgentOS: versioned agents, deterministic routing with receipts, ephemeral task forces
-    in tmux and git worktrees, and a gate that checks the work before it is called done."""
-    ctx.obj = {"workspace": workspace}
-
-
-def main(argv: list[str] | None = None) -> int:
-    try:
-        # Without standalone mode, click returns the code given to ctx.exit().
-        code = cli.main(args=argv, prog_name="agentos", standalone_mode=False)
-    except AgentOSError as exc:
-        click.echo(f"error: {exc}", err=True)
-        return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
-    except click.Abort:
-        click.echo("aborted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        return 130
-    return code if isinstance(code, int) else 0
+from typing import Any
 
 
 def run() -> None:
+    if sys.argv[1:] == ["--version"]:
+        from agentos import __version__
+
+        sys.stdout.write(f"agentos, version {__version__}\n")
+        sys.exit(0)
+    from agentos.cli._main import main
+
     sys.exit(main())
+
+
+def __getattr__(name: str) -> Any:  # cli, main, COMMANDS: loaded when asked for
+    if name not in ("cli", "main", "COMMANDS"):  # e.g. __path__: never import click for it
+        raise AttributeError(f"module 'agentos.cli' has no attribute {name!r}")
+    from agentos.cli import _main
+
+    return getattr(_main, name)

@@ -63,7 +63,7 @@ def workspace(ctx: click.Context | None = None) -> Workspace:
     ws = obj.get("_ws")
     if ws is None:
         ws = obj["_ws"] = located(ctx).workspace
-        ws.settings  # noqa: B018 -- a broken agentos.yaml fails every command, up front
+        ws.check_settings()  # a broken agentos.yaml fails every command, up front
         ws.ensure()
     assert isinstance(ws, Workspace)
     return ws

@@ -14,7 +14,7 @@ from agentos.cli._common import console, err_console, fail, json_option, print_j
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
 from agentos.events import RunEvent
-from agentos.runs import ACTIVE, RunRecord, RunStore
+from agentos.runs import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore
 from agentos.workspace import Workspace
 
 
@@ -146,7 +146,7 @@ def _interview_in_terminal(ctx: click.Context, ws: Workspace, request: str) -> s
 
 def _blocked(ctx: click.Context, questions: list[str], as_json: bool) -> None:
     if as_json:
-        print_json({"status": "blocked", "questions": questions})
+        print_json({"status": RunStatus.BLOCKED, "questions": questions})
     else:
         err_console.print(
             "blocked: the request is too vague to start; answer these in the request "
@@ -169,7 +169,7 @@ def _print_report(report: Any) -> None:
             f"  {agent['agent']}@{agent['version']} via {escape(via)}: "
             f"{agent['status']} after {agent['attempts']} attempt(s); {escape(gate)}"
         )
-        if agent["status"] != "passed" and agent["gate"]:
+        if agent["status"] != AgentStatus.PASSED and agent["gate"]:
             _print_failures(agent["gate"]["checks"])
     for name, stat in report.diffstat.items():
         console.print(f"  {name}:", markup=False)
@@ -410,7 +410,7 @@ def status(as_json: bool) -> None:
     """Live runs and the health of each agent."""
     ws = current_workspace()
     records = RunStore(ws).list(statuses=ACTIVE)
-    health = _health(ws)
+    health = _health(ws) if records else {}
     if as_json:
         print_json(
             {
@@ -446,7 +446,7 @@ def status(as_json: bool) -> None:
 
 def _health(ws: Workspace) -> dict[str, dict[str, Any]]:
     """Per-session health from the guardian's last cycle."""
-    from guardian.monitor import last_health
+    from guardian._store import last_health
 
     return last_health(ws)
 

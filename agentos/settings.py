@@ -1,0 +1,88 @@
+"""agentos.yaml: the workspace's settings, and the check that they are valid.
+
+Validating them imports pydantic (about 0.1 s): :meth:`agentos.workspace.Workspace.check_settings`
+does it only when the file changed since it was last found valid.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from agentos._models import StrictModel, load_yaml_model
+from agentos.checks import CheckSpec
+from agentos.sandbox._settings import SandboxSettings
+
+
+class ReceiptSettings(StrictModel):
+    redact: bool = False
+
+
+Axis = Literal["goal", "constraints", "scope", "context", "success"]
+
+
+class InterviewSettings(StrictModel):
+    threshold: float = Field(default=0.4, ge=0, le=1)
+    floors: dict[Axis, float] = Field(default_factory=dict)
+    weights: dict[Axis, float] = Field(default_factory=dict)
+    rewrite_model: str | None = None  # an Ollama model that proposes clearer rewrites
+
+    @model_validator(mode="after")
+    def _in_unit_range(self) -> InterviewSettings:
+        for table in (self.floors, self.weights):
+            for axis, value in table.items():
+                if not 0 <= value <= 1:
+                    raise ValueError(f"{axis}: {value} is outside 0..1")
+        return self
+
+
+class RunSettings(StrictModel):
+    retries: int = Field(default=2, ge=0, le=20)
+    guardian: bool = True
+    timeout: int = Field(default=1800, gt=0)
+    # The agent (NAME or NAME@VERSION) that takes requests no routing card matches.
+    default_agent: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*(@\S+)?$")
+    # What lands on the target branch: one squashed commit per agent, or one for the run.
+    squash: Literal["agent", "run"] = "agent"
+    # Kept branches of finished runs (and the hidden refs of merged ones) older than this
+    # many days are removed by `agentos runs prune` and `agentos gc --branches`.
+    keep_days: float = Field(default=14, ge=0)
+
+
+class GuardianSettings(StrictModel):
+    interval: float = Field(default=60, ge=0.05)
+    stuck_after: float = Field(default=300, gt=0)
+    nudge: str = "Are you stuck? Continue with the task."
+    max_restarts: int = Field(default=1, ge=0)
+    kill_after: float = Field(default=900, gt=0)
+
+
+class RepoSettings(StrictModel):
+    """How one repository is tested: ``repos:`` in agentos.yaml, or its own .agentos.yaml.
+
+    Every field is optional; what is not set is detected (see :mod:`agentos.repos`)."""
+
+    test: str | None = Field(default=None, min_length=1)  # shell command, run in the tree
+    python: str | None = Field(default=None, min_length=1)  # relative to the repository
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0)  # seconds for the test check
+
+
+class Settings(StrictModel):
+    receipts: ReceiptSettings = ReceiptSettings()
+    interview: InterviewSettings = InterviewSettings()
+    run: RunSettings = RunSettings()
+    checks: list[CheckSpec] = Field(default_factory=list)
+    guardian: GuardianSettings = GuardianSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    # repository path (~ expanded; relative to the workspace) -> how it is tested
+    repos: dict[str, RepoSettings] = Field(default_factory=dict)
+
+
+def load_settings(path: Path) -> Settings:
+    """The settings in ``path``; the defaults when it does not exist."""
+    if not path.exists():
+        return Settings()
+    return load_yaml_model(Settings, path)

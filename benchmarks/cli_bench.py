@@ -1,0 +1,129 @@
+"""CLI benchmark: how long a command takes as a whole process, against ``python -c pass``
+measured in the same run. Prints figures, asserts nothing.
+
+    .venv/bin/python benchmarks/cli_bench.py [--repeat 21] [--cards 10000]
+
+Targets (issue 17, on a quiet 2-core machine): ``agentos --version`` <= 60 ms; each
+read-only command (``hub list``, ``runs list``, ``status``, ``route --json``) <= 150 ms
+wall at p50; ``decide(ws)`` at 10,000 cards <= 5 ms once the process has its index (the
+cards are not read again unless the folder changed).
+
+Every command runs in a workspace made by ``agentos init`` (the bundled hub and cards)
+with a few finished runs in state.db; ``route --json`` also runs on 1,000 synthetic cards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from route_bench import make_workspace
+
+from agentos.router import decide
+from agentos.runs import RunStatus, RunStore, new_run_id
+from agentos.workspace import Workspace, init_workspace
+
+AGENTOS = [str(Path(sys.executable).parent / "agentos")]
+TARGETS = {"--version": 60.0}
+READ_ONLY_TARGET = 150.0
+
+
+def p50(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def timed(argv: list[str], repeat: int, env: dict[str, str]) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True)
+        out.append(time.perf_counter() - t)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{argv}: exit {done.returncode}: {done.stderr.decode()[-500:]}")
+    return out
+
+
+def seed_runs(ws: Workspace, n: int) -> None:
+    store = RunStore(ws)
+    try:
+        for i in range(n):
+            run_id = new_run_id() + f"{i:03d}"
+            store.create(run_id, f"request {i}", ws.root)
+            store.update(run_id, status=RunStatus.SUCCEEDED, ended_at=time.time())
+    finally:
+        store.close()
+
+
+def in_process(fn: Callable[[], object], repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=21)
+    parser.add_argument("--cards", type=int, default=10_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        ws, _ = init_workspace(Path(tmp) / "ws")
+        seed_runs(ws, 20)
+        big, requests = make_workspace(Path(tmp) / "big", 1000)
+        env = {k: v for k, v in os.environ.items() if k != "AGENTOS_HOME"}
+        base = p50(timed([sys.executable, "-c", "pass"], args.repeat, env))
+        print(f"python -c pass: p50 {base:7.1f} ms  (the floor every command pays)")
+        w = ["--workspace", str(ws.root)]
+        cases: list[tuple[str, list[str], float]] = [
+            ("--version", ["--version"], TARGETS["--version"]),
+            ("hub list", [*w, "hub", "list"], READ_ONLY_TARGET),
+            ("runs list", [*w, "runs", "list"], READ_ONLY_TARGET),
+            ("status", [*w, "status"], READ_ONLY_TARGET),
+            ("route --json", [*w, "route", "--json", "fix the lint errors"], READ_ONLY_TARGET),
+            (
+                "route --json, 1,000 cards",
+                ["--workspace", str(big.root), "route", "--json", requests[0]],
+                READ_ONLY_TARGET,
+            ),
+        ]
+        for name, argv, target in cases:
+            timed([*AGENTOS, *argv], 2, env)  # caches (compiled cards, .pyc) as a user has them
+            ms = p50(timed([*AGENTOS, *argv], args.repeat, env))
+            verdict = "meets" if ms <= target else "MISSES"
+            print(
+                f"agentos {name:28s} p50 {ms:7.1f} ms  {ms / base:5.1f}x python -c pass  "
+                f"(target {target:.0f} ms: {verdict})"
+            )
+
+        huge, reqs = make_workspace(Path(tmp) / "huge", args.cards)
+        decide(huge, reqs[0])  # the process's first decision reads (or compiles) the index
+        first_stat = p50(in_process(lambda: os.stat(huge.cards_dir), 200))
+        samples = in_process(lambda: decide(huge, reqs[1]), args.repeat)
+        ms = p50(samples)
+        print(
+            f"decide(ws) at {args.cards:,} cards: p50 {ms:7.3f} ms  (one stat of the folder: "
+            f"{first_stat * 1e3:.1f} us; target 5 ms: {'meets' if ms <= 5 else 'MISSES'})"
+        )
+        edited = huge.cards_dir / sorted(os.listdir(huge.cards_dir))[0]
+        edited.write_text(edited.read_text().replace("priority:", "priority: 2 #", 1))
+        t = time.perf_counter()
+        decide(huge, reqs[1])
+        print(
+            f"decide(ws) after a card edited in place: {(time.perf_counter() - t) * 1e3:7.1f} ms"
+            " (the change is seen)"
+        )
+
+
+if __name__ == "__main__":
+    main()
