@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from agentos._cardfiles import CARD_SUFFIX, revision_of
+from agentos._dirwatch import DirWatch
 from agentos._fs import atomic_write
 from agentos._models import validate
 from agentos._router_index import Hit, Index, cache_name
@@ -171,10 +172,29 @@ def compile_cards(ws: Workspace) -> Index:
 _RACY_NS = 2_000_000_000
 _STAT_FILE = "cards.stat"
 _STATS: dict[Path, dict[str, tuple[int, int, int, int, str, int]]] = {}
+# In a process that routes more than once, a watch on the cards folder (agentos._dirwatch)
+# says whether any card changed since the last look: when none did, the revision is the
+# last one, with no stat of any card.
+_WATCHES: dict[Path, DirWatch] = {}
+_REVISIONS: dict[Path, str] = {}
 
 
 def current_revision(ws: Workspace) -> str:
-    """``cards.cards_revision(ws.cards_dir)``, computed from a stat cache when it can be."""
+    """``cards.cards_revision(ws.cards_dir)``: the last one when the folder's watch saw
+    no change since, else computed from a stat cache when it can be."""
+    directory = ws.cards_dir
+    watch = _WATCHES.get(directory)
+    if watch is not None and not watch.changed() and directory in _REVISIONS:
+        return _REVISIONS[directory]
+    if watch is None or not watch.active:  # none yet, or the folder it watched went away
+        watch = _WATCHES[directory] = DirWatch(directory)  # before the folder is read
+    revision = _scan_revision(ws)
+    if watch.active:
+        _REVISIONS[directory] = revision
+    return revision
+
+
+def _scan_revision(ws: Workspace) -> str:
     directory = ws.cards_dir
     known = _STATS.get(directory)
     stat_path = cache_dir(ws) / _STAT_FILE

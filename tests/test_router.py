@@ -537,6 +537,56 @@ def test_an_edited_card_is_seen_by_the_very_next_decision(bare: Workspace) -> No
     assert second.cards_revision == cards_revision(bare.cards_dir)
 
 
+def _replace_folder(ws: Workspace) -> None:
+    import shutil
+
+    kept = {p.name: p.read_text() for p in ws.cards_dir.iterdir()}
+    shutil.rmtree(ws.cards_dir)
+    ws.cards_dir.mkdir()
+    for name, text in kept.items():
+        (ws.cards_dir / name).write_text(text.replace("lint", "ruff"))
+
+
+@pytest.mark.parametrize(
+    "change",
+    {
+        "edited in place": lambda ws: (ws.cards_dir / "a.yaml").write_text(
+            (ws.cards_dir / "a.yaml").read_text().replace("lint", "ruff")
+        ),
+        "replaced by rename": lambda ws: (
+            (ws.cards_dir / ".new").write_text(
+                (ws.cards_dir / "a.yaml").read_text().replace("lint", "ruff")
+            ),
+            (ws.cards_dir / ".new").rename(ws.cards_dir / "a.yaml"),
+        ),
+        "removed": lambda ws: (ws.cards_dir / "a.yaml").unlink(),
+        "added": lambda ws: write_card(ws, "b", {"keywords": ["ruff"]}),
+        "folder replaced": _replace_folder,
+    }.items(),
+    ids=lambda item: item[0],
+)
+def test_a_process_that_routes_again_sees_every_kind_of_card_change(
+    bare: Workspace, change: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentos import router
+
+    write_card(bare, "a", {"keywords": ["lint"]})
+    first = decide(bare, "lint ruff")
+    scans = []
+    real_scan = router._scan_revision
+    monkeypatch.setattr(router, "_scan_revision", lambda ws: scans.append(1) or real_scan(ws))
+    assert decide(bare, "lint ruff").cards_revision == first.cards_revision
+    assert scans == []  # nothing changed: no card was looked at
+
+    change[1](bare)
+    again = decide(bare, "lint ruff")
+
+    assert again.cards_revision == cards_revision(bare.cards_dir) != first.cards_revision
+    assert scans == [1]
+    assert decide(bare, "lint ruff").cards_revision == again.cards_revision
+    assert scans == [1]
+
+
 def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(ws: Workspace) -> None:
     before = decide(ws, "run the tests and fix the lint").as_dict()
     for path in cache_dir(ws).iterdir():

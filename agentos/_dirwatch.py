@@ -1,0 +1,128 @@
+"""Whether anything in a directory changed since the last look, for one process: Linux
+inotify, asked without blocking.
+
+A long-lived process (the MCP server, a dashboard, an SDK caller routing many requests)
+keeps one watch per directory: "nothing changed" then costs one ``read`` that finds no
+event, instead of a ``stat`` of every file. Where inotify is not available (another
+system, or the per-user limit on watches reached), :meth:`DirWatch.changed` always says
+yes, and callers look at the files as they would without it.
+
+The caller must make the watch *before* it first reads the directory, and drain it
+(:meth:`changed`) *before* each read: a change during a read then shows on the next ask.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import struct
+import threading
+from pathlib import Path
+
+# <sys/inotify.h>
+_IN_MODIFY = 0x002
+_IN_ATTRIB = 0x004
+_IN_CLOSE_WRITE = 0x008
+_IN_MOVED_FROM = 0x040
+_IN_MOVED_TO = 0x080
+_IN_CREATE = 0x100
+_IN_DELETE = 0x200
+_IN_DELETE_SELF = 0x400
+_IN_MOVE_SELF = 0x800
+_IN_Q_OVERFLOW = 0x4000
+_IN_IGNORED = 0x8000
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+_MASK = (
+    _IN_MODIFY
+    | _IN_ATTRIB
+    | _IN_CLOSE_WRITE
+    | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE
+    | _IN_DELETE_SELF
+    | _IN_MOVE_SELF
+)
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        libc.inotify_init1  # noqa: B018 -- not on every system
+        libc.inotify_add_watch  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
+_ENDS = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED | _IN_Q_OVERFLOW
+
+
+def _ends_watch(data: bytes) -> bool:
+    offset = 0
+    while offset + _EVENT.size <= len(data):
+        _wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+        if mask & _ENDS:
+            return True
+        offset += _EVENT.size + length
+    return False
+
+
+class DirWatch:
+    """A watch on one directory (its entries: files added, removed, renamed, written)."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        libc = _libc()
+        if libc is None:
+            return
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            return
+        if libc.inotify_add_watch(fd, os.fsencode(path), _MASK) < 0:
+            os.close(fd)
+            return
+        self._fd = fd
+
+    @property
+    def active(self) -> bool:
+        return self._fd is not None
+
+    def changed(self) -> bool:
+        """True when something happened in the directory since the last call (the events
+        are consumed), or when this watch cannot tell. A directory removed or moved away,
+        or events lost, end the watch: it cannot tell any more."""
+        with self._lock:
+            if self._fd is None:
+                return True
+            seen = False
+            while True:
+                try:
+                    data = os.read(self._fd, 65536)
+                except BlockingIOError:
+                    return seen
+                except OSError:
+                    self.close()
+                    return True
+                if not data:
+                    self.close()
+                    return True
+                seen = True
+                if _ends_watch(data):
+                    self.close()
+                    return True
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.close()
