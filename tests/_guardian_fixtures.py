@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,14 +117,3 @@ def interventions(ws: Workspace, run_id: str | None = None) -> list[tuple[str, s
         return [tuple(r) for r in store.con.execute(sql + " ORDER BY id", args)]  # type: ignore[misc]
     finally:
         store.close()
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        time.sleep(0.05)

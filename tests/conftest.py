@@ -186,12 +186,16 @@ def agent_started(ws: Workspace, agent: str) -> bool:
     return any(ws.logs_dir.glob(f"*/{agent}.log"))
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None:
-    """Poll ``predicate`` every 50 ms until it holds; fail the test after ``timeout`` s."""
+def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+    """Poll ``predicate`` every 50 ms until it returns something true, and return that;
+    fail the test after ``timeout`` s. Every test that waits for something uses this."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        value = predicate()
+        if value:
+            return value
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
+            raise AssertionError(f"{what} not met within {timeout}s")
         time.sleep(0.05)
 
 

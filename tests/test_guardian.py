@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from _guardian_fixtures import FAST, configure, interventions, launch, wait_until
-from conftest import needs_tmux, tmux_sessions
+from _guardian_fixtures import FAST, configure, interventions, launch
+from conftest import needs_tmux, tmux_sessions, wait_until
 
 from agentos.receipts import read_receipt, verify_chain
 from agentos.runs import RunStore

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _guardian_fixtures import configure, interventions, launch, wait_until
-from conftest import CliRunner, needs_tmux
+from _guardian_fixtures import configure, interventions, launch
+from conftest import CliRunner, needs_tmux, wait_until
 
 from agentos.runs import RunStore
 from agentos.workspace import Workspace

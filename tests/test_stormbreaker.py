@@ -9,13 +9,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import git, make_repo, write_package
+from conftest import git, make_repo, wait_until, write_package
 
 from agentos._checks_run import TAIL_BYTES, glob_regex
 from agentos._models import validate
@@ -50,15 +49,6 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def wait_until(condition: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return bool(condition())
 
 
 @pytest.fixture
