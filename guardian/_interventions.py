@@ -9,7 +9,6 @@ written after, records how the action went, and its id is put on the row.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ def intervene(
     """Carry out ``decision.action`` on the observed agent and record it."""
     s, w = obs.signals, obs.watched
     action = decision.action
-    at = time.time()
+    at = s.now  # the cycle's clock, which decided it
     row_id = store.record_intervention(s.run_id, s.agent, str(action), decision.reason, at)
     if action is Action.NUDGE:
         ok = sessions.send_text(s.session, w.policy.nudge)

@@ -92,9 +92,11 @@ class Guardian:
     def close(self) -> None:
         self.monitor.close()
 
-    def cycle(self) -> CycleReport:
+    def cycle(self, *, now: float | None = None) -> CycleReport:
+        """Observe every watched agent, decide, intervene. ``now`` is the cycle's clock
+        (the wall clock unless given: tests step it instead of waiting)."""
         watched = self.monitor.watched()
-        now = time.time()
+        now = time.time() if now is None else now
         report = CycleReport(
             now,
             next_interval=min([self.interval, *(w.policy.interval for w in watched)]),

@@ -65,15 +65,42 @@ def health_of(ws: Workspace, session: str) -> str | None:
 def test_a_silent_hanging_agent_is_nudged_restarted_then_killed(
     ws: Workspace, tmp_path: Path, tmux_socket: str
 ) -> None:
-    ws = configure(ws)
+    # Thresholds no test waits out: the cycles' clock is stepped, and each step waits for
+    # what the agent does (reads a nudge, starts again), never for time to pass.
+    ws = configure(ws, {"stuck_after": 600, "kill_after": 900}, run={"timeout": 86400})
     agent = launch(ws, tmp_path, "hanger", SILENT)
+    banner = "== AgentOS: hanger attempt 1 =="
+    wait_until(lambda: banner in agent.files.log.read_text(), what="the agent started")
+    nudges = agent.worktree / "nudges.txt"
 
-    with guardian(ws):
-        wait_until(
-            lambda: actions(ws) == ["nudge", "restart", "nudge", "kill"] or len(actions(ws)) >= 4,
-            what="four interventions",
-        )
-        wait_until(lambda: health_of(ws, agent.session) == "dead", what="dead after the kill")
+    def read(path: Path) -> str:
+        return path.read_text() if path.exists() else ""
+
+    g = Guardian(ws)
+    try:
+        now = time.time()
+        assert [a["action"] for a in g.cycle(now=now).agents] == ["none"]
+        now += 601  # silent for longer than stuck_after
+        assert [a["action"] for a in g.cycle(now=now).agents] == ["nudge"]
+        wait_until(lambda: read(nudges).count("got:") == 1, what="the nudge read")
+        now += 601  # still silent, stuck_after after the nudge
+        assert [a["action"] for a in g.cycle(now=now).agents] == ["restart"]
+        wait_until(lambda: read(agent.files.log).count(banner) == 2, what="the agent again")
+        now += 1  # the restart printed: output, so healthy
+        assert [(a["health"], a["action"]) for a in g.cycle(now=now).agents] == [
+            ("healthy", "none")
+        ]
+        now += 601
+        assert [a["action"] for a in g.cycle(now=now).agents] == ["nudge"]
+        wait_until(lambda: read(nudges).count("got:") == 2, what="the second nudge read")
+        now += 300  # kill_after of silence, but less than stuck_after since the nudge
+        assert [a["action"] for a in g.cycle(now=now).agents] == ["none"]
+        now += 301  # stuck_after since the nudge, the restart spent: killed
+        assert [a["action"] for a in g.cycle(now=now).agents] == ["kill"]
+        now += 1
+        assert [a["health"] for a in g.cycle(now=now).agents] in ([], ["dead"])
+    finally:
+        g.close()
 
     assert actions(ws) == ["nudge", "restart", "nudge", "kill"]
     # Each nudge was typed into the pane: the agent read it from its terminal, and the
