@@ -287,6 +287,7 @@ def test_hostile_archives_are_refused_and_nothing_is_written(
     outside = tmp_path / "outside"
     outside.mkdir()
     archive = _tar(outside / f"{kind}.tar.gz", HOSTILE[kind])
+    cli("hub", "list")  # what any command writes once (its caches) is there before
     hub_before = tree_listing(ws.hub_dir)
     outside_before = tree_listing(tmp_path)
 
