@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentos import review
 from agentos._run_files import AgentFiles
@@ -12,6 +12,11 @@ from agentos.checks import CheckSpec
 from agentos.manifest import Manifest
 from agentos.runs import AgentStatus, RunStatus
 from agentos.stormbreaker import GateResult
+
+if TYPE_CHECKING:
+    from agentos.interview import Interview
+    from agentos.repos import RepoProfile
+    from agentos.router import Decision
 
 OUTPUT_TAIL = 2000  # bytes of an agent's output kept in reports and receipts
 
@@ -66,38 +71,83 @@ class AgentState:
             tuple(self.receipts),
         )
 
+    def result(self) -> AgentResult:
+        """How the agent ended, as the run's report gives it."""
+        return AgentResult(
+            agent=self.name,
+            version=self.manifest.version,
+            card=self.card,
+            runtime=self.manifest.runtime,
+            branch=self.branch,
+            status=self.status,
+            attempts=self.attempts,
+            exit_code=self.exit_code,
+            gate=self.gate,
+            commits=tuple(self.commits),
+            gated_commit=self.gated_commit,
+            receipts=tuple(self.receipts),
+            sandbox=self.sandbox,
+            limit=self.limit,
+            log=self.files.log,
+            output_tail=tail(self.files.log, OUTPUT_TAIL),
+        )
+
+
+@dataclass(frozen=True)
+class AgentResult:
+    """One agent of a finished run."""
+
+    agent: str
+    version: str
+    card: str
+    runtime: str
+    branch: str
+    status: AgentStatus
+    attempts: int
+    exit_code: int | None
+    gate: GateResult | None  # the last gate
+    commits: tuple[str, ...]
+    gated_commit: str | None  # the commit the passing gate judged
+    receipts: tuple[str, ...]  # its gate receipts
+    sandbox: dict[str, Any] | None  # what its last attempt was confined by
+    limit: str | None  # the sandbox limit that stopped its last attempt, if one did
+    log: Path
+    output_tail: str
+
     def as_dict(self) -> dict[str, Any]:
         return {
-            "agent": self.name,
-            "version": self.manifest.version,
+            "agent": self.agent,
+            "version": self.version,
             "card": self.card,
-            "runtime": self.manifest.runtime,
+            "runtime": self.runtime,
             "branch": self.branch,
             "status": self.status,
             "attempts": self.attempts,
             "exit_code": self.exit_code,
             "gate": self.gate.as_dict() if self.gate else None,
-            "commits": self.commits,
+            "commits": list(self.commits),
             "gated_commit": self.gated_commit,
-            "receipts": self.receipts,
+            "receipts": list(self.receipts),
             "sandbox": self.sandbox,
             "limit": self.limit,
-            "log": str(self.files.log),
-            "output_tail": tail(self.files.log, OUTPUT_TAIL),
+            "log": str(self.log),
+            "output_tail": self.output_tail,
         }
 
 
 @dataclass
 class RunReport:
+    """How a run went: :func:`agentos.orchestrator.start_run` returns it."""
+
     run_id: str
     status: RunStatus
     message: str = ""
-    decision: dict[str, Any] | None = None
-    interview: dict[str, Any] | None = None
-    agents: list[dict[str, Any]] = field(default_factory=list)
-    merge: dict[str, Any] | None = None
+    decision: Decision | None = None  # the router's
+    interview: Interview | None = None
+    agents: list[AgentResult] = field(default_factory=list)
+    merge: dict[str, Any] | None = None  # the merge receipt's fields, when it merged
     receipts: list[str] = field(default_factory=list)
-    repo_profile: dict[str, Any] | None = None
+    repo_profile: RepoProfile | None = None  # how the repository is tested
     diffstat: dict[str, str] = field(default_factory=dict)  # per agent, when not merged
 
     @property
@@ -109,12 +159,12 @@ class RunReport:
             "run": self.run_id,
             "status": self.status,
             "message": self.message,
-            "decision": self.decision,
-            "interview": self.interview,
-            "agents": self.agents,
+            "decision": self.decision.as_dict() if self.decision else None,
+            "interview": self.interview.as_dict() if self.interview else None,
+            "agents": [a.as_dict() for a in self.agents],
             "merge": self.merge,
             "receipts": self.receipts,
-            "repo_profile": self.repo_profile,
+            "repo_profile": self.repo_profile.as_dict() if self.repo_profile else None,
             "diffstat": self.diffstat,
         }
 

@@ -159,7 +159,7 @@ class Orchestrator:
         if not self._interview():
             return
         self.profile = repo_profile(self.ws, self.repo, at=self.base)
-        self.report.repo_profile = self.profile.as_dict()
+        self.report.repo_profile = self.profile
         self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
         if not self._route():
             return
@@ -214,7 +214,7 @@ class Orchestrator:
         from agentos.interview import interview_in
 
         result = interview_in(self.ws, self.request)
-        self.report.interview = result.as_dict()
+        self.report.interview = result
         self.request_checks = list(result.proposed_checks)
         fields = {k: v for k, v in result.as_dict().items() if k != "request"}
         fields["override"] = "--force" if self.force and not result.passed else "none"
@@ -240,7 +240,7 @@ class Orchestrator:
         decision, receipt = route(
             self.ws, self.request, run_id=self.run_id, agent=self.options.agent
         )
-        self.report.decision = decision.as_dict()
+        self.report.decision = decision
         self.report.receipts.append(receipt.id)
         assert self.store is not None
         self.store.update(self.run_id, decision=decision.decision, receipt=receipt.id)
@@ -494,7 +494,7 @@ class Orchestrator:
                     self.run_id,
                     [(a.name, a.branch) for a in self.agents if a not in empty],
                 )
-        self.report.agents = [agent.as_dict() for agent in self.agents]
+        self.report.agents = [agent.result() for agent in self.agents]
         with suppress(OSError):  # gone unless a worktree had to be kept
             (self.ws.worktrees_dir / self.run_id).rmdir()
 
@@ -558,8 +558,10 @@ class Orchestrator:
             "sandbox": self.sandbox.backend,
             "agents": [
                 {
-                    k: a[k]
-                    for k in (
+                    k: v
+                    for k, v in a.as_dict().items()
+                    if k
+                    in (
                         "agent",
                         "version",
                         "card",
@@ -579,7 +581,7 @@ class Orchestrator:
             ],
             **({"git_admin_restored": self.git_admin_restored} if self.git_admin_restored else {}),
             "kept_branches": [
-                a["branch"] for a in self.report.agents if wt.branch_exists(self.repo, a["branch"])
+                a.branch for a in self.report.agents if wt.branch_exists(self.repo, a.branch)
             ],
         }
         receipt = write_receipt(self.ws, "run", fields, run_id=self.run_id, about=self.request)

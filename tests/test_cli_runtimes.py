@@ -76,7 +76,7 @@ def test_cli_agents_get_prompt_request_and_context_as_an_argument(
     report = start_run(ws, request, repo, force=True)
 
     assert report.status == "succeeded", report.message
-    assert report.agents[0]["agent"] == agent
+    assert report.agents[0].agent == agent
     call = json.loads((repo / "invocation-1.json").read_text())
     argv = call["argv"]
     assert [a for a in argv if a in flags] == [f for f in flags if f in argv]
@@ -86,7 +86,7 @@ def test_cli_agents_get_prompt_request_and_context_as_an_argument(
     assert request in prompt
     assert "src/inventory.py" in prompt.split("## Context from the knowledge store")[1]
     assert call["stdin_is_tty"] is True  # started in a real tmux pane, not fed keystrokes
-    assert "fake " + program + ": finished" in report.agents[0]["output_tail"]
+    assert "fake " + program + ": finished" in report.agents[0].output_tail
 
 
 def test_a_cli_agent_gets_the_gate_failure_in_its_prompt_on_the_next_attempt(
@@ -103,7 +103,7 @@ def test_a_cli_agent_gets_the_gate_failure_in_its_prompt_on_the_next_attempt(
     report = start_run(ws, "with claude: implement the feature", repo, force=True)
 
     assert report.status == "succeeded", report.message
-    assert report.agents[0]["attempts"] == 2
+    assert report.agents[0].attempts == 2
     second = json.loads((repo / "invocation-2.json").read_text())
     prompt = next(a for a in second["argv"] if "## Request" in a)
     assert "## Attempt 2: the checks failed last time" in prompt

@@ -336,7 +336,7 @@ def test_a_real_run_whose_agent_hangs_fails_with_the_agent_killed(
 
     assert report.status == "failed", report.message
     assert report.message == "not done: sleeper (killed); nothing was merged"
-    assert [(a["agent"], a["status"]) for a in report.agents] == [("sleeper", "killed")]
+    assert [(a.agent, a.status) for a in report.agents] == [("sleeper", "killed")]
     assert actions(ws, report.run_id) == ["nudge", "restart", "nudge", "kill"]
     assert RunStore(ws).get(report.run_id).agents[0].restarts == 1
 

@@ -52,7 +52,7 @@ def test_two_agents_run_in_parallel_and_their_work_is_merged(
     report = start_run(ws, "alpha-task and beta-task please", repo, force=True)
 
     assert report.status == "succeeded", report.message
-    assert sorted(a["agent"] for a in report.agents) == ["alpha", "beta"]
+    assert sorted(a.agent for a in report.agents) == ["alpha", "beta"]
     assert (repo / "alpha.txt").read_text() == "alpha\n"
     assert (repo / "beta.txt").read_text() == "beta\n"
     start_a, end_a = (float((repo / f"alpha.{x}").read_text()) for x in ("start", "end"))
@@ -138,7 +138,7 @@ def test_an_agent_that_claims_success_without_the_work_fails_and_nothing_merges(
     report = start_run(ws, "liar-task", repo, force=True)
 
     assert report.status == "failed"
-    assert report.agents[0]["attempts"] == 3  # retries: 2 by default
+    assert report.agents[0].attempts == 3  # retries: 2 by default
     assert git(repo, "rev-parse", "HEAD") == head_before
     assert report.merge is None
 
@@ -163,7 +163,7 @@ def test_an_agent_that_reads_the_fed_back_failure_succeeds_on_attempt_two(
     report = start_run(ws, "learner-task", repo, force=True)
 
     assert report.status == "succeeded", report.message
-    assert report.agents[0]["attempts"] == 2
+    assert report.agents[0].attempts == 2
     assert (repo / "shared.txt").read_text() == "feature\n"
     gates = [read_receipt(ws, r) for r in report.receipts]
     gates = [g for g in gates if "kind: gate" in g]
@@ -191,7 +191,7 @@ def test_checks_written_inside_the_worktree_do_not_change_the_gate(
     report = start_run(ws, "cheat-task", repo, force=True)
 
     assert report.status == "failed"
-    assert report.agents[0]["gate"]["checks"][0]["name"] == "must exist"
+    assert report.agents[0].gate.as_dict()["checks"][0]["name"] == "must exist"
 
 
 def test_conflicting_agents_stop_the_run_and_keep_both_branches(
@@ -223,7 +223,7 @@ def test_an_agent_past_its_timeout_is_killed_and_fails(
     report = start_run(ws, "sleeper-task", repo, force=True)
 
     assert report.status == "failed"
-    assert report.agents[0]["exit_code"] == 124
+    assert report.agents[0].exit_code == 124
     assert tmux_sessions(tmux_socket) == []
 
 
@@ -377,10 +377,11 @@ def test_success_criteria_stated_in_the_request_become_checks_of_the_run(
         repo,
     )
 
-    assert report.interview is not None and report.interview["passed"] is True
+    assert report.interview is not None and report.interview.passed is True
     assert report.status == "failed"
-    gate = report.agents[0]["gate"]
-    assert [(c["name"], c["passed"]) for c in gate["checks"]] == [("notes.txt exists", False)]
+    gate = report.agents[0].gate
+    assert gate is not None
+    assert [(c.name, c.passed) for c in gate.results] == [("notes.txt exists", False)]
     receipts = [read_receipt(ws, r) for r in report.receipts]
     assert any("kind: interview" in r and "notes.txt exists" in r for r in receipts)
 
@@ -556,5 +557,5 @@ def test_what_an_agent_started_does_not_outlive_it(
 
     report = start_run(ws, "spawner-task", repo, force=True)
 
-    assert report.status == "failed" and report.agents[0]["exit_code"] == 124
+    assert report.status == "failed" and report.agents[0].exit_code == 124
     wait_until(lambda: not processes_named(marker), timeout=10)

@@ -92,9 +92,9 @@ def test_the_right_fix_merges_and_a_wrong_one_fails_the_projects_own_tests(
     wrong = start_run(ws, request_for(proj) + " Do it wrongly.", proj.repo)
 
     assert wrong.status == "failed", wrong.message
-    assert [a["agent"] for a in wrong.agents] == ["wrong-fixer"]
+    assert [a.agent for a in wrong.agents] == ["wrong-fixer"]
     assert git(proj.repo, "rev-parse", "main") == proj.base, "a wrong fix reached main"
-    (receipt,) = wrong.agents[0]["receipts"]
+    (receipt,) = wrong.agents[0].receipts
     text = read_receipt(ws, receipt)
     assert "kind: tests" in text and profile.test in text
     assert "result: fail" in text
@@ -102,13 +102,13 @@ def test_the_right_fix_merges_and_a_wrong_one_fails_the_projects_own_tests(
     right = start_run(ws, request_for(proj) + " Do it correctly.", proj.repo)
 
     assert right.status == "succeeded", right.message + str(right.agents)
-    assert [a["agent"] for a in right.agents] == ["fixer"]
+    assert [a.agent for a in right.agents] == ["fixer"]
     assert proj.project.code.good in (proj.repo / code_file).read_text()
     assert git(proj.repo, "rev-list", "--count", f"{proj.base}..main") == "1"
     assert git(proj.repo, "status", "--porcelain") == ""
     # The failed run's work is kept on its branch; the merged run's left the branch list.
     assert branches(proj.repo) == [f"agentos/{wrong.run_id}/wrong-fixer", "main"]
-    (receipt,) = right.agents[0]["receipts"]
+    (receipt,) = right.agents[0].receipts
     text = read_receipt(ws, receipt)
     assert profile.test in text
     assert re.search(PASSED[name], text), text
@@ -125,8 +125,8 @@ def test_the_test_runner_agent_runs_the_projects_own_command(
 
     assert report.status == "succeeded", report.message
     (agent,) = report.agents
-    assert agent["agent"] == "test-runner" and agent["version"] == "1.1.0"
-    log = Path(agent["log"]).read_text()
+    assert agent.agent == "test-runner" and agent.version == "1.1.0"
+    log = agent.log.read_text()
     assert f"test-runner: running `{proj.python} -m pytest -q`" in log
     assert re.search(PASSED["six"], log)
     assert git(proj.repo, "rev-parse", "main") == proj.base  # a read-only run changes nothing

@@ -44,8 +44,9 @@ def test_the_gate_judges_the_commit_not_files_git_ignores(ws: Workspace, tmp_pat
     assert report.status == "failed", report.message
     assert "x = 1" in (repo / "app.py").read_text()
     (agent,) = report.agents
-    (failing,) = [c for c in agent["gate"]["checks"] if not c["passed"]]
-    assert failing["output_tail"] == "lib/helper.txt does not exist\n"
+    assert agent.gate is not None
+    (failing,) = agent.gate.failures
+    assert failing.output_tail == "lib/helper.txt does not exist\n"
 
 
 def test_an_agent_that_changes_how_the_repository_is_tested_does_not_merge_unseen(
@@ -92,7 +93,7 @@ def test_a_test_script_the_agent_deleted_is_the_agents_failure_not_the_environme
     report = start_run(ws, "deleter-task; done when tests pass", repo, force=True)
 
     assert report.status == "succeeded", report.message
-    assert report.agents[0]["attempts"] == 2
+    assert report.agents[0].attempts == 2
 
 
 def test_an_untracked_broken_test_in_the_checkout_does_not_stop_a_run(

@@ -189,16 +189,16 @@ def test_a_failed_first_attempt_never_reaches_the_target_branch(
 
     assert report.status == "succeeded", report.message
     (agent,) = report.agents
-    assert agent["attempts"] == 2
+    assert agent.attempts == 2
     landed = git(repo, "rev-list", f"{base}..main").split()
     assert len(landed) == 1
     for commit in landed:  # in no commit on the target does the check fail
         assert git(repo, "show", f"{commit}:value.txt") == "right"
     # The failed attempt stays findable through its gate receipt.
-    first, second = (read_receipt(ws, rid) for rid in agent["receipts"])
+    first, second = (read_receipt(ws, rid) for rid in agent.receipts)
     assert top_field(first, "accepted") == "false"
     assert git(repo, "show", f"{top_field(first, 'commit')}:value.txt") == "broken"
-    assert top_field(second, "commit") == agent["gated_commit"]
+    assert top_field(second, "commit") == agent.gated_commit
     assert (
         git(
             repo,

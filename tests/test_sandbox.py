@@ -232,10 +232,12 @@ def test_a_check_cannot_change_the_tree_it_judges_unless_it_writes(
     allowed = start_run(ws, "formatted-task", repo, force=True)
 
     assert refused.status == "failed"
-    (check,) = refused.agents[0]["gate"]["checks"]
-    assert "Read-only file system" in check["output_tail"]
-    assert "the tree is read-only for checks" in check["output_tail"]
-    assert "`writes: true`" in check["output_tail"]
+    gate = refused.agents[0].gate
+    assert gate is not None
+    (check,) = gate.results
+    assert "Read-only file system" in check.output_tail
+    assert "the tree is read-only for checks" in check.output_tail
+    assert "`writes: true`" in check.output_tail
     assert allowed.status == "succeeded", allowed.message
     assert (repo / "other.py").read_text() == "y = 2\n"  # what a check wrote never lands
 
@@ -467,6 +469,6 @@ def test_a_repository_made_inside_the_worktree_fails_the_gate(
 
     assert report.status == "failed"
     assert git(repo, "rev-parse", "main") == main_before
-    failing = [c for c in report.agents[0]["gate"]["checks"] if not c["passed"]]
+    failing = [c for c in report.agents[0].gate.as_dict()["checks"] if not c["passed"]]
     assert [c["name"] for c in failing] == ["no nested repositories"]
     assert failing[0]["output_tail"].startswith("sub: a git repository made inside the worktree")

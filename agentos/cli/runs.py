@@ -6,16 +6,19 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from agentos.cli._common import console, err_console, fail, json_option, print_json, table
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
-from agentos.events import RunEvent
 from agentos.runs import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore
 from agentos.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agentos._run_types import RunReport
+    from agentos.events import RunEvent
 
 
 def escape(text: str) -> str:
@@ -157,20 +160,20 @@ def _blocked(ctx: click.Context, questions: list[str], as_json: bool) -> None:
     fail(ctx, 1)
 
 
-def _print_report(report: Any) -> None:
+def _print_report(report: RunReport) -> None:
     colour = "green" if report.exit_code == 0 else "red"
     console.print(
         f"run [bold]{report.run_id}[/]: [{colour}]{report.status}[/] — {escape(report.message)}"
     )
     for agent in report.agents:
-        gate = agent["gate"]["summary"] if agent["gate"] else "no gate"
-        via = agent["card"] if not agent["card"].startswith("(") else agent["card"][1:-1]
+        gate = agent.gate.summary() if agent.gate else "no gate"
+        via = agent.card if not agent.card.startswith("(") else agent.card[1:-1]
         console.print(
-            f"  {agent['agent']}@{agent['version']} via {escape(via)}: "
-            f"{agent['status']} after {agent['attempts']} attempt(s); {escape(gate)}"
+            f"  {agent.agent}@{agent.version} via {escape(via)}: "
+            f"{agent.status} after {agent.attempts} attempt(s); {escape(gate)}"
         )
-        if agent["status"] != AgentStatus.PASSED and agent["gate"]:
-            _print_failures(agent["gate"]["checks"])
+        if agent.status is not AgentStatus.PASSED and agent.gate:
+            _print_failures(agent.gate.as_dict()["checks"])
     for name, stat in report.diffstat.items():
         console.print(f"  {name}:", markup=False)
         for line in stat.rstrip().splitlines() or ["(no changes)"]:
