@@ -18,16 +18,25 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 
-from agentos._fs import write_new
+from agentos._fs import atomic_write, write_new
 from agentos._run_files import RunFiles
 from agentos._run_start import check_agent, check_repo
 from agentos._run_types import RunOptions, tail
 from agentos.errors import BadInput, NotFound, OperationFailed, RequestBlocked, check_request
 from agentos.events import RunEvent, read_events
-from agentos.runs import ACTIVE, RunRecord, RunStatus, RunStore, new_run_id, pid_alive
+from agentos.runs import (
+    ACTIVE,
+    RunRecord,
+    RunStatus,
+    RunStore,
+    new_run_id,
+    pid_alive,
+    process_start,
+)
 from agentos.workspace import Workspace
 
 LOG_TAIL = 2000
@@ -78,6 +87,7 @@ def start_detached(
         "options": {**asdict(options), "run_id": run_id},
         "supervisor": supervisor,
         "created_at": time.time(),
+        "starter": [os.getpid(), process_start(os.getpid())],
     }
     write_new(files.start_file, json.dumps(spec), mode=0o600)
     with files.orchestrator_log.open("ab") as out:
@@ -88,9 +98,7 @@ def start_detached(
             stderr=out,
             start_new_session=True,
         )
-    from agentos.runs import process_start
-
-    files.pid_file.write_text(f"{proc.pid} {process_start(proc.pid) or ''}\n")
+    atomic_write(files.pid_file, f"{proc.pid} {process_start(proc.pid) or ''}\n")
     return run_id, files.orchestrator_log
 
 
@@ -120,7 +128,7 @@ def status(ws: Workspace, run_id: str) -> RunRecord:
             spec = _start_spec(files)
             if spec is None:
                 raise
-            if detached_running(ws, run_id):
+            if detached_running(ws, run_id) or _starter_writing(files, spec):
                 return _unrecorded(run_id, spec, RunStatus.STARTING, None)
             try:  # recorded just before its process ended?
                 return store.get(run_id)
@@ -145,8 +153,9 @@ def cancel(ws: Workspace, run_id: str, *, wait: float = 30.0) -> RunStatus:
     """Cancel a live run: its orchestrator tears down (the agents' work is kept on their
     branches); the status it ended with. A run whose orchestrator is gone is aborted by
     gc. :class:`BadInput` when the run already ended; :class:`OperationFailed` when it
-    did not stop within ``wait`` seconds. A background run still starting is stopped
-    before it records anything."""
+    did not stop within ``wait`` seconds. Returns once the orchestrator's process ended
+    (sessions ended, work committed, worktrees removed). A background run still starting
+    is stopped before it records anything."""
     record = status(ws, run_id)
     if record.status is RunStatus.STARTING:
         return _cancel_starting(ws, record.id, wait)
@@ -157,7 +166,10 @@ def cancel(ws: Workspace, run_id: str, *, wait: float = 30.0) -> RunStatus:
         if pid_alive(record.pid, record.pid_start):
             os.kill(record.pid or 0, signal.SIGTERM)
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and store.get(record.id).status in ACTIVE:
+            # Until its orchestrator is gone: the run's status changes before teardown ends.
+            while time.monotonic() < deadline and (
+                store.get(record.id).status in ACTIVE or pid_alive(record.pid, record.pid_start)
+            ):
                 time.sleep(0.1)
         else:
             from agentos.gc import collect_garbage
@@ -182,6 +194,17 @@ def events(ws: Workspace, run_id: str, offset: int = 0) -> tuple[list[RunEvent],
 def log_tail(ws: Workspace, run_id: str, limit: int = LOG_TAIL) -> str:
     """The end of a background run's log (what its process printed)."""
     return tail(RunFiles.of(ws, run_id).orchestrator_log, limit)
+
+
+def _starter_writing(files: RunFiles, spec: dict[str, object]) -> bool:
+    """Between starting the background process and writing its pid, the process that
+    started it is still at work: the run is starting, not failed."""
+    if files.pid_file.exists():
+        return False
+    starter = spec.get("starter")
+    if not isinstance(starter, list) or len(starter) != 2:
+        return False
+    return pid_alive(int(starter[0]), str(starter[1]) if starter[1] else None)
 
 
 def _start_spec(files: RunFiles) -> dict[str, object] | None:
@@ -214,20 +237,35 @@ def _unrecorded(
 
 
 def _cancel_starting(ws: Workspace, run_id: str, wait: float) -> RunStatus:
-    """SIGTERM to a background run's process before it recorded the run; if it recorded
-    it meanwhile, its orchestrator cancels it as any run."""
+    """End a background run that has not recorded itself yet: a marker says it was
+    cancelled, and its process gets SIGTERM (if it recorded the run meanwhile, its
+    orchestrator cancels the run as any other; if it died before handling the signal,
+    gc aborts what it recorded)."""
     files = RunFiles.of(ws, run_id)
-    try:
-        pid = int(files.pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return status(ws, run_id).status
     files.cancelled.write_text("cancelled before it started\n")
-    if detached_running(ws, run_id):
-        os.kill(pid, signal.SIGTERM)  # recorded meanwhile: its orchestrator cancels the run
     deadline = time.monotonic() + wait
+    signalled = False
     while time.monotonic() < deadline:
-        now = status(ws, run_id).status
-        if now is not RunStatus.STARTING and now not in ACTIVE:
-            return now
+        record = status(ws, run_id)
+        if record.status not in (RunStatus.STARTING, *ACTIVE):
+            return record.status
+        if record.status is RunStatus.STARTING and not signalled:
+            pid = _detached_pid(files)
+            if pid is not None:  # else its starter is still writing it
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                signalled = True
+        elif record.status in ACTIVE and not pid_alive(record.pid, record.pid_start):
+            from agentos.gc import collect_garbage
+
+            collect_garbage(ws)
         time.sleep(0.1)
     raise OperationFailed(f"run {run_id} did not stop within {wait:g}s")
+
+
+def _detached_pid(files: RunFiles) -> int | None:
+    try:
+        pid, _, started = files.pid_file.read_text().partition(" ")
+        return int(pid) if pid_alive(int(pid), started.strip() or None) else None
+    except (OSError, ValueError):
+        return None
