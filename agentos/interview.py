@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from agentos import _interview_lexicon as lex
+from agentos import install_hint
 from agentos._interview_questions import ask, first_candidates
 from agentos._interview_reading import READ_VERB, STOP, VAGUE_WORDS, Reading, actions
 from agentos.checks import CheckSpec
@@ -462,7 +463,7 @@ def propose_rewrite(
         import ollama
     except ImportError as exc:
         raise OperationFailed(
-            f"the ollama client is not installed ({exc}): pip install 'agentos[ollama]'",
+            f"the ollama client is not installed ({exc}): {install_hint('ollama')}",
             field="interview.rewrite_model",
         ) from exc
 

@@ -48,7 +48,7 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Pa
         ("codex", "runtime", False, "npm install -g @openai/codex"),
         ("ollama", "runtime", True, ""),
         ("langchain", "runtime", True, ""),
-        ("crewai", "runtime", False, "pip install 'agentos[crewai]'"),
+        ("crewai", "runtime", False, "pip install 'agentos-kit[crewai]'"),
         ("settings", "workspace", True, ""),
         ("sandbox", "tool", True, ""),
         # the bundled ollama/langchain/crewai examples all use this model

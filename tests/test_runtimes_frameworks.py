@@ -331,28 +331,28 @@ def hiding(tmp_path: Path, *modules: str) -> dict[str, str]:
             "agent:build",
             ("langchain_core",),
             "the langchain runtime needs langchain-core, which is not installed: "
-            "run `pip install 'agentos[langchain]'`",
+            "run `pip install 'agentos-kit[langchain]'`",
         ),
         (
             "langchain",
             "agent:build",
             ("langchain_ollama",),
             "the langchain runtime needs langchain-ollama, which is not installed: "
-            "run `pip install 'agentos[langchain]'`",
+            "run `pip install 'agentos-kit[langchain]'`",
         ),
         (
             "crewai",
             "agent:build",
             ("crewai",),
             "the crewai runtime needs crewai, which is not installed: "
-            "run `pip install 'agentos[crewai]'`",
+            "run `pip install 'agentos-kit[crewai]'`",
         ),
         (
             "ollama",
             "agent.py",
             ("ollama",),
             "the ollama runtime needs ollama, which is not installed: "
-            "run `pip install 'agentos[ollama]'`",
+            "run `pip install 'agentos-kit[ollama]'`",
         ),
     ],
     ids=["langchain-core", "langchain-ollama", "crewai", "ollama"],

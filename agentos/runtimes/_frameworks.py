@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agentos import install_hint
 from agentos.errors import MissingTool, ValidationFailed
 from agentos.manifest import MANIFEST, Manifest
 from agentos.runtimes import AgentTask
@@ -40,7 +41,7 @@ OLLAMA_BRIDGE: dict[str, tuple[str, ...]] = {
 
 
 def pip_command(runtime: str) -> str:
-    return f"pip install 'agentos[{EXTRAS[runtime][0]}]'"
+    return install_hint(EXTRAS[runtime][0])
 
 
 def parse_host(value: str | None) -> str:
