@@ -27,14 +27,25 @@ import inspect
 import logging
 import os
 import sys
+import weakref
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import (
+    CallToolResult,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    LoggingLevel,
+    PromptReference,
+    ResourceTemplateReference,
+    ToolAnnotations,
+)
 from pydantic import Field, ValidationError
 
 from agentos import __version__
@@ -116,10 +127,45 @@ def _registrar(server: FastMCP[Any]) -> Callable[..., Callable[[F], F]]:
     return tool
 
 
+# RFC 5424 severities, as MCP's logging names them, least severe first.
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
 class AgentOSServer(FastMCP[Any]):
-    """FastMCP whose tool errors are one clear line, and which refuses unknown arguments."""
+    """FastMCP whose tool errors are one clear line, and which refuses unknown arguments.
+
+    It has MCP's logging capability: a session that sets a level (``logging/setLevel``)
+    gets a log message at that level or above, e.g. one for each tool that fails; a session
+    that never does gets none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._log_levels: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+        @self._mcp_server.set_logging_level()  # type: ignore[no-untyped-call,untyped-decorator]
+        async def set_level(level: LoggingLevel) -> None:
+            self._log_levels[self._mcp_server.request_context.session] = level
+
+    async def log(self, level: LoggingLevel, message: str) -> None:
+        """A log message to the session of the request being served, if its level lets
+        it through; nothing outside a request."""
+        try:
+            session = self._mcp_server.request_context.session
+        except LookupError:
+            return
+        wanted = self._log_levels.get(session)
+        if wanted is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(wanted):
+            with suppress(Exception):  # a client gone away must not fail the tool's answer
+                await session.send_log_message(level=level, data=message, logger=SERVER_NAME)
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            return await self._call_tool(name, arguments)
+        except ToolError as exc:
+            await self.log("error", str(exc))
+            raise
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         tool = self._tool_manager.get_tool(name)
         if tool is None:
             raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_NAMES)}")
@@ -516,7 +562,46 @@ def build_server(
     async def card_resource(id: str) -> str:
         return await _call(_card_text, ws, id)
 
+    _completions(server, ws)
     return server
+
+
+COMPLETIONS_MAX = 100  # values in one answer; `total` and `hasMore` say how many more
+
+
+def _completions(server: FastMCP[Any], ws: Workspace) -> None:
+    """``completion/complete``: card ids for ``agentos://cards/{id}`` and receipt ids for
+    ``agentos://receipts/{id}``, agent names for any argument named ``agent``; nothing
+    for what AgentOS does not know."""
+
+    @server.completion()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion:
+        def candidates() -> list[str]:
+            template = ref.uri if isinstance(ref, ResourceTemplateReference) else None
+            if template == "agentos://cards/{id}" and argument.name == "id":
+                from agentos.cards import load_cards
+
+                return sorted(c.id for c in load_cards(ws.cards_dir).cards)
+            if template == "agentos://receipts/{id}" and argument.name == "id":
+                from agentos.receipts import list_receipts
+
+                return [r.id for r in reversed(list_receipts(ws))]
+            if argument.name == "agent":
+                from agentos.hub import Hub
+
+                return sorted({v.name for v in Hub(ws.hub_dir).versions()})
+            return []
+
+        found = [v for v in await _call(candidates) if v.startswith(argument.value)]
+        return Completion(
+            values=found[:COMPLETIONS_MAX],
+            total=len(found),
+            hasMore=len(found) > COMPLETIONS_MAX,
+        )
 
 
 def _receipt(ws: Workspace, rid: str) -> m.ReceiptText:

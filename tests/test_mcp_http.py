@@ -364,3 +364,58 @@ def test_the_conformance_suites_dns_rebinding_scenario_passes(
     assert rejected["details"]["hostHeader"] == "evil.example.com"
     assert (accepted["status"], accepted["details"]["statusCode"]) == ("SUCCESS", 200)
     assert accepted["details"]["hostHeader"] == f"localhost:{served.port}"
+
+
+# The generic server scenarios of the suite: those that need no tool, prompt or resource
+# made for the suite itself (tools-call-error and tools-call-with-progress call
+# `test_error_handling` and `test_tool_with_progress`, which a real server does not have;
+# completion-complete asks about the suite's own prompt and checks the answer's shape).
+GENERIC_SCENARIOS = (
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "resources-list",
+    "prompts-list",
+    "logging-set-level",
+    "completion-complete",
+)
+
+
+@pytest.mark.slow
+@needs("conformance")
+@pytest.mark.parametrize("scenario", GENERIC_SCENARIOS)
+def test_the_conformance_suites_generic_server_scenarios_pass(
+    ws: Workspace, tmp_path: Path, scenario: str
+) -> None:
+    preload = tmp_path / "preload.cjs"
+    preload.write_text(CONFORMANCE_PRELOAD)
+    out = tmp_path / "results"
+    with http_server(ws, "127.0.0.1") as served:
+        env = {
+            **os.environ,
+            "AGENTOS_NPM_PREFIX": str(npm_bin_dir().parent.parent),
+            "AGENTOS_TEST_LOCALHOST": "127.0.0.1",
+            "AGENTOS_TEST_TOKEN": served.token,
+            "NODE_OPTIONS": f"--require {preload}",
+        }
+        done = subprocess.run(
+            [
+                str(npm_tool("conformance")),
+                "server",
+                "--url",
+                f"http://localhost:{served.port}/mcp",
+                "--scenario",
+                scenario,
+                "--output-dir",
+                str(out),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    (checks_file,) = out.glob("*/checks.json")
+    checks = json.loads(checks_file.read_text())
+    assert checks and {c["status"] for c in checks} == {"SUCCESS"}, checks
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -76,8 +76,10 @@ async def connect(
     *extra: str,
     env: dict[str, str] | None = None,
     errlog: Path | None = None,
+    **session_options: Any,
 ) -> AsyncIterator[ClientSession]:
-    """An initialized client session with a freshly spawned server."""
+    """An initialized client session with a freshly spawned server (``session_options`` go
+    to the ClientSession, e.g. ``logging_callback``)."""
     env = {**os.environ, **(env or {})}
     errlog = errlog or ws.root.parent / "mcp-server.log"  # the test's tmp_path
     if transport == "stdio":
@@ -86,7 +88,7 @@ async def connect(
         with errlog.open("w") as err:
             async with (
                 stdio_client(params, errlog=err) as (read, write),
-                ClientSession(read, write) as session,
+                ClientSession(read, write, **session_options) as session,
             ):
                 await session.initialize()
                 yield session
@@ -105,7 +107,7 @@ async def connect(
         async with (
             create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
             streamable_http_client(url, http_client=http) as (read, write, _),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, **session_options) as session,
         ):
             await session.initialize()
             yield session
@@ -723,3 +725,54 @@ def test_serve_refuses_bad_options_with_one_line(
 ) -> None:
     done = cli("mcp", "serve", *args)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")
+
+
+def test_completions_offer_card_ids_receipt_ids_and_agent_names(ws: Workspace) -> None:
+    from mcp.types import PromptReference, ResourceTemplateReference
+
+    from agentos.cards import load_cards
+
+    cards = ResourceTemplateReference(type="ref/resource", uri="agentos://cards/{id}")
+    receipts = ResourceTemplateReference(type="ref/resource", uri="agentos://receipts/{id}")
+    from agentos.router import route
+
+    route(ws, "fix the lint errors")  # one receipt
+
+    async def scenario() -> None:
+        async with connect("stdio", ws) as s:
+            got = (await s.complete(cards, {"name": "id", "value": "fix"})).completion
+            ids = sorted(c.id for c in load_cards(ws.cards_dir).cards if c.id.startswith("fix"))
+            assert got.values == ids and ids
+            got = (await s.complete(receipts, {"name": "id", "value": ""})).completion
+            assert got.values == ["00000001"]
+            prompt = PromptReference(type="ref/prompt", name="any")
+            got = (await s.complete(prompt, {"name": "agent", "value": "ruff"})).completion
+            assert got.values == ["ruff-fixer"]
+            got = (await s.complete(prompt, {"name": "colour", "value": ""})).completion
+            assert (got.values, got.total) == ([], 0)
+
+    run(scenario)
+
+
+def test_a_failing_tool_is_a_log_message_at_the_sessions_level(ws: Workspace) -> None:
+    heard: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        heard.append(params)
+
+    async def scenario() -> None:
+        async with connect("stdio", ws, logging_callback=on_log) as s:
+            assert s.get_server_capabilities().logging is not None  # type: ignore[union-attr]
+            assert (await s.call_tool("receipt_show", {"id": "424242"})).isError
+            assert heard == []  # no log message before the session asks for them
+            await s.set_logging_level("warning")
+            failed = await s.call_tool("receipt_show", {"id": "424242"})
+            assert failed.isError
+            assert [(p.level, p.logger, p.data) for p in heard] == [
+                ("error", "agentos", failed.content[0].text)  # type: ignore[union-attr]
+            ]
+            await s.set_logging_level("critical")
+            assert (await s.call_tool("receipt_show", {"id": "424242"})).isError
+            assert len(heard) == 1  # below the level the session asked for
+
+    run(scenario)
