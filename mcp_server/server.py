@@ -108,6 +108,10 @@ READ_ONLY = {
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# What _registrar returns: ``@tool(title, **hints)``.
+Registrar = Callable[..., Callable[[Callable[..., Any]], Any]]
+
+
 def _registrar(server: FastMCP[Any]) -> Callable[..., Callable[[F], F]]:
     """``@tool(title, **hints)``: register with a clean description and annotations."""
 
@@ -240,7 +244,19 @@ def build_server(
     server._mcp_server.version = __version__  # shown to clients in serverInfo
     tool = _registrar(server)
 
-    # --- routing and interview ------------------------------------------------------------
+    _routing_tools(tool, ws)
+    _run_tools(tool, ws, fence)
+    _knowledge_tools(tool, ws, fence)
+    _receipt_tools(tool, ws)
+    _hub_tools(tool, ws, fence)
+    _guardian_tools(tool, ws)
+    _resources(server, ws)
+    _completions(server, ws)
+    return server
+
+
+def _routing_tools(tool: Registrar, ws: Workspace) -> None:
+    """The tools route and interview."""
 
     @tool(
         "Route a request",
@@ -287,7 +303,9 @@ def build_server(
 
         return await _call(work)
 
-    # --- runs -----------------------------------------------------------------------------
+
+def _run_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:
+    """The tools that start and follow runs."""
 
     @tool(
         "Start a run",
@@ -391,7 +409,9 @@ def build_server(
 
         return await _call(work)
 
-    # --- knowledge store ------------------------------------------------------------------
+
+def _knowledge_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:
+    """The tools kb_search and kb_add."""
 
     @tool("Search the knowledge store", **READ_ONLY)
     async def kb_search(
@@ -445,7 +465,9 @@ def build_server(
 
         return await _call(work)
 
-    # --- receipts -------------------------------------------------------------------------
+
+def _receipt_tools(tool: Registrar, ws: Workspace) -> None:
+    """The tools receipts_list and receipt_show."""
 
     @tool("List receipts", **READ_ONLY)
     async def receipts_list(
@@ -480,7 +502,9 @@ def build_server(
         agentos://receipts/{id})."""
         return await _call(_receipt, ws, id)
 
-    # --- hub ------------------------------------------------------------------------------
+
+def _hub_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:
+    """The tools hub_list and hub_install."""
 
     @tool("List agent packages", **READ_ONLY)
     async def hub_list() -> m.HubList:
@@ -534,7 +558,9 @@ def build_server(
 
         return await _call(work)
 
-    # --- guardian -------------------------------------------------------------------------
+
+def _guardian_tools(tool: Registrar, ws: Workspace) -> None:
+    """The tool guardian_status."""
 
     @tool("Guardian status", **READ_ONLY)
     async def guardian_status() -> m.GuardianStatus:
@@ -542,7 +568,9 @@ def build_server(
         running, and what it last saw."""
         return await _call(_guardian, ws)
 
-    # --- resources ------------------------------------------------------------------------
+
+def _resources(server: AgentOSServer, ws: Workspace) -> None:
+    """The resources: receipts and cards by id."""
 
     @server.resource(
         "agentos://receipts/{id}",
@@ -561,9 +589,6 @@ def build_server(
     )
     async def card_resource(id: str) -> str:
         return await _call(_card_text, ws, id)
-
-    _completions(server, ws)
-    return server
 
 
 COMPLETIONS_MAX = 100  # values in one answer; `total` and `hasMore` say how many more
