@@ -77,9 +77,56 @@ class InterviewResult(_Open):
 
 class RunStarted(_Out):
     run_id: str
-    status: Literal["started"]
+    status: str = Field(
+        description="started; with wait, the status the run ended with (succeeded, ready, "
+        "failed, ...)."
+    )
     repo: str
     log: str = Field(description="The orchestrator's log file.")
+    message: str | None = Field(default=None, description="With wait: how the run ended.")
+
+
+class RunSummary(_Out):
+    run_id: str
+    status: str
+    request: str
+    repo: str
+    created_at: float
+    ended_at: float | None = None
+    message: str | None = None
+
+
+class RunList(_Out):
+    runs: list[RunSummary] = Field(description="Newest first.")
+
+
+class RunLog(_Out):
+    run_id: str
+    agent: str | None = Field(description="Whose log: an agent's pane, or None for the run's.")
+    text: str = Field(description="The log from `offset` on (at most `limit` bytes).")
+    next_offset: int = Field(description="Ask from here next time to follow the log.")
+    finished: bool = Field(description="The run ended: the log grows no more.")
+
+
+class RunEventOut(_Open):
+    seq: int
+    at: float
+    kind: Literal["phase", "agent", "note"]
+    message: str
+    status: str | None = None
+    agent: str | None = None
+
+
+class RunEvents(_Out):
+    run_id: str
+    events: list[RunEventOut]
+    next_offset: int = Field(description="Ask from here next time to follow the run.")
+    finished: bool
+
+
+class RunCancelled(_Out):
+    run_id: str
+    status: str = Field(description="The status the run ended with: cancelled, or aborted.")
 
 
 class FailingCheck(_Open):
@@ -104,6 +151,7 @@ class AgentStatus(_Open):
     gated_commit: str | None = Field(
         default=None, description="The commit the passing gate judged (what merges)."
     )
+    output_tail: str = Field(default="", description="The end of the agent's latest output.")
 
 
 class TaskStatus(_Open):

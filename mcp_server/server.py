@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import (
     CallToolResult,
@@ -68,6 +68,10 @@ TOOL_NAMES = (
     "interview",
     "run_task",
     "task_status",
+    "runs_list",
+    "run_events",
+    "run_log",
+    "run_cancel",
     "kb_search",
     "kb_add",
     "receipts_list",
@@ -77,6 +81,7 @@ TOOL_NAMES = (
     "guardian_status",
 )
 LOG_TAIL = 2000
+FOLLOW_POLL = 0.25  # seconds between looks at a run that run_task(wait=true) follows
 # The longest argument each kind of string may be: a request or query is text a person wrote
 # (and a run's request must fit one command-line argument); a path is what the file system
 # takes; a name or id is short. Longer ones are refused with the argument and the limit.
@@ -245,7 +250,8 @@ def build_server(
     tool = _registrar(server)
 
     _routing_tools(tool, ws)
-    _run_tools(tool, ws, fence)
+    _run_tools(server, tool, ws, fence)
+    _run_followers(tool, ws)
     _knowledge_tools(tool, ws, fence)
     _receipt_tools(tool, ws)
     _hub_tools(tool, ws, fence)
@@ -304,8 +310,8 @@ def _routing_tools(tool: Registrar, ws: Workspace) -> None:
         return await _call(work)
 
 
-def _run_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:
-    """The tools that start and follow runs."""
+def _run_tools(server: AgentOSServer, tool: Registrar, ws: Workspace, fence: Confinement) -> None:
+    """The tools that start, follow and cancel runs."""
 
     @tool(
         "Start a run",
@@ -347,11 +353,19 @@ def _run_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:
                 "(status ready) instead of merging it."
             ),
         ] = True,
+        wait: Annotated[
+            bool,
+            Field(
+                description="Answer when the run ends, sending each of its events meanwhile "
+                "as a progress notification (with a progressToken) and an info log message."
+            ),
+        ] = False,
+        ctx: Context[Any, Any, Any] | None = None,
     ) -> m.RunStarted:
-        """Start a run in the background and return its id at once: interview, route, agents
-        in tmux sessions on their own git worktrees, the Stormbreaker gate, then merge.
-        A request the interview blocks is refused at once, with its questions (unless
-        forced). Follow it with task_status."""
+        """Start a run in the background and return its id at once (or, with wait, when it
+        ends): interview, route, agents in tmux sessions on their own git worktrees, the
+        Stormbreaker gate, then merge. A request the interview blocks is refused at once,
+        with its questions (unless forced). Follow it with task_status or run_events."""
 
         def work() -> m.RunStarted:
             from agentos.orchestrator import RunOptions
@@ -378,7 +392,11 @@ def _run_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:
                 run_id=run_id, status="started", repo=str(target), log=str(log_file)
             )
 
-        return await _call(work)
+        started = await _call(work)
+        if not wait:
+            return started
+        record = await _follow(server, ws, started.run_id, ctx)
+        return started.model_copy(update={"status": record.status, "message": record.message})
 
     @tool("Status of a run", **READ_ONLY)
     async def task_status(
@@ -393,21 +411,186 @@ def _run_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:
         log."""
 
         def work() -> m.TaskStatus:
+            from agentos._run_files import RunFiles
+            from agentos._run_types import tail
             from agentos.receipts import list_receipts
             from agentos.run_control import log_tail, status
 
             record = status(ws, run_id)
             data = record.as_dict()
             data["run_id"] = data.pop("id")
+            files = RunFiles.of(ws, record.id)
             for agent, raw in zip(record.agents, data["agents"], strict=True):
                 raw["gate_summary"] = (agent.gate or {}).get("summary")
                 raw["failing_checks"] = agent.failing_checks
+                raw["output_tail"] = tail(files.agent(agent.agent).log, LOG_TAIL)
             data["finished"] = record.status.final
             data["receipts"] = [r.id for r in list_receipts(ws, run_id=record.id)]
             data["log_tail"] = log_tail(ws, record.id, LOG_TAIL)
             return m.TaskStatus.model_validate(data)
 
         return await _call(work)
+
+
+def _run_followers(tool: Registrar, ws: Workspace) -> None:
+    """The tools that list runs, follow one (its events, its logs) and cancel it."""
+
+    @tool("List runs", **READ_ONLY)
+    async def runs_list(
+        status: Annotated[
+            str | None,
+            Field(max_length=NAME_MAX, description="Only runs with this status (e.g. running)."),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=1000, description="How many, newest first.")] = 20,
+    ) -> m.RunList:
+        """The workspace's runs, newest first: id, status, request, repository, times."""
+
+        def work() -> m.RunList:
+            from agentos.runs import RunStatus, RunStore
+
+            try:
+                wanted = (RunStatus(status),) if status else None
+            except ValueError:
+                names = ", ".join(s.value for s in RunStatus)
+                raise BadInput(
+                    f"not a run status: {status!r} (one of {names})", field="status"
+                ) from None
+            store = RunStore(ws)
+            try:
+                records = store.list(statuses=wanted, limit=limit)
+            finally:
+                store.close()
+            return m.RunList(
+                runs=[
+                    m.RunSummary(
+                        run_id=r.id,
+                        status=r.status,
+                        request=r.request,
+                        repo=r.repo,
+                        created_at=r.created_at,
+                        ended_at=r.ended_at,
+                        message=r.message,
+                    )
+                    for r in records
+                ]
+            )
+
+        return await _call(work)
+
+    @tool("Events of a run", **READ_ONLY)
+    async def run_events(
+        run_id: Annotated[str, Field(max_length=NAME_MAX, description="The run's id.")],
+        offset: Annotated[
+            int, Field(ge=0, description="0, then the next_offset of the last answer.")
+        ] = 0,
+    ) -> m.RunEvents:
+        """What the run did since `offset`: phases (its status), each agent's steps, notes.
+        Ask again from next_offset to follow it; finished says it ended."""
+
+        def work() -> m.RunEvents:
+            from agentos import run_control
+
+            record = run_control.status(ws, run_id)
+            events, next_offset = run_control.events(ws, record.id, offset)
+            return m.RunEvents(
+                run_id=record.id,
+                events=[m.RunEventOut.model_validate(e.as_dict()) for e in events],
+                next_offset=next_offset,
+                finished=record.status.final,
+            )
+
+        return await _call(work)
+
+    @tool("Log of a run", **READ_ONLY)
+    async def run_log(
+        run_id: Annotated[str, Field(max_length=NAME_MAX, description="The run's id.")],
+        agent: Annotated[
+            str | None,
+            Field(max_length=NAME_MAX, description="An agent's pane output; none: the run's."),
+        ] = None,
+        offset: Annotated[
+            int, Field(ge=0, description="0, then the next_offset of the last answer.")
+        ] = 0,
+        limit: Annotated[
+            int, Field(ge=1, le=1_048_576, description="At most this many bytes.")
+        ] = 65536,
+    ) -> m.RunLog:
+        """A log of the run from `offset`: an agent's pane output (what it printed), or the
+        run's own log. Ask again from next_offset to follow it."""
+
+        def work() -> m.RunLog:
+            from agentos import run_control
+            from agentos._run_files import RunFiles
+
+            record = run_control.status(ws, run_id)
+            files = RunFiles.of(ws, record.id)
+            if agent is None:
+                path = files.orchestrator_log
+            elif agent in {a.agent for a in record.agents}:
+                path = files.agent(agent).log
+            else:
+                raise BadInput(f"run {record.id} has no agent {agent!r}", field="agent")
+            try:
+                with path.open("rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read(limit)
+            except FileNotFoundError:
+                data = b""
+            return m.RunLog(
+                run_id=record.id,
+                agent=agent,
+                text=data.decode("utf-8", errors="replace"),
+                next_offset=offset + len(data),
+                finished=record.status.final,
+            )
+
+        return await _call(work)
+
+    @tool(
+        "Cancel a run",
+        readOnlyHint=False,
+        destructiveHint=True,
+        idempotentHint=False,
+        openWorldHint=False,
+    )
+    async def run_cancel(
+        run_id: Annotated[str, Field(max_length=NAME_MAX, description="The run's id.")],
+        wait: Annotated[
+            float, Field(gt=0, le=600, description="Seconds to wait for it to tear down.")
+        ] = 30.0,
+    ) -> m.RunCancelled:
+        """Cancel a live run: its agents stop, their work is kept on their branches, nothing
+        is merged. Answers once the run has torn down."""
+
+        def work() -> m.RunCancelled:
+            from agentos import run_control
+
+            record = run_control.status(ws, run_id)
+            return m.RunCancelled(
+                run_id=record.id, status=run_control.cancel(ws, record.id, wait=wait)
+            )
+
+        return await _call(work)
+
+
+async def _follow(
+    server: AgentOSServer, ws: Workspace, run_id: str, ctx: Context[Any, Any, Any] | None
+) -> Any:
+    """Until the run ends: each new event as a progress notification (the request's
+    progressToken, if it gave one) and an info log message; the run's final record."""
+    from agentos import run_control
+
+    offset = 0
+    while True:
+        record = await _call(run_control.status, ws, run_id)
+        events, offset = await _call(run_control.events, ws, run_id, offset)
+        for event in events:
+            if ctx is not None:
+                await ctx.report_progress(event.seq, None, event.message)
+            await server.log("info", event.message)
+        if record.status.final:
+            return record
+        await anyio.sleep(FOLLOW_POLL)
 
 
 def _knowledge_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:

@@ -44,6 +44,9 @@ READ_ONLY_TOOLS = {
     "receipt_show",
     "hub_list",
     "guardian_status",
+    "runs_list",
+    "run_events",
+    "run_log",
 }
 GUARDIAN = importlib.util.find_spec("guardian.daemon") is not None
 HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0
@@ -774,5 +777,96 @@ def test_a_failing_tool_is_a_log_message_at_the_sessions_level(ws: Workspace) ->
             await s.set_logging_level("critical")
             assert (await s.call_tool("receipt_show", {"id": "424242"})).isError
             assert len(heard) == 1  # below the level the session asked for
+
+    run(scenario)
+
+
+@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed (scripts/setup installs it)")
+def test_run_task_with_wait_reports_each_event_as_progress_and_as_a_log_message(
+    ws: Workspace, repo: Path, scribe: None, tmux_socket: str
+) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+    logged: list[str] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async def on_log(params: Any) -> None:
+        logged.append(params.data)
+
+    async def scenario() -> None:
+        async with connect("stdio", ws, "--repo", str(repo), logging_callback=on_log) as s:
+            await s.set_logging_level("info")
+            ended = ok(
+                await s.call_tool(
+                    "run_task",
+                    {"request": "scribe-task", "force": True, "wait": True},
+                    progress_callback=on_progress,
+                )
+            )
+            assert (ended["status"], ended["message"]) == (
+                "succeeded",
+                ok(await s.call_tool("task_status", {"run_id": ended["run_id"]}))["message"],
+            )
+            events = ok(await s.call_tool("run_events", {"run_id": ended["run_id"]}))
+            said = [e["message"] for e in events["events"]]
+            assert [m for _v, _t, m in progress] == said == logged
+            assert [v for v, _t, _m in progress] == [e["seq"] for e in events["events"]]
+            assert "scribe: attempt 1 started in tmux session" in " ".join(said)
+            assert said[-1].startswith("run: succeeded")
+
+    run(scenario)
+
+
+@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed (scripts/setup installs it)")
+def test_a_client_lists_runs_follows_one_and_cancels_it(
+    ws: Workspace, repo: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    src = write_package(
+        tmp_path / "src" / "slow",
+        name="slow",
+        files={"run.sh": "echo first words\nsleep 300\n"},
+    )
+    Hub(ws.hub_dir).install(str(src))
+
+    async def scenario() -> None:
+        async with connect("stdio", ws, "--repo", str(repo)) as s:
+            run_id = ok(
+                await s.call_tool(
+                    "run_task", {"request": "anything", "force": True, "agent": "slow"}
+                )
+            )["run_id"]
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # the run names its agents once they start
+                status = ok(await s.call_tool("task_status", {"run_id": run_id}))
+                if status["agents"]:
+                    break
+                await anyio.sleep(0.1)
+            offset, text = 0, ""
+            while "first words" not in text and time.monotonic() < deadline:
+                part = await s.call_tool("run_log", {"run_id": run_id, "agent": "slow"})
+                got = ok(part)
+                text, offset = got["text"], got["next_offset"]
+                await anyio.sleep(0.1)
+            assert "first words" in text and offset == len(text.encode())
+            again = ok(
+                await s.call_tool("run_log", {"run_id": run_id, "agent": "slow", "offset": offset})
+            )
+            assert (again["text"], again["next_offset"], again["finished"]) == ("", offset, False)
+            live = ok(await s.call_tool("runs_list", {"status": "running"}))
+            assert [r["run_id"] for r in live["runs"]] == [run_id]
+            (agent,) = ok(await s.call_tool("task_status", {"run_id": run_id}))["agents"]
+            assert "first words" in agent["output_tail"]
+
+            cancelled = ok(await s.call_tool("run_cancel", {"run_id": run_id}))
+
+            assert cancelled == {"run_id": run_id, "status": "cancelled"}
+            assert ok(await s.call_tool("runs_list", {"status": "running"}))["runs"] == []
+            text = error_text(await s.call_tool("run_cancel", {"run_id": run_id}))
+            assert text == f"run: run {run_id} is already cancelled"
+            text = error_text(await s.call_tool("runs_list", {"status": "sleeping"}))
+            assert text.startswith("status: not a run status: 'sleeping' (one of starting, ")
+            text = error_text(await s.call_tool("run_log", {"run_id": run_id, "agent": "x"}))
+            assert text == f"agent: run {run_id} has no agent 'x'"
 
     run(scenario)
