@@ -728,9 +728,10 @@ def _hub_tools(tool: Registrar, ws: Workspace, fence: Confinement) -> None:
         the same name@version with other content is refused."""
 
         def work() -> m.HubInstallResult:
-            from agentos.hub import Hub
 
-            result = Hub(ws.hub_dir).install(fence.hub_source(source))
+            from agentos.package_cards import install_package
+
+            result, _cards = install_package(ws, fence.hub_source(source))
             return m.HubInstallResult(
                 name=result.name,
                 version=result.version,

@@ -76,3 +76,20 @@ def list_(as_json: bool) -> None:
             for c in card_set.cards
         ],
     )
+
+
+@cards.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace the card that already has this id.")
+@json_option
+def add(file: Path, force: bool, as_json: bool) -> None:
+    """Add a hand-written card: FILE is checked as `cards lint` checks a card, then copied
+    into the workspace's routing_cards/ as ID.yaml. A card id already in use is refused
+    (--force replaces that card, unless a package's cards hold it)."""
+    from agentos.package_cards import add_card
+
+    target, card, replaced = add_card(workspace(), file, force=force)
+    if as_json:
+        print_json({"id": card.id, "agent": card.agent, "file": str(target), "replaced": replaced})
+    else:
+        click.echo(f"card {card.id} ({card.agent}) {'replaced' if replaced else 'added'}: {target}")

@@ -26,8 +26,11 @@ def hub() -> None:
 def install(source: str, as_json: bool) -> None:
     """Install a package from SOURCE: a directory, a .tar.gz made by `hub pack`, or a git
     URL with an optional @ref (e.g. file:///srv/agents/fixer.git@v1.2.0).
-    The installed version becomes the active one."""
-    result = _hub().install(source)
+    The installed version becomes the active one, and the routing cards it ships (its
+    cards/ folder) go into the workspace's cards as PACKAGE--FILE."""
+    from agentos.package_cards import install_package
+
+    result, cards = install_package(workspace(), source)
     if as_json:
         print_json(
             {
@@ -36,9 +39,11 @@ def install(source: str, as_json: bool) -> None:
                 "sha256": result.sha256,
                 "source": result.source,
                 "changed": result.changed,
+                **cards.as_dict(),
             }
         )
-    elif result.changed:
+        return
+    if result.changed:
         console.print(
             f"installed {result.name}@{result.version} (sha256 {result.sha256[:12]}) "
             f"from {result.source}; now active"
@@ -48,6 +53,14 @@ def install(source: str, as_json: bool) -> None:
             f"{result.name}@{result.version} is already installed with the same "
             "content; nothing changed"
         )
+    _print_cards(cards)
+
+
+def _print_cards(cards: Any) -> None:
+    for name in cards.written:
+        console.print(f"card {name} written", markup=False)
+    for name in cards.removed:
+        console.print(f"card {name} removed", markup=False)
 
 
 @hub.command("list")
@@ -120,24 +133,35 @@ def _sandbox_line(manifest: Any) -> str:
 @click.argument("ref", metavar="NAME@VERSION")
 @json_option
 def use(ref: str, as_json: bool) -> None:
-    """Make NAME@VERSION the active version (this is how you roll back)."""
+    """Make NAME@VERSION the active version (this is how you roll back); the workspace gets
+    that version's cards."""
+    from agentos.package_cards import sync_cards
+
     info = _hub().use(ref)
+    cards = sync_cards(workspace(), info.name)
     if as_json:
-        print_json(info.as_dict())
+        print_json({**info.as_dict(), **cards.as_dict()})
     else:
         console.print(f"{info.name}@{info.version} is now active")
+        _print_cards(cards)
 
 
 @hub.command()
 @click.argument("ref", metavar="NAME@VERSION")
 @json_option
 def remove(ref: str, as_json: bool) -> None:
-    """Remove an installed version. When it was active, the highest remaining one is."""
+    """Remove an installed version. When it was active, the highest remaining one is (and
+    its cards replace the removed version's)."""
+    from agentos.hub import parse_ref
+    from agentos.package_cards import sync_cards
+
     active = _hub().remove(ref)
+    cards = sync_cards(workspace(), parse_ref(ref)[0])
     if as_json:
-        print_json({"removed": ref, "active": active})
+        print_json({"removed": ref, "active": active, **cards.as_dict()})
     else:
         console.print(f"removed {ref}" + (f"; active: {active}" if active else ""))
+        _print_cards(cards)
 
 
 @hub.command()
