@@ -392,8 +392,8 @@ def _contains(seq: list[str], key: tuple[str, ...]) -> bool:
 def reference_match(
     cards: Sequence[Card], request: str
 ) -> list[tuple[str, int, list[str], str | None]]:
-    """SPEC's matching rules as a plain loop over every card and trigger: the oracle the
-    index is tested against, and the baseline the benchmark compares with.
+    """The matching rules (docs/formats.md) as a plain loop over every card and trigger:
+    the oracle the index is tested against, and the baseline the benchmark compares with.
 
     Returns ``(card id, score, fired, reason)`` for every card that fired, in id order.
     """

@@ -1,6 +1,6 @@
 """Routing cards: the YAML model, loading a card set, its revision, and lint.
 
-One card per ``routing_cards/*.yaml`` file (SPEC, "Routing cards"). The card set's
+One card per ``routing_cards/*.yaml`` file (docs/formats.md, "Routing cards"). The card set's
 revision is the sha256 over its files (name and content), so the router can key its
 compiled index, and every receipt can name the exact cards it was decided on.
 """
@@ -60,11 +60,11 @@ def _check_constraint(value: str | None) -> str | None:
 
 
 class Triggers(StrictModel):
-    keywords: list[Term] = Field(default_factory=list)
-    phrases: list[Term] = Field(default_factory=list)
-    regex: list[Pattern] = Field(default_factory=list)
-    require: list[Term] = Field(default_factory=list)
-    exclude: list[Term] = Field(default_factory=list)
+    keywords: list[Term] = Field(default_factory=list)  # +1 each one present
+    phrases: list[Term] = Field(default_factory=list)  # +3 each one present, words in order
+    regex: list[Pattern] = Field(default_factory=list)  # +3 each one matching the raw request
+    require: list[Term] = Field(default_factory=list)  # all must be present, or no match
+    exclude: list[Term] = Field(default_factory=list)  # any one present rules the card out
 
     @model_validator(mode="after")
     def _something_scores(self) -> Triggers:
@@ -76,16 +76,17 @@ class Triggers(StrictModel):
 class Card(StrictModel):
     """One routing card, as written in ``routing_cards/<file>.yaml``."""
 
-    id: Name
-    agent: Name
+    id: Name  # unique in the workspace
+    agent: Name  # the hub package it routes to
+    # A version constraint (">=1.0,<2"); none: the active version
     version: Annotated[str | None, AfterValidator(_check_constraint)] = None
     description: str = ""
-    priority: int = Field(default=0, strict=True)
-    group: Name = "default"
+    priority: int = Field(default=0, strict=True)  # higher wins a tie on score
+    group: Name = "default"  # at most one card of a group is selected
     # At least 1: a card that matched with nothing fired would match every request.
     min_score: int = Field(default=1, ge=1, strict=True)
     triggers: Triggers
-    checks: list[CheckSpec] = Field(default_factory=list)
+    checks: list[CheckSpec] = Field(default_factory=list)  # extra checks of runs it routes
 
 
 # --- files and revision -------------------------------------------------------------------

@@ -30,8 +30,8 @@ def _relative_path(value: str) -> str:
 
 
 class FileContains(StrictModel):
-    path: str = Field(min_length=1)
-    pattern: str = Field(min_length=1)
+    path: str = Field(min_length=1)  # relative to the worktree
+    pattern: str = Field(min_length=1)  # a regular expression (RE2), searched line by line
 
     @field_validator("path")
     @classmethod
@@ -57,14 +57,14 @@ class CheckSpec(StrictModel):
     """
 
     name: str = Field(min_length=1)
-    run: str | None = None
-    tests: list[str] | None = None
+    run: str | None = None  # a shell command: exit 0 passes
+    tests: list[str] | None = None  # the repository's tests: [] all, or the ones named
     timeout: float = Field(default=300, gt=0)
-    cwd: str | None = None
-    file_exists: str | None = None
-    file_contains: FileContains | None = None
-    no_changes_outside: list[str] | None = None
-    max_diff_lines: int | None = Field(default=None, ge=0)
+    cwd: str | None = None  # where `run` runs, relative to the worktree
+    file_exists: str | None = None  # a path that must exist
+    file_contains: FileContains | None = None  # a file that must match a pattern
+    no_changes_outside: list[str] | None = None  # the only paths the work may change
+    max_diff_lines: int | None = Field(default=None, ge=0)  # the most lines it may change
     # A command that must change the tree it checks (a formatter): it gets the worktree
     # writable in its sandbox. Others see it read-only and cannot change what they judge.
     writes: bool | None = None  # None: false (and left out of what a check is written as)

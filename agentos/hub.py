@@ -66,19 +66,19 @@ class _LockModel(BaseModel):
 
 
 class LockedVersion(_LockModel):
-    sha256: str
-    source: str
-    installed: str
-    files: dict[str, str] = Field(default_factory=dict)
+    sha256: str  # of the package's content (every file's path and sha256)
+    source: str  # where it was installed from
+    installed: str  # when, UTC
+    files: dict[str, str] = Field(default_factory=dict)  # each file's sha256
 
 
 class LockedPackage(_LockModel):
-    active: str | None = None
+    active: str | None = None  # the version runs use
     versions: dict[str, LockedVersion] = Field(default_factory=dict)
 
 
 class LockFile(_LockModel):
-    version: int = 1
+    version: int = 1  # of the format
     packages: dict[str, LockedPackage] = Field(default_factory=dict)
 
 

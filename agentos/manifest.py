@@ -25,24 +25,25 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class GuardianOverrides(StrictModel):
     """A package's own guardian policy; each key given replaces the workspace's."""
 
-    interval: float | None = Field(default=None, ge=0.05)
-    stuck_after: float | None = Field(default=None, gt=0)
-    nudge: str | None = None
+    interval: float | None = Field(default=None, ge=0.05)  # seconds between its checks
+    stuck_after: float | None = Field(default=None, gt=0)  # silence before a nudge
+    nudge: str | None = None  # the text typed into its terminal
     max_restarts: int | None = Field(default=None, ge=0)
-    kill_after: float | None = Field(default=None, gt=0)
+    kill_after: float | None = Field(default=None, gt=0)  # silence before it is stopped
 
 
 class Manifest(StrictModel):
-    name: Name
-    version: SemVer
+    name: Name  # lowercase letters, digits and '-' (at most 64); unique in the hub
+    version: SemVer  # a semantic version
     description: str = Field(min_length=1)
-    runtime: Runtime
+    runtime: Runtime  # how it is started (agentos.runtimes)
+    # shell: a script; python, langchain, crewai: "module:callable"; CLI runtimes: a prompt
     entry: str = Field(min_length=1)
-    capabilities: list[str] = Field(default_factory=list)
-    model: str | None = None
-    env: list[str] = Field(default_factory=list)
-    timeout: int = Field(default=600, gt=0)
-    checks: list[CheckSpec] = Field(default_factory=list)
+    capabilities: list[str] = Field(default_factory=list)  # free words, shown by hub show
+    model: str | None = None  # for the ollama, langchain and crewai runtimes
+    env: list[str] = Field(default_factory=list)  # variables passed through; nothing else is
+    timeout: int = Field(default=600, gt=0)  # seconds an attempt may take
+    checks: list[CheckSpec] = Field(default_factory=list)  # checks every run of it must pass
     paths: list[str] = Field(default_factory=list)  # what the agent works on (sparse checkout)
     guardian: GuardianOverrides | None = None
     sandbox: PackageSandbox | None = None  # what it needs beyond the sandbox's defaults

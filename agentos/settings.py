@@ -17,16 +17,16 @@ from agentos.sandbox._settings import SandboxSettings
 
 
 class ReceiptSettings(StrictModel):
-    redact: bool = False
+    redact: bool = False  # the request as its sha256, free text as its length
 
 
 Axis = Literal["goal", "constraints", "scope", "context", "success"]
 
 
 class InterviewSettings(StrictModel):
-    threshold: float = Field(default=0.4, ge=0, le=1)
-    floors: dict[Axis, float] = Field(default_factory=dict)
-    weights: dict[Axis, float] = Field(default_factory=dict)
+    threshold: float = Field(default=0.4, ge=0, le=1)  # the most ambiguity a run starts with
+    floors: dict[Axis, float] = Field(default_factory=dict)  # an axis below its floor blocks
+    weights: dict[Axis, float] = Field(default_factory=dict)  # each axis's share of the score
     rewrite_model: str | None = None  # an Ollama model that proposes clearer rewrites
 
     @model_validator(mode="after")
@@ -39,9 +39,9 @@ class InterviewSettings(StrictModel):
 
 
 class RunSettings(StrictModel):
-    retries: int = Field(default=2, ge=0, le=20)
-    guardian: bool = True
-    timeout: int = Field(default=1800, gt=0)
+    retries: int = Field(default=2, ge=0, le=20)  # attempts after the first, gate failures fed back
+    guardian: bool = True  # a run starts the workspace's guardian unless one runs
+    timeout: int = Field(default=1800, gt=0)  # seconds a whole run may take
     # The agent (NAME or NAME@VERSION) that takes requests no routing card matches.
     default_agent: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*(@\S+)?$")
     # What lands on the target branch: one squashed commit per agent, or one for the run.
@@ -52,11 +52,11 @@ class RunSettings(StrictModel):
 
 
 class GuardianSettings(StrictModel):
-    interval: float = Field(default=60, ge=0.05)
-    stuck_after: float = Field(default=300, gt=0)
-    nudge: str = "Are you stuck? Continue with the task."
-    max_restarts: int = Field(default=1, ge=0)
-    kill_after: float = Field(default=900, gt=0)
+    interval: float = Field(default=60, ge=0.05)  # seconds between cycles
+    stuck_after: float = Field(default=300, gt=0)  # seconds of silence before a nudge
+    nudge: str = "Are you stuck? Continue with the task."  # typed into the agent's terminal
+    max_restarts: int = Field(default=1, ge=0)  # restarts before an agent is stopped
+    kill_after: float = Field(default=900, gt=0)  # seconds of silence before it is stopped
 
 
 class RepoSettings(StrictModel):
@@ -74,7 +74,7 @@ class Settings(StrictModel):
     receipts: ReceiptSettings = ReceiptSettings()
     interview: InterviewSettings = InterviewSettings()
     run: RunSettings = RunSettings()
-    checks: list[CheckSpec] = Field(default_factory=list)
+    checks: list[CheckSpec] = Field(default_factory=list)  # checks of every run here
     guardian: GuardianSettings = GuardianSettings()
     sandbox: SandboxSettings = SandboxSettings()
     # repository path (~ expanded; relative to the workspace) -> how it is tested

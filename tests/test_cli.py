@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import REPO_ROOT, CliRunner
 
@@ -28,11 +29,49 @@ def test_every_command_has_help_text() -> None:
         assert len(body) > 1 and body[1:], f"{name} has no description"
 
 
-def test_readme_cli_reference_is_in_sync_with_help() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert _docs.reference() in readme, (
-        "README.md's CLI reference is stale: run `python -m agentos.cli._docs`"
+def test_the_docs_cli_reference_and_field_tables_are_in_sync_with_the_code(
+    tmp_path: Path,
+) -> None:
+    cli_md = (REPO_ROOT / "docs" / "cli.md").read_text()
+    assert _docs.reference() in cli_md, "docs/cli.md is stale: run `python -m agentos.cli._docs`"
+    formats = tmp_path / "formats.md"
+    formats.write_text((REPO_ROOT / "docs" / "formats.md").read_text())
+    assert _docs.FIELDS.search(formats.read_text())  # it has tables to check
+    assert not _docs.update_formats(formats), (
+        "docs/formats.md's field tables are stale: run `python -m agentos.cli._docs`"
     )
+    architecture = (REPO_ROOT / "docs" / "architecture.md").read_text()
+    assert _docs.module_map(REPO_ROOT) in architecture, (
+        "docs/architecture.md's module map is stale: run `python -m agentos.cli._docs`"
+    )
+
+
+def test_the_layers_keep_to_themselves() -> None:
+    """The library imports no adapter and starts no `python -m agentos`; SQL is written only
+    in the store modules (docs/architecture.md)."""
+    stores = {"agentos/runs.py", "agentos/state.py", "agentos/knowledge.py", "guardian/_store.py"}
+    for path in sorted(REPO_ROOT.glob("agentos/**/*.py")):
+        text = path.read_text()
+        name = str(path.relative_to(REPO_ROOT))
+        if not name.startswith("agentos/cli/"):
+            assert "import guardian" not in text and "from guardian" not in text, name
+            assert "mcp_server" not in text, name
+        if name != "agentos/stormbreaker.py":  # the Stop hook's command line, for Claude Code
+            assert '"-m", "agentos"' not in text, name
+    for path in sorted(REPO_ROOT.glob("*/**/*.py")):
+        name = str(path.relative_to(REPO_ROOT))
+        if name.split("/")[0] in ("agentos", "guardian", "mcp_server") and name not in stores:
+            assert ".execute(" not in path.read_text(), f"SQL in {name}"
+
+
+def test_nothing_in_the_project_points_outside_it() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for name in tracked:
+        if name.endswith((".md", ".py", ".yaml", ".toml")) and name != "tests/test_cli.py":
+            text = (REPO_ROOT / name).read_text(errors="replace")
+            assert "SPEC.md" not in text and "shared folder" not in text, name
 
 
 HEAVY = ("pydantic", "yaml", "langchain", "crewai", "ollama", "mcp", "textual", "starlette")

@@ -1,4 +1,5 @@
-"""The router: SPEC's matching rules, the compiled index, its cache, and `agentos route`."""
+"""The router: the matching rules of docs/formats.md, the compiled index, its cache, and
+`agentos route`."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def summary(ws: Workspace, request: str) -> dict[str, Any]:
     }
 
 
-# --- SPEC's rules, one row each ------------------------------------------------------------
+# --- the matching rules, one row each -----------------------------------------------------
 
 LINT = {"keywords": ["lint", "ruff"], "phrases": ["lint errors"], "regex": [r"\b[EFW]\d{3}\b"]}
 

@@ -1,14 +1,19 @@
-"""The CLI reference in README.md, generated from ``--help``.
+"""The generated parts of docs/: the CLI reference (docs/cli.md, from ``--help``) and the
+field tables of the file formats (docs/formats.md, from the pydantic models and the
+comments beside their fields).
 
-``python -m agentos.cli._docs`` rewrites the part of README.md between the markers;
-``tests/test_docs.py`` fails when it is out of date.
+``python -m agentos.cli._docs`` rewrites them; ``tests/test_cli.py`` fails when either is
+out of date.
 """
 
 from __future__ import annotations
 
-import sys
+import importlib
+import inspect
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -46,17 +51,129 @@ def reference() -> str:
     return "\n".join(parts)
 
 
-def update(readme: Path) -> bool:
-    """Rewrite the reference in ``readme``; return whether it changed."""
-    text = readme.read_text(encoding="utf-8")
+def update(doc: Path) -> bool:
+    """Rewrite the CLI reference in ``doc``; return whether it changed."""
+    text = doc.read_text(encoding="utf-8")
     head, _, rest = text.partition(START)
     _, _, tail = rest.partition(END)
     new = head + reference() + tail
     if new != text:
-        readme.write_text(new, encoding="utf-8")
+        doc.write_text(new, encoding="utf-8")
     return new != text
 
 
+# --- docs/formats.md ------------------------------------------------------------------------
+
+FIELDS = re.compile(r"<!-- fields: ([\w.]+):(\w+) -->\n.*?<!-- /fields -->", re.DOTALL)
+
+
+def _comments(model: type[Any]) -> dict[str, str]:
+    """Each field's comment in the model's source: on its line, or on the lines above."""
+    out: dict[str, str] = {}
+    above: list[str] = []
+    for line in inspect.getsource(model).splitlines()[1:]:
+        text = line.strip()
+        if text.startswith("#"):
+            above.append(text.lstrip("# "))
+            continue
+        match = re.match(r"(\w+): [^#]*?(?:#\s*(.*))?$", text)
+        if match and not text.startswith(("def ", "@", "return", '"')):
+            out[match[1]] = " ".join([*above, match[2] or ""]).strip()
+        above = []
+    return out
+
+
+def _type(annotation: Any) -> str:
+    text = str(annotation).replace("typing.", "").replace("NoneType", "None")
+    text = re.sub(r"<class '(?:[\w.]+\.)?(\w+)'>", r"\1", text)
+    text = re.sub(r"Annotated\[(\w+), [^\]]*\]", r"\1", text)
+    return re.sub(r"\b(?:agentos\.[\w.]+\.)", "", text)
+
+
+def field_table(module: str, name: str) -> str:
+    """The fields of one model: name, type, default (required when none), meaning."""
+    from pydantic import BaseModel
+    from pydantic_core import PydanticUndefined
+
+    model = getattr(importlib.import_module(module), name)
+    notes = _comments(model)
+    for base in model.__mro__[1:]:
+        if hasattr(base, "model_fields") and base.__module__.startswith("agentos"):
+            notes = {**_comments(base), **notes}
+    rows = ["| field | type | default | meaning |", "|---|---|---|---|"]
+    for field_name, info in model.model_fields.items():
+        if isinstance(info.default, BaseModel):
+            default = "its defaults (below)"
+        elif info.default is not PydanticUndefined:
+            default = f"`{info.default!r}`" if info.default is not None else "none"
+        elif info.default_factory is not None:
+            default = f"`{info.default_factory()!r}`"
+        else:
+            default = "required"
+        meaning = notes.get(field_name, "").replace("|", "\\|")
+        kind = _type(info.annotation).replace("|", "\\|")
+        rows.append(f"| `{field_name}` | `{kind}` | {default} | {meaning} |")
+    return "\n".join(rows)
+
+
+def update_formats(doc: Path) -> bool:
+    """Rewrite every field table in ``doc``; return whether it changed."""
+    text = doc.read_text(encoding="utf-8")
+    new = FIELDS.sub(
+        lambda m: f"<!-- fields: {m[1]}:{m[2]} -->\n{field_table(m[1], m[2])}\n<!-- /fields -->",
+        text,
+    )
+    if new != text:
+        doc.write_text(new, encoding="utf-8")
+    return new != text
+
+
+# --- docs/architecture.md: the module map ---------------------------------------------------
+
+MODULES = re.compile(r"<!-- modules -->\n.*?<!-- /modules -->", re.DOTALL)
+PACKAGES = (
+    "agentos",
+    "agentos/cli",
+    "agentos/runtimes",
+    "agentos/sandbox",
+    "guardian",
+    "mcp_server",
+)
+
+
+def module_map(root: Path) -> str:
+    """Every module of the packages, with the first sentence of its docstring."""
+    import ast
+
+    parts = []
+    for package in PACKAGES:
+        parts += [f"**`{package.replace('/', '.')}`**", ""]
+        for path in sorted((root / package).glob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+            paragraph = " ".join(doc.split("\n\n")[0].split())
+            first = re.split(r"(?<=\.)\s+(?=[A-Z])", paragraph)[0]
+            name = path.stem if path.stem != "__init__" else "(package)"
+            parts.append(f"- `{name}`: {first}" if first else f"- `{name}`")
+        parts.append("")
+    return "\n".join(parts).rstrip()
+
+
+def update_architecture(doc: Path) -> bool:
+    text = doc.read_text(encoding="utf-8")
+    new = MODULES.sub(
+        lambda _m: f"<!-- modules -->\n{module_map(doc.parent.parent)}\n<!-- /modules -->", text
+    )
+    if new != text:
+        doc.write_text(new, encoding="utf-8")
+    return new != text
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("README.md")
-    print(f"{target}: {'updated' if update(target) else 'up to date'}")
+    for target, rewrite in (
+        (DOCS / "cli.md", update),
+        (DOCS / "formats.md", update_formats),
+        (DOCS / "architecture.md", update_architecture),
+    ):
+        print(f"{target}: {'updated' if rewrite(target) else 'up to date'}")
