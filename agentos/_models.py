@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeVar
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
+from agentos._hub_versions import version_key as version_key
 from agentos._yaml import parse_yaml
 from agentos.errors import ValidationFailed
 
@@ -48,11 +49,6 @@ def _check_semver(value: str) -> str:
 
 Name = Annotated[str, AfterValidator(_check_name)]
 SemVer = Annotated[str, AfterValidator(_check_semver)]
-
-
-def version_key(version: str) -> Version:
-    """Sort key for a validated semantic version."""
-    return Version(version)
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:

@@ -50,7 +50,9 @@ Pattern = Annotated[str, AfterValidator(_compiles)]
 def _check_constraint(value: str | None) -> str | None:
     if value is None:
         return None
-    from agentos.hub import parse_constraint  # the hub's own parser: one meaning of ">=1.0,<2"
+    from agentos._hub_versions import (
+        parse_constraint,  # the hub's own parser: one meaning of ">=1.0,<2"
+    )
 
     try:
         parse_constraint(value)

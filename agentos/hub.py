@@ -25,12 +25,15 @@ from typing import Any
 
 import yaml
 from filelock import FileLock
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentos import _archive
 from agentos._fs import atomic_write, sha256_bytes
-from agentos._models import read_yaml, validate, version_key
+from agentos._hub_versions import InstalledVersion as InstalledVersion
+from agentos._hub_versions import Versions, installed_versions, version_key
+from agentos._hub_versions import parse_ref as parse_ref
+from agentos._hub_versions import resolve as resolve_version
+from agentos._models import validate
 from agentos._package_digests import (
     LOCK_FILE,
     DigestCache,
@@ -40,6 +43,7 @@ from agentos._package_digests import (
     tree_digest,
     walk,
 )
+from agentos._yaml import parse_yaml
 from agentos.errors import (
     AgentOSError,
     BadInput,
@@ -55,7 +59,6 @@ from agentos.workspace import STATE_DIR
 DIGEST_CACHE = "hub-digests.json"  # in the workspace's .agentos/cache/
 _STAGING = ".staging"
 _LOCK_HEADER = "# Written by agentos; do not edit by hand. `agentos hub verify` checks it.\n"
-_REF_RE = re.compile(r"^(?P<name>[^@\s]+)(?:@(?P<version>[^@\s]+))?$")
 
 
 # --- hub.lock -----------------------------------------------------------------------------
@@ -82,29 +85,21 @@ class LockFile(_LockModel):
     packages: dict[str, LockedPackage] = Field(default_factory=dict)
 
 
+def lock_versions(lock: LockFile) -> Versions:
+    """What routing and ``hub list`` need of a lock, as plain data."""
+    return {
+        name: (pkg.active, {v: (e.sha256, e.source, e.installed) for v, e in pkg.versions.items()})
+        for name, pkg in sorted(lock.packages.items())
+    }
+
+
+def parse_lock(path: Path, data: bytes) -> LockFile:
+    """``hub.lock``'s bytes, validated; a problem names the file and field."""
+    text = data.decode("utf-8", errors="replace")
+    return validate(LockFile, parse_yaml(text, path) if text.strip() else {}, file=path)
+
+
 # --- what the hub returns -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InstalledVersion:
-    name: str
-    version: str
-    active: bool
-    sha256: str
-    source: str
-    installed: str
-    path: Path
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "active": self.active,
-            "sha256": self.sha256,
-            "source": self.source,
-            "installed": self.installed,
-            "path": str(self.path),
-        }
 
 
 @dataclass(frozen=True)
@@ -131,14 +126,6 @@ def content_digest(package_dir: Path) -> tuple[str, dict[str, str]]:
     """The sha256 of a package's content and of each of its files (paths are posix)."""
     files = {rel: file_digest(package_dir / rel, st) for rel, st in walk(package_dir)}
     return tree_digest(files), files
-
-
-def parse_ref(ref: str) -> tuple[str, str | None]:
-    """Split ``name[@version]``."""
-    match = _REF_RE.match(ref.strip())
-    if not match:
-        raise BadInput(f"{ref!r} is not NAME or NAME@VERSION", field="package")
-    return match["name"], match["version"]
 
 
 def _now() -> str:
@@ -178,9 +165,11 @@ class Hub:
     # -- reading ---------------------------------------------------------------------------
 
     def read_lock(self) -> LockFile:
-        if not self.lock_path.exists():
+        try:
+            data = self.lock_path.read_bytes()
+        except FileNotFoundError:
             return LockFile()
-        return validate(LockFile, read_yaml(self.lock_path), file=self.lock_path)
+        return parse_lock(self.lock_path, data)
 
     def revision(self) -> str:
         """sha256 of hub.lock: what receipts record as the hub's revision."""
@@ -190,22 +179,18 @@ class Hub:
             return sha256_bytes(b"")
 
     def versions(self) -> list[InstalledVersion]:
-        out = []
-        for name, pkg in sorted(self.read_lock().packages.items()):
-            for version in sorted(pkg.versions, key=version_key):
-                v = pkg.versions[version]
-                out.append(
-                    InstalledVersion(
-                        name,
-                        version,
-                        version == pkg.active,
-                        v.sha256,
-                        v.source,
-                        v.installed,
-                        self.root / name / version,
-                    )
+        """Every installed version, by name then version."""
+        lock = self.read_lock()
+        return installed_versions(
+            self.root,
+            {
+                name: (
+                    pkg.active,
+                    {v: (e.sha256, e.source, e.installed) for v, e in pkg.versions.items()},
                 )
-        return out
+                for name, pkg in lock.packages.items()
+            },
+        )
 
     def get(self, ref: str) -> tuple[InstalledVersion, Manifest]:
         """The installed package ``name[@version]`` (the active version by default)."""
@@ -231,23 +216,7 @@ class Hub:
 
         Raises :class:`NotFound` naming why nothing fits.
         """
-        pkg = self.read_lock().packages.get(name)
-        if pkg is None or not pkg.versions:
-            raise NotFound(f"agent {name!r} is not installed in the hub")
-        if not constraint:
-            if pkg.active is None:
-                raise NotFound(f"agent {name!r} has no active version")
-            return pkg.active
-        spec = parse_constraint(constraint)
-        if pkg.active and spec.contains(pkg.active, prereleases=True):
-            return pkg.active
-        fitting = [v for v in pkg.versions if spec.contains(v, prereleases=True)]
-        if not fitting:
-            known = ", ".join(sorted(pkg.versions, key=version_key))
-            raise NotFound(
-                f"no installed version of {name} satisfies {constraint!r} (installed: {known})"
-            )
-        return max(fitting, key=version_key)
+        return resolve_version(lock_versions(self.read_lock()), name, constraint)
 
     # -- changing --------------------------------------------------------------------------
 
@@ -458,15 +427,6 @@ class Hub:
 
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PARSED_LOCKS: dict[Path, tuple[str, LockFile]] = {}
-
-
-def parse_constraint(constraint: str) -> SpecifierSet:
-    try:
-        return SpecifierSet(constraint)
-    except InvalidSpecifier:
-        raise ValidationFailed(
-            f"{constraint!r} is not a version constraint like '>=1.0,<2'", field="version"
-        ) from None
 
 
 def _origin(source: str) -> str:

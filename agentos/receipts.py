@@ -349,7 +349,7 @@ def write_receipt(
     if run_id is not None and not _RUN_RE.match(run_id):
         raise BadInput(f"{run_id!r} must be one word of letters, digits and ._:@+-", field="run id")
     lines = []
-    if ws.settings.receipts.redact:
+    if ws.settings_data["receipts"]["redact"]:
         if request is not None:
             lines.append(f"request_sha256: {hashlib.sha256(request.encode()).hexdigest()}")
         fields = redact(fields, request if request is not None else about)

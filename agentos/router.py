@@ -21,25 +21,24 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING
 
 from agentos._cardfiles import CARD_SUFFIX, revision_of
 from agentos._dirwatch import DirWatch
 from agentos._fs import atomic_write
-from agentos._models import validate
+from agentos._hub_versions import hub_versions, parse_ref
+from agentos._hub_versions import resolve as resolve_version
 from agentos._router_index import Hit, Index, cache_name
-from agentos.checks import CheckSpec
 from agentos.errors import NotFound, check_request
-from agentos.hub import Hub, LockFile, parse_ref
 from agentos.receipts import Receipt, write_receipt
 from agentos.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agentos.checks import CheckSpec
 
 log = logging.getLogger(__name__)
 
 ROUTE, CLARIFY, NO_MATCH = "route", "clarify", "no_match"
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -269,38 +268,6 @@ def load_index(ws: Workspace) -> Index:
 
 # --- the hub, read once per decision ------------------------------------------------------
 
-
-_parsed_lock: tuple[str, LockFile] = ("", LockFile())
-
-
-class _HubSnapshot(Hub):
-    """The hub as of one read of ``hub.lock``: its revision and lock come from the same
-    bytes, so a decision never mixes two states of the hub."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        try:
-            data = self.lock_path.read_bytes()
-        except FileNotFoundError:
-            data = b""
-        self._revision = hashlib.sha256(data).hexdigest()
-        global _parsed_lock
-        if _parsed_lock[0] != self._revision:  # parsing hub.lock costs more than routing
-            lock = (
-                validate(LockFile, yaml.load(data, Loader=_Loader), file=self.lock_path)
-                if data
-                else LockFile()
-            )
-            _parsed_lock = (self._revision, lock)
-        self._lock = _parsed_lock[1]
-
-    def revision(self) -> str:
-        return self._revision
-
-    def read_lock(self) -> LockFile:
-        return self._lock
-
-
 # Resolutions against one hub revision, replaced whole when the hub changes (thread-safe:
 # readers hold on to the pair they got).
 _resolved: tuple[str, dict[tuple[str, str | None], str | NotFound]] = ("", {})
@@ -309,8 +276,7 @@ _resolved: tuple[str, dict[tuple[str, str | None], str | NotFound]] = ("", {})
 def _resolver(ws: Workspace) -> tuple[str, Callable[[str, str | None], str]]:
     """The hub's revision, and ``resolve(agent, constraint)`` against that revision."""
     global _resolved
-    hub = _HubSnapshot(ws.hub_dir)
-    rev = hub.revision()
+    rev, versions = hub_versions(ws.hub_dir / "hub.lock", cache_dir(ws))
     known = _resolved
     if known[0] != rev:
         known = _resolved = (rev, {})
@@ -320,7 +286,7 @@ def _resolver(ws: Workspace) -> tuple[str, Callable[[str, str | None], str]]:
         key = (agent, constraint)
         if key not in memo:
             try:
-                memo[key] = hub.resolve(agent, constraint)
+                memo[key] = resolve_version(versions, agent, constraint)
             except NotFound as exc:
                 memo[key] = exc
         found = memo[key]
@@ -394,7 +360,11 @@ def decide_hits(
 def _selected(index: Index, c: _Candidate, group: str) -> Selected:
     card_id, agent = index.card(c.hit.card)[:2]
     checks_json = index.checks_json(c.hit.card)
-    checks = [CheckSpec.model_validate(d) for d in json.loads(checks_json)] if checks_json else []
+    checks = []
+    if checks_json:  # the check schema, only for a card that has checks
+        from agentos.checks import CheckSpec
+
+        checks = [CheckSpec.model_validate(d) for d in json.loads(checks_json)]
     return Selected(card_id, agent, c.version, c.hit.score, c.hit.fired, c.priority, group, checks)
 
 
@@ -412,7 +382,7 @@ def decide(ws: Workspace, request: str, *, agent: str | None = None) -> Decision
     if agent:
         return _chosen(agent, "--agent", "--agent", index, hub_revision, resolve, [])
     decision = decide_with(index, request, hub_revision, resolve)
-    default = ws.settings.run.default_agent
+    default = ws.settings_data["run"]["default_agent"]
     if decision.decision == NO_MATCH and default:
         where = f"{ws.settings_file}: run.default_agent"
         return _chosen(

@@ -8,6 +8,7 @@ own checkout, the checkout is the workspace (the embedded default).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from contextlib import suppress
@@ -76,27 +77,37 @@ class Workspace:
 
         return load_settings(self.settings_file)
 
-    def check_settings(self) -> None:
-        """Fail now, naming the file and field, when agentos.yaml is not valid. Cheap when
-        it has not changed since it was last found valid (its digest is kept in
-        ``.agentos/cache/settings.ok``): a command that does not use the settings (``runs
-        list``, ``status``) still refuses a broken file up front, without importing
-        pydantic on every call."""
-        stamp = self.state_dir / "cache" / "settings.ok"
+    @cached_property
+    def settings_data(self) -> dict[str, Any]:
+        """The settings as validated JSON data, for the paths that must not import pydantic
+        (a routing decision, a receipt): kept with the digest of the agentos.yaml they were
+        validated from (``.agentos/cache/settings.json``), validated again once it changes.
+        Same values as :attr:`settings`."""
+        stamp = self.state_dir / "cache" / "settings.json"
         try:
             digest = hashlib.sha256(self.settings_file.read_bytes()).hexdigest()
         except FileNotFoundError:
-            return
+            digest = "none"
         except OSError:
             digest = ""  # loading names the problem
-        with suppress(OSError):
-            if digest and stamp.read_text() == digest:
-                return
-        self.settings  # noqa: B018 -- loading is the check
+        with suppress(OSError, ValueError):
+            kept = json.loads(stamp.read_bytes())
+            if digest and kept.get("digest") == digest and isinstance(kept.get("settings"), dict):
+                return dict(kept["settings"])
+        data: dict[str, Any] = self.settings.model_dump(mode="json")
         if digest:
             with suppress(OSError):  # a cache: a stamp not written is a check next time
                 stamp.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(stamp, digest)
+                atomic_write(stamp, json.dumps({"digest": digest, "settings": data}))
+        return data
+
+    def check_settings(self) -> None:
+        """Fail now, naming the file and field, when agentos.yaml is not valid. Cheap when
+        it has not changed since it was last found valid (the settings are kept, validated,
+        in ``.agentos/cache/settings.json``): a command that does not use them (``runs
+        list``, ``status``, ``route``) still refuses a broken file up front, without
+        importing pydantic on every call."""
+        self.settings_data  # noqa: B018 -- reading them is the check
 
     def ensure(self) -> Workspace:
         """Create the directories every command may write to."""

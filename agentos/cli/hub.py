@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
-from agentos.hub import Hub
+
+if TYPE_CHECKING:
+    from agentos.hub import Hub
 
 
 def _hub() -> Hub:
+    from agentos.hub import Hub  # the lock's schema: not for `hub list`
+
     return Hub(workspace().hub_dir)
 
 
@@ -67,7 +71,12 @@ def _print_cards(cards: Any) -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """List installed packages, every version, and which is active."""
-    versions = _hub().versions()
+    from agentos._hub_versions import hub_versions, installed_versions
+
+    ws = workspace()
+    versions = installed_versions(
+        ws.hub_dir, hub_versions(ws.hub_dir / "hub.lock", ws.state_dir / "cache")[1]
+    )
     if as_json:
         print_json({"packages": [v.as_dict() for v in versions]})
         return
@@ -152,7 +161,7 @@ def use(ref: str, as_json: bool) -> None:
 def remove(ref: str, as_json: bool) -> None:
     """Remove an installed version. When it was active, the highest remaining one is (and
     its cards replace the removed version's)."""
-    from agentos.hub import parse_ref
+    from agentos._hub_versions import parse_ref
     from agentos.package_cards import sync_cards
 
     active = _hub().remove(ref)
