@@ -185,33 +185,62 @@ def test_a_dead_pane_that_tmux_keeps_is_restarted_in_its_session(
 
 
 def test_an_agent_that_keeps_printing_is_left_alone(ws: Workspace, tmp_path: Path) -> None:
-    ws = configure(ws)
+    # Each cycle's clock is stuck_after past the last; between cycles the test waits for the
+    # agents to print, so every cycle has new output to see, and a guardian that missed it
+    # would nudge.
+    ws = configure(ws, {"stuck_after": 600}, run={"timeout": 86400})
     chatty = launch(ws, tmp_path, "chatty", PRINTER)
     # The same line over and over: the screen looks the same once full, the log still grows.
     parrot = launch(
         ws, tmp_path, "parrot", "while true; do echo same; sleep 0.02; done\n", run_id=chatty.run_id
     )
+    agents = (chatty, parrot)
+    wait_until(lambda: all(a.files.log.exists() for a in agents), what="both started")
 
-    with guardian(ws) as reports:
-        # Five times stuck_after: every chance to be nudged.
-        wait_until(lambda: len(reports) >= 5 / FAST["interval"], what="25 cycles")
+    def sizes() -> list[int]:
+        return [a.files.log.stat().st_size for a in agents]
 
+    g = Guardian(ws)
+    try:
+        now = time.time()
+        for _ in range(5):
+            report = g.cycle(now=now)
+            assert [(a["health"], a["action"]) for a in report.agents] == [("healthy", "none")] * 2
+            seen = sizes()
+
+            def grew(seen: list[int] = seen) -> bool:
+                return all(n > o for n, o in zip(sizes(), seen, strict=True))
+
+            wait_until(grew, what="more output")
+            now += 601
+    finally:
+        g.close()
     assert actions(ws) == []
-    assert {a["health"] for r in reports for a in r.agents} == {"healthy"}
     assert {health_of(ws, chatty.session), health_of(ws, parrot.session)} == {"healthy"}
 
 
 def test_a_silent_agent_with_a_fresh_heartbeat_is_healthy(ws: Workspace, tmp_path: Path) -> None:
-    ws = configure(ws)
+    ws = configure(ws, {"stuck_after": 600}, run={"timeout": 86400})
     agent = launch(
         ws, tmp_path, "thinker", 'while true; do touch "$AGENTOS_HEARTBEAT_FILE"; sleep 0.2; done\n'
     )
-
-    with guardian(ws) as reports:
-        wait_until(lambda: len(reports) >= 4 / FAST["interval"], what="20 cycles")
-
-    assert actions(ws) == []
-    assert health_of(ws, agent.session) == "healthy"
+    heartbeat = agent.files.heartbeat
+    wait_until(heartbeat.exists, what="a first heartbeat")
+    g = Guardian(ws)
+    try:
+        first = g.cycle()
+        assert [a["health"] for a in first.agents] == ["healthy"]
+        # Its last output is older than the heartbeat by more than a second: the clock is
+        # put stuck_after past the output, but not past the heartbeat.
+        since = heartbeat.stat().st_mtime
+        wait_until(lambda: heartbeat.stat().st_mtime > since + 1, what="a later heartbeat")
+        beat = heartbeat.stat().st_mtime
+        report = g.cycle(now=beat + 599.5)
+        assert [(a["health"], a["action"]) for a in report.agents] == [("healthy", "none")]
+        silent = g.cycle(now=beat + 600.5)  # and the heartbeat too old: stuck after all
+        assert [(a["health"], a["action"]) for a in silent.agents] == [("stuck", "nudge")]
+    finally:
+        g.close()
 
 
 def test_an_agent_at_an_input_prompt_is_waiting_not_stuck(ws: Workspace, tmp_path: Path) -> None:
