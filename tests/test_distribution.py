@@ -81,8 +81,11 @@ def venv(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
         text=True,
     )
     assert installed.returncode == 0, installed.stderr
-    # The demo's agent fixes lint with ruff: a user has it installed beside AgentOS.
-    os.symlink(shutil.which("ruff", path=str(Path(sys.executable).parent)), root / "bin" / "ruff")
+    # The demo's agent fixes lint with ruff: a user has it installed beside AgentOS. A copy,
+    # not a link: the sandbox shows the agent this venv, not where a link would point.
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
+    assert ruff is not None
+    shutil.copy2(ruff, root / "bin" / "ruff")
     yield root
 
 
