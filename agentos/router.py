@@ -174,7 +174,8 @@ _STATS: dict[Path, dict[str, tuple[int, int, int, int, str, int]]] = {}
 # In a process that routes more than once, a watch on the cards folder (agentos._dirwatch)
 # says whether any card changed since the last look: when none did, the revision is the
 # last one, with no stat of any card.
-_WATCHES: dict[Path, DirWatch] = {}
+_WATCHES: dict[Path, DirWatch] = {}  # oldest first
+_MAX_WATCHES = 8
 _REVISIONS: dict[Path, str] = {}
 
 
@@ -186,11 +187,23 @@ def current_revision(ws: Workspace) -> str:
     if watch is not None and not watch.changed() and directory in _REVISIONS:
         return _REVISIONS[directory]
     if watch is None or not watch.active:  # none yet, or the folder it watched went away
-        watch = _WATCHES[directory] = DirWatch(directory)  # before the folder is read
+        watch = _watch(directory)  # before the folder is read
     revision = _scan_revision(ws)
     if watch.active:
         _REVISIONS[directory] = revision
     return revision
+
+
+def _watch(directory: Path) -> DirWatch:
+    """A new watch on ``directory``; a process keeps at most ``_MAX_WATCHES`` (inotify
+    instances are a per-user resource other programs need too), the oldest closed first."""
+    old = _WATCHES.pop(directory, None)
+    if old is not None:
+        old.close()
+    while len(_WATCHES) >= _MAX_WATCHES:
+        _WATCHES.pop(next(iter(_WATCHES))).close()
+    watch = _WATCHES[directory] = DirWatch(directory)
+    return watch
 
 
 def _scan_revision(ws: Workspace) -> str:

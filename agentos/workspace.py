@@ -85,9 +85,9 @@ class Workspace:
         Same values as :attr:`settings`."""
         stamp = self.state_dir / "cache" / "settings.json"
         try:
-            digest = hashlib.sha256(self.settings_file.read_bytes()).hexdigest()
+            digest = hashlib.sha256(self.settings_file.read_bytes() + _schema_stamp()).hexdigest()
         except FileNotFoundError:
-            digest = "none"
+            digest = hashlib.sha256(b"none" + _schema_stamp()).hexdigest()
         except OSError:
             digest = ""  # loading names the problem
         with suppress(OSError, ValueError):
@@ -114,6 +114,23 @@ class Workspace:
         for d in (self.hub_dir, self.cards_dir, self.receipts_dir, self.state_dir, self.logs_dir):
             d.mkdir(parents=True, exist_ok=True)
         return self
+
+
+# The modules that say what valid settings are: kept data is valid only for them as they are.
+_SCHEMA_SOURCES = ("settings.py", "checks.py", "_models.py", "sandbox/_settings.py")
+
+
+def _schema_stamp() -> bytes:
+    from agentos import __version__
+
+    parts = [__version__]
+    for name in _SCHEMA_SOURCES:
+        try:
+            st = (_PACKAGE_DIR / name).stat()
+            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{name}:?")
+    return "\n".join(parts).encode()
 
 
 def bundled_dir(name: str) -> Path:

@@ -855,3 +855,13 @@ def test_cards_load_in_file_order_but_decide_in_id_order(bare: Workspace) -> Non
     (bare.cards_dir / "zeta.yaml").rename(bare.cards_dir / "0-first.yaml")
     assert [c.id for c in load_cards(bare.cards_dir).cards] == ["zeta", "alpha"]
     assert [s.card for s in decide(bare, "lint").selected] == ["alpha", "zeta"]
+
+
+def test_a_process_routing_in_many_workspaces_keeps_few_watches(tmp_path: Path) -> None:
+    from agentos import router
+
+    for i in range(12):
+        ws, _ = init_workspace(tmp_path / f"ws{i}")
+        assert decide(ws, "fix the lint errors").decision == "route"
+    assert 0 < len(router._WATCHES) <= router._MAX_WATCHES
+    assert all(w.active for w in router._WATCHES.values())
