@@ -320,12 +320,11 @@ undici.setGlobalDispatcher(new undici.Agent({ connect: { lookup } }).compose(
 """
 
 
-@pytest.mark.slow
-@needs("conformance")
-@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
-def test_the_conformance_suites_dns_rebinding_scenario_passes(
-    ws: Workspace, tmp_path: Path, host: str
-) -> None:
+def run_conformance(
+    ws: Workspace, tmp_path: Path, host: str, scenario: str
+) -> tuple[subprocess.CompletedProcess[str], Path, int]:
+    """One scenario of the official suite against `agentos mcp serve --http` on ``host``:
+    the suite's run, its results folder and the port the server listened on."""
     preload = tmp_path / "preload.cjs"
     preload.write_text(CONFORMANCE_PRELOAD)
     out = tmp_path / "results"
@@ -344,7 +343,7 @@ def test_the_conformance_suites_dns_rebinding_scenario_passes(
                 "--url",
                 f"http://localhost:{served.port}/mcp",
                 "--scenario",
-                "dns-rebinding-protection",
+                scenario,
                 "--output-dir",
                 str(out),
             ],
@@ -353,6 +352,16 @@ def test_the_conformance_suites_dns_rebinding_scenario_passes(
             text=True,
             timeout=180,
         )
+    return done, out, served.port
+
+
+@pytest.mark.slow
+@needs("conformance")
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
+def test_the_conformance_suites_dns_rebinding_scenario_passes(
+    ws: Workspace, tmp_path: Path, host: str
+) -> None:
+    done, out, served_port = run_conformance(ws, tmp_path, host, "dns-rebinding-protection")
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Passed: 2/2, 0 failed, 0 warnings" in done.stdout, done.stdout
@@ -363,7 +372,7 @@ def test_the_conformance_suites_dns_rebinding_scenario_passes(
     assert (rejected["status"], rejected["details"]["statusCode"]) == ("SUCCESS", 421)
     assert rejected["details"]["hostHeader"] == "evil.example.com"
     assert (accepted["status"], accepted["details"]["statusCode"]) == ("SUCCESS", 200)
-    assert accepted["details"]["hostHeader"] == f"localhost:{served.port}"
+    assert accepted["details"]["hostHeader"] == f"localhost:{served_port}"
 
 
 # The generic server scenarios of the suite: those that need no tool, prompt or resource
@@ -387,33 +396,7 @@ GENERIC_SCENARIOS = (
 def test_the_conformance_suites_generic_server_scenarios_pass(
     ws: Workspace, tmp_path: Path, scenario: str
 ) -> None:
-    preload = tmp_path / "preload.cjs"
-    preload.write_text(CONFORMANCE_PRELOAD)
-    out = tmp_path / "results"
-    with http_server(ws, "127.0.0.1") as served:
-        env = {
-            **os.environ,
-            "AGENTOS_NPM_PREFIX": str(npm_bin_dir().parent.parent),
-            "AGENTOS_TEST_LOCALHOST": "127.0.0.1",
-            "AGENTOS_TEST_TOKEN": served.token,
-            "NODE_OPTIONS": f"--require {preload}",
-        }
-        done = subprocess.run(
-            [
-                str(npm_tool("conformance")),
-                "server",
-                "--url",
-                f"http://localhost:{served.port}/mcp",
-                "--scenario",
-                scenario,
-                "--output-dir",
-                str(out),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+    done, out, _port = run_conformance(ws, tmp_path, "127.0.0.1", scenario)
 
     (checks_file,) = out.glob("*/checks.json")
     checks = json.loads(checks_file.read_text())
