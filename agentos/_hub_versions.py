@@ -70,7 +70,7 @@ def hub_versions(lock_path: Path, cache_dir: Path) -> tuple[str, Versions]:
     cached = cache_dir / f"hub-versions-{revision}-f{_FORMAT}.marshal"
     with suppress(OSError, ValueError, EOFError, TypeError):
         loaded = marshal.loads(cached.read_bytes())
-        if isinstance(loaded, dict):
+        if _well_formed(loaded):
             return revision, loaded
     versions = _validated(lock_path, data)
     with suppress(OSError):  # a cache: a read-only workspace validates each time
@@ -79,6 +79,18 @@ def hub_versions(lock_path: Path, cache_dir: Path) -> tuple[str, Versions]:
             old.unlink(missing_ok=True)
         atomic_write(cached, marshal.dumps(versions))
     return revision, versions
+
+
+def _well_formed(loaded: object) -> bool:
+    """A kept file of the shape written (a damaged or foreign one is made again)."""
+    return isinstance(loaded, dict) and all(
+        isinstance(name, str)
+        and isinstance(entry, tuple)
+        and len(entry) == 2
+        and isinstance(entry[1], dict)
+        and all(isinstance(v, tuple) and len(v) == 3 for v in entry[1].values())
+        for name, entry in loaded.items()
+    )
 
 
 def _validated(lock_path: Path, data: bytes) -> Versions:

@@ -92,7 +92,12 @@ class Workspace:
             digest = ""  # loading names the problem
         with suppress(OSError, ValueError):
             kept = json.loads(stamp.read_bytes())
-            if digest and kept.get("digest") == digest and isinstance(kept.get("settings"), dict):
+            if (
+                digest
+                and isinstance(kept, dict)
+                and kept.get("digest") == digest
+                and isinstance(kept.get("settings"), dict)
+            ):
                 return dict(kept["settings"])
         data: dict[str, Any] = self.settings.model_dump(mode="json")
         if digest:

@@ -333,3 +333,28 @@ def test_a_store_another_process_set_aside_first_is_not_moved_again(ws: Workspac
     assert set_aside(path, seen) is None
     with open_store(ws) as store:
         assert store.stats()["files"] == 1
+
+
+def test_damaged_kept_settings_and_hub_versions_are_made_again(
+    ws: Workspace, cli: CliRunner
+) -> None:
+    """What the read-only commands keep in .agentos/cache (the validated settings and
+    hub.lock's versions) is a cache: damaged or foreign content is validated again."""
+    import marshal
+
+    before = json.loads(cli("route", "fix the lint errors", "--json").stdout)
+    listed = cli("hub", "list", "--json").stdout
+    cache = ws.state_dir / "cache"
+    (kept_versions,) = cache.glob("hub-versions-*.marshal")
+    for settings, versions in (
+        (b"[1, 2]", marshal.dumps({"ruff-fixer": ("9.9.9", {"9.9.9": ("x",)})})),
+        (b'{"digest": 5}', b"\x00garbage"),
+        (b"not json", marshal.dumps(["a list"])),
+    ):
+        (cache / "settings.json").write_bytes(settings)
+        kept_versions.write_bytes(versions)
+
+        again = cli("route", "fix the lint errors", "--json")
+        assert again.returncode == 0 and again.stderr == "", again.stderr
+        assert json.loads(again.stdout)["selected"] == before["selected"]
+        assert cli("hub", "list", "--json").stdout == listed
