@@ -1,0 +1,180 @@
+"""An eval suite: a folder with ``suite.yaml`` and ``tasks.jsonl`` (and optional splits,
+``<split>.jsonl``), loaded and checked before anything runs.
+
+``suite.yaml``::
+
+    name: arithmetic
+    description: Small sums, answered as a number.
+    mode: answer                 # answer | repo
+    evaluator: {kind: numeric, tolerance: 0.01}    # each task's, unless the task says
+    weights: {correctness: 1.0, time: 0.0}
+    threshold: 0.5               # the composite score a run must reach to pass
+    time_budget: 60              # seconds per task
+    staged: {samples: 2, min_score: 0.5}           # optional
+
+Each line of a split is a task: ``{"id": "t1", "input": "2+2", "expected": 4}``, with an
+optional ``evaluator`` of its own. A line that is not JSON, a task without an id, a
+duplicate id, an evaluator AgentOS does not know, an empty split: one line naming the file
+(and the line), exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from agentos._models import Name, StrictModel, all_errors, load_yaml_model
+from agentos.errors import BadInput, ValidationFailed
+from agentos.evals.evaluators import NORMALISATIONS
+
+SUITE_FILE = "suite.yaml"
+DEFAULT_SPLIT = "tasks"
+MAX_LINE = 1 << 20  # bytes of one task line
+
+EvaluatorKind = Literal["exact", "contains", "regex", "numeric", "json_equal", "command", "judge"]
+Dimension = Literal["correctness", "time", "diff_size"]
+Normalisation = Literal["strip", "case", "whitespace", "punctuation"]
+assert set(Normalisation.__args__) == set(NORMALISATIONS)  # type: ignore[attr-defined]
+
+
+class EvaluatorSpec(StrictModel):
+    kind: EvaluatorKind
+    normalize: list[Normalisation] = Field(default_factory=list)  # exact and contains
+    tolerance: float = Field(default=0.0, ge=0)  # numeric: absolute
+    relative: float = Field(default=0.0, ge=0)  # numeric: relative
+    command: str | None = None  # command: gets the answer on stdin; exit 0 is right
+    agent: str | None = None  # judge: a hub package, NAME[@VERSION]
+
+    @model_validator(mode="after")
+    def _complete(self) -> EvaluatorSpec:
+        if self.kind == "command" and not self.command:
+            raise ValueError("a command evaluator needs `command`")
+        if self.kind == "judge" and not self.agent:
+            raise ValueError("a judge evaluator needs `agent` (a hub package)")
+        return self
+
+
+def _correctness_only() -> dict[Dimension, float]:
+    return {"correctness": 1.0}
+
+
+class Staged(StrictModel):
+    samples: int = Field(ge=1)  # tasks in the first stage
+    min_score: float = Field(ge=0, le=1)  # the score the first stage must reach
+
+
+class SuiteSpec(StrictModel):
+    name: Name
+    description: str = ""
+    mode: Literal["answer", "repo"] = "answer"
+    evaluator: EvaluatorSpec | None = None  # the tasks' default (answer mode)
+    # The composite is the weighted mean of these dimensions, each 0..1.
+    weights: dict[Dimension, float] = Field(default_factory=_correctness_only)
+    threshold: float = Field(default=0.5, ge=0, le=1)
+    time_budget: float = Field(default=300, gt=0)  # seconds per task
+    staged: Staged | None = None
+
+    @model_validator(mode="after")
+    def _weights(self) -> SuiteSpec:
+        if any(w < 0 for w in self.weights.values()) or not sum(self.weights.values()) > 0:
+            raise ValueError("weights must be >= 0 and not all 0")
+        return self
+
+
+class Task(StrictModel):
+    id: str = Field(min_length=1, max_length=200)
+    input: str = ""  # answer mode: what the agent is asked
+    expected: Any = None
+    evaluator: EvaluatorSpec | None = None
+    request: str | None = None  # repo mode: the request
+    repo: str | None = None  # repo mode: the fixture folder or tarball, in the suite
+
+
+class Suite:
+    """A loaded suite: its spec and where it lives; tasks are read per split."""
+
+    def __init__(self, root: Path, spec: SuiteSpec) -> None:
+        self.root = root
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def splits(self) -> list[str]:
+        return sorted(p.stem for p in self.root.glob("*.jsonl"))
+
+    def tasks(self, split: str = DEFAULT_SPLIT) -> list[Task]:
+        path = self.root / f"{split}.jsonl"
+        if not path.is_file():
+            raise BadInput(
+                f"no split {split!r} (the suite has: {', '.join(self.splits()) or 'none'})",
+                file=self.root,
+                field="split",
+            )
+        tasks = read_tasks(path)
+        for task in tasks:
+            if self.spec.mode == "answer" and (task.evaluator or self.spec.evaluator) is None:
+                raise ValidationFailed(
+                    f"task {task.id!r} has no evaluator and the suite gives none",
+                    file=path,
+                    field="evaluator",
+                )
+            if self.spec.mode == "repo" and not (task.request and task.repo):
+                raise ValidationFailed(
+                    f"task {task.id!r}: a repo-mode task needs `request` and `repo`",
+                    file=path,
+                    field=task.id,
+                )
+        return tasks
+
+    def evaluator(self, task: Task) -> EvaluatorSpec:
+        spec = task.evaluator or self.spec.evaluator
+        assert spec is not None  # tasks() checked it
+        return spec
+
+
+def load_suite(root: Path) -> Suite:
+    """The suite in folder ``root`` (its ``suite.yaml``, checked)."""
+    if not (root / SUITE_FILE).is_file():
+        raise BadInput(f"not an eval suite: no {SUITE_FILE}", file=root)
+    return Suite(root, load_yaml_model(SuiteSpec, root / SUITE_FILE))
+
+
+def read_tasks(path: Path) -> list[Task]:
+    """Every task of a split, checked line by line; one line names the first problem."""
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if len(raw) > MAX_LINE:
+                raise ValidationFailed(f"line {number}: longer than {MAX_LINE} bytes", file=path)
+            text = raw.decode("utf-8", errors="replace").strip()
+            if not text:
+                continue
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValidationFailed(
+                    f"line {number}: not JSON ({exc.msg}, column {exc.colno})", file=path
+                ) from None
+            if not isinstance(data, dict):
+                raise ValidationFailed(f"line {number}: a task is a JSON object", file=path)
+            try:
+                task = Task.model_validate(data)
+            except ValidationError as exc:
+                field, message = all_errors(exc)[0]
+                raise ValidationFailed(f"line {number}: {field}: {message}", file=path) from None
+            if task.id in seen:
+                raise ValidationFailed(
+                    f"line {number}: task id {task.id!r} is also on line {seen[task.id]}",
+                    file=path,
+                )
+            seen[task.id] = number
+            tasks.append(task)
+    if not tasks:
+        raise ValidationFailed("the split has no tasks", file=path)
+    return tasks
