@@ -40,6 +40,13 @@ def test_the_docs_cli_reference_and_field_tables_are_in_sync_with_the_code(
     assert not _docs.update_formats(formats), (
         "docs/formats.md's field tables are stale: run `python -m agentos.cli._docs`"
     )
+    packages = {
+        str(p.parent.relative_to(REPO_ROOT))
+        for p in REPO_ROOT.glob("*/**/__init__.py")
+        if p.parts[len(REPO_ROOT.parts)] in ("agentos", "guardian", "mcp_server")
+        and "_site" not in p.parts
+    }
+    assert packages <= set(_docs.PACKAGES), packages - set(_docs.PACKAGES)
     architecture = (REPO_ROOT / "docs" / "architecture.md").read_text()
     assert _docs.module_map(REPO_ROOT) in architecture, (
         "docs/architecture.md's module map is stale: run `python -m agentos.cli._docs`"

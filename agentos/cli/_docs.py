@@ -134,6 +134,7 @@ MODULES = re.compile(r"<!-- modules -->\n.*?<!-- /modules -->", re.DOTALL)
 PACKAGES = (
     "agentos",
     "agentos/cli",
+    "agentos/evals",
     "agentos/runtimes",
     "agentos/sandbox",
     "guardian",
