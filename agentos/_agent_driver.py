@@ -21,9 +21,11 @@ from agentos import worktrees as wt
 from agentos._fs import atomic_write
 from agentos._git_guard import GitGuard, restore_git_admin
 from agentos._launch import prepare
+from agentos._run_files import AgentFiles
 from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
 from agentos.errors import AgentOSError, EnvironmentBroken
 from agentos.events import EventKind, EventLog
+from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
 from agentos.repos import RepoProfile, check_profile, prepare_worktree
 from agentos.runs import AgentStatus, RunStore, process_start
@@ -293,27 +295,20 @@ class AgentDriver:
     ) -> list[str]:
         """The agent's wrapper in its sandbox (see :mod:`agentos.sandbox`), its control group
         kept in ``groups`` for the end of the attempt."""
-        home = self.ctx.ws.state_dir / "homes" / agent.name
-        pycache = Path(env.get("PYTHONPYCACHEPREFIX") or agent.files.io / "pycache")
-        pycache.mkdir(parents=True, exist_ok=True)
-        pkg = agent.manifest.sandbox
-        if pkg is not None and pkg.home == "persistent":
-            home.mkdir(parents=True, exist_ok=True)
-        pol = agent_policy(
+        confined, group, described = confine_agent(
+            self.ctx.sandbox,
             self.ctx.scene,
-            package=pkg,
-            package_dir=agent.package_dir,
-            worktree=agent.worktree,
-            own_files=[agent.files.io, agent.files.log, pycache],
-            run_files=agent.files.run_dir,
-            path_env=env.get("PATH", ""),
-            persistent_home=home,
+            self.ctx.ws,
+            agent.manifest,
+            agent.package_dir,
+            agent.worktree,
+            agent.files,
+            argv,
+            env,
         )
-        pol.extra_env[INSIDE] = self.ctx.sandbox.backend
-        agent.sandbox = {"backend": self.ctx.sandbox.backend, **pol.as_dict()}
-        group = Group(pol.limits)
+        agent.sandbox = described
         groups.append(group)
-        return self.ctx.sandbox.command(pol, argv, group)
+        return confined
 
     def _agent_environment(self, agent: AgentState) -> Callable[[dict[str, str]], dict[str, str]]:
         """The agent's scrubbed environment, completed with the repository's (its
@@ -362,6 +357,41 @@ class AgentDriver:
                 f"Last output:\n\n```text\n{last}\n```\n"
             )
         return text
+
+
+def confine_agent(
+    sandbox: Sandbox,
+    scene: Scene,
+    ws: Workspace,
+    manifest: Manifest,
+    package_dir: Path,
+    worktree: Path,
+    files: AgentFiles,
+    argv: list[str],
+    env: dict[str, str],
+) -> tuple[list[str], Group, dict[str, Any]]:
+    """An agent's wrapper (``argv``) in its sandbox: the confined argv, the control group
+    to close when the attempt ends, and what confined it (for receipts). Used for a run's
+    agents and an eval's."""
+    home = ws.state_dir / "homes" / manifest.name
+    pycache = Path(env.get("PYTHONPYCACHEPREFIX") or files.io / "pycache")
+    pycache.mkdir(parents=True, exist_ok=True)
+    pkg = manifest.sandbox
+    if pkg is not None and pkg.home == "persistent":
+        home.mkdir(parents=True, exist_ok=True)
+    pol = agent_policy(
+        scene,
+        package=pkg,
+        package_dir=package_dir,
+        worktree=worktree,
+        own_files=[files.io, files.log, pycache],
+        run_files=files.run_dir,
+        path_env=env.get("PATH", ""),
+        persistent_home=home,
+    )
+    pol.extra_env[INSIDE] = sandbox.backend
+    group = Group(pol.limits)
+    return sandbox.command(pol, argv, group), group, {"backend": sandbox.backend, **pol.as_dict()}
 
 
 def private_git(worktree: Path, io: Path) -> dict[str, str]:

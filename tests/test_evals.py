@@ -146,3 +146,93 @@ def test_a_folder_without_a_suite_or_a_split_is_named(tmp_path: Path) -> None:
     root = make_suite(tmp_path / "s", [{"id": "a"}])
     with pytest.raises(BadInput, match=r"no split 'val' \(the suite has: tasks\)"):
         load_suite(root).tasks("val")
+
+
+# --- running a suite ------------------------------------------------------------------------
+
+# A scripted agent: it computes sums, and gets 7+7 wrong.
+ADDER = (
+    'if [ "$AGENTOS_REQUEST" = "7+7" ]; then echo 15; else echo $(( $AGENTOS_REQUEST )); fi'
+    ' > "$AGENTOS_OUTPUT_FILE"\n'
+)
+SUMS = [
+    {"id": "two", "input": "2+2", "expected": 4},
+    {"id": "three", "input": "3+3", "expected": 6},
+    {"id": "five", "input": "5+5", "expected": 10},
+    {"id": "seven", "input": "7+7", "expected": 14},
+]
+
+
+@pytest.fixture
+def adder(ws: Any, tmp_path: Path) -> Path:
+    from conftest import write_package
+
+    from agentos.hub import Hub
+
+    Hub(ws.hub_dir).install(
+        str(write_package(tmp_path / "src" / "adder", name="adder", files={"run.sh": ADDER}))
+    )
+    return make_suite(tmp_path / "sums", SUMS, threshold=0.5)
+
+
+def test_a_scripted_agent_that_answers_three_of_four_scores_0_75(
+    cli: Any, ws: Any, adder: Path
+) -> None:
+    from agentos.receipts import list_receipts, read_receipt
+
+    out = cli("eval", "run", str(adder), "--agent", "adder", "--json")
+
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["average"] == report["dimensions"]["correctness"] == 0.75
+    assert report["passed"] is True and report["agent"] == "adder@1.0.0"
+    assert [(p["task"], p["answer"].strip(), p["score"]) for p in report["predictions"]] == [
+        ("two", "4", 1.0),
+        ("three", "6", 1.0),
+        ("five", "10", 1.0),
+        ("seven", "15", 0.0),
+    ]
+    assert report["predictions"][3]["feedback"] == "expected 14, got 15"
+    kept = ws.state_dir / "evals" / report["id"]
+    assert json.loads((kept / "predictions.json").read_text()) == report["predictions"]
+    (receipt,) = [r for r in list_receipts(ws, run_id=report["id"])]
+    text = read_receipt(ws, receipt.id)
+    assert "kind: eval" in text and "average: 0.75" in text
+    from agentos._fs import sha256_file
+
+    assert f"report_sha256: {sha256_file(kept / 'report.json')}" in text
+    assert not (kept / "run").exists()  # the agents' env files are gone
+
+    strict = cli("eval", "run", str(adder), "--agent", "adder", "--min-score", "0.8")
+    assert strict.returncode == 1, strict.stderr
+    assert "composite" in strict.stdout and "did not pass" in strict.stdout
+
+
+def test_a_seeded_sample_picks_the_same_tasks_and_jobs_do_not_change_scores(
+    cli: Any, adder: Path
+) -> None:
+    def report(*extra: str) -> dict[str, Any]:
+        out = cli("eval", "run", str(adder), "--agent", "adder", "--json", *extra)
+        assert out.returncode in (0, 1), out.stderr
+        return dict(json.loads(out.stdout))
+
+    first = report("--samples", "2", "--seed", "7")
+    again = report("--samples", "2", "--seed", "7")
+    assert first["tasks"] == again["tasks"] and len(first["tasks"]) == 2
+    assert first["sample"] == {"samples": 2, "seed": 7}
+    one, four = report("--jobs", "1"), report("--jobs", "4")
+    assert [p["score"] for p in one["predictions"]] == [p["score"] for p in four["predictions"]]
+    assert one["tasks"] == four["tasks"] == [t["id"] for t in SUMS]
+
+
+def test_eval_run_refuses_bad_input_in_one_line(cli: Any, ws: Any, adder: Path) -> None:
+    cases = [
+        (["eval", "run", str(adder), "--agent", "nobody"], "no package 'nobody'"),
+        (["eval", "run", "no-such-suite", "--agent", "adder"], "no eval suite 'no-such-suite'"),
+        (["eval", "run", str(adder), "--agent", "adder", "--split", "val"], "no split 'val'"),
+    ]
+    for argv, message in cases:
+        out = cli(*argv)
+        assert out.returncode == 2, out.stderr
+        assert len(out.stderr.splitlines()) == 1 and message in out.stderr, out.stderr
+    assert not (ws.state_dir / "evals").exists()  # nothing ran, nothing written

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "guardian": "agentos.cli.guardian:guardian",
     "mcp": "agentos.cli.mcp:mcp",
     "doctor": "agentos.cli.doctor:doctor",
+    "eval": "agentos.cli.evals:eval_",
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
 }

@@ -1,6 +1,8 @@
 """Evals: measure an agent package on a suite of tasks (issue 18, under way).
 
-So far: the evaluators that grade one answer (:mod:`agentos.evals.evaluators`) and the
-suite format with its checks (:mod:`agentos.evals.suite`). The harness, reports, the CLI
+The evaluators that grade one answer (:mod:`agentos.evals.evaluators`), the suite format
+with its checks (:mod:`agentos.evals.suite`) and the answer-mode harness
+(:mod:`agentos.evals.harness`, ``agentos eval run``). Repo mode, the ``command`` and
+``judge`` evaluators, staged evaluation, ``eval show/compare/list/lint``, bundled suites
 and the MCP tools come next.
 """

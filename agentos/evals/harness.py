@@ -1,0 +1,348 @@
+"""Running an agent package on an eval suite and scoring it (answer mode).
+
+Each task runs the agent as a run would (its scrubbed environment, its wrapper, its
+sandbox), in a scratch folder of its own, with the task's input as its request; the agent
+writes its answer to ``$AGENTOS_OUTPUT_FILE``. The suite's evaluator grades it. Tasks run
+``jobs`` at a time; a seeded sample of the split picks the same tasks every time.
+
+The report (``.agentos/evals/<id>/report.json``) gives every dimension (correctness: the
+mean task score; time: how much of the time budget the tasks left, on average), the
+composite (the suite's weights over the dimensions measured) and whether it reached the
+suite's threshold; ``predictions.json`` gives each task's answer, score, feedback and
+seconds. An ``eval`` receipt records both files' sha256.
+
+Repo-mode suites, and the ``command`` and ``judge`` evaluators, are refused for now with a
+one-line error (issue 18 builds them next).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentos._agent_driver import confine_agent
+from agentos._fs import atomic_write, sha256_bytes
+from agentos._launch import prepare
+from agentos._run_files import AgentFiles
+from agentos.errors import BadInput
+from agentos.evals import evaluators as ev
+from agentos.evals.suite import DEFAULT_SPLIT, EvaluatorSpec, Suite, Task, load_suite
+from agentos.hub import Hub
+from agentos.manifest import Manifest
+from agentos.receipts import write_receipt
+from agentos.runs import new_run_id
+from agentos.runtimes import AgentTask, get_runtime
+from agentos.sandbox import Group, Sandbox, choose
+from agentos.sandbox._confine import Scene
+from agentos.workspace import Workspace
+
+ANSWER_MAX = 1 << 20  # bytes of an answer that are read
+GRADED_HERE = ("exact", "contains", "regex", "numeric", "json_equal")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    task: str
+    answer: str
+    score: float
+    feedback: str
+    seconds: float
+    exit_code: int | None
+    limit: str | None = None  # the sandbox limit that stopped the agent, if one did
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class EvalReport:
+    id: str
+    suite: str
+    split: str
+    agent: str  # NAME@VERSION
+    tasks: list[str]  # the task ids run, in the split's order
+    sample: dict[str, Any] | None  # {"samples": N, "seed": S} when a sample was drawn
+    jobs: int
+    dimensions: dict[str, float]
+    composite: float
+    threshold: float
+    passed: bool
+    seconds: float
+    predictions: list[Prediction] = field(default_factory=list)
+    receipt: str = ""
+
+    @property
+    def average(self) -> float:
+        return self.dimensions["correctness"]
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("predictions")
+        data["average"] = self.average
+        return data
+
+
+def find_suite(ws: Workspace, name_or_path: str) -> Path:
+    """A suite by path, or by name among the workspace's ``evals/`` and the bundled ones."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    for root in (ws.root / "evals", Path(__file__).resolve().parent / "_bundled"):
+        if (root / name_or_path / "suite.yaml").is_file():
+            return root / name_or_path
+    raise BadInput(f"no eval suite {name_or_path!r} (a folder, or a name under evals/)")
+
+
+def pick(tasks: list[Task], samples: int | None, seed: int | None) -> list[Task]:
+    """All tasks, or ``samples`` of them drawn with ``seed`` (the split's order kept)."""
+    if samples is None or samples >= len(tasks):
+        return tasks
+    chosen = set(random.Random(seed).sample(range(len(tasks)), samples))
+    return [t for i, t in enumerate(tasks) if i in chosen]
+
+
+def run_eval(
+    ws: Workspace,
+    suite_path: Path,
+    agent: str,
+    *,
+    split: str = DEFAULT_SPLIT,
+    samples: int | None = None,
+    seed: int | None = None,
+    jobs: int = 1,
+    on_task: Callable[[Prediction], None] | None = None,
+) -> EvalReport:
+    """Run ``agent`` (NAME[@VERSION]) on the suite's ``split``; the report, written with
+    its predictions and an ``eval`` receipt."""
+    suite = load_suite(suite_path)
+    if suite.spec.mode != "answer":
+        raise BadInput("repo-mode suites cannot run yet (issue 18)", file=suite_path, field="mode")
+    tasks = pick(suite.tasks(split), samples, seed)
+    for task in tasks:
+        kind = suite.evaluator(task).kind
+        if kind not in GRADED_HERE:
+            raise BadInput(
+                f"task {task.id!r}: the {kind} evaluator cannot run yet (issue 18)",
+                file=suite_path,
+                field="evaluator",
+            )
+    hub = Hub(ws.hub_dir)
+    info, manifest = hub.get(agent)
+    hub.check_intact(info.name, info.version)
+    get_runtime(manifest.runtime).preflight(manifest, info.path)
+    eval_id = new_run_id()
+    base = ws.state_dir / "evals" / eval_id
+    runner = _Runner(ws, suite, manifest, info.path, base, eval_id)
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = [pool.submit(runner.run, i, t) for i, t in enumerate(tasks)]
+            predictions = []
+            for fut in futures:
+                predictions.append(fut.result())
+                if on_task is not None:
+                    on_task(predictions[-1])
+    finally:
+        shutil.rmtree(base / "run", ignore_errors=True)  # env files: secrets
+        shutil.rmtree(base / "work", ignore_errors=True)
+    report = _report(suite, split, eval_id, manifest, tasks, predictions, samples, seed, jobs)
+    report.seconds = round(time.monotonic() - started, 3)
+    _write(ws, base, report)
+    return report
+
+
+class _Runner:
+    """One task: the agent in a scratch folder, confined, until it exits or the budget
+    ends; its answer graded."""
+
+    def __init__(
+        self,
+        ws: Workspace,
+        suite: Suite,
+        manifest: Manifest,
+        package_dir: Path,
+        base: Path,
+        eval_id: str,
+    ) -> None:
+        self.ws, self.suite, self.manifest, self.package_dir = ws, suite, manifest, package_dir
+        self.base, self.eval_id = base, eval_id
+        settings = ws.settings.sandbox
+        self.sandbox: Sandbox = choose(settings)
+        self.scene = Scene(settings, ws.root, base, Path(os.environ.get("HOME", "/")))
+
+    def run(self, index: int, task: Task) -> Prediction:
+        name = f"{index:04d}"
+        scratch = self.base / "work" / name
+        scratch.mkdir(parents=True)
+        files = AgentFiles(self.base / "run" / name, self.base / "logs" / f"{name}.log")
+        answer_file = files.io / "answer"
+        agent_task = AgentTask(
+            run_id=self.eval_id,
+            agent=self.manifest.name,
+            manifest=self.manifest,
+            package_dir=self.package_dir,
+            worktree=scratch,
+            repo=scratch,
+            workspace=self.ws.root,
+            request=task.input,
+            run_dir=files.run_dir,
+        )
+        groups: list[Group] = []
+
+        def environment(env: dict[str, str]) -> dict[str, str]:
+            return {**env, "AGENTOS_OUTPUT_FILE": str(answer_file)}
+
+        def confine(argv: list[str], env: dict[str, str]) -> list[str]:
+            confined, group, _ = confine_agent(
+                self.sandbox,
+                self.scene,
+                self.ws,
+                self.manifest,
+                self.package_dir,
+                scratch,
+                files,
+                argv,
+                env,
+            )
+            groups.append(group)
+            return confined
+
+        argv, _env = prepare(agent_task, files, environment=environment, confine=confine)
+        started = time.monotonic()
+        limit = None
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=self.suite.spec.time_budget)
+        except subprocess.TimeoutExpired:
+            limit = "time"
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        finally:
+            for group in groups:
+                group.close()
+        seconds = round(time.monotonic() - started, 3)
+        code = files.exit_code()
+        answer = _read_answer(answer_file)
+        if answer is None:
+            grade = ev.Grade(0.0, "the agent wrote no answer to $AGENTOS_OUTPUT_FILE")
+        else:
+            grade = grade_answer(self.suite.evaluator(task), answer, task.expected)
+        if limit == "time":
+            grade = ev.Grade(0.0, f"stopped at the time budget ({self.suite.spec.time_budget:g}s)")
+        return Prediction(task.id, answer or "", grade.score, grade.feedback, seconds, code, limit)
+
+
+def grade_answer(spec: EvaluatorSpec, answer: str, expected: Any) -> ev.Grade:
+    """The answer graded by one of the evaluators run here."""
+    how = tuple(spec.normalize)
+    if spec.kind == "exact":
+        return ev.exact(answer, str(expected), how)
+    if spec.kind == "contains":
+        return ev.contains(answer, str(expected), how)
+    if spec.kind == "regex":
+        return ev.regex(answer, str(expected))
+    if spec.kind == "numeric":
+        try:
+            want = float(expected)
+        except (TypeError, ValueError):
+            return ev.Grade(0.0, f"the task's expected value {expected!r} is not a number")
+        return ev.numeric(answer, want, spec.tolerance, spec.relative)
+    if spec.kind == "json_equal":
+        return ev.json_equal(answer, expected)
+    raise BadInput(f"the {spec.kind} evaluator cannot run yet", field="evaluator")
+
+
+def _read_answer(path: Path) -> str | None:
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(ANSWER_MAX)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _report(
+    suite: Suite,
+    split: str,
+    eval_id: str,
+    manifest: Manifest,
+    tasks: list[Task],
+    predictions: list[Prediction],
+    samples: int | None,
+    seed: int | None,
+    jobs: int,
+) -> EvalReport:
+    budget = suite.spec.time_budget
+    dimensions = {
+        "correctness": round(sum(p.score for p in predictions) / len(predictions), 6),
+        "time": round(
+            sum(max(0.0, 1 - p.seconds / budget) for p in predictions) / len(predictions), 6
+        ),
+    }
+    weights = {k: w for k, w in suite.spec.weights.items() if k in dimensions and w > 0}
+    composite = round(
+        sum(dimensions[k] * w for k, w in weights.items()) / sum(weights.values())
+        if weights
+        else dimensions["correctness"],
+        6,
+    )
+    sampled = samples is not None and samples < len(suite.tasks(split))
+    return EvalReport(
+        id=eval_id,
+        suite=suite.name,
+        split=split,
+        agent=manifest.ref,
+        tasks=[t.id for t in tasks],
+        sample={"samples": samples, "seed": seed} if sampled else None,
+        jobs=jobs,
+        dimensions=dimensions,
+        composite=composite,
+        threshold=suite.spec.threshold,
+        passed=composite >= suite.spec.threshold,
+        seconds=0.0,
+        predictions=predictions,
+    )
+
+
+def _write(ws: Workspace, base: Path, report: EvalReport) -> None:
+    base.mkdir(parents=True, exist_ok=True)
+    predictions = json.dumps([p.as_dict() for p in report.predictions], indent=2).encode()
+    atomic_write(base / "predictions.json", predictions)
+    body = json.dumps(report.as_dict(), indent=2).encode()
+    atomic_write(base / "report.json", body)
+    receipt = write_receipt(
+        ws,
+        "eval",
+        {
+            "suite": report.suite,
+            "split": report.split,
+            "agent": report.agent,
+            "tasks": len(report.tasks),
+            "sample": report.sample,
+            "average": report.average,
+            "composite": report.composite,
+            "passed": report.passed,
+            "report_sha256": sha256_bytes(body),
+            "predictions_sha256": sha256_bytes(predictions),
+        },
+        run_id=report.id,
+    )
+    report.receipt = receipt.id
