@@ -236,3 +236,38 @@ def test_eval_run_refuses_bad_input_in_one_line(cli: Any, ws: Any, adder: Path) 
         assert out.returncode == 2, out.stderr
         assert len(out.stderr.splitlines()) == 1 and message in out.stderr, out.stderr
     assert not (ws.state_dir / "evals").exists()  # nothing ran, nothing written
+
+
+def test_two_evals_of_a_suite_compare_task_by_task_and_other_suites_do_not(
+    cli: Any, ws: Any, adder: Path, tmp_path: Path
+) -> None:
+    from conftest import write_package
+
+    from agentos.hub import Hub
+
+    better = ADDER.replace("echo 15", "echo 14")
+    src = write_package(tmp_path / "src2", name="adder", version="1.1.0", files={"run.sh": better})
+    first = json.loads(cli("eval", "run", str(adder), "--agent", "adder", "--json").stdout)
+    Hub(ws.hub_dir).install(str(src))
+    second = json.loads(cli("eval", "run", str(adder), "--agent", "adder", "--json").stdout)
+
+    out = cli("eval", "compare", first["id"], second["id"], "--json")
+
+    assert out.returncode == 0, out.stderr
+    diff = json.loads(out.stdout)
+    assert (diff["a"]["agent"], diff["b"]["agent"]) == ("adder@1.0.0", "adder@1.1.0")
+    assert diff["dimensions"]["correctness"] == 0.25
+    assert [(t["task"], t["delta"]) for t in diff["tasks"] if t["delta"]] == [("seven", 1.0)]
+    shown = json.loads(cli("eval", "show", second["id"], "--json").stdout)
+    assert shown["average"] == 1.0 and len(shown["predictions"]) == 4
+    listed = json.loads(cli("eval", "list", "--json").stdout)["evals"]
+    assert [e["id"] for e in listed] == [second["id"], first["id"]]
+
+    other = make_suite(tmp_path / "others", [{"id": "x", "input": "1+1", "expected": 2}])
+    (other / "suite.yaml").write_text('{"name": "others", "evaluator": {"kind": "numeric"}}')
+    third = json.loads(cli("eval", "run", str(other), "--agent", "adder", "--json").stdout)
+    refused = cli("eval", "compare", first["id"], third["id"])
+    assert refused.returncode == 2
+    assert "only runs of one suite and split compare" in refused.stderr
+    missing = cli("eval", "show", "../../etc")
+    assert (missing.returncode, missing.stderr) == (2, "error: ID: not an eval id: '../../etc'\n")

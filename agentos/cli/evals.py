@@ -70,3 +70,66 @@ def run(
         )
     if not passed:
         fail(ctx, 1)
+
+
+@eval_.command("list")
+@json_option
+def list_(as_json: bool) -> None:
+    """The kept eval reports, newest first."""
+    from agentos.evals.reports import list_reports
+
+    reports = list_reports(workspace())
+    if as_json:
+        print_json({"evals": reports})
+        return
+    table(
+        None,
+        ["id", "suite", "split", "agent", "composite", "passed"],
+        [
+            (r["id"], r["suite"], r["split"], r["agent"], f"{r['composite']:.3f}", r["passed"])
+            for r in reports
+        ],
+    )
+
+
+@eval_.command()
+@click.argument("eval_id", metavar="ID")
+@json_option
+def show(eval_id: str, as_json: bool) -> None:
+    """An eval's report and each task's answer, score and feedback."""
+    from agentos.evals.reports import load_report
+
+    report, predictions = load_report(workspace(), eval_id)
+    if as_json:
+        print_json({**report, "predictions": predictions})
+        return
+    table(
+        f"eval {report['id']}: {report['agent']} on {report['suite']}/{report['split']}",
+        ["task", "score", "seconds", "feedback"],
+        [(p["task"], f"{p['score']:g}", f"{p['seconds']:.2f}", p["feedback"]) for p in predictions],
+    )
+    dims = ", ".join(f"{k} {v:.3f}" for k, v in report["dimensions"].items())
+    console.print(f"composite {report['composite']:.3f} ({dims})", markup=False)
+
+
+@eval_.command("compare")
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@json_option
+def compare_(a: str, b: str, as_json: bool) -> None:
+    """How eval B differs from eval A of the same suite and split: each dimension, the
+    composite, and each task's score (B minus A). Evals of different suites: exit 2."""
+    from agentos.evals.reports import compare
+
+    diff = compare(workspace(), a, b)
+    if as_json:
+        print_json(diff)
+        return
+    table(
+        f"{diff['a']['agent']} ({a}) -> {diff['b']['agent']} ({b}) on "
+        f"{diff['suite']}/{diff['split']}",
+        ["task", "A", "B", "delta"],
+        [(t["task"], f"{t['a']:g}", f"{t['b']:g}", f"{t['delta']:+g}") for t in diff["tasks"]],
+    )
+    dims = ", ".join(f"{k} {v:+.3f}" for k, v in diff["dimensions"].items())
+    console.print(f"composite {diff['composite']:+.3f} ({dims})", markup=False)

@@ -2,7 +2,8 @@
 
 The evaluators that grade one answer (:mod:`agentos.evals.evaluators`), the suite format
 with its checks (:mod:`agentos.evals.suite`) and the answer-mode harness
-(:mod:`agentos.evals.harness`, ``agentos eval run``). Repo mode, the ``command`` and
-``judge`` evaluators, staged evaluation, ``eval show/compare/list/lint``, bundled suites
+(:mod:`agentos.evals.harness`, ``agentos eval run``), the kept reports
+(:mod:`agentos.evals.reports`: ``eval list/show/compare``). Repo mode, the ``command`` and
+``judge`` evaluators, staged evaluation, ``eval lint``, bundled suites
 and the MCP tools come next.
 """

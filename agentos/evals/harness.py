@@ -79,6 +79,7 @@ class EvalReport:
     threshold: float
     passed: bool
     seconds: float
+    started_at: float = 0.0  # when it started (seconds since the epoch)
     predictions: list[Prediction] = field(default_factory=list)
     receipt: str = ""
 
@@ -144,7 +145,7 @@ def run_eval(
     eval_id = new_run_id()
     base = ws.state_dir / "evals" / eval_id
     runner = _Runner(ws, suite, manifest, info.path, base, eval_id)
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(runner.run, i, t) for i, t in enumerate(tasks)]
@@ -158,6 +159,7 @@ def run_eval(
         shutil.rmtree(base / "work", ignore_errors=True)
     report = _report(suite, split, eval_id, manifest, tasks, predictions, samples, seed, jobs)
     report.seconds = round(time.monotonic() - started, 3)
+    report.started_at = started_at
     _write(ws, base, report)
     return report
 
