@@ -271,3 +271,32 @@ def test_two_evals_of_a_suite_compare_task_by_task_and_other_suites_do_not(
     assert "only runs of one suite and split compare" in refused.stderr
     missing = cli("eval", "show", "../../etc")
     assert (missing.returncode, missing.stderr) == (2, "error: ID: not an eval id: '../../etc'\n")
+
+
+def test_a_command_evaluator_reads_the_answer_on_stdin_confined(
+    cli: Any, ws: Any, adder: Path
+) -> None:
+    (adder / "suite.yaml").write_text(
+        json.dumps(
+            {
+                "name": "sums",
+                "evaluator": {"kind": "command", "command": "read n; [ $((n % 2)) -eq 0 ]"},
+            }
+        )
+    )
+    (adder / "tasks.jsonl").write_text(
+        '{"id": "even", "input": "2+2"}\n{"id": "odd", "input": "7+7"}\n'
+        '{"id": "sneaky", "input": "1+1", "evaluator": {"kind": "command", '
+        '"command": "touch planted && cat"}}\n'
+    )
+
+    out = cli("eval", "run", str(adder), "--agent", "adder", "--json")
+
+    report = json.loads(out.stdout)
+    got = {p["task"]: (p["score"], p["feedback"]) for p in report["predictions"]}
+    assert got["even"] == (1.0, "`read n; [ $((n % 2)) -eq 0 ]` accepted the answer")
+    assert got["odd"][0] == 0.0 and got["odd"][1].startswith(
+        "`read n; [ $((n % 2)) -eq 0 ]` exited 1"
+    )
+    # The scratch folder is read-only to the evaluator: it cannot leave anything behind.
+    assert got["sneaky"][0] == 0.0 and "Read-only file system" in got["sneaky"][1]

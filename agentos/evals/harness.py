@@ -11,8 +11,9 @@ composite (the suite's weights over the dimensions measured) and whether it reac
 suite's threshold; ``predictions.json`` gives each task's answer, score, feedback and
 seconds. An ``eval`` receipt records both files' sha256.
 
-Repo-mode suites, and the ``command`` and ``judge`` evaluators, are refused for now with a
-one-line error (issue 18 builds them next).
+The ``command`` evaluator runs the suite's command confined as a gate check is, with the
+answer on its stdin. Repo-mode suites and the ``judge`` evaluator are refused for now with
+a one-line error (issue 18 builds them next).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import subprocess
@@ -48,7 +50,8 @@ from agentos.sandbox._confine import Scene
 from agentos.workspace import Workspace
 
 ANSWER_MAX = 1 << 20  # bytes of an answer that are read
-GRADED_HERE = ("exact", "contains", "regex", "numeric", "json_equal")
+GRADED_HERE = ("exact", "contains", "regex", "numeric", "json_equal", "command")
+COMMAND_TIMEOUT = 60.0  # seconds a command evaluator may take
 
 
 @dataclass(frozen=True)
@@ -243,13 +246,46 @@ class _Runner:
         seconds = round(time.monotonic() - started, 3)
         code = files.exit_code()
         answer = _read_answer(answer_file)
+        spec = self.suite.evaluator(task)
         if answer is None:
             grade = ev.Grade(0.0, "the agent wrote no answer to $AGENTOS_OUTPUT_FILE")
+        elif spec.kind == "command":
+            grade = self._command(spec, answer, scratch)
         else:
-            grade = grade_answer(self.suite.evaluator(task), answer, task.expected)
+            grade = grade_answer(spec, answer, task.expected)
         if limit == "time":
             grade = ev.Grade(0.0, f"stopped at the time budget ({self.suite.spec.time_budget:g}s)")
         return Prediction(task.id, answer or "", grade.score, grade.feedback, seconds, code, limit)
+
+    def _command(self, spec: EvaluatorSpec, answer: str, scratch: Path) -> ev.Grade:
+        """The suite's command, confined as a gate check is (the scratch folder read-only,
+        no network), with the answer on its stdin: exit 0 is right."""
+        from agentos._checks_run import run_shell
+        from agentos.sandbox._confine import CheckConfiner
+
+        answer_file = scratch / ".agentos-answer"
+        if answer_file.is_dir() and not answer_file.is_symlink():  # the agent left one there
+            shutil.rmtree(answer_file)
+        atomic_write(answer_file, answer)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
+        wrap, group = CheckConfiner(self.sandbox, self.scene, scratch, env["PATH"]).prepare(
+            scratch, writes=False
+        )
+        try:
+            outcome = run_shell(
+                f"( {spec.command} ) < {shlex.quote(str(answer_file))}",
+                scratch,
+                env,
+                COMMAND_TIMEOUT,
+                wrap,
+            )
+        finally:
+            group.close()
+        if outcome.passed:
+            return ev.Grade(1.0, f"`{spec.command}` accepted the answer")
+        why = "timed out" if outcome.timed_out else f"exited {outcome.exit_code}"
+        last = [line for line in outcome.tail.splitlines() if line.strip()][-1:]
+        return ev.Grade(0.0, f"`{spec.command}` {why}" + (f": {last[0]}" if last else ""))
 
 
 def grade_answer(spec: EvaluatorSpec, answer: str, expected: Any) -> ev.Grade:
