@@ -300,3 +300,48 @@ def test_a_command_evaluator_reads_the_answer_on_stdin_confined(
     )
     # The scratch folder is read-only to the evaluator: it cannot leave anything behind.
     assert got["sneaky"][0] == 0.0 and "Read-only file system" in got["sneaky"][1]
+
+
+# A judge: reads the JSON request, gives 0.85 to a right answer, and prints garbage for 2+2.
+JUDGE = r"""
+python3 - <<'PY' > "$AGENTOS_OUTPUT_FILE"
+import json, os
+req = json.loads(os.environ["AGENTOS_REQUEST"])
+if req["task"] == "2+2":
+    print("great!")
+elif req["task"] == "5+5":
+    print(json.dumps({"score": 1.7}))
+else:
+    right = req["answer"].strip() == str(req["expected"])
+    print(json.dumps({"score": 0.85 if right else 0.1, "reason": "checked by hand"}))
+PY
+"""
+
+
+def test_a_judge_package_scores_each_answer(cli: Any, ws: Any, adder: Path, tmp_path: Path) -> None:
+    from conftest import write_package
+
+    from agentos.hub import Hub
+
+    Hub(ws.hub_dir).install(
+        str(write_package(tmp_path / "src" / "judge", name="judge", files={"run.sh": JUDGE}))
+    )
+    (adder / "suite.yaml").write_text(
+        json.dumps({"name": "sums", "evaluator": {"kind": "judge", "agent": "judge"}})
+    )
+
+    report = json.loads(cli("eval", "run", str(adder), "--agent", "adder", "--json").stdout)
+
+    got = {p["task"]: (p["score"], p["feedback"]) for p in report["predictions"]}
+    assert got == {
+        "two": (0.0, "judge did not return a JSON score"),
+        "three": (0.85, "checked by hand"),
+        "five": (0.0, "judge score 1.7 is out of range (0..1)"),
+        "seven": (0.1, "checked by hand"),
+    }
+    (adder / "suite.yaml").write_text(
+        json.dumps({"name": "sums", "evaluator": {"kind": "judge", "agent": "nobody"}})
+    )
+    missing = cli("eval", "run", str(adder), "--agent", "adder")
+    assert missing.returncode == 2
+    assert missing.stderr == "error: evaluator.agent: no package 'nobody' in the hub\n"

@@ -12,8 +12,9 @@ suite's threshold; ``predictions.json`` gives each task's answer, score, feedbac
 seconds. An ``eval`` receipt records both files' sha256.
 
 The ``command`` evaluator runs the suite's command confined as a gate check is, with the
-answer on its stdin. Repo-mode suites and the ``judge`` evaluator are refused for now with
-a one-line error (issue 18 builds them next).
+answer on its stdin; the ``judge`` evaluator runs a hub package as the agent was run, on
+the task, the expectation and the answer (as JSON), and reads the score it writes.
+Repo-mode suites are refused for now with a one-line error (issue 18 builds them next).
 """
 
 from __future__ import annotations
@@ -50,8 +51,16 @@ from agentos.sandbox._confine import Scene
 from agentos.workspace import Workspace
 
 ANSWER_MAX = 1 << 20  # bytes of an answer that are read
-GRADED_HERE = ("exact", "contains", "regex", "numeric", "json_equal", "command")
+GRADED_HERE = ("exact", "contains", "regex", "numeric", "json_equal", "command", "judge")
 COMMAND_TIMEOUT = 60.0  # seconds a command evaluator may take
+
+
+@dataclass(frozen=True)
+class _Answered:
+    answer: str | None  # None: nothing was written
+    seconds: float
+    exit_code: int | None
+    limit: str | None
 
 
 @dataclass(frozen=True)
@@ -142,12 +151,13 @@ def run_eval(
                 field="evaluator",
             )
     hub = Hub(ws.hub_dir)
-    info, manifest = hub.get(agent)
-    hub.check_intact(info.name, info.version)
-    get_runtime(manifest.runtime).preflight(manifest, info.path)
+    info, manifest = _package(hub, agent, "--agent")
     eval_id = new_run_id()
     base = ws.state_dir / "evals" / eval_id
     runner = _Runner(ws, suite, manifest, info.path, base, eval_id)
+    for ref in sorted({s.agent for t in tasks if (s := suite.evaluator(t)).agent}):
+        judge, judge_manifest = _package(hub, ref, "evaluator.agent")
+        runner.judges[ref] = (judge_manifest, judge.path)
     started, started_at = time.monotonic(), time.time()
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -167,6 +177,17 @@ def run_eval(
     return report
 
 
+def _package(hub: Hub, ref: str, field: str) -> tuple[Any, Manifest]:
+    """An installed package, intact and able to start here (else one line naming it)."""
+    try:
+        info, manifest = hub.get(ref)
+    except BadInput as exc:
+        raise type(exc)(exc.message, field=field) from None
+    hub.check_intact(info.name, info.version)
+    get_runtime(manifest.runtime).preflight(manifest, info.path)
+    return info, manifest
+
+
 class _Runner:
     """One task: the agent in a scratch folder, confined, until it exits or the budget
     ends; its answer graded."""
@@ -182,6 +203,7 @@ class _Runner:
     ) -> None:
         self.ws, self.suite, self.manifest, self.package_dir = ws, suite, manifest, package_dir
         self.base, self.eval_id = base, eval_id
+        self.judges: dict[str, tuple[Manifest, Path]] = {}  # ref -> its package
         settings = ws.settings.sandbox
         self.sandbox: Sandbox = choose(settings)
         self.scene = Scene(settings, ws.root, base, Path(os.environ.get("HOME", "/")))
@@ -189,18 +211,45 @@ class _Runner:
     def run(self, index: int, task: Task) -> Prediction:
         name = f"{index:04d}"
         scratch = self.base / "work" / name
-        scratch.mkdir(parents=True)
+        done = self._answer(self.manifest, self.package_dir, task.input, name, scratch)
+        spec = self.suite.evaluator(task)
+        if done.limit == "time":
+            grade = ev.Grade(0.0, f"stopped at the time budget ({self.suite.spec.time_budget:g}s)")
+        elif done.answer is None:
+            grade = ev.Grade(0.0, "the agent wrote no answer to $AGENTOS_OUTPUT_FILE")
+        elif spec.kind == "command":
+            grade = self._command(spec, done.answer, scratch)
+        elif spec.kind == "judge":
+            grade = self._judge(spec, task, done.answer, name)
+        else:
+            grade = grade_answer(spec, done.answer, task.expected)
+        return Prediction(
+            task.id,
+            done.answer or "",
+            grade.score,
+            grade.feedback,
+            done.seconds,
+            done.exit_code,
+            done.limit,
+        )
+
+    def _answer(
+        self, manifest: Manifest, package_dir: Path, request: str, name: str, scratch: Path
+    ) -> _Answered:
+        """Run a package on ``request`` in ``scratch``, confined as a run's agent is, until
+        it exits or the suite's time budget ends; what it wrote to $AGENTOS_OUTPUT_FILE."""
+        scratch.mkdir(parents=True, exist_ok=True)
         files = AgentFiles(self.base / "run" / name, self.base / "logs" / f"{name}.log")
         answer_file = files.io / "answer"
         agent_task = AgentTask(
             run_id=self.eval_id,
-            agent=self.manifest.name,
-            manifest=self.manifest,
-            package_dir=self.package_dir,
+            agent=manifest.name,
+            manifest=manifest,
+            package_dir=package_dir,
             worktree=scratch,
             repo=scratch,
             workspace=self.ws.root,
-            request=task.input,
+            request=request,
             run_dir=files.run_dir,
         )
         groups: list[Group] = []
@@ -210,15 +259,7 @@ class _Runner:
 
         def confine(argv: list[str], env: dict[str, str]) -> list[str]:
             confined, group, _ = confine_agent(
-                self.sandbox,
-                self.scene,
-                self.ws,
-                self.manifest,
-                self.package_dir,
-                scratch,
-                files,
-                argv,
-                env,
+                self.sandbox, self.scene, self.ws, manifest, package_dir, scratch, files, argv, env
             )
             groups.append(group)
             return confined
@@ -244,18 +285,20 @@ class _Runner:
             for group in groups:
                 group.close()
         seconds = round(time.monotonic() - started, 3)
-        code = files.exit_code()
-        answer = _read_answer(answer_file)
-        spec = self.suite.evaluator(task)
-        if answer is None:
-            grade = ev.Grade(0.0, "the agent wrote no answer to $AGENTOS_OUTPUT_FILE")
-        elif spec.kind == "command":
-            grade = self._command(spec, answer, scratch)
-        else:
-            grade = grade_answer(spec, answer, task.expected)
-        if limit == "time":
-            grade = ev.Grade(0.0, f"stopped at the time budget ({self.suite.spec.time_budget:g}s)")
-        return Prediction(task.id, answer or "", grade.score, grade.feedback, seconds, code, limit)
+        return _Answered(_read_answer(answer_file), seconds, files.exit_code(), limit)
+
+    def _judge(self, spec: EvaluatorSpec, task: Task, answer: str, name: str) -> ev.Grade:
+        """The judge package, run as the agent was, on the task, the expectation and the
+        answer (its request, as JSON); what it writes is read by :func:`judge_score`."""
+        assert spec.agent is not None
+        manifest, package_dir = self.judges[spec.agent]
+        request = json.dumps({"task": task.input, "expected": task.expected, "answer": answer})
+        done = self._answer(
+            manifest, package_dir, request, f"{name}-judge", self.base / "work" / f"{name}-judge"
+        )
+        if done.limit == "time":
+            return ev.Grade(0.0, "the judge stopped at the time budget")
+        return ev.judge_score(done.answer or "")
 
     def _command(self, spec: EvaluatorSpec, answer: str, scratch: Path) -> ev.Grade:
         """The suite's command, confined as a gate check is (the scratch folder read-only,
