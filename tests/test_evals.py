@@ -345,3 +345,35 @@ def test_a_judge_package_scores_each_answer(cli: Any, ws: Any, adder: Path, tmp_
     missing = cli("eval", "run", str(adder), "--agent", "adder")
     assert missing.returncode == 2
     assert missing.stderr == "error: evaluator.agent: no package 'nobody' in the hub\n"
+
+
+def test_a_staged_suite_runs_the_rest_only_when_the_sample_clears_min_score(
+    cli: Any, ws: Any, adder: Path, tmp_path: Path
+) -> None:
+    from conftest import write_package
+
+    from agentos.hub import Hub
+
+    Hub(ws.hub_dir).install(
+        str(
+            write_package(
+                tmp_path / "src" / "wrong",
+                name="wrong",
+                files={"run.sh": 'echo 0 > "$AGENTOS_OUTPUT_FILE"\n'},
+            )
+        )
+    )
+    spec = {"name": "sums", "evaluator": {"kind": "numeric"}, "threshold": 0.5}
+    (adder / "suite.yaml").write_text(
+        json.dumps({**spec, "staged": {"samples": 2, "min_score": 0.5}})
+    )
+
+    good = json.loads(cli("eval", "run", str(adder), "--agent", "adder", "--json").stdout)
+    bad = cli("eval", "run", str(adder), "--agent", "wrong", "--json")
+
+    assert good["staged"]["complete"] is True and len(good["predictions"]) == 4
+    assert good["average"] == 0.75
+    report = json.loads(bad.stdout)
+    assert bad.returncode == 1
+    assert report["staged"] == {"samples": 2, "min_score": 0.5, "score": 0.0, "complete": False}
+    assert len(report["predictions"]) == 2 == len(report["tasks"])  # the rest never ran

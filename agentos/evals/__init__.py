@@ -4,6 +4,6 @@ The evaluators that grade one answer (:mod:`agentos.evals.evaluators`), the suit
 with its checks (:mod:`agentos.evals.suite`) and the answer-mode harness
 (:mod:`agentos.evals.harness`, ``agentos eval run``), the kept reports
 (:mod:`agentos.evals.reports`: ``eval list/show/compare``). Repo mode,
-staged evaluation, ``eval lint``, bundled suites
+``eval lint``, bundled suites
 and the MCP tools come next.
 """

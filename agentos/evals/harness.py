@@ -55,6 +55,27 @@ GRADED_HERE = ("exact", "contains", "regex", "numeric", "json_equal", "command",
 COMMAND_TIMEOUT = 60.0  # seconds a command evaluator may take
 
 
+def _run_all(
+    runner: _Runner,
+    tasks: list[Task],
+    chosen: list[Task],
+    jobs: int,
+    on_task: Callable[[Prediction], None] | None,
+) -> dict[str, Prediction]:
+    """The ``chosen`` tasks, ``jobs`` at a time; each named by its place in ``tasks`` (so
+    a task's files are the same whichever stage runs it)."""
+    place = {t.id: i for i, t in enumerate(tasks)}
+    out: dict[str, Prediction] = {}
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(runner.run, place[t.id], t) for t in chosen]
+        for fut in futures:
+            prediction = fut.result()
+            out[prediction.task] = prediction
+            if on_task is not None:
+                on_task(prediction)
+    return out
+
+
 @dataclass(frozen=True)
 class _Answered:
     answer: str | None  # None: nothing was written
@@ -92,6 +113,8 @@ class EvalReport:
     passed: bool
     seconds: float
     started_at: float = 0.0  # when it started (seconds since the epoch)
+    # With a staged suite: the first stage's size, score and whether the rest ran.
+    staged: dict[str, Any] | None = None
     predictions: list[Prediction] = field(default_factory=list)
     receipt: str = ""
 
@@ -142,14 +165,6 @@ def run_eval(
     if suite.spec.mode != "answer":
         raise BadInput("repo-mode suites cannot run yet (issue 18)", file=suite_path, field="mode")
     tasks = pick(suite.tasks(split), samples, seed)
-    for task in tasks:
-        kind = suite.evaluator(task).kind
-        if kind not in GRADED_HERE:
-            raise BadInput(
-                f"task {task.id!r}: the {kind} evaluator cannot run yet (issue 18)",
-                file=suite_path,
-                field="evaluator",
-            )
     hub = Hub(ws.hub_dir)
     info, manifest = _package(hub, agent, "--agent")
     eval_id = new_run_id()
@@ -159,18 +174,28 @@ def run_eval(
         judge, judge_manifest = _package(hub, ref, "evaluator.agent")
         runner.judges[ref] = (judge_manifest, judge.path)
     started, started_at = time.monotonic(), time.time()
+    staged = suite.spec.staged if samples is None else None
+    stage: dict[str, Any] | None = None
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(runner.run, i, t) for i, t in enumerate(tasks)]
-            predictions = []
-            for fut in futures:
-                predictions.append(fut.result())
-                if on_task is not None:
-                    on_task(predictions[-1])
+        if staged is not None and staged.samples < len(tasks):
+            # A sample first; the rest only when the sample clears min_score.
+            first = pick(tasks, staged.samples, 0 if seed is None else seed)
+            done = _run_all(runner, tasks, first, jobs, on_task)
+            score = sum(p.score for p in done.values()) / len(done)
+            stage = {"samples": staged.samples, "min_score": staged.min_score}
+            stage |= {"score": round(score, 6), "complete": score >= staged.min_score}
+            if score >= staged.min_score:
+                rest = [t for t in tasks if t.id not in done]
+                done |= _run_all(runner, tasks, rest, jobs, on_task)
+            tasks = [t for t in tasks if t.id in done]
+        else:
+            done = _run_all(runner, tasks, tasks, jobs, on_task)
+        predictions = [done[t.id] for t in tasks]
     finally:
         shutil.rmtree(base / "run", ignore_errors=True)  # env files: secrets
         shutil.rmtree(base / "work", ignore_errors=True)
     report = _report(suite, split, eval_id, manifest, tasks, predictions, samples, seed, jobs)
+    report.staged = stage
     report.seconds = round(time.monotonic() - started, 3)
     report.started_at = started_at
     _write(ws, base, report)
