@@ -260,7 +260,7 @@ def test_two_evals_of_a_suite_compare_task_by_task_and_other_suites_do_not(
     assert [(t["task"], t["delta"]) for t in diff["tasks"] if t["delta"]] == [("seven", 1.0)]
     shown = json.loads(cli("eval", "show", second["id"], "--json").stdout)
     assert shown["average"] == 1.0 and len(shown["predictions"]) == 4
-    listed = json.loads(cli("eval", "list", "--json").stdout)["evals"]
+    listed = json.loads(cli("eval", "reports", "--json").stdout)["evals"]
     assert [e["id"] for e in listed] == [second["id"], first["id"]]
 
     other = make_suite(tmp_path / "others", [{"id": "x", "input": "1+1", "expected": 2}])
@@ -377,3 +377,25 @@ def test_a_staged_suite_runs_the_rest_only_when_the_sample_clears_min_score(
     assert bad.returncode == 1
     assert report["staged"] == {"samples": 2, "min_score": 0.5, "score": 0.0, "complete": False}
     assert len(report["predictions"]) == 2 == len(report["tasks"])  # the rest never ran
+
+
+def test_eval_list_names_the_suites_and_lint_names_each_problem(cli: Any, ws: Any) -> None:
+    evals = ws.root / "evals"
+    make_suite(evals / "good", [{"id": "a", "input": "1+1", "expected": 2}])
+    bad = make_suite(evals / "bad", '{"id": "a"}\n{"id": "a"}\n')
+    (bad / "val.jsonl").write_text("not json\n")
+
+    listed = json.loads(cli("eval", "list", "--json").stdout)["suites"]
+    linted = cli("eval", "lint")
+
+    assert [(s["name"], s["path"]) for s in listed if s["path"].startswith(str(evals))] == [
+        ("sums", str(evals / "bad")),
+        ("sums", str(evals / "good")),
+    ]
+    assert linted.returncode == 2
+    assert linted.stdout.splitlines() == [
+        f"{bad / 'tasks.jsonl'}: line 2: task id 'a' is also on line 1",
+        f"{bad / 'val.jsonl'}: line 1: not JSON (Expecting value, column 1)",
+        "2 suites checked: 2 problem(s)",
+    ]
+    assert cli("eval", "lint", str(evals / "good")).returncode == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
@@ -75,6 +77,44 @@ def run(
 @eval_.command("list")
 @json_option
 def list_(as_json: bool) -> None:
+    """The eval suites: the workspace's (evals/) and the bundled ones."""
+    from agentos.evals.suite import available_suites
+
+    found = available_suites(workspace().root / "evals")
+    if as_json:
+        print_json({"suites": found})
+        return
+    table(
+        None,
+        ["suite", "mode", "splits", "where"],
+        [(f["name"], f["mode"], ", ".join(f["splits"]), f["path"]) for f in found],
+    )
+
+
+@eval_.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@json_option
+@click.pass_context
+def lint(ctx: click.Context, path: Path | None, as_json: bool) -> None:
+    """Check a suite (PATH, or every suite under the workspace's evals/): its suite.yaml
+    and every split, each problem one line naming the file. Exit 2 when any."""
+    from agentos.evals.suite import lint_suites
+
+    ws = workspace()
+    problems, checked = lint_suites([path] if path else sorted((ws.root / "evals").glob("*/")))
+    if as_json:
+        print_json({"ok": not problems, "suites": checked, "problems": problems})
+    else:
+        for line in problems:
+            click.echo(line)
+        click.echo(f"{checked} suite{'s' * (checked != 1)} checked: {len(problems)} problem(s)")
+    if problems:
+        fail(ctx, 2)
+
+
+@eval_.command()
+@json_option
+def reports(as_json: bool) -> None:
     """The kept eval reports, newest first."""
     from agentos.evals.reports import list_reports
 

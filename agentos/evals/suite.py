@@ -178,3 +178,46 @@ def read_tasks(path: Path) -> list[Task]:
     if not tasks:
         raise ValidationFailed("the split has no tasks", file=path)
     return tasks
+
+
+def available_suites(workspace_evals: Path) -> list[dict[str, Any]]:
+    """The suites under the workspace's ``evals/`` and the bundled ones (the workspace's
+    first; a broken one is left out: ``eval lint`` names its problem)."""
+    from agentos.errors import AgentOSError
+
+    found = []
+    for root in (workspace_evals, Path(__file__).resolve().parent / "_bundled"):
+        for folder in sorted(root.glob("*/")) if root.is_dir() else []:
+            try:
+                suite = load_suite(folder)
+            except AgentOSError:
+                continue
+            found.append(
+                {
+                    "name": suite.name,
+                    "mode": suite.spec.mode,
+                    "splits": suite.splits(),
+                    "path": str(folder),
+                }
+            )
+    return found
+
+
+def lint_suites(folders: list[Path]) -> tuple[list[str], int]:
+    """Every problem of each suite (its suite.yaml, every split), one line each; and how
+    many suites were checked."""
+    from agentos.errors import AgentOSError
+
+    problems = []
+    for folder in folders:
+        try:
+            suite = load_suite(folder)
+        except AgentOSError as exc:
+            problems.append(str(exc))
+            continue
+        for split in suite.splits() or [DEFAULT_SPLIT]:
+            try:
+                suite.tasks(split)
+            except AgentOSError as exc:
+                problems.append(str(exc))
+    return problems, len(folders)
