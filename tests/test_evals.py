@@ -399,3 +399,21 @@ def test_eval_list_names_the_suites_and_lint_names_each_problem(cli: Any, ws: An
         "2 suites checked: 2 problem(s)",
     ]
     assert cli("eval", "lint", str(evals / "good")).returncode == 0
+
+
+def test_the_bundled_calculator_answers_the_bundled_arithmetic_suite_but_the_words(
+    cli: Any,
+) -> None:
+    out = cli("eval", "run", "arithmetic", "--agent", "calculator", "--json")
+
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert {p["task"]: p["score"] for p in report["predictions"]} == {
+        "add": 1.0,
+        "precedence": 1.0,
+        "parentheses": 1.0,
+        "division": 1.0,
+        "power": 1.0,
+        "words": 0.0,
+    }
+    assert report["suite"] == "arithmetic" and report["passed"] is True
