@@ -263,3 +263,28 @@ class GuardianStatus(_Out):
     status: dict[str, Any] = Field(
         default_factory=dict, description="What the guardian reports about itself."
     )
+
+
+# --- evals --------------------------------------------------------------------------------
+
+
+class EvalPrediction(_Open):
+    task: str
+    answer: str
+    score: float = Field(description="0..1.")
+    feedback: str = Field(description="Why, in one line.")
+    seconds: float
+
+
+class EvalReport(_Open):
+    id: str
+    suite: str
+    split: str
+    agent: str = Field(description="NAME@VERSION.")
+    average: float = Field(description="The mean task score (correctness).")
+    dimensions: dict[str, float]
+    composite: float
+    threshold: float
+    passed: bool
+    tasks: list[str]
+    predictions: list[EvalPrediction] = Field(default_factory=list)

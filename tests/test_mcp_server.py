@@ -47,6 +47,7 @@ READ_ONLY_TOOLS = {
     "runs_list",
     "run_events",
     "run_log",
+    "eval_report",
 }
 GUARDIAN = importlib.util.find_spec("guardian.daemon") is not None
 HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0
@@ -868,5 +869,29 @@ def test_a_client_lists_runs_follows_one_and_cancels_it(
             assert text.startswith("status: not a run status: 'sleeping' (one of starting, ")
             text = error_text(await s.call_tool("run_log", {"run_id": run_id, "agent": "x"}))
             assert text == f"agent: run {run_id} has no agent 'x'"
+
+    run(scenario)
+
+
+def test_a_client_runs_an_eval_and_reads_its_report(ws: Workspace) -> None:
+    async def scenario() -> None:
+        async with connect("stdio", ws) as s:
+            ran = ok(
+                await s.call_tool(
+                    "eval_run", {"suite": "arithmetic", "agent": "calculator", "jobs": 2}
+                )
+            )
+            assert (ran["suite"], ran["agent"], ran["passed"]) == (
+                "arithmetic",
+                "calculator@1.0.0",
+                True,
+            )
+            assert round(ran["average"], 3) == 0.833 and len(ran["predictions"]) == 6
+            shown = ok(await s.call_tool("eval_report", {"eval_id": ran["id"]}))
+            assert shown["predictions"] == ran["predictions"]
+            text = error_text(
+                await s.call_tool("eval_run", {"suite": "../x", "agent": "calculator"})
+            )
+            assert text == "suite: give a suite's name, not a path"
 
     run(scenario)
