@@ -123,7 +123,17 @@ def test_a_suite_loads_its_spec_and_tasks(tmp_path: Path) -> None:
             "suite.yaml: evaluator: a judge evaluator needs `agent` (a hub package)",
         ),
         ('{"id": "a"}\n', {"weights": {"correctness": 0}}, "weights must be >= 0 and not all 0"),
-        ('{"id": "a"}\n', {"mode": "repo"}, "a repo-mode task needs `request` and `repo`"),
+        (
+            '{"id": "a"}\n',
+            {"mode": "repo", "checks": [{"name": "x", "run": "true"}]},
+            "a repo-mode task needs `request` and `repo`",
+        ),
+        ('{"id": "a"}\n', {"mode": "repo"}, "a repo-mode suite needs `checks` to judge the work"),
+        (
+            '{"id": "a", "request": "fix it", "repo": "../../etc"}\n',
+            {"mode": "repo", "checks": [{"name": "x", "run": "true"}]},
+            "no fixture folder '../../etc' in the suite",
+        ),
     ],
 )
 def test_a_bad_suite_is_one_line_naming_the_file(
@@ -417,3 +427,55 @@ def test_the_bundled_calculator_answers_the_bundled_arithmetic_suite_but_the_wor
         "words": 0.0,
     }
     assert report["suite"] == "arithmetic" and report["passed"] is True
+
+
+# --- repo mode -------------------------------------------------------------------------------
+
+
+def repo_suite(root: Path) -> Path:
+    fixture = root / "fixtures" / "two-problems"
+    fixture.mkdir(parents=True)
+    (fixture / "a.txt").write_text("broken\n")
+    (fixture / "b.txt").write_text("broken\n")
+    checks = [
+        {"name": "a fixed", "file_contains": {"path": "a.txt", "pattern": "^fixed$"}},
+        {"name": "b fixed", "file_contains": {"path": "b.txt", "pattern": "^fixed$"}},
+    ]
+    (root / "suite.yaml").write_text(
+        json.dumps({"name": "fixes", "mode": "repo", "checks": checks, "threshold": 0.5})
+    )
+    task = {"id": "both", "request": "fix a.txt and b.txt", "repo": "fixtures/two-problems"}
+    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    return root
+
+
+@pytest.mark.slow
+def test_repo_mode_scores_the_suites_checks_on_the_agents_work(
+    cli: Any, ws: Any, tmp_path: Path, tmux_socket: str
+) -> None:
+    from conftest import write_package
+
+    from agentos.hub import Hub
+
+    hub = Hub(ws.hub_dir)
+    half = "echo fixed > a.txt\n"
+    # It fixes nothing, and writes checks of its own that would pass: they are not used.
+    cheat = (
+        "printf 'checks:\\n  - {name: a fixed, run: \"true\"}\\n' > .agentos.yaml\n"
+        "printf -- '- {name: b fixed, run: \"true\"}\\n' > checks.yaml\n"
+    )
+    for name, script in (("half", half), ("cheat", cheat)):
+        hub.install(
+            str(write_package(tmp_path / "src" / name, name=name, files={"run.sh": script}))
+        )
+    suite = repo_suite(tmp_path / "fixes")
+
+    halfway = json.loads(cli("eval", "run", str(suite), "--agent", "half", "--json").stdout)
+    cheated = cli("eval", "run", str(suite), "--agent", "cheat", "--json")
+
+    (done,) = halfway["predictions"]
+    assert (done["score"], done["feedback"]) == (0.5, "gate failed: 1 of 2 checks failed (b fixed)")
+    assert halfway["passed"] is True
+    report = json.loads(cheated.stdout)
+    assert cheated.returncode == 1
+    assert [p["score"] for p in report["predictions"]] == [0.0]

@@ -3,7 +3,6 @@
 The evaluators that grade one answer (:mod:`agentos.evals.evaluators`), the suite format
 with its checks (:mod:`agentos.evals.suite`) and the answer-mode harness
 (:mod:`agentos.evals.harness`, ``agentos eval run``), the kept reports
-(:mod:`agentos.evals.reports`: ``eval list/show/compare``). Repo mode,
-``eval lint``, bundled suites
-and the MCP tools come next.
+(:mod:`agentos.evals.reports`: ``eval reports/show/compare``). A repo-mode bundled suite
+and the diff-size dimension come next.
 """

@@ -14,7 +14,11 @@ seconds. An ``eval`` receipt records both files' sha256.
 The ``command`` evaluator runs the suite's command confined as a gate check is, with the
 answer on its stdin; the ``judge`` evaluator runs a hub package as the agent was run, on
 the task, the expectation and the answer (as JSON), and reads the score it writes.
-Repo-mode suites are refused for now with a one-line error (issue 18 builds them next).
+In repo mode a task's fixture becomes a fresh repository, the agent runs on the task's
+request as any run does (worktree, tmux, sandbox, its own gate; nothing is merged), and the
+suite's checks (never the worktree's) judge its last commit: the task's score is the
+weighted fraction that pass. Repo-mode tasks run one at a time (each run's orchestrator
+takes this process's signals).
 """
 
 from __future__ import annotations
@@ -162,15 +166,16 @@ def run_eval(
     """Run ``agent`` (NAME[@VERSION]) on the suite's ``split``; the report, written with
     its predictions and an ``eval`` receipt."""
     suite = load_suite(suite_path)
-    if suite.spec.mode != "answer":
-        raise BadInput("repo-mode suites cannot run yet (issue 18)", file=suite_path, field="mode")
     tasks = pick(suite.tasks(split), samples, seed)
+    if suite.spec.mode == "repo":
+        jobs = 1  # each task is a run, whose orchestrator owns this process's signals
     hub = Hub(ws.hub_dir)
     info, manifest = _package(hub, agent, "--agent")
     eval_id = new_run_id()
     base = ws.state_dir / "evals" / eval_id
     runner = _Runner(ws, suite, manifest, info.path, base, eval_id)
-    for ref in sorted({s.agent for t in tasks if (s := suite.evaluator(t)).agent}):
+    judges = set() if suite.spec.mode == "repo" else {suite.evaluator(t).agent for t in tasks}
+    for ref in sorted(j for j in judges if j):
         judge, judge_manifest = _package(hub, ref, "evaluator.agent")
         runner.judges[ref] = (judge_manifest, judge.path)
     started, started_at = time.monotonic(), time.time()
@@ -229,11 +234,14 @@ class _Runner:
         self.ws, self.suite, self.manifest, self.package_dir = ws, suite, manifest, package_dir
         self.base, self.eval_id = base, eval_id
         self.judges: dict[str, tuple[Manifest, Path]] = {}  # ref -> its package
+        self.agent_ref = manifest.ref
         settings = ws.settings.sandbox
         self.sandbox: Sandbox = choose(settings)
         self.scene = Scene(settings, ws.root, base, Path(os.environ.get("HOME", "/")))
 
     def run(self, index: int, task: Task) -> Prediction:
+        if self.suite.spec.mode == "repo":
+            return self._run_repo(index, task)
         name = f"{index:04d}"
         scratch = self.base / "work" / name
         done = self._answer(self.manifest, self.package_dir, task.input, name, scratch)
@@ -312,6 +320,83 @@ class _Runner:
         seconds = round(time.monotonic() - started, 3)
         return _Answered(_read_answer(answer_file), seconds, files.exit_code(), limit)
 
+    def _run_repo(self, index: int, task: Task) -> Prediction:
+        """A repo-mode task: the fixture as a fresh repository, the request run on it by
+        the agent as any run is (worktree, tmux, sandbox, its own gate), nothing merged;
+        then the suite's checks (never the worktree's) on the agent's last commit."""
+        from agentos import worktrees as wt
+        from agentos._run_types import RunOptions
+        from agentos.orchestrator import start_run
+        from agentos.sandbox._confine import CheckConfiner
+        from agentos.stormbreaker import check_env, run_gate
+
+        name = f"{index:04d}"
+        repo = self.base / "repos" / name
+        # The fixture's files only: a .git in it (hooks, configuration) is not the suite's.
+        shutil.copytree(
+            self.suite.fixture(task), repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
+        )
+        safe = ["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false"]
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"]):
+            subprocess.run(["git", *safe, *args], cwd=repo, check=True, capture_output=True)
+        who = [*safe, "-c", "user.name=agentos", "-c", "user.email=agentos@localhost"]
+        subprocess.run(
+            ["git", *who, "commit", "-q", "-m", "fixture", "--allow-empty"],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
+        base = wt.rev(repo, "HEAD") or ""
+        started = time.monotonic()
+        report = start_run(
+            self.ws,
+            task.request or "",
+            repo,
+            RunOptions(
+                force=True, agent=self.agent_ref, merge=False, run_id=f"{self.eval_id}-{name}"
+            ),
+        )
+        seconds = round(time.monotonic() - started, 3)
+        agent = report.agents[0] if report.agents else None
+        commit = (
+            (agent.gated_commit or (agent.commits[-1] if agent.commits else None))
+            if agent
+            else None
+        )
+        subprocess.run(
+            ["git", "checkout", "-q", "--detach", commit or base],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
+        env = check_env(None)
+        gate = run_gate(
+            self.suite.spec.checks,
+            repo,
+            base=base,
+            env=env,
+            confiner=CheckConfiner(self.sandbox, self.scene_for(repo), repo, env["PATH"]),
+        )
+        weights = self.suite.spec.check_weights
+        total = sum(weights.get(r.name, 1.0) for r in gate.results)
+        passed = sum(weights.get(r.name, 1.0) for r in gate.results if r.passed)
+        score = round(passed / total, 6) if total else 0.0
+        lines = _changed_lines(repo, base, commit) if commit else 0
+        return Prediction(
+            task.id,
+            f"{lines} lines changed ({commit or 'no commit'}); run {report.run_id}: "
+            f"{report.status}",
+            score,
+            gate.summary(),
+            seconds,
+            agent.exit_code if agent else None,
+            agent.limit if agent else None,
+        )
+
+    def scene_for(self, repo: Path) -> Scene:
+        settings = self.ws.settings.sandbox
+        return Scene(settings, self.ws.root, repo, Path(os.environ.get("HOME", "/")))
+
     def _judge(self, spec: EvaluatorSpec, task: Task, answer: str, name: str) -> ev.Grade:
         """The judge package, run as the agent was, on the task, the expectation and the
         answer (its request, as JSON); what it writes is read by :func:`judge_score`."""
@@ -374,6 +459,17 @@ def grade_answer(spec: EvaluatorSpec, answer: str, expected: Any) -> ev.Grade:
     if spec.kind == "json_equal":
         return ev.json_equal(answer, expected)
     raise BadInput(f"the {spec.kind} evaluator cannot run yet", field="evaluator")
+
+
+def _changed_lines(repo: Path, base: str, commit: str) -> int:
+    out = subprocess.run(
+        ["git", "diff", "--numstat", base, commit], cwd=repo, capture_output=True, text=True
+    ).stdout
+    total = 0
+    for line in out.splitlines():
+        added, removed, _ = [*line.split("\t"), "", "", ""][:3]
+        total += sum(int(n) for n in (added, removed) if n.isdigit())
+    return total
 
 
 def _read_answer(path: Path) -> str | None:

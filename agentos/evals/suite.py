@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from agentos._models import Name, StrictModel, all_errors, load_yaml_model
+from agentos.checks import CheckSpec
 from agentos.errors import BadInput, ValidationFailed
 from agentos.evals.evaluators import NORMALISATIONS
 
@@ -76,11 +77,20 @@ class SuiteSpec(StrictModel):
     threshold: float = Field(default=0.5, ge=0, le=1)
     time_budget: float = Field(default=300, gt=0)  # seconds per task
     staged: Staged | None = None
+    # Repo mode: the checks that judge each task's work (never the worktree's own), and
+    # their weights by name (1 each unless given).
+    checks: list[CheckSpec] = Field(default_factory=list)
+    check_weights: dict[str, float] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _weights(self) -> SuiteSpec:
         if any(w < 0 for w in self.weights.values()) or not sum(self.weights.values()) > 0:
             raise ValueError("weights must be >= 0 and not all 0")
+        if self.mode == "repo" and not self.checks:
+            raise ValueError("a repo-mode suite needs `checks` to judge the work")
+        unknown = set(self.check_weights) - {c.name for c in self.checks}
+        if unknown:
+            raise ValueError(f"check_weights names no check: {', '.join(sorted(unknown))}")
         return self
 
 
@@ -129,7 +139,19 @@ class Suite:
                     file=path,
                     field=task.id,
                 )
+            if self.spec.mode == "repo" and not self.fixture(task).is_dir():
+                raise ValidationFailed(
+                    f"task {task.id!r}: no fixture folder {task.repo!r} in the suite",
+                    file=path,
+                    field="repo",
+                )
         return tasks
+
+    def fixture(self, task: Task) -> Path:
+        """A repo-mode task's fixture folder, inside the suite (never outside it)."""
+        found = (self.root / (task.repo or "")).resolve()
+        root = self.root.resolve()
+        return found if found != root and found.is_relative_to(root) else root / ".missing"
 
     def evaluator(self, task: Task) -> EvaluatorSpec:
         spec = task.evaluator or self.spec.evaluator
