@@ -128,7 +128,11 @@ def test_a_suite_loads_its_spec_and_tasks(tmp_path: Path) -> None:
             {"mode": "repo", "checks": [{"name": "x", "run": "true"}]},
             "a repo-mode task needs `request` and `repo`",
         ),
-        ('{"id": "a"}\n', {"mode": "repo"}, "a repo-mode suite needs `checks` to judge the work"),
+        (
+            '{"id": "a", "request": "fix it", "repo": "."}\n',
+            {"mode": "repo"},
+            "task 'a': no checks to judge the work (the task's or the suite's)",
+        ),
         (
             '{"id": "a", "request": "fix it", "repo": "../../etc"}\n',
             {"mode": "repo", "checks": [{"name": "x", "run": "true"}]},
@@ -479,3 +483,18 @@ def test_repo_mode_scores_the_suites_checks_on_the_agents_work(
     report = json.loads(cheated.stdout)
     assert cheated.returncode == 1
     assert [p["score"] for p in report["predictions"]] == [0.0]
+
+
+@pytest.mark.slow
+def test_the_bundled_repo_suite_ruff_fixer_fixes_the_lint_and_not_the_failing_test(
+    cli: Any, tmux_socket: str
+) -> None:
+    out = cli("eval", "run", "repo-basics", "--agent", "ruff-fixer", "--json")
+
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    got = {p["task"]: (p["score"], p["feedback"]) for p in report["predictions"]}
+    assert got == {
+        "lint": (1.0, "gate passed: 1 of 1 checks passed"),
+        "failing-test": (0.0, "gate failed: 1 of 1 checks failed (tests pass)"),
+    }

@@ -3,6 +3,7 @@
 The evaluators that grade one answer (:mod:`agentos.evals.evaluators`), the suite format
 with its checks (:mod:`agentos.evals.suite`) and the answer-mode harness
 (:mod:`agentos.evals.harness`, ``agentos eval run``), the kept reports
-(:mod:`agentos.evals.reports`: ``eval reports/show/compare``). A repo-mode bundled suite
-and the diff-size dimension come next.
+(:mod:`agentos.evals.reports`: ``eval reports/show/compare``), and the bundled suites
+(``_bundled/``: ``arithmetic``, answer mode; ``repo-basics``, repo mode). The diff-size
+and agent-reported dimensions come next.
 """

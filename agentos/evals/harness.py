@@ -371,7 +371,7 @@ class _Runner:
         )
         env = check_env(None)
         gate = run_gate(
-            self.suite.spec.checks,
+            task.checks or self.suite.spec.checks,
             repo,
             base=base,
             env=env,

@@ -86,8 +86,6 @@ class SuiteSpec(StrictModel):
     def _weights(self) -> SuiteSpec:
         if any(w < 0 for w in self.weights.values()) or not sum(self.weights.values()) > 0:
             raise ValueError("weights must be >= 0 and not all 0")
-        if self.mode == "repo" and not self.checks:
-            raise ValueError("a repo-mode suite needs `checks` to judge the work")
         unknown = set(self.check_weights) - {c.name for c in self.checks}
         if unknown:
             raise ValueError(f"check_weights names no check: {', '.join(sorted(unknown))}")
@@ -100,7 +98,8 @@ class Task(StrictModel):
     expected: Any = None
     evaluator: EvaluatorSpec | None = None
     request: str | None = None  # repo mode: the request
-    repo: str | None = None  # repo mode: the fixture folder or tarball, in the suite
+    repo: str | None = None  # repo mode: the fixture folder, in the suite
+    checks: list[CheckSpec] | None = None  # repo mode: this task's, instead of the suite's
 
 
 class Suite:
@@ -138,6 +137,12 @@ class Suite:
                     f"task {task.id!r}: a repo-mode task needs `request` and `repo`",
                     file=path,
                     field=task.id,
+                )
+            if self.spec.mode == "repo" and not (task.checks or self.spec.checks):
+                raise ValidationFailed(
+                    f"task {task.id!r}: no checks to judge the work (the task's or the suite's)",
+                    file=path,
+                    field="checks",
                 )
             if self.spec.mode == "repo" and not self.fixture(task).is_dir():
                 raise ValidationFailed(
