@@ -108,6 +108,7 @@ def test_the_sdist_and_the_wheel_hold_what_a_user_needs_and_nothing_else(dist: P
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"agentos", "guardian", "mcp_server", "agentos_kit-0.1.0.dist-info"}
+    assert "agentos/evals/_bundled/arithmetic/tasks.jsonl" in names  # the bundled eval suites
     for bundled in ("hub/ruff-fixer/1.0.0/agent.yaml", "routing_cards/fix-lint.yaml"):
         assert f"agentos/_bundled/{bundled}" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
