@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
-from agentos.cli._common import console, fail, json_option, print_json, table, workspace
+from agentos.cli._common import (
+    console,
+    fail,
+    json_option,
+    print_json,
+    table,
+    workspace,
+)
 
 
 @click.group("eval")
@@ -46,15 +57,18 @@ def run(
     from agentos.evals.harness import find_suite, run_eval
 
     ws = workspace()
-    report = run_eval(
-        ws,
-        find_suite(ws, suite),
-        agent,
-        split=split,
-        samples=samples,
-        seed=seed,
-        jobs=jobs,
-    )
+    with _progress(enabled=not as_json) as (on_start, on_task):
+        report = run_eval(
+            ws,
+            find_suite(ws, suite),
+            agent,
+            split=split,
+            samples=samples,
+            seed=seed,
+            jobs=jobs,
+            on_start=on_start,
+            on_task=on_task,
+        )
     passed = report.passed and (min_score is None or report.composite >= min_score)
     if as_json:
         print_json({**report.as_dict(), "predictions": [p.as_dict() for p in report.predictions]})
@@ -72,6 +86,27 @@ def run(
         )
     if not passed:
         fail(ctx, 1)
+
+
+@contextmanager
+def _progress(*, enabled: bool) -> Iterator[tuple[Any, Any]]:
+    """A rich progress bar on stderr for people (a terminal); nothing otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        yield None, None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("tasks", total=None)
+
+        def start(total: int) -> None:
+            bar.update(task, total=total)
+
+        def done(prediction: Any) -> None:
+            bar.update(task, advance=1, description=f"{prediction.task}: {prediction.score:g}")
+
+        yield start, done
 
 
 @eval_.command("list")

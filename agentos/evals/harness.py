@@ -162,9 +162,11 @@ def run_eval(
     seed: int | None = None,
     jobs: int = 1,
     on_task: Callable[[Prediction], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> EvalReport:
     """Run ``agent`` (NAME[@VERSION]) on the suite's ``split``; the report, written with
-    its predictions and an ``eval`` receipt."""
+    its predictions and an ``eval`` receipt. ``on_start`` is told how many tasks will run
+    (at most), ``on_task`` gets each prediction as it is made."""
     suite = load_suite(suite_path)
     tasks = pick(suite.tasks(split), samples, seed)
     if suite.spec.mode == "repo":
@@ -179,6 +181,8 @@ def run_eval(
         judge, judge_manifest = _package(hub, ref, "evaluator.agent")
         runner.judges[ref] = (judge_manifest, judge.path)
     started, started_at = time.monotonic(), time.time()
+    if on_start is not None:
+        on_start(len(tasks))
     staged = suite.spec.staged if samples is None else None
     stage: dict[str, Any] | None = None
     try:
