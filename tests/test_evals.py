@@ -498,3 +498,35 @@ def test_the_bundled_repo_suite_ruff_fixer_fixes_the_lint_and_not_the_failing_te
         "lint": (1.0, "gate passed: 1 of 1 checks passed"),
         "failing-test": (0.0, "gate failed: 1 of 1 checks failed (tests pass)"),
     }
+
+
+def test_an_answer_that_is_a_link_or_a_fifo_is_no_answer(cli: Any, ws: Any, tmp_path: Path) -> None:
+    from conftest import write_package
+
+    from agentos.hub import Hub
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("42\n")  # a file of the host: the right answer, if it were read
+    script = (
+        'case "$AGENTOS_REQUEST" in\n'
+        f'  link) ln -s {secret} "$AGENTOS_OUTPUT_FILE" ;;\n'
+        '  fifo) mkfifo "$AGENTOS_OUTPUT_FILE" ;;\n'
+        "esac\n"
+    )
+    Hub(ws.hub_dir).install(
+        str(write_package(tmp_path / "src" / "sly", name="sly", files={"run.sh": script}))
+    )
+    suite = make_suite(
+        tmp_path / "s",
+        [
+            {"id": "link", "input": "link", "expected": 42},
+            {"id": "fifo", "input": "fifo", "expected": 42},
+        ],
+    )
+
+    report = json.loads(cli("eval", "run", str(suite), "--agent", "sly", "--json").stdout)
+
+    assert [(p["score"], p["answer"]) for p in report["predictions"]] == [(0.0, ""), (0.0, "")]
+    assert {p["feedback"] for p in report["predictions"]} == {
+        "the agent wrote no answer to $AGENTOS_OUTPUT_FILE"
+    }

@@ -29,6 +29,7 @@ import random
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -477,11 +478,16 @@ def _changed_lines(repo: Path, base: str, commit: str) -> int:
 
 
 def _read_answer(path: Path) -> str | None:
+    """What the agent wrote to its answer file: a regular file only, never through a link
+    (a confined agent could point one at a file of the host it cannot read itself)."""
     try:
-        with path.open("rb") as fh:
-            data = fh.read(ANSWER_MAX)
-    except (FileNotFoundError, IsADirectoryError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # missing, a link, or unreadable: no answer
         return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = fh.read(ANSWER_MAX)
     return data.decode("utf-8", errors="replace")
 
 
