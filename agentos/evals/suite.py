@@ -70,17 +70,17 @@ class Staged(StrictModel):
 class SuiteSpec(StrictModel):
     name: Name
     description: str = ""
-    mode: Literal["answer", "repo"] = "answer"
+    mode: Literal["answer", "repo"] = "answer"  # an answer graded, or work on a repository
     evaluator: EvaluatorSpec | None = None  # the tasks' default (answer mode)
     # The composite is the weighted mean of these dimensions, each 0..1.
     weights: dict[Dimension, float] = Field(default_factory=_correctness_only)
-    threshold: float = Field(default=0.5, ge=0, le=1)
+    threshold: float = Field(default=0.5, ge=0, le=1)  # the composite a run passes at
     time_budget: float = Field(default=300, gt=0)  # seconds per task
-    staged: Staged | None = None
+    staged: Staged | None = None  # a sample first; the rest only when it clears min_score
     # Repo mode: the checks that judge each task's work (never the worktree's own), and
     # their weights by name (1 each unless given).
     checks: list[CheckSpec] = Field(default_factory=list)
-    check_weights: dict[str, float] = Field(default_factory=dict)
+    check_weights: dict[str, float] = Field(default_factory=dict)  # by check name
 
     @model_validator(mode="after")
     def _weights(self) -> SuiteSpec:
