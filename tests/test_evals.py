@@ -479,6 +479,8 @@ def test_repo_mode_scores_the_suites_checks_on_the_agents_work(
 
     (done,) = halfway["predictions"]
     assert (done["score"], done["feedback"]) == (0.5, "gate failed: 1 of 2 checks failed (b fixed)")
+    assert done["lines_changed"] == 2  # a.txt: one line out, one in
+    assert halfway["dimensions"]["diff_size"] == 0.99  # of the suite's 200-line budget
     assert halfway["passed"] is True
     report = json.loads(cheated.stdout)
     assert cheated.returncode == 1

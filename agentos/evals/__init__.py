@@ -4,6 +4,6 @@ The evaluators that grade one answer (:mod:`agentos.evals.evaluators`), the suit
 with its checks (:mod:`agentos.evals.suite`) and the answer-mode harness
 (:mod:`agentos.evals.harness`, ``agentos eval run``), the kept reports
 (:mod:`agentos.evals.reports`: ``eval reports/show/compare``), and the bundled suites
-(``_bundled/``: ``arithmetic``, answer mode; ``repo-basics``, repo mode). The diff-size
-and agent-reported dimensions come next.
+(``_bundled/``: ``arithmetic``, answer mode; ``repo-basics``, repo mode). Dimensions an
+agent reports (tokens, cost) come next.
 """

@@ -98,6 +98,7 @@ class Prediction:
     seconds: float
     exit_code: int | None
     limit: str | None = None  # the sandbox limit that stopped the agent, if one did
+    lines_changed: int | None = None  # repo mode: lines added and removed by the work
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -396,6 +397,7 @@ class _Runner:
             seconds,
             agent.exit_code if agent else None,
             agent.limit if agent else None,
+            lines,
         )
 
     def scene_for(self, repo: Path) -> Scene:
@@ -509,6 +511,13 @@ def _report(
             sum(max(0.0, 1 - p.seconds / budget) for p in predictions) / len(predictions), 6
         ),
     }
+    if suite.spec.mode == "repo":  # smaller work is better: 1 for none, 0 at the budget
+        lines = suite.spec.diff_budget
+        dimensions["diff_size"] = round(
+            sum(max(0.0, 1 - (p.lines_changed or 0) / lines) for p in predictions)
+            / len(predictions),
+            6,
+        )
     weights = {k: w for k, w in suite.spec.weights.items() if k in dimensions and w > 0}
     composite = round(
         sum(dimensions[k] * w for k, w in weights.items()) / sum(weights.values())

@@ -81,6 +81,7 @@ class SuiteSpec(StrictModel):
     # their weights by name (1 each unless given).
     checks: list[CheckSpec] = Field(default_factory=list)
     check_weights: dict[str, float] = Field(default_factory=dict)  # by check name
+    diff_budget: int = Field(default=200, gt=0)  # repo mode: lines changed that score 0
 
     @model_validator(mode="after")
     def _weights(self) -> SuiteSpec:
