@@ -65,6 +65,12 @@ def _git_env() -> dict[str, str]:
     return env
 
 
+def run_git(repo_dir: Path, *args: str) -> str:
+    """A git command of AgentOS's own in ``repo_dir`` (see :func:`_git`); its output.
+    A failure is :class:`OperationFailed` naming the command."""
+    return _git(repo_dir, *args).stdout
+
+
 def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run a git command in ``repo_dir``: no hooks, no file-system monitor, no signing
     program, with :func:`_git_env` (so a filter or program a configuration names does not

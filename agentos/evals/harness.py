@@ -342,16 +342,9 @@ class _Runner:
         shutil.copytree(
             self.suite.fixture(task), repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
         )
-        safe = ["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false"]
-        for args in (["init", "-q", "-b", "main"], ["add", "-A"]):
-            subprocess.run(["git", *safe, *args], cwd=repo, check=True, capture_output=True)
-        who = [*safe, "-c", "user.name=agentos", "-c", "user.email=agentos@localhost"]
-        subprocess.run(
-            ["git", *who, "commit", "-q", "-m", "fixture", "--allow-empty"],
-            cwd=repo,
-            check=True,
-            capture_output=True,
-        )
+        wt.run_git(repo, "init", "-q", "-b", "main")
+        wt.run_git(repo, "add", "-A")
+        wt.run_git(repo, "commit", "-q", "-m", "fixture", "--allow-empty")
         base = wt.rev(repo, "HEAD") or ""
         started = time.monotonic()
         report = start_run(
@@ -369,12 +362,7 @@ class _Runner:
             if agent
             else None
         )
-        subprocess.run(
-            ["git", "checkout", "-q", "--detach", commit or base],
-            cwd=repo,
-            check=True,
-            capture_output=True,
-        )
+        wt.run_git(repo, "checkout", "-q", "--detach", commit or base)
         env = check_env(None)
         gate = run_gate(
             task.checks or self.suite.spec.checks,
@@ -469,9 +457,9 @@ def grade_answer(spec: EvaluatorSpec, answer: str, expected: Any) -> ev.Grade:
 
 
 def _changed_lines(repo: Path, base: str, commit: str) -> int:
-    out = subprocess.run(
-        ["git", "diff", "--numstat", base, commit], cwd=repo, capture_output=True, text=True
-    ).stdout
+    from agentos import worktrees as wt
+
+    out = wt.run_git(repo, "diff", "--numstat", base, commit)
     total = 0
     for line in out.splitlines():
         added, removed, _ = [*line.split("\t"), "", "", ""][:3]
