@@ -41,6 +41,7 @@ from agentos.stormbreaker import (
     run_gate,
     with_failure,
 )
+from agentos.usage import take_usage
 from agentos.workspace import Workspace
 
 POLL = 0.05
@@ -171,6 +172,11 @@ class AgentDriver:
                 group.close()
         if agent.limit:
             self._note(agent, f"stopped by its sandbox: limit: {agent.limit}")
+        used, problem = take_usage(agent.files.usage)
+        if used is not None:
+            agent.usage = used if agent.usage is None else agent.usage + used
+        if problem:
+            self._note(agent, f"its usage report was ignored: {problem}")
 
     def _gate(self, agent: AgentState, tampered: list[str]) -> None:
         """The gate on the attempt's commit, its receipt, and the agent's verdict."""
@@ -199,6 +205,7 @@ class AgentDriver:
             "commit": head,
             "sandbox": self.ctx.sandbox.backend,
             **({"limit": agent.limit} if agent.limit else {}),
+            **({"usage": agent.usage.as_dict()} if agent.usage else {}),
             **gate_receipt_fields(gate, agent.attempts),
         }
         if dropped:

@@ -64,6 +64,7 @@ def agent_env(
             "AGENTOS_FEEDBACK_FILE": str(task.feedback_file),
             "AGENTOS_ATTEMPT": str(task.attempt),
             "AGENTOS_HEARTBEAT_FILE": str(files.heartbeat),
+            "AGENTOS_USAGE_FILE": str(files.usage),
         }
     )
     return env

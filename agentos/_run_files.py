@@ -91,6 +91,11 @@ class AgentFiles:
         return self.io / "heartbeat"
 
     @property
+    def usage(self) -> Path:
+        """What the agent says it used (tokens, cost): :mod:`agentos.usage`."""
+        return self.io / "usage.json"
+
+    @property
     def stopped(self) -> Path:
         """Written (with the reason) by the guardian when it kills the agent for good."""
         return self.run_dir / "stopped"

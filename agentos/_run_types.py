@@ -12,6 +12,7 @@ from agentos.checks import CheckSpec
 from agentos.manifest import Manifest
 from agentos.runs import AgentStatus, RunStatus
 from agentos.stormbreaker import GateResult
+from agentos.usage import Usage
 
 if TYPE_CHECKING:
     from agentos.interview import Interview
@@ -55,6 +56,7 @@ class AgentState:
     receipts: list[str] = field(default_factory=list)  # this agent's gate receipts
     sandbox: dict[str, Any] | None = None  # what its last attempt was confined by
     limit: str | None = None  # the sandbox limit that stopped its last attempt, if one did
+    usage: Usage | None = None  # what it says it used, over its attempts (agentos.usage)
 
     @property
     def name(self) -> str:
@@ -88,6 +90,7 @@ class AgentState:
             receipts=tuple(self.receipts),
             sandbox=self.sandbox,
             limit=self.limit,
+            usage=self.usage,
             log=self.files.log,
             output_tail=tail(self.files.log, OUTPUT_TAIL),
         )
@@ -111,6 +114,7 @@ class AgentResult:
     receipts: tuple[str, ...]  # its gate receipts
     sandbox: dict[str, Any] | None  # what its last attempt was confined by
     limit: str | None  # the sandbox limit that stopped its last attempt, if one did
+    usage: Usage | None  # what it says it used (tokens, cost), if it said
     log: Path
     output_tail: str
 
@@ -130,6 +134,7 @@ class AgentResult:
             "receipts": list(self.receipts),
             "sandbox": self.sandbox,
             "limit": self.limit,
+            "usage": self.usage.as_dict() if self.usage else None,
             "log": str(self.log),
             "output_tail": self.output_tail,
         }

@@ -25,6 +25,7 @@ class FakeOllama:
         self.replies = list(replies or [])
         self.models = models
         self.requests: list[dict[str, Any]] = []  # (path, body) of every POST, in order
+        self.tokens = 0  # the tokens it counted (prompt and reply) in every chat answered
         self.lock = threading.Lock()
         fake = self
 
@@ -109,14 +110,19 @@ class FakeOllama:
             for c in reply.get("tool_calls", [])
         ]
         text = reply.get("content", "")
+        # A token is "a word" here: enough for the count to differ from reply to reply.
+        prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        answer = len(text.split()) + len(calls)
+        with self.lock:
+            self.tokens += prompt + answer
         final = {
             "model": model,
             "created_at": stamp,
             "done": True,
             "done_reason": "stop",
             "total_duration": 1,
-            "eval_count": 1,
-            "prompt_eval_count": 1,
+            "eval_count": answer,
+            "prompt_eval_count": prompt,
         }
         if not body.get("stream", True):
             message: dict[str, Any] = {"role": "assistant", "content": text}

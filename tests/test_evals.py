@@ -532,3 +532,53 @@ def test_an_answer_that_is_a_link_or_a_fifo_is_no_answer(cli: Any, ws: Any, tmp_
     assert {p["feedback"] for p in report["predictions"]} == {
         "the agent wrote no answer to $AGENTOS_OUTPUT_FILE"
     }
+
+
+def test_tokens_and_cost_the_agent_reports_are_dimensions_against_the_suites_budgets(
+    cli: Any, ws: Any, tmp_path: Path
+) -> None:
+    from conftest import write_package
+
+    from agentos.hub import Hub
+
+    script = (
+        'echo $(( $AGENTOS_REQUEST )) > "$AGENTOS_OUTPUT_FILE"\n'
+        'case "$AGENTOS_REQUEST" in\n'
+        '  2+2) echo \'{"tokens": 200, "cost": 0.5}\' > "$AGENTOS_USAGE_FILE" ;;\n'
+        '  3+3) echo \'{"tokens": 600}\' > "$AGENTOS_USAGE_FILE" ;;\n'
+        '  5+5) echo \'{"tokens": "few"}\' > "$AGENTOS_USAGE_FILE" ;;\n'
+        "esac\n"  # 7+7: says nothing
+    )
+    Hub(ws.hub_dir).install(
+        str(write_package(tmp_path / "src" / "thrifty", name="thrifty", files={"run.sh": script}))
+    )
+    suite = make_suite(
+        tmp_path / "sums",
+        SUMS,
+        weights={"correctness": 1, "tokens": 1},
+        token_budget=1000,
+        cost_budget=1.0,
+    )
+
+    out = cli("eval", "run", str(suite), "--agent", "thrifty", "--json")
+    shown = cli("eval", "show", json.loads(out.stdout)["id"])
+
+    report = json.loads(out.stdout)
+    assert [(p["tokens"], p["cost"]) for p in report["predictions"]] == [
+        (200, 0.5),
+        (600, None),
+        (None, None),  # a report that is not one is none
+        (None, None),
+    ]
+    # A task that reported nothing scores 0 on the dimension: silence is not thrift.
+    assert report["dimensions"]["tokens"] == pytest.approx((0.8 + 0.4) / 4)
+    assert report["dimensions"]["cost"] == pytest.approx(0.5 / 4)
+    assert report["composite"] == pytest.approx((1.0 + 0.3) / 2)  # cost is not weighted
+    assert report["usage"] == {"tokens": 800, "cost": 0.5, "reported": 2}
+    assert "the agent reported tokens 800, cost 0.5 over 2 of 4 tasks" in shown.stdout
+
+
+def test_a_weight_on_tokens_needs_a_token_budget(tmp_path: Path) -> None:
+    root = make_suite(tmp_path / "s", [{"id": "a"}], weights={"correctness": 1, "tokens": 1})
+    with pytest.raises(AgentOSError, match="a weight on tokens needs `token_budget`"):
+        load_suite(root)

@@ -139,6 +139,10 @@ def test_a_scripted_ollama_server_drives_the_bundled_agent_to_a_merged_change(
     assert [(s["agent"], s["card"]) for s in report["decision"]["selected"]] == [
         ("ollama-coder", "ollama")
     ]
+    # The agent reported the tokens the server counted, every turn's, to the run.
+    assert fake.tokens > 100
+    assert report["agents"][0]["usage"] == {"tokens": fake.tokens}
+    assert f"\nusage:\n  tokens: {fake.tokens}\n" in receipt_of_kind(ws, report["receipts"], "gate")
     # The change is merged into the target branch, on top of where it was.
     assert (repo / "hello.py").read_text() == "def greet():\n    return 'hello'\n"
     assert git(repo, "rev-parse", "HEAD") != head

@@ -73,16 +73,11 @@ def run(
     if as_json:
         print_json({**report.as_dict(), "predictions": [p.as_dict() for p in report.predictions]})
     else:
-        table(
-            f"eval {report.id}: {report.agent} on {report.suite}/{report.split}",
-            ["task", "score", "seconds", "feedback"],
-            [(p.task, f"{p.score:g}", f"{p.seconds:.2f}", p.feedback) for p in report.predictions],
-        )
-        dims = ", ".join(f"{k} {v:.3f}" for k, v in report.dimensions.items())
         verdict = "passed" if passed else "did not pass"
-        console.print(
-            f"composite {report.composite:.3f} ({dims}); {verdict}; receipt {report.receipt}",
-            markup=False,
+        _print_report(
+            report.as_dict(),
+            [p.as_dict() for p in report.predictions],
+            f"; {verdict}; receipt {report.receipt}",
         )
     if not passed:
         fail(ctx, 1)
@@ -178,13 +173,27 @@ def show(eval_id: str, as_json: bool) -> None:
     if as_json:
         print_json({**report, "predictions": predictions})
         return
+    _print_report(report, predictions)
+
+
+def _print_report(
+    report: dict[str, Any], predictions: list[dict[str, Any]], tail: str = ""
+) -> None:
+    """A report for people: each task, then the dimensions and the composite."""
     table(
         f"eval {report['id']}: {report['agent']} on {report['suite']}/{report['split']}",
         ["task", "score", "seconds", "feedback"],
         [(p["task"], f"{p['score']:g}", f"{p['seconds']:.2f}", p["feedback"]) for p in predictions],
     )
+    usage = report.get("usage") or {}
+    if usage.get("reported"):
+        said = ", ".join(f"{k} {usage[k]:g}" for k in ("tokens", "cost") if k in usage)
+        console.print(
+            f"the agent reported {said} over {usage['reported']} of {len(predictions)} tasks",
+            markup=False,
+        )
     dims = ", ".join(f"{k} {v:.3f}" for k, v in report["dimensions"].items())
-    console.print(f"composite {report['composite']:.3f} ({dims})", markup=False)
+    console.print(f"composite {report['composite']:.3f} ({dims}){tail}", markup=False)
 
 
 @eval_.command("compare")

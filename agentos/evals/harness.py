@@ -6,7 +6,9 @@ writes its answer to ``$AGENTOS_OUTPUT_FILE``. The suite's evaluator grades it. 
 ``jobs`` at a time; a seeded sample of the split picks the same tasks every time.
 
 The report (``.agentos/evals/<id>/report.json``) gives every dimension (correctness: the
-mean task score; time: how much of the time budget the tasks left, on average), the
+mean task score; time: how much of the time budget the tasks left, on average; diff size
+in repo mode; tokens and cost, what the agent reported to ``$AGENTOS_USAGE_FILE`` against
+the suite's budgets, a task that reported nothing scoring 0), the
 composite (the suite's weights over the dimensions measured) and whether it reached the
 suite's threshold; ``predictions.json`` gives each task's answer, score, feedback and
 seconds. An ``eval`` receipt records both files' sha256.
@@ -53,6 +55,7 @@ from agentos.runs import new_run_id
 from agentos.runtimes import AgentTask, get_runtime
 from agentos.sandbox import Group, Sandbox, choose
 from agentos.sandbox._confine import Scene
+from agentos.usage import Usage, take_usage
 from agentos.workspace import Workspace
 
 ANSWER_MAX = 1 << 20  # bytes of an answer that are read
@@ -87,6 +90,7 @@ class _Answered:
     seconds: float
     exit_code: int | None
     limit: str | None
+    usage: Usage | None  # what it reported it used
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,8 @@ class Prediction:
     exit_code: int | None
     limit: str | None = None  # the sandbox limit that stopped the agent, if one did
     lines_changed: int | None = None  # repo mode: lines added and removed by the work
+    tokens: int | None = None  # what the agent reported it used ($AGENTOS_USAGE_FILE)
+    cost: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +127,8 @@ class EvalReport:
     started_at: float = 0.0  # when it started (seconds since the epoch)
     # With a staged suite: the first stage's size, score and whether the rest ran.
     staged: dict[str, Any] | None = None
+    # What the agent reported it used, summed over the tasks, and on how many it reported.
+    usage: dict[str, Any] = field(default_factory=dict)
     predictions: list[Prediction] = field(default_factory=list)
     receipt: str = ""
 
@@ -262,6 +270,7 @@ class _Runner:
             grade = self._judge(spec, task, done.answer, name)
         else:
             grade = grade_answer(spec, done.answer, task.expected)
+        used = done.usage or Usage()
         return Prediction(
             task.id,
             done.answer or "",
@@ -270,6 +279,8 @@ class _Runner:
             done.seconds,
             done.exit_code,
             done.limit,
+            tokens=used.tokens,
+            cost=used.cost,
         )
 
     def _answer(
@@ -324,7 +335,8 @@ class _Runner:
             for group in groups:
                 group.close()
         seconds = round(time.monotonic() - started, 3)
-        return _Answered(_read_answer(answer_file), seconds, files.exit_code(), limit)
+        used, _ = take_usage(files.usage)  # a bad report is no report: the task scores 0 on it
+        return _Answered(_read_answer(answer_file), seconds, files.exit_code(), limit, used)
 
     def _run_repo(self, index: int, task: Task) -> Prediction:
         """A repo-mode task: the fixture as a fresh repository, the request run on it by
@@ -376,6 +388,7 @@ class _Runner:
         passed = sum(weights.get(r.name, 1.0) for r in gate.results if r.passed)
         score = round(passed / total, 6) if total else 0.0
         lines = _changed_lines(repo, base, commit) if commit else 0
+        used = (agent.usage if agent else None) or Usage()
         return Prediction(
             task.id,
             f"{lines} lines changed ({commit or 'no commit'}); run {report.run_id}: "
@@ -386,6 +399,8 @@ class _Runner:
             agent.exit_code if agent else None,
             agent.limit if agent else None,
             lines,
+            used.tokens,
+            used.cost,
         )
 
     def scene_for(self, repo: Path) -> Scene:
@@ -506,6 +521,18 @@ def _report(
             / len(predictions),
             6,
         )
+    spend: dict[str, float | None] = {
+        "tokens": suite.spec.token_budget,
+        "cost": suite.spec.cost_budget,
+    }
+    for name, most in spend.items():  # a task that reported nothing scores 0 on it
+        if most is not None:
+            used = [getattr(p, name) for p in predictions]
+            dimensions[name] = round(
+                sum(0.0 if u is None else max(0.0, 1 - u / most) for u in used)
+                / len(predictions),
+                6,
+            )
     weights = {k: w for k, w in suite.spec.weights.items() if k in dimensions and w > 0}
     composite = round(
         sum(dimensions[k] * w for k, w in weights.items()) / sum(weights.values())
@@ -527,8 +554,20 @@ def _report(
         threshold=suite.spec.threshold,
         passed=composite >= suite.spec.threshold,
         seconds=0.0,
+        usage=_usage_total(predictions),
         predictions=predictions,
     )
+
+
+def _usage_total(predictions: list[Prediction]) -> dict[str, Any]:
+    """Tokens and cost summed over the tasks that reported them, and how many did."""
+    total = Usage()
+    reported = 0
+    for p in predictions:
+        if p.tokens is not None or p.cost is not None:
+            total += Usage(p.tokens, p.cost)
+            reported += 1
+    return {**total.as_dict(), "reported": reported}
 
 
 def _write(ws: Workspace, base: Path, report: EvalReport) -> None:

@@ -10,6 +10,7 @@
     weights: {correctness: 1.0, time: 0.0}
     threshold: 0.5               # the composite score a run must reach to pass
     time_budget: 60              # seconds per task
+    token_budget: 20000          # optional: tokens per task (what the agent reports)
     staged: {samples: 2, min_score: 0.5}           # optional
 
 Each line of a split is a task: ``{"id": "t1", "input": "2+2", "expected": 4}``, with an
@@ -36,7 +37,7 @@ DEFAULT_SPLIT = "tasks"
 MAX_LINE = 1 << 20  # bytes of one task line
 
 EvaluatorKind = Literal["exact", "contains", "regex", "numeric", "json_equal", "command", "judge"]
-Dimension = Literal["correctness", "time", "diff_size"]
+Dimension = Literal["correctness", "time", "diff_size", "tokens", "cost"]
 Normalisation = Literal["strip", "case", "whitespace", "punctuation"]
 assert set(Normalisation.__args__) == set(NORMALISATIONS)  # type: ignore[attr-defined]
 
@@ -82,11 +83,23 @@ class SuiteSpec(StrictModel):
     checks: list[CheckSpec] = Field(default_factory=list)
     check_weights: dict[str, float] = Field(default_factory=dict)  # by check name
     diff_budget: int = Field(default=200, gt=0)  # repo mode: lines changed that score 0
+    # What the agent reports it used ($AGENTOS_USAGE_FILE, agentos.usage), per task, that
+    # scores 0 on the tokens and cost dimensions (measured only when the budget is given).
+    token_budget: int | None = Field(default=None, gt=0)
+    cost_budget: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _weights(self) -> SuiteSpec:
         if any(w < 0 for w in self.weights.values()) or not sum(self.weights.values()) > 0:
             raise ValueError("weights must be >= 0 and not all 0")
+        budgets: list[tuple[Dimension, float | None]] = [
+            ("tokens", self.token_budget),
+            ("cost", self.cost_budget),
+        ]
+        for dimension, budget in budgets:
+            if self.weights.get(dimension) and budget is None:
+                field = "token_budget" if dimension == "tokens" else "cost_budget"
+                raise ValueError(f"a weight on {dimension} needs `{field}`")
         unknown = set(self.check_weights) - {c.name for c in self.checks}
         if unknown:
             raise ValueError(f"check_weights names no check: {', '.join(sorted(unknown))}")

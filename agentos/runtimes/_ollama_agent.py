@@ -7,7 +7,8 @@ message holds the request (AGENTOS_REQUEST), the knowledge store's context and a
 failures fed back from the last attempt. The model then works in turns: its text is
 streamed to stdout (the pane and the log), its tool calls (read_file, write_file,
 list_files, run_command, all inside the worktree = the current directory) are run and
-their results sent back, until it answers without a tool call. The client reads
+their results sent back, until it answers without a tool call. The tokens the server
+counted (prompt and reply, every turn) are reported to $AGENTOS_USAGE_FILE. The client reads
 OLLAMA_HOST itself (the package must list it in ``env`` to receive it).
 
 Exit codes: 0 the model finished, 1 the server failed or refused, 3 out of turns.
@@ -22,6 +23,7 @@ from typing import Any
 
 from agentos.runtimes._prompt import heartbeat, user_message
 from agentos.runtimes._worktree_tools import WorktreeTools, ollama_tools
+from agentos.usage import Usage, report_usage
 
 MAX_TURNS = 40
 # Ollama's default context window (2-8k tokens, by version) silently cuts long chats from
@@ -56,10 +58,12 @@ def _show_call(name: str, args: Any) -> str:
 
 def chat_turn(
     client: Any, model: str, messages: list[dict[str, Any]]
-) -> tuple[str, list[dict[str, Any]]]:
-    """One streamed reply: print its text as it comes; return the text and the tool calls."""
+) -> tuple[str, list[dict[str, Any]], int]:
+    """One streamed reply: print its text as it comes; return the text, the tool calls and
+    the tokens the server counted (prompt and reply)."""
     content: list[str] = []
     calls: list[dict[str, Any]] = []
+    tokens = 0
     for chunk in client.chat(
         model=model,
         messages=messages,
@@ -67,6 +71,7 @@ def chat_turn(
         stream=True,
         options={"num_ctx": NUM_CTX},
     ):
+        tokens += (chunk.prompt_eval_count or 0) + (chunk.eval_count or 0)
         message = chunk.message
         if message.content:
             content.append(message.content)
@@ -82,7 +87,7 @@ def chat_turn(
             )
     if content:
         _say("")
-    return "".join(content), calls
+    return "".join(content), calls, tokens
 
 
 def run(prompt_file: Path, model: str) -> int:
@@ -97,16 +102,19 @@ def run(prompt_file: Path, model: str) -> int:
     client = ollama.Client()  # OLLAMA_HOST, when the package passes it through
     host = os.environ.get("OLLAMA_HOST") or "the default address"
     _say(f"[agentos] model {model} on the Ollama server at {host}; up to {MAX_TURNS} turns")
+    used = Usage(tokens=0)
     for turn in range(1, MAX_TURNS + 1):
         heartbeat()
         try:
-            content, calls = chat_turn(client, model, messages)
+            content, calls, tokens = chat_turn(client, model, messages)
         except ollama.ResponseError as exc:
             _say(f"[agentos] the Ollama server refused: {exc.error} (status {exc.status_code})")
             return 1
         except ConnectionError as exc:
             _say(f"[agentos] {exc}")
             return 1
+        used += Usage(tokens=tokens)
+        report_usage(used)
         messages.append(
             {"role": "assistant", "content": content, "tool_calls": calls}
             if calls
