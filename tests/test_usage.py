@@ -83,9 +83,7 @@ def test_usage_is_summed_over_attempts_and_recorded_in_the_gate_receipt(
         '  echo \'{"tokens": 40}\' > "$AGENTOS_USAGE_FILE"\n'
         "fi\n"
     )
-    add_agent(
-        ws, tmp_path, "spender", script, checks=[{"name": "done", "file_exists": "done.txt"}]
-    )
+    add_agent(ws, tmp_path, "spender", script, checks=[{"name": "done", "file_exists": "done.txt"}])
     add_agent(ws, tmp_path, "liar", 'echo \'{"tokens": -5}\' > "$AGENTOS_USAGE_FILE"\n')
     ws.settings_file.write_text("run: {guardian: false, retries: 1}\n")
 

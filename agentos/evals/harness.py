@@ -529,8 +529,7 @@ def _report(
         if most is not None:
             used = [getattr(p, name) for p in predictions]
             dimensions[name] = round(
-                sum(0.0 if u is None else max(0.0, 1 - u / most) for u in used)
-                / len(predictions),
+                sum(0.0 if u is None else max(0.0, 1 - u / most) for u in used) / len(predictions),
                 6,
             )
     weights = {k: w for k, w in suite.spec.weights.items() if k in dimensions and w > 0}
