@@ -15,6 +15,7 @@ import posixpath
 import tarfile
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from agentos.errors import BadInput, HostileArchive
@@ -98,7 +99,7 @@ class _Seen:
             self.links.add(norm)
 
 
-def _check_member(member: tarfile.TarInfo, seen: _Seen, archive: Path) -> str:
+def _check_member(member: tarfile.TarInfo, seen: _Seen, archive: Path, what: str) -> str:
     """Refuse ``member`` unless it is safe given the members before it; its normal path."""
     name = member.name
     if not is_utf8(name) or not is_utf8(member.linkname):
@@ -107,7 +108,7 @@ def _check_member(member: tarfile.TarInfo, seen: _Seen, archive: Path) -> str:
     if not name or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise HostileArchive(f"member {name!r} has an absolute path", file=archive)
     if ".." in name.split("/") or "\\" in name:
-        raise HostileArchive(f"member {name!r} leaves the package ('..')", file=archive)
+        raise HostileArchive(f"member {name!r} leaves the {what} ('..')", file=archive)
     norm = posixpath.normpath(name)
     parts = norm.split("/")
     through = next(
@@ -127,13 +128,13 @@ def _check_member(member: tarfile.TarInfo, seen: _Seen, archive: Path) -> str:
         target = member.linkname
         if target.startswith("/") or not _inside(posixpath.join(posixpath.dirname(name), target)):
             raise HostileArchive(
-                f"symlink {name!r} -> {target!r} points outside the package", file=archive
+                f"symlink {name!r} -> {target!r} points outside the {what}", file=archive
             )
     elif member.islnk():
         target = member.linkname
         if target.startswith("/") or not _inside(target) or target not in seen.names:
             raise HostileArchive(
-                f"hardlink {name!r} -> {target!r} points outside the package", file=archive
+                f"hardlink {name!r} -> {target!r} points outside the {what}", file=archive
             )
     elif not (member.isreg() or member.isdir()):
         raise HostileArchive(
@@ -142,8 +143,25 @@ def _check_member(member: tarfile.TarInfo, seen: _Seen, archive: Path) -> str:
     return norm
 
 
-def extract(archive: Path, dest: Path) -> None:
+def check(archive: Path, what: str = "package") -> None:
+    """Refuse ``archive`` (one line naming it) unless every member is safe to extract."""
+    with _open(archive, what) as tar:
+        _members(tar, archive, what)
+
+
+def extract(archive: Path, dest: Path, what: str = "package") -> None:
     """Validate every member of ``archive``, then extract it into ``dest`` (which must exist)."""
+    with _open(archive, what) as tar:
+        members = _members(tar, archive, what)
+        try:
+            # Defence in depth: the stdlib's "data" filter re-checks every member.
+            tar.extractall(dest, members=members, filter="data")
+        except tarfile.FilterError as exc:
+            raise HostileArchive(f"unsafe member: {exc}", file=archive) from None
+
+
+@contextmanager
+def _open(archive: Path, what: str) -> Iterator[tarfile.TarFile]:
     try:
         size = archive.stat().st_size
     except FileNotFoundError:
@@ -152,24 +170,24 @@ def extract(archive: Path, dest: Path) -> None:
         raise HostileArchive(
             f"archive is {size} bytes, over the {MAX_ARCHIVE_BYTES} limit", file=archive
         )
-    try:
+    try:  # what reading it finds wrong, opening or later, is one line naming it
         with tarfile.open(archive, mode="r:*") as tar:
-            members: list[tarfile.TarInfo] = []
-            seen = _Seen()
-            total = 0
-            for member in tar:
-                members.append(member)
-                if len(members) > MAX_MEMBERS:
-                    raise HostileArchive(f"archive has over {MAX_MEMBERS} members", file=archive)
-                total += max(member.size, 0)
-                if total > MAX_CONTENT_BYTES:
-                    raise HostileArchive(
-                        f"archive unpacks to over {MAX_CONTENT_BYTES} bytes", file=archive
-                    )
-                seen.add(_check_member(member, seen, archive), member)
-            # Defence in depth: the stdlib's "data" filter re-checks every member.
-            tar.extractall(dest, members=members, filter="data")
-    except tarfile.FilterError as exc:
-        raise HostileArchive(f"unsafe member: {exc}", file=archive) from None
+            yield tar
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise BadInput(f"not a valid .tar.gz package: {exc}", file=archive) from None
+        raise BadInput(f"not a valid .tar.gz {what}: {exc}", file=archive) from None
+
+
+def _members(tar: tarfile.TarFile, archive: Path, what: str) -> list[tarfile.TarInfo]:
+    """Every member, each checked against those before it (see :func:`_check_member`)."""
+    members: list[tarfile.TarInfo] = []
+    seen = _Seen()
+    total = 0
+    for member in tar:
+        members.append(member)
+        if len(members) > MAX_MEMBERS:
+            raise HostileArchive(f"archive has over {MAX_MEMBERS} members", file=archive)
+        total += max(member.size, 0)
+        if total > MAX_CONTENT_BYTES:
+            raise HostileArchive(f"archive unpacks to over {MAX_CONTENT_BYTES} bytes", file=archive)
+        seen.add(_check_member(member, seen, archive, what), member)
+    return members

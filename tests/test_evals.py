@@ -3,7 +3,9 @@ folders, checked before anything runs."""
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +138,7 @@ def test_a_suite_loads_its_spec_and_tasks(tmp_path: Path) -> None:
         (
             '{"id": "a", "request": "fix it", "repo": "../../etc"}\n',
             {"mode": "repo", "checks": [{"name": "x", "run": "true"}]},
-            "no fixture folder '../../etc' in the suite",
+            "no fixture folder or archive (.tar.gz, .tgz, .tar) '../../etc' in the suite",
         ),
     ],
 )
@@ -448,8 +450,14 @@ def repo_suite(root: Path) -> Path:
     (root / "suite.yaml").write_text(
         json.dumps({"name": "fixes", "mode": "repo", "checks": checks, "threshold": 0.5})
     )
-    task = {"id": "both", "request": "fix a.txt and b.txt", "repo": "fixtures/two-problems"}
-    (root / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    # The same fixture as an archive, its files under one top folder (as `tar czf` makes it).
+    with tarfile.open(root / "fixtures" / "two-problems.tar.gz", "w:gz") as tar:
+        tar.add(fixture, arcname="two-problems")
+    tasks = [
+        {"id": "both", "request": "fix a.txt and b.txt", "repo": "fixtures/two-problems"},
+        {"id": "packed", "request": "fix a.txt and b.txt", "repo": "fixtures/two-problems.tar.gz"},
+    ]
+    (root / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
     return root
 
 
@@ -477,14 +485,47 @@ def test_repo_mode_scores_the_suites_checks_on_the_agents_work(
     halfway = json.loads(cli("eval", "run", str(suite), "--agent", "half", "--json").stdout)
     cheated = cli("eval", "run", str(suite), "--agent", "cheat", "--json")
 
-    (done,) = halfway["predictions"]
-    assert (done["score"], done["feedback"]) == (0.5, "gate failed: 1 of 2 checks failed (b fixed)")
-    assert done["lines_changed"] == 2  # a.txt: one line out, one in
+    for done in halfway["predictions"]:  # the folder and the archive alike
+        assert (done["score"], done["feedback"]) == (
+            0.5,
+            "gate failed: 1 of 2 checks failed (b fixed)",
+        )
+        assert done["lines_changed"] == 2  # a.txt: one line out, one in
     assert halfway["dimensions"]["diff_size"] == 0.99  # of the suite's 200-line budget
     assert halfway["passed"] is True
     report = json.loads(cheated.stdout)
     assert cheated.returncode == 1
-    assert [p["score"] for p in report["predictions"]] == [0.0]
+    assert [p["score"] for p in report["predictions"]] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("member", "problem"),
+    [
+        ("../outside.txt", "member '../outside.txt' leaves the fixture ('..')"),
+        ("/etc/cron.d/x", "member '/etc/cron.d/x' has an absolute path"),
+    ],
+)
+def test_a_hostile_fixture_archive_stops_the_eval_before_anything_runs(
+    cli: Any, ws: Any, adder: Path, tmp_path: Path, member: str, problem: str
+) -> None:
+    suite = repo_suite(tmp_path / "fixes")
+    archive = suite / "fixtures" / "two-problems.tar.gz"
+    archive.unlink()
+    with tarfile.open(archive, "w:gz") as tar:
+        data = b"planted\n"
+        info = tarfile.TarInfo(member)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+    ran = cli("eval", "run", str(suite), "--agent", "adder")
+    linted = cli("eval", "lint", str(suite))
+
+    for out in (ran, linted):
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"two-problems.tar.gz: {problem}" in out.stdout + out.stderr
+    assert len(ran.stderr.splitlines()) == 1
+    assert not (ws.state_dir / "evals").exists()
+    assert not (tmp_path / "outside.txt").exists()
 
 
 @pytest.mark.slow

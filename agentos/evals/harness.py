@@ -350,10 +350,7 @@ class _Runner:
 
         name = f"{index:04d}"
         repo = self.base / "repos" / name
-        # The fixture's files only: a .git in it (hooks, configuration) is not the suite's.
-        shutil.copytree(
-            self.suite.fixture(task), repo, symlinks=True, ignore=shutil.ignore_patterns(".git")
-        )
+        self.suite.lay_out(task, repo)
         wt.run_git(repo, "init", "-q", "-b", "main")
         wt.run_git(repo, "add", "-A")
         wt.run_git(repo, "commit", "-q", "-m", "fixture", "--allow-empty")

@@ -14,19 +14,23 @@
     staged: {samples: 2, min_score: 0.5}           # optional
 
 Each line of a split is a task: ``{"id": "t1", "input": "2+2", "expected": 4}``, with an
-optional ``evaluator`` of its own. A line that is not JSON, a task without an id, a
-duplicate id, an evaluator AgentOS does not know, an empty split: one line naming the file
-(and the line), exit code 2.
+optional ``evaluator`` of its own. A repo-mode task names its fixture instead: a folder or
+an archive (.tar.gz, .tgz, .tar) in the suite, checked member by member as a hub package
+is (no absolute paths, no ``..``, no links out, no devices, size limits). A line that is
+not JSON, a task without an id, a duplicate id, an evaluator AgentOS does not know, an
+empty split: one line naming the file (and the line), exit code 2.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from agentos import _archive
 from agentos._models import Name, StrictModel, all_errors, load_yaml_model
 from agentos.checks import CheckSpec
 from agentos.errors import BadInput, ValidationFailed
@@ -35,6 +39,7 @@ from agentos.evals.evaluators import NORMALISATIONS
 SUITE_FILE = "suite.yaml"
 DEFAULT_SPLIT = "tasks"
 MAX_LINE = 1 << 20  # bytes of one task line
+ARCHIVES = (".tar.gz", ".tgz", ".tar")  # a repo-mode fixture may be one of these
 
 EvaluatorKind = Literal["exact", "contains", "regex", "numeric", "json_equal", "command", "judge"]
 Dimension = Literal["correctness", "time", "diff_size", "tokens", "cost"]
@@ -83,10 +88,9 @@ class SuiteSpec(StrictModel):
     checks: list[CheckSpec] = Field(default_factory=list)
     check_weights: dict[str, float] = Field(default_factory=dict)  # by check name
     diff_budget: int = Field(default=200, gt=0)  # repo mode: lines changed that score 0
-    # What the agent reports it used ($AGENTOS_USAGE_FILE, agentos.usage), per task, that
-    # scores 0 on the tokens and cost dimensions (measured only when the budget is given).
-    token_budget: int | None = Field(default=None, gt=0)
-    cost_budget: float | None = Field(default=None, gt=0)
+    # What the agent reports it used ($AGENTOS_USAGE_FILE) is scored against these.
+    token_budget: int | None = Field(default=None, gt=0)  # tokens per task that score 0
+    cost_budget: float | None = Field(default=None, gt=0)  # cost per task that scores 0
 
     @model_validator(mode="after")
     def _weights(self) -> SuiteSpec:
@@ -112,7 +116,7 @@ class Task(StrictModel):
     expected: Any = None
     evaluator: EvaluatorSpec | None = None
     request: str | None = None  # repo mode: the request
-    repo: str | None = None  # repo mode: the fixture folder, in the suite
+    repo: str | None = None  # repo mode: the fixture, a folder or an archive in the suite
     checks: list[CheckSpec] | None = None  # repo mode: this task's, instead of the suite's
 
 
@@ -122,6 +126,7 @@ class Suite:
     def __init__(self, root: Path, spec: SuiteSpec) -> None:
         self.root = root
         self.spec = spec
+        self._checked: set[Path] = set()  # fixture archives found safe
 
     @property
     def name(self) -> str:
@@ -158,19 +163,51 @@ class Suite:
                     file=path,
                     field="checks",
                 )
-            if self.spec.mode == "repo" and not self.fixture(task).is_dir():
-                raise ValidationFailed(
-                    f"task {task.id!r}: no fixture folder {task.repo!r} in the suite",
-                    file=path,
-                    field="repo",
-                )
+            if self.spec.mode == "repo":
+                self._check_fixture(task, path)
         return tasks
 
     def fixture(self, task: Task) -> Path:
-        """A repo-mode task's fixture folder, inside the suite (never outside it)."""
+        """A repo-mode task's fixture (a folder or an archive), inside the suite (never
+        outside it)."""
         found = (self.root / (task.repo or "")).resolve()
         root = self.root.resolve()
         return found if found != root and found.is_relative_to(root) else root / ".missing"
+
+    def _check_fixture(self, task: Task, split: Path) -> None:
+        fixture = self.fixture(task)
+        if fixture.is_dir():
+            return
+        if not (fixture.is_file() and fixture.name.endswith(ARCHIVES)):
+            raise ValidationFailed(
+                f"task {task.id!r}: no fixture folder or archive "
+                f"({', '.join(ARCHIVES)}) {task.repo!r} in the suite",
+                file=split,
+                field="repo",
+            )
+        if fixture not in self._checked:
+            _archive.check(fixture, "fixture")
+            self._checked.add(fixture)
+
+    def lay_out(self, task: Task, dest: Path) -> None:
+        """A repo-mode task's fixture as the files of folder ``dest`` (new): the folder's
+        files, or the archive's (its one top folder's, when all its members sit in one);
+        a ``.git`` in either is not the suite's and is left out (hooks, configuration)."""
+        fixture = self.fixture(task)
+        skip_git = shutil.ignore_patterns(".git")
+        if fixture.is_dir():
+            shutil.copytree(fixture, dest, symlinks=True, ignore=skip_git)
+            return
+        unpacked = dest.with_name(dest.name + ".unpacked")
+        unpacked.mkdir(parents=True)
+        try:
+            _archive.extract(fixture, unpacked, "fixture")
+            entries = list(unpacked.iterdir())
+            one = entries[0] if len(entries) == 1 else None
+            top = one if one is not None and one.is_dir() and not one.is_symlink() else unpacked
+            shutil.copytree(top, dest, symlinks=True, ignore=skip_git)
+        finally:
+            shutil.rmtree(unpacked, ignore_errors=True)
 
     def evaluator(self, task: Task) -> EvaluatorSpec:
         spec = task.evaluator or self.spec.evaluator
