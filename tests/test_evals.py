@@ -623,3 +623,38 @@ def test_a_weight_on_tokens_needs_a_token_budget(tmp_path: Path) -> None:
     root = make_suite(tmp_path / "s", [{"id": "a"}], weights={"correctness": 1, "tokens": 1})
     with pytest.raises(AgentOSError, match="a weight on tokens needs `token_budget`"):
         load_suite(root)
+
+
+def test_the_agent_cannot_read_the_suites_expected_answers(
+    cli: Any, ws: Any, tmp_path: Path
+) -> None:
+    import shutil
+    import tempfile
+
+    from conftest import write_package
+
+    from agentos.hub import Hub
+    from agentos.sandbox import choose
+
+    if not choose(ws.settings.sandbox).confined:
+        pytest.skip("no sandbox here")
+    # Outside /tmp, the home and the workspace (each hidden or private in any sandbox).
+    outside = Path(tempfile.mkdtemp(prefix="agentos-suite-", dir="/var/tmp"))
+    try:
+        suite = make_suite(
+            outside / "s",
+            [{"id": "peek", "input": str(outside / "s" / "tasks.jsonl"), "expected": "s3cr3t"}],
+            evaluator={"kind": "contains"},
+        )
+        script = 'cat "$AGENTOS_REQUEST" > "$AGENTOS_OUTPUT_FILE" 2>&1\n'
+        Hub(ws.hub_dir).install(
+            str(write_package(tmp_path / "src" / "peek", name="peek", files={"run.sh": script}))
+        )
+
+        out = cli("eval", "run", str(suite), "--agent", "peek", "--json")
+
+        (prediction,) = json.loads(out.stdout)["predictions"]
+        assert prediction["score"] == 0.0 and "s3cr3t" not in prediction["answer"]
+        assert "No such file" in prediction["answer"]  # it tried, and found nothing there
+    finally:
+        shutil.rmtree(outside)

@@ -47,7 +47,7 @@ from agentos._launch import prepare
 from agentos._run_files import AgentFiles
 from agentos.errors import BadInput
 from agentos.evals import evaluators as ev
-from agentos.evals.suite import DEFAULT_SPLIT, EvaluatorSpec, Suite, Task, load_suite
+from agentos.evals.suite import BUNDLED, DEFAULT_SPLIT, EvaluatorSpec, Suite, Task, load_suite
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
@@ -148,7 +148,7 @@ def find_suite(ws: Workspace, name_or_path: str) -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path.resolve()
-    for root in (ws.root / "evals", Path(__file__).resolve().parent / "_bundled"):
+    for root in (ws.root / "evals", BUNDLED):
         if (root / name_or_path / "suite.yaml").is_file():
             return root / name_or_path
     raise BadInput(f"no eval suite {name_or_path!r} (a folder, or a name under evals/)")
@@ -251,7 +251,16 @@ class _Runner:
         self.agent_ref = manifest.ref
         settings = ws.settings.sandbox
         self.sandbox: Sandbox = choose(settings)
-        self.scene = Scene(settings, ws.root, base, Path(os.environ.get("HOME", "/")))
+        # The suite's folder holds the expected answers: hidden from the agent (a bundled
+        # suite ships inside AgentOS, whose interpreter the agent needs, and is public).
+        bundled = suite.root.resolve().is_relative_to(BUNDLED.resolve())
+        self.scene = Scene(
+            settings,
+            ws.root,
+            base,
+            Path(os.environ.get("HOME", "/")),
+            also_hidden=() if bundled else (suite.root.resolve(),),
+        )
 
     def run(self, index: int, task: Task) -> Prediction:
         if self.suite.spec.mode == "repo":

@@ -39,6 +39,7 @@ from agentos.evals.evaluators import NORMALISATIONS
 SUITE_FILE = "suite.yaml"
 DEFAULT_SPLIT = "tasks"
 MAX_LINE = 1 << 20  # bytes of one task line
+BUNDLED = Path(__file__).resolve().parent / "_bundled"  # the suites that come with AgentOS
 ARCHIVES = (".tar.gz", ".tgz", ".tar")  # a repo-mode fixture may be one of these
 
 EvaluatorKind = Literal["exact", "contains", "regex", "numeric", "json_equal", "command", "judge"]
@@ -264,7 +265,7 @@ def available_suites(workspace_evals: Path) -> list[dict[str, Any]]:
     from agentos.errors import AgentOSError
 
     found = []
-    for root in (workspace_evals, Path(__file__).resolve().parent / "_bundled"):
+    for root in (workspace_evals, BUNDLED):
         for folder in sorted(root.glob("*/")) if root.is_dir() else []:
             try:
                 suite = load_suite(folder)

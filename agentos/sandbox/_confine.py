@@ -82,9 +82,10 @@ class Scene:
     repo: Path  # the main checkout
     home: Path  # the user's real home (HOME)
     extra_reads: tuple[Path, ...] = ()  # the repository's environment and the like
+    also_hidden: tuple[Path, ...] = ()  # e.g. an eval suite's folder: its expected answers
 
     def hidden(self) -> list[Path]:
-        return [self.workspace, self.repo]
+        return [self.workspace, self.repo, *self.also_hidden]
 
 
 def agent_policy(
