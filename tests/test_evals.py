@@ -304,9 +304,20 @@ def test_a_command_evaluator_reads_the_answer_on_stdin_confined(
         '{"id": "even", "input": "2+2"}\n{"id": "odd", "input": "7+7"}\n'
         '{"id": "sneaky", "input": "1+1", "evaluator": {"kind": "command", '
         '"command": "touch planted && cat"}}\n'
+        '{"id": "planted", "input": "3+3", "evaluator": {"kind": "command", '
+        '"command": "python3 -c \'import json, sys; sys.exit(json.load(sys.stdin) != 7)\'"}}\n'
     )
+    # The agent plants a json.py that says yes in its scratch folder, where `python3 -c`
+    # would import it from: the evaluator never runs there.
+    from conftest import write_package
 
-    out = cli("eval", "run", str(adder), "--agent", "adder", "--json")
+    from agentos.hub import Hub
+
+    planter = ADDER + "printf 'import sys\\nsys.exit(0)\\n' > json.py\n"
+    src = write_package(adder.parent / "src" / "planter", name="planter", files={"run.sh": planter})
+    Hub(ws.hub_dir).install(str(src))
+
+    out = cli("eval", "run", str(adder), "--agent", "planter", "--json")
 
     report = json.loads(out.stdout)
     got = {p["task"]: (p["score"], p["feedback"]) for p in report["predictions"]}
@@ -314,8 +325,9 @@ def test_a_command_evaluator_reads_the_answer_on_stdin_confined(
     assert got["odd"][0] == 0.0 and got["odd"][1].startswith(
         "`read n; [ $((n % 2)) -eq 0 ]` exited 1"
     )
-    # The scratch folder is read-only to the evaluator: it cannot leave anything behind.
+    # The evaluator's folder is read-only to it: it cannot leave anything behind.
     assert got["sneaky"][0] == 0.0 and "Read-only file system" in got["sneaky"][1]
+    assert got["planted"][0] == 0.0 and "exited 1" in got["planted"][1]
 
 
 # A judge: reads the JSON request, gives 0.85 to a right answer, and prints garbage for 2+2.

@@ -213,6 +213,7 @@ def run_eval(
     finally:
         shutil.rmtree(base / "run", ignore_errors=True)  # env files: secrets
         shutil.rmtree(base / "work", ignore_errors=True)
+        shutil.rmtree(base / "grade", ignore_errors=True)
     report = _report(suite, split, eval_id, manifest, tasks, predictions, samples, seed, jobs)
     report.staged = stage
     report.seconds = round(time.monotonic() - started, 3)
@@ -274,7 +275,7 @@ class _Runner:
         elif done.answer is None:
             grade = ev.Grade(0.0, "the agent wrote no answer to $AGENTOS_OUTPUT_FILE")
         elif spec.kind == "command":
-            grade = self._command(spec, done.answer, scratch)
+            grade = self._command(spec, done.answer, name)
         elif spec.kind == "judge":
             grade = self._judge(spec, task, done.answer, name)
         else:
@@ -426,24 +427,26 @@ class _Runner:
             return ev.Grade(0.0, "the judge stopped at the time budget")
         return ev.judge_score(done.answer or "")
 
-    def _command(self, spec: EvaluatorSpec, answer: str, scratch: Path) -> ev.Grade:
-        """The suite's command, confined as a gate check is (the scratch folder read-only,
-        no network), with the answer on its stdin: exit 0 is right."""
+    def _command(self, spec: EvaluatorSpec, answer: str, name: str) -> ev.Grade:
+        """The suite's command, confined as a gate check is (no network, its folder
+        read-only), in a folder of its own holding only the answer (never the agent's
+        scratch folder, where a planted ``json.py`` would be what ``python3 -c`` imports),
+        with the answer on its stdin: exit 0 is right."""
         from agentos._checks_run import run_shell
         from agentos.sandbox._confine import CheckConfiner
 
-        answer_file = scratch / ".agentos-answer"
-        if answer_file.is_dir() and not answer_file.is_symlink():  # the agent left one there
-            shutil.rmtree(answer_file)
+        folder = self.base / "grade" / name
+        folder.mkdir(parents=True)
+        answer_file = folder / "answer"
         atomic_write(answer_file, answer)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
-        wrap, group = CheckConfiner(self.sandbox, self.scene, scratch, env["PATH"]).prepare(
-            scratch, writes=False
+        wrap, group = CheckConfiner(self.sandbox, self.scene, folder, env["PATH"]).prepare(
+            folder, writes=False
         )
         try:
             outcome = run_shell(
                 f"( {spec.command} ) < {shlex.quote(str(answer_file))}",
-                scratch,
+                folder,
                 env,
                 COMMAND_TIMEOUT,
                 wrap,
