@@ -30,20 +30,17 @@ import os
 import random
 import shlex
 import shutil
-import signal
 import stat
-import subprocess
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentos._agent_driver import confine_agent
 from agentos._fs import atomic_write, sha256_bytes
-from agentos._launch import prepare
+from agentos._oneshot import run_once
 from agentos._run_files import AgentFiles
 from agentos.errors import BadInput
 from agentos.evals import evaluators as ev
@@ -52,10 +49,10 @@ from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
 from agentos.runs import new_run_id
-from agentos.runtimes import AgentTask, get_runtime
-from agentos.sandbox import Group, Sandbox, choose
+from agentos.runtimes import get_runtime
+from agentos.sandbox import Sandbox, choose
 from agentos.sandbox._confine import Scene
-from agentos.usage import Usage, take_usage
+from agentos.usage import Usage
 from agentos.workspace import Workspace
 
 ANSWER_MAX = 1 << 20  # bytes of an answer that are read
@@ -143,6 +140,10 @@ class EvalReport:
         return data
 
 
+class EvalCancelled(Exception):
+    """The eval was stopped before it ended; nothing of it is kept."""
+
+
 def find_suite(ws: Workspace, name_or_path: str) -> Path:
     """A suite by path, or by name among the workspace's ``evals/`` and the bundled ones."""
     path = Path(name_or_path).expanduser()
@@ -173,19 +174,33 @@ def run_eval(
     jobs: int = 1,
     on_task: Callable[[Prediction], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    package: tuple[Manifest, Path] | None = None,
+    staged: bool = True,
+    cancel: threading.Event | None = None,
 ) -> EvalReport:
     """Run ``agent`` (NAME[@VERSION]) on the suite's ``split``; the report, written with
     its predictions and an ``eval`` receipt. ``on_start`` is told how many tasks will run
-    (at most), ``on_task`` gets each prediction as it is made."""
+    (at most), ``on_task`` gets each prediction as it is made.
+
+    ``package`` runs a package that is not in the hub (its manifest and folder; ``agent``
+    then only names it in the report), as evolve does with each generation; ``staged``
+    False runs every task even when the suite stages; once ``cancel`` is set, the tasks
+    running are stopped and :class:`EvalCancelled` is raised (no report is written)."""
     suite = load_suite(suite_path)
     tasks = pick(suite.tasks(split), samples, seed)
     if suite.spec.mode == "repo":
         jobs = 1  # each task is a run, whose orchestrator owns this process's signals
     hub = Hub(ws.hub_dir)
-    info, manifest = _package(hub, agent, "--agent")
+    label = agent  # the report's name for it
+    if package is None:
+        info, manifest = _package(hub, agent, "--agent")
+        package, label = (manifest, info.path), manifest.ref
+    elif suite.spec.mode == "repo":
+        raise BadInput("a repo-mode suite runs hub packages only", field="suite")
+    manifest = package[0]
     eval_id = new_run_id()
     base = ws.state_dir / "evals" / eval_id
-    runner = _Runner(ws, suite, manifest, info.path, base, eval_id)
+    runner = _Runner(ws, suite, manifest, package[1], base, eval_id, cancel)
     judges = set() if suite.spec.mode == "repo" else {suite.evaluator(t).agent for t in tasks}
     for ref in sorted(j for j in judges if j):
         judge, judge_manifest = _package(hub, ref, "evaluator.agent")
@@ -193,17 +208,17 @@ def run_eval(
     started, started_at = time.monotonic(), time.time()
     if on_start is not None:
         on_start(len(tasks))
-    staged = suite.spec.staged if samples is None else None
+    stages = suite.spec.staged if samples is None and staged else None
     stage: dict[str, Any] | None = None
     try:
-        if staged is not None and staged.samples < len(tasks):
+        if stages is not None and stages.samples < len(tasks):
             # A sample first; the rest only when the sample clears min_score.
-            first = pick(tasks, staged.samples, 0 if seed is None else seed)
+            first = pick(tasks, stages.samples, 0 if seed is None else seed)
             done = _run_all(runner, tasks, first, jobs, on_task)
             score = sum(p.score for p in done.values()) / len(done)
-            stage = {"samples": staged.samples, "min_score": staged.min_score}
-            stage |= {"score": round(score, 6), "complete": score >= staged.min_score}
-            if score >= staged.min_score:
+            stage = {"samples": stages.samples, "min_score": stages.min_score}
+            stage |= {"score": round(score, 6), "complete": score >= stages.min_score}
+            if score >= stages.min_score and not (cancel and cancel.is_set()):
                 rest = [t for t in tasks if t.id not in done]
                 done |= _run_all(runner, tasks, rest, jobs, on_task)
             tasks = [t for t in tasks if t.id in done]
@@ -214,7 +229,10 @@ def run_eval(
         shutil.rmtree(base / "run", ignore_errors=True)  # env files: secrets
         shutil.rmtree(base / "work", ignore_errors=True)
         shutil.rmtree(base / "grade", ignore_errors=True)
-    report = _report(suite, split, eval_id, manifest, tasks, predictions, samples, seed, jobs)
+    if cancel is not None and cancel.is_set():
+        shutil.rmtree(base, ignore_errors=True)
+        raise EvalCancelled(eval_id)
+    report = _report(suite, split, eval_id, label, tasks, predictions, samples, seed, jobs)
     report.staged = stage
     report.seconds = round(time.monotonic() - started, 3)
     report.started_at = started_at
@@ -245,9 +263,10 @@ class _Runner:
         package_dir: Path,
         base: Path,
         eval_id: str,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.ws, self.suite, self.manifest, self.package_dir = ws, suite, manifest, package_dir
-        self.base, self.eval_id = base, eval_id
+        self.base, self.eval_id, self.cancel = base, eval_id, cancel
         self.judges: dict[str, tuple[Manifest, Path]] = {}  # ref -> its package
         self.agent_ref = manifest.ref
         settings = ws.settings.sandbox
@@ -298,55 +317,25 @@ class _Runner:
     ) -> _Answered:
         """Run a package on ``request`` in ``scratch``, confined as a run's agent is, until
         it exits or the suite's time budget ends; what it wrote to $AGENTOS_OUTPUT_FILE."""
-        scratch.mkdir(parents=True, exist_ok=True)
         files = AgentFiles(self.base / "run" / name, self.base / "logs" / f"{name}.log")
         answer_file = files.io / "answer"
-        agent_task = AgentTask(
+        done = run_once(
+            self.ws,
+            self.sandbox,
+            self.scene,
+            manifest,
+            package_dir,
             run_id=self.eval_id,
-            agent=manifest.name,
-            manifest=manifest,
-            package_dir=package_dir,
-            worktree=scratch,
-            repo=scratch,
-            workspace=self.ws.root,
+            workdir=scratch,
             request=request,
-            run_dir=files.run_dir,
+            files=files,
+            timeout=self.suite.spec.time_budget,
+            env={"AGENTOS_OUTPUT_FILE": str(answer_file)},
+            cancel=self.cancel,
         )
-        groups: list[Group] = []
-
-        def environment(env: dict[str, str]) -> dict[str, str]:
-            return {**env, "AGENTOS_OUTPUT_FILE": str(answer_file)}
-
-        def confine(argv: list[str], env: dict[str, str]) -> list[str]:
-            confined, group, _ = confine_agent(
-                self.sandbox, self.scene, self.ws, manifest, package_dir, scratch, files, argv, env
-            )
-            groups.append(group)
-            return confined
-
-        argv, _env = prepare(agent_task, files, environment=environment, confine=confine)
-        started = time.monotonic()
-        limit = None
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+        return _Answered(
+            _read_answer(answer_file), done.seconds, done.exit_code, done.limit, done.usage
         )
-        try:
-            proc.wait(timeout=self.suite.spec.time_budget)
-        except subprocess.TimeoutExpired:
-            limit = "time"
-            with suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        finally:
-            for group in groups:
-                group.close()
-        seconds = round(time.monotonic() - started, 3)
-        used, _ = take_usage(files.usage)  # a bad report is no report: the task scores 0 on it
-        return _Answered(_read_answer(answer_file), seconds, files.exit_code(), limit, used)
 
     def _run_repo(self, index: int, task: Task) -> Prediction:
         """A repo-mode task: the fixture as a fresh repository, the request run on it by
@@ -509,7 +498,7 @@ def _report(
     suite: Suite,
     split: str,
     eval_id: str,
-    manifest: Manifest,
+    agent: str,
     tasks: list[Task],
     predictions: list[Prediction],
     samples: int | None,
@@ -553,7 +542,7 @@ def _report(
         id=eval_id,
         suite=suite.name,
         split=split,
-        agent=manifest.ref,
+        agent=agent,
         tasks=[t.id for t in tasks],
         sample={"samples": samples, "seed": seed} if sampled else None,
         jobs=jobs,

@@ -1,0 +1,118 @@
+"""An agent package run once, outside tmux: as a run's agent is (its scrubbed environment,
+its wrapper, its sandbox) but in a folder of AgentOS's choosing, until it exits or its time
+ends. Evals run their agents and judges this way, evolve its meta agent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentos._agent_driver import confine_agent
+from agentos._launch import prepare
+from agentos._run_files import AgentFiles
+from agentos.manifest import Manifest
+from agentos.runtimes import AgentTask
+from agentos.sandbox import Group, Sandbox
+from agentos.sandbox._confine import Scene
+from agentos.usage import Usage, take_usage
+from agentos.workspace import Workspace
+
+CANCEL_POLL = 0.1  # seconds between looks at the cancel event
+
+
+@dataclass(frozen=True)
+class OneShot:
+    seconds: float
+    exit_code: int | None  # None: it wrote no exit status (killed, or never started)
+    limit: str | None  # "time" when its time ran out, "cancelled" when it was stopped
+    usage: Usage | None  # what it reported it used ($AGENTOS_USAGE_FILE)
+
+
+def run_once(
+    ws: Workspace,
+    sandbox: Sandbox,
+    scene: Scene,
+    manifest: Manifest,
+    package_dir: Path,
+    *,
+    run_id: str,
+    workdir: Path,
+    request: str,
+    files: AgentFiles,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cancel: threading.Event | None = None,
+) -> OneShot:
+    """Run the package on ``request`` in ``workdir`` (writable to it, with its own files
+    ``files.io``), its environment completed with ``env``, until it exits, ``timeout``
+    seconds pass or ``cancel`` is set; everything it started dies with it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    task = AgentTask(
+        run_id=run_id,
+        agent=manifest.name,
+        manifest=manifest,
+        package_dir=package_dir,
+        worktree=workdir,
+        repo=workdir,
+        workspace=ws.root,
+        request=request,
+        run_dir=files.run_dir,
+    )
+    groups: list[Group] = []
+
+    def environment(base: dict[str, str]) -> dict[str, str]:
+        return {**base, **(env or {})}
+
+    def confine(argv: list[str], agent_env: dict[str, str]) -> list[str]:
+        confined, group, _ = confine_agent(
+            sandbox, scene, ws, manifest, package_dir, workdir, files, argv, agent_env
+        )
+        groups.append(group)
+        return confined
+
+    argv, _ = prepare(task, files, environment=environment, confine=confine)
+    started = time.monotonic()
+    limit = None
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        limit = _wait(proc, started + timeout, cancel)
+        if limit is not None:
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    finally:
+        for group in groups:
+            group.close()
+    used, _ = take_usage(files.usage)  # a report that is not one is none
+    return OneShot(round(time.monotonic() - started, 3), files.exit_code(), limit, used)
+
+
+def _wait(
+    proc: subprocess.Popen[bytes], deadline: float, cancel: threading.Event | None
+) -> str | None:
+    """None when the process exited; else why it must be stopped."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "time"
+        if cancel is not None and cancel.is_set():
+            return "cancelled"
+        try:
+            proc.wait(timeout=min(left, CANCEL_POLL) if cancel is not None else left)
+            return None
+        except subprocess.TimeoutExpired:
+            continue
