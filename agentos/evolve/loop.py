@@ -1,0 +1,781 @@
+"""The evolve loop: select a parent, let the meta agent change it, check it, score it,
+archive it; until the generations are spent or the best is perfect.
+
+An evolution lives in ``.agentos/evolve/<evo>/`` (see :mod:`agentos.evolve.archive`): a git
+repository of the package's source (``repo/``: branch ``gen-0`` is the installed package,
+every generation ``gen-<n>`` a branch from its parent's commit), the records, and
+``evals/gen-<n>/`` with each generation's **training** eval (its report and predictions):
+the folder the meta agent is shown as ``$AGENTOS_EVAL_DIR``. Validation scores, when the
+suite has a ``val`` split, choose parents and are never shown to it.
+
+One generation:
+
+1. a worktree of the evolution's repository at the parent's commit;
+2. the meta agent (a hub package) runs there, confined as any agent (the suite's folder
+   hidden, the training evals readable), with the rendered prompt as its request; what it
+   leaves is committed;
+3. it is **rejected** (invalid, never a parent) when it changed nothing, changed the
+   suite's files (they are put back), changed anything but the package's own files (a
+   Stormbreaker check), or fails the smoke test: the manifest loads, names the same
+   package, keeps the runtime, ``env`` and ``sandbox`` of the package it started from
+   (a generation may not widen what it is allowed), and its entry imports;
+4. else the eval harness scores it on the training split (staged with ``--staged``), then on
+   the validation split if there is one; it is **accepted** when it beats its parent and
+   passes the suite's threshold, else **refined** (valid, still a candidate parent).
+
+Each generation gets ``metadata.json``, ``patch.diff`` and a ``generation`` receipt; then a
+snapshot is appended to ``archive.jsonl``. A process killed at any point loses only the
+generations it had not finished: ``resume`` removes what they left and makes them again,
+under the same numbers.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from agentos import worktrees as wt
+from agentos._archive import package_files
+from agentos._fs import atomic_write, sha256_bytes
+from agentos._oneshot import run_once
+from agentos._run_files import AgentFiles
+from agentos.errors import AgentOSError, BadInput, Conflict, NotFound
+from agentos.evals.harness import EvalCancelled, EvalReport, find_suite, run_eval
+from agentos.evals.suite import Suite, load_suite
+from agentos.evolve.archive import (
+    Archive,
+    EvolutionSpec,
+    Generation,
+    Verdict,
+    read_json_model,
+    write_json_model,
+)
+from agentos.evolve.selection import METHODS, Candidate, select_parent
+from agentos.hub import Hub
+from agentos.manifest import Manifest, load_manifest
+from agentos.receipts import write_receipt
+from agentos.runs import new_run_id, pid_alive, process_start
+from agentos.runtimes import get_runtime
+from agentos.sandbox import choose
+from agentos.sandbox._confine import Scene
+from agentos.workspace import Workspace
+
+VAL_SPLIT = "val"
+PYTHON_RUNTIMES = ("python", "langchain", "crewai")
+SMOKE_TIMEOUT = 60.0  # seconds the entry's import may take
+# The package's own files: anything but a top-level dotfile (.git*, .agentos*), whose
+# effect reaches past the package (git attributes, AgentOS's own files).
+PACKAGE_FILES = "[!.]*"
+
+
+class Evolution:
+    """The files of evolution ``evo_id`` (which need not exist yet)."""
+
+    def __init__(self, ws: Workspace, evo_id: str) -> None:
+        self.ws, self.id = ws, evo_id
+        self.root = evolve_dir(ws) / evo_id
+
+    @property
+    def spec_file(self) -> Path:
+        return self.root / "evolution.json"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def archive(self) -> Archive:
+        return Archive(self.root / "archive.jsonl")
+
+    @property
+    def repo(self) -> Path:
+        return self.root / "repo"
+
+    @property
+    def evals(self) -> Path:
+        """$AGENTOS_EVAL_DIR: the training evals of every generation so far."""
+        return self.root / "evals"
+
+    def gen_dir(self, gen: int) -> Path:
+        return self.root / f"gen-{gen}"
+
+    def worktree(self, gen: int) -> Path:
+        return self.root / "work" / f"gen-{gen}"
+
+    def spec(self) -> EvolutionSpec:
+        if not self.spec_file.is_file():
+            raise NotFound(f"no evolution {self.id!r}", field="EVO")
+        spec: EvolutionSpec = read_json_model(EvolutionSpec, self.spec_file)
+        return spec
+
+    def state(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.state_file.read_bytes())
+        except (OSError, ValueError):
+            return {"status": "created"}
+        return data if isinstance(data, dict) else {"status": "created"}
+
+    def set_state(self, status: str, **fields: Any) -> None:
+        atomic_write(
+            self.state_file,
+            json.dumps({"status": status, "updated_at": time.time(), **fields}) + "\n",
+        )
+
+    def running(self) -> bool:
+        """Whether a live process drives it now."""
+        state = self.state()
+        return state.get("status") == "running" and pid_alive(
+            state.get("pid"), state.get("pid_start")
+        )
+
+    def generations(self) -> dict[int, Generation]:
+        """Every decided generation: the archive's, and any whose metadata was written but
+        whose snapshot was lost (a process killed between the two, a torn last line)."""
+        found = self.archive.read()
+        for meta in sorted(self.root.glob("gen-*/metadata.json")):
+            gen = _gen_number(meta.parent.name)
+            if gen is not None and gen not in found:
+                with suppress(AgentOSError):
+                    found[gen] = read_json_model(Generation, meta)
+        return dict(sorted(found.items()))
+
+
+def evolve_dir(ws: Workspace) -> Path:
+    return ws.state_dir / "evolve"
+
+
+def _gen_number(name: str) -> int | None:
+    number = name.removeprefix("gen-")
+    return int(number) if number.isdigit() else None
+
+
+def list_evolutions(ws: Workspace) -> list[Evolution]:
+    """Every evolution of the workspace, newest first."""
+    root = evolve_dir(ws)
+    found = [Evolution(ws, p.parent.name) for p in root.glob("*/evolution.json")]
+    return sorted(found, key=lambda e: e.id, reverse=True)
+
+
+def find_evolution(ws: Workspace, evo_id: str | None) -> Evolution:
+    """Evolution ``evo_id``, or the newest when None."""
+    if evo_id is None:
+        found = list_evolutions(ws)
+        if not found:
+            raise NotFound("no evolution yet (start one with `agentos evolve start`)")
+        return found[0]
+    if not evo_id.replace("-", "").isalnum():
+        raise BadInput(f"not an evolution id: {evo_id!r}", field="EVO")
+    evo = Evolution(ws, evo_id)
+    evo.spec()  # exists
+    return evo
+
+
+# --- starting ----------------------------------------------------------------------------
+
+
+def create(
+    ws: Workspace,
+    package: str,
+    suite: str,
+    *,
+    meta: str,
+    generations: int = 5,
+    children: int = 1,
+    select: str = "score_child_prop",
+    seed: int = 0,
+    staged: bool = False,
+    jobs: int = 1,
+    split: str = "tasks",
+) -> Evolution:
+    """A new evolution, checked whole before anything is written: the suite, the package
+    and the meta agent (installed, intact, able to start here); its repository holds the
+    package as generation 0. :func:`run` then drives it."""
+    if select not in METHODS:
+        raise BadInput(
+            f"unknown selection {select!r} (one of {', '.join(METHODS)})", field="--select"
+        )
+    for name, value in (("--generations", generations), ("--children", children), ("--jobs", jobs)):
+        if value < 1:
+            raise BadInput(f"must be at least 1, not {value}", field=name)
+    loaded = load_suite(find_suite(ws, suite))
+    loaded.tasks(split)
+    if loaded.spec.mode != "answer":
+        raise BadInput(
+            f"suite {loaded.name!r} is a repo-mode suite; evolve scores answer-mode suites",
+            field="--suite",
+        )
+    if staged and loaded.spec.staged is None:
+        raise BadInput(f"suite {loaded.name!r} has no `staged:` section", field="--staged")
+    val = VAL_SPLIT if VAL_SPLIT in loaded.splits() and split != VAL_SPLIT else None
+    if val is not None:
+        loaded.tasks(val)
+    hub = Hub(ws.hub_dir)
+    info, manifest = _installed(hub, package, "PACKAGE")
+    meta_info, _ = _installed(hub, meta, "--meta")
+    evo = Evolution(ws, new_run_id())
+    spec = EvolutionSpec(
+        id=evo.id,
+        package=manifest.name,
+        version=manifest.version,
+        suite=str(loaded.root.resolve()),
+        suite_name=loaded.name,
+        split=split,
+        val_split=val,
+        meta=f"{meta_info.name}@{meta_info.version}",
+        generations=generations,
+        children=children,
+        select=select,
+        seed=seed,
+        staged=staged,
+        jobs=jobs,
+        created_at=time.time(),
+    )
+    evo.root.mkdir(parents=True)
+    try:
+        _init_repo(evo.repo, info.path)
+        write_json_model(evo.spec_file, spec)
+        evo.set_state("created")
+    except BaseException:
+        shutil.rmtree(evo.root, ignore_errors=True)
+        raise
+    return evo
+
+
+def _installed(hub: Hub, ref: str, field: str) -> tuple[Any, Manifest]:
+    try:
+        info, manifest = hub.get(ref)
+    except AgentOSError as exc:
+        raise type(exc)(exc.message, field=field) from None
+    hub.check_intact(info.name, info.version)
+    get_runtime(manifest.runtime).preflight(manifest, info.path)
+    return info, manifest
+
+
+def _init_repo(repo: Path, package_dir: Path) -> None:
+    repo.mkdir(parents=True)
+    wt.run_git(repo, "init", "-q", "-b", "gen-0")
+    for path in package_files(package_dir):
+        dest = repo / path.relative_to(package_dir)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest, follow_symlinks=False)
+        if not dest.is_symlink():
+            dest.chmod(0o755 if os.access(path, os.X_OK) else 0o644)
+    wt.run_git(repo, "add", "-A")
+    _commit(repo, "generation 0: the installed package")
+
+
+def _commit(tree: Path, message: str) -> None:
+    wt.run_git(
+        tree,
+        "-c",
+        "user.name=agentos-evolve",
+        "-c",
+        "user.email=evolve@agentos.invalid",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        message,
+    )
+
+
+# --- driving -----------------------------------------------------------------------------
+
+
+class Evolver:
+    """Drives one evolution in this process until it is done or cancelled."""
+
+    def __init__(
+        self,
+        evo: Evolution,
+        *,
+        cancel: threading.Event | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.evo, self.ws = evo, evo.ws
+        self.spec = evo.spec()
+        self.cancel = cancel or threading.Event()
+        self.say = say or (lambda _line: None)
+        self.suite: Suite = load_suite(Path(self.spec.suite))
+        hub = Hub(self.ws.hub_dir)
+        self.initial_info, self.initial = _installed(
+            hub, f"{self.spec.package}@{self.spec.version}", "PACKAGE"
+        )
+        meta_info, self.meta = _installed(hub, self.spec.meta, "--meta")
+        self.meta_dir = meta_info.path
+        self.sandbox = choose(self.ws.settings.sandbox)
+        self.lock = threading.Lock()  # the archive is appended by one thread at a time
+
+    def run(self) -> str:
+        """Drive the evolution until it stops; why it stopped (one line)."""
+        with self._exclusive():
+            self.evo.set_state("running", pid=os.getpid(), pid_start=process_start(os.getpid()))
+            try:
+                reason = self._loop()
+            except BaseException as exc:
+                self.evo.set_state("failed", reason=str(exc) or type(exc).__name__)
+                raise
+            status = "cancelled" if self.cancel.is_set() else "finished"
+            self.evo.set_state(status, reason=reason)
+            return reason
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One process drives an evolution; the lock dies with it (kill -9 included)."""
+        with (self.evo.root / "lock").open("a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = self.evo.state().get("pid")
+                raise Conflict(
+                    f"evolution {self.evo.id} is already running (pid {pid})", field="EVO"
+                ) from None
+            yield
+
+    def _loop(self) -> str:
+        gens = self._reconcile()
+        if 0 not in gens:
+            initial = self._initial()
+            if initial is None:
+                return "cancelled before the initial generation was scored"
+            gens = self._archive(gens, initial)
+        while True:
+            if self.cancel.is_set():
+                return "cancelled"
+            made = len(gens) - 1
+            best = max(gens.values(), key=lambda g: (g.score or 0.0, g.gen))
+            if best.perfect:
+                return f"generation {best.gen} reached a perfect score ({best.score:g})"
+            if made >= self.spec.generations:
+                return f"made {made} generation(s), as asked"
+            round_no = max(g.round for g in gens.values()) + 1
+            choice = select_parent(
+                self.spec.select, _candidates(gens), f"{self.spec.seed}:{round_no}"
+            )
+            parent = gens[choice.parent]
+            count = min(self.spec.children, self.spec.generations - made)
+            first = max(gens) + 1
+            self.say(
+                f"round {round_no}: parent {parent.gen} (score {parent.score:g}); "
+                f"making generation(s) {first}..{first + count - 1}"
+            )
+            with ThreadPoolExecutor(max_workers=min(self.spec.jobs, count)) as pool:
+                futures = [
+                    pool.submit(self._child, gen, parent, round_no, choice.as_dict())
+                    for gen in range(first, first + count)
+                ]
+                for fut in as_completed(futures):
+                    child = fut.result()
+                    if child is not None:
+                        gens = self._archive(gens, child)
+                        self.say(
+                            f"generation {child.gen} (parent {child.parent}): {child.verdict}"
+                            f" - {child.reason}"
+                        )
+
+    def _archive(self, gens: dict[int, Generation], gen: Generation) -> dict[int, Generation]:
+        with self.lock:
+            gens = {**gens, gen.gen: gen}
+            self.evo.archive.append(gens)
+            return dict(sorted(gens.items()))
+
+    def _reconcile(self) -> dict[int, Generation]:
+        """What a killed process left: decided generations the archive lost are appended
+        again; unfinished ones (no metadata) leave nothing behind, their numbers free."""
+        gens = self.evo.generations()
+        if gens != self.evo.archive.read():
+            self.evo.archive.append(gens)
+        for folder in self.evo.root.glob("gen-*"):
+            gen = _gen_number(folder.name)
+            if gen is not None and gen not in gens:
+                shutil.rmtree(folder, ignore_errors=True)
+        for folder in self.evo.evals.glob("gen-*"):
+            gen = _gen_number(folder.name)
+            if gen is not None and gen not in gens:
+                shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(self.evo.root / "work", ignore_errors=True)
+        wt.run_git(self.evo.repo, "worktree", "prune")
+        branches = wt.run_git(self.evo.repo, "branch", "--format=%(refname:short)").split()
+        for branch in branches:
+            gen = _gen_number(branch)
+            if gen is not None and gen not in gens and gen != 0:
+                wt.run_git(self.evo.repo, "branch", "-q", "-D", branch)
+        return gens
+
+    # -- one generation ---------------------------------------------------------------------
+
+    def _initial(self) -> Generation | None:
+        started = time.time()
+        folder = self.evo.gen_dir(0)
+        folder.mkdir(parents=True, exist_ok=True)
+        package = (self.initial, Path(self.initial_info.path))
+        try:
+            scores = self._score(0, package)
+        except EvalCancelled:
+            return None
+        commit = wt.rev(self.evo.repo, "gen-0") or ""
+        return self._decide(
+            Generation(
+                gen=0,
+                parent=None,
+                round=0,
+                verdict="initial",
+                reason="the package as installed",
+                valid_parent=True,
+                commit=commit,
+                started_at=started,
+                ended_at=time.time(),
+                **scores,
+            )
+        )
+
+    def _child(
+        self, gen: int, parent: Generation, round_no: int, selection: dict[str, Any]
+    ) -> Generation | None:
+        """Generation ``gen`` from ``parent``; None when cancelled (nothing of it is kept)."""
+        started = time.time()
+        folder, tree = self.evo.gen_dir(gen), self.evo.worktree(gen)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        wt.run_git(
+            self.evo.repo, "worktree", "add", "-q", "-b", f"gen-{gen}", str(tree), parent.commit
+        )
+        base: dict[str, Any] = {
+            "gen": gen,
+            "parent": parent.gen,
+            "round": round_no,
+            "selection": selection,
+            "started_at": started,
+        }
+        try:
+            suite_before = _snapshot(self.suite.root)
+            meta = self._run_meta(gen, parent, tree, max(0, self.spec.generations - gen))
+            if meta.get("limit") == "cancelled":
+                self._forget(gen)
+                return None
+            tampered = _restore(self.suite.root, suite_before)
+            commit = wt.commit_all(
+                tree, f"generation {gen} (parent {parent.gen})", "agentos-evolve"
+            )
+            base |= {"meta": meta, "commit": commit or parent.commit}
+            problem = self._invalid(tree, parent, commit, tampered)
+            if commit:
+                base |= self._patch(gen, parent.commit, commit)
+            if problem is not None:
+                return self._decide(
+                    Generation(
+                        verdict="reject",
+                        reason=problem,
+                        valid_parent=False,
+                        ended_at=time.time(),
+                        **base,
+                    )
+                )
+            wt.run_git(tree, "clean", "-ffdqx")  # what is scored is the commit, no more
+            manifest = load_manifest(tree)
+            try:
+                scores = self._score(gen, (manifest, tree))
+            except EvalCancelled:
+                self._forget(gen)
+                return None
+        finally:
+            with suppress(AgentOSError):
+                wt.run_git(self.evo.repo, "worktree", "remove", "--force", str(tree))
+            shutil.rmtree(folder / "run", ignore_errors=True)  # the meta agent's env file
+        better = parent.score is None or (scores["score"] or 0.0) > parent.score
+        passed = all(s.get("passed") for s in scores["scores"].values())
+        verdict: Verdict = "accept" if better and passed else "refine"
+        reason = (
+            f"scores {scores['score']:g}, {'above' if better else 'not above'} its parent's "
+            f"{parent.score:g}" + ("" if passed else ", below the suite's threshold")
+        )
+        return self._decide(
+            Generation(
+                verdict=verdict,
+                reason=reason,
+                valid_parent=True,
+                ended_at=time.time(),
+                **base,
+                **scores,
+            )
+        )
+
+    def _run_meta(self, gen: int, parent: Generation, tree: Path, left: int) -> dict[str, Any]:
+        folder = self.evo.gen_dir(gen)
+        self.evo.evals.mkdir(exist_ok=True)
+        scene = Scene(
+            self.ws.settings.sandbox,
+            self.ws.root,
+            self.evo.repo,
+            Path(os.environ.get("HOME", "/")),
+            extra_reads=(self.evo.evals,),
+            also_hidden=(self.suite.root.resolve(),),
+        )
+        done = run_once(
+            self.ws,
+            self.sandbox,
+            scene,
+            self.meta,
+            self.meta_dir,
+            run_id=f"{self.evo.id}-gen-{gen}",
+            workdir=tree,
+            request=render_prompt(self.spec, self.suite, parent, left, self.evo.evals),
+            files=AgentFiles(folder / "run", folder / "meta.log"),
+            timeout=float(self.meta.timeout),
+            env={
+                "AGENTOS_EVAL_DIR": str(self.evo.evals),
+                "AGENTOS_EVOLVE_ID": self.evo.id,
+                "AGENTOS_EVOLVE_GENERATION": str(gen),
+                "AGENTOS_EVOLVE_PARENT": str(parent.gen),
+                "AGENTOS_EVOLVE_PARENT_SCORE": f"{parent.score or 0.0:g}",
+            },
+            cancel=self.cancel,
+        )
+        return {"exit_code": done.exit_code, "seconds": done.seconds, "limit": done.limit}
+
+    def _invalid(
+        self, tree: Path, parent: Generation, commit: str | None, tampered: list[str]
+    ) -> str | None:
+        """Why the generation cannot be a package version (None: it can)."""
+        if tampered:
+            return f"the meta agent changed the suite's files (put back): {', '.join(tampered[:5])}"
+        if commit is None:
+            return "the meta agent changed nothing"
+        from agentos.checks import CheckSpec
+        from agentos.stormbreaker import check_env, run_gate
+
+        gate = run_gate(
+            [CheckSpec(name="package files only", no_changes_outside=[PACKAGE_FILES])],
+            tree,
+            base=parent.commit,
+            env=check_env(None),
+        )
+        if not gate.passed:
+            outside = gate.failures[0].output_tail.strip().splitlines()
+            return f"{gate.summary()}: {'; '.join(line.strip() for line in outside[1:4])}"
+        return self._smoke(tree)
+
+    def _smoke(self, tree: Path) -> str | None:
+        """The manifest loads, names the same package, widens nothing; the entry imports."""
+        try:
+            manifest = load_manifest(tree)
+        except AgentOSError as exc:
+            return f"smoke test: {exc}"
+        if manifest.name != self.initial.name:
+            return f"smoke test: the manifest names {manifest.name!r}, not {self.initial.name!r}"
+        for field in ("runtime", "env", "sandbox"):
+            if getattr(manifest, field) != getattr(self.initial, field):
+                return f"smoke test: agent.yaml's {field} changed (a generation may not widen it)"
+        try:
+            get_runtime(manifest.runtime).preflight(manifest, tree)
+        except AgentOSError as exc:
+            return f"smoke test: {exc}"
+        if manifest.runtime in PYTHON_RUNTIMES:
+            return self._import_check(tree, manifest.entry)
+        return None
+
+    def _import_check(self, tree: Path, entry: str) -> str | None:
+        """The entry's module imports and names a callable, confined as a gate check."""
+        from agentos._checks_run import run_shell
+        from agentos.sandbox._confine import CheckConfiner
+
+        module, _, attr = entry.partition(":")
+        code = (
+            "import importlib, sys; sys.path.insert(0, '.'); "
+            f"m = importlib.import_module({module!r}); "
+            f"sys.exit(0 if callable(getattr(m, {attr!r}, None)) else 3)"
+        )
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        scene = Scene(self.ws.settings.sandbox, self.ws.root, self.evo.repo, Path("/tmp"))
+        wrap, group = CheckConfiner(self.sandbox, scene, tree, env["PATH"]).prepare(
+            tree, writes=False
+        )
+        try:
+            outcome = run_shell(
+                f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}",
+                tree,
+                env,
+                SMOKE_TIMEOUT,
+                wrap,
+            )
+        finally:
+            group.close()
+        if outcome.passed:
+            return None
+        if outcome.exit_code == 3:
+            return f"smoke test: {entry} is not a callable"
+        last = [line for line in outcome.tail.splitlines() if line.strip()][-1:]
+        return f"smoke test: {entry} does not import" + (f": {last[0]}" if last else "")
+
+    def _patch(self, gen: int, parent_commit: str, commit: str) -> dict[str, Any]:
+        patch = wt.run_git(self.evo.repo, "diff", "--binary", parent_commit, commit)
+        atomic_write(self.evo.gen_dir(gen) / "patch.diff", patch)
+        numstat = wt.run_git(self.evo.repo, "diff", "--numstat", parent_commit, commit)
+        lines = sum(
+            int(n) for row in numstat.splitlines() for n in row.split("\t")[:2] if n.isdigit()
+        )
+        return {"patch_sha256": sha256_bytes(patch.encode()), "lines_changed": lines}
+
+    def _score(self, gen: int, package: tuple[Manifest, Path]) -> dict[str, Any]:
+        """The training eval (kept in $AGENTOS_EVAL_DIR for later meta agents), then the
+        validation eval; the score parents are chosen by."""
+        label = f"{self.spec.package}@{self.spec.version} (evolve {self.evo.id} gen {gen})"
+        jobs = 1 if self.spec.children > 1 and self.spec.jobs > 1 else self.spec.jobs
+        splits = [self.spec.split, *([self.spec.val_split] if self.spec.val_split else [])]
+        scores: dict[str, dict[str, Any]] = {}
+        reports: dict[str, EvalReport] = {}
+        for split in splits:
+            report = run_eval(
+                self.ws,
+                Path(self.spec.suite),
+                label,
+                split=split,
+                jobs=jobs,
+                package=package,
+                staged=self.spec.staged,
+                cancel=self.cancel,
+            )
+            reports[split] = report
+            scores[split] = {
+                "eval": report.id,
+                "composite": report.composite,
+                "passed": report.passed,
+                "dimensions": report.dimensions,
+                "complete": not (report.staged and not report.staged["complete"]),
+            }
+        shown = self.evo.evals / f"gen-{gen}"
+        shown.mkdir(parents=True, exist_ok=True)
+        kept = self.ws.state_dir / "evals" / reports[self.spec.split].id
+        for name in ("report.json", "predictions.json"):
+            shutil.copyfile(kept / name, shown / name)
+        chosen = scores[self.spec.val_split or self.spec.split]
+        perfect = chosen["complete"] and chosen["dimensions"].get("correctness") == 1.0
+        return {"score": chosen["composite"], "perfect": perfect, "scores": scores}
+
+    def _decide(self, gen: Generation) -> Generation:
+        """The generation's metadata and receipt: from here on it is decided."""
+        folder = self.evo.gen_dir(gen.gen)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json_model(folder / "metadata.json", gen)
+        write_receipt(
+            self.ws,
+            "generation",
+            {
+                "evolution": self.evo.id,
+                "package": self.spec.package,
+                "generation": gen.gen,
+                "parent": gen.parent,
+                "verdict": gen.verdict,
+                "reason": gen.reason,
+                "score": gen.score,
+                "commit": gen.commit,
+                "patch_sha256": gen.patch_sha256,
+                "selection": gen.selection,
+            },
+            run_id=self.evo.id,
+        )
+        return gen
+
+    def _forget(self, gen: int) -> None:
+        """A cancelled generation leaves nothing (its number is free again)."""
+        with suppress(AgentOSError):
+            wt.run_git(self.evo.repo, "worktree", "remove", "--force", str(self.evo.worktree(gen)))
+        with suppress(AgentOSError):
+            wt.run_git(self.evo.repo, "branch", "-q", "-D", f"gen-{gen}")
+        shutil.rmtree(self.evo.gen_dir(gen), ignore_errors=True)
+        shutil.rmtree(self.evo.evals / f"gen-{gen}", ignore_errors=True)
+
+
+def _candidates(gens: dict[int, Generation]) -> list[Candidate]:
+    """Valid generations with their scores and children; with none, the initial one."""
+    children = {g: 0 for g in gens}
+    for g in gens.values():
+        if g.parent is not None:
+            children[g.parent] = children.get(g.parent, 0) + 1
+    valid = [
+        Candidate(g.gen, g.score or 0.0, children[g.gen])
+        for g in gens.values()
+        if g.valid_parent and g.score is not None
+    ]
+    return valid or [Candidate(0, gens[0].score or 0.0, children[0])]
+
+
+def render_prompt(
+    spec: EvolutionSpec, suite: Suite, parent: Generation, left: int, eval_dir: Path
+) -> str:
+    """The meta agent's request: what to improve, how it scores now, what is left, where
+    the earlier training evaluations are."""
+    score = parent.score or 0.0
+    if parent.perfect:
+        focus = (
+            f"The current agent scores {score:.1%}: every task passes. Do NOT make changes "
+            "unless you see a clear improvement."
+        )
+    else:
+        focus = f"The current agent scores {score:.1%}. Focus on the tasks it fails."
+    return (
+        f"Improve the agent package `{spec.package}` in the current directory (your "
+        f"working directory holds its files: agent.yaml and what its entry names).\n\n"
+        f"It is scored by the eval suite `{spec.suite_name}`"
+        + (f" ({suite.spec.description.strip()})" if suite.spec.description.strip() else "")
+        + f". You are improving generation {parent.gen}. {focus}\n\n"
+        f"You have {left} iteration(s) left after this one.\n\n"
+        f"The training evaluations of the earlier generations are in {eval_dir}: one folder "
+        "per generation (gen-<n>), with report.json (the scores) and predictions.json (each "
+        "task's answer, score and feedback). Read the failures there.\n\n"
+        "Change only the package's own files. Keep agent.yaml's name, runtime, env and "
+        "sandbox as they are. Do not try to read or change the suite: a generation that "
+        "does is rejected."
+    )
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    """Every file of the suite's folder, to put back if the meta agent changes them."""
+    out: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            out[str(path.relative_to(root))] = path.read_bytes()
+    return out
+
+
+def _restore(root: Path, before: dict[str, bytes]) -> list[str]:
+    """Put the suite's files back as they were; what had changed."""
+    now = _snapshot(root)
+    changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+    for rel in changed:
+        path = root / rel
+        if rel in before:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, before[rel])
+        else:
+            path.unlink(missing_ok=True)
+    return changed
+
+
+def install_signal_handlers(cancel: threading.Event) -> None:
+    """SIGTERM and SIGINT stop the evolution cleanly (the generation under way is
+    dropped, its number free again)."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        cancel.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
