@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "agentos.cli.mcp:mcp",
     "doctor": "agentos.cli.doctor:doctor",
     "eval": "agentos.cli.evals:eval_",
+    "evolve": "agentos.cli.evolve:evolve",
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
 }
@@ -81,9 +82,13 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except click.UsageError as exc:  # bad input, like any other: one line, exit 2
+        where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+        click.echo(f"error: {where}{exc.format_message()} (see --help)", err=True)
+        return 2
     except click.ClickException as exc:
         exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+        return exc.exit_code
     except click.Abort:
         click.echo("aborted", err=True)
         return 130

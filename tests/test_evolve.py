@@ -1,0 +1,372 @@
+"""Evolve (issue 19): a scripted meta agent improves a toy package generation by
+generation; selection, the archive, invalid generations, resume after a torn archive or a
+killed process, promote, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import wait_until, write_package
+
+from agentos.evolve.selection import Candidate, select_parent, weights
+from agentos.hub import Hub
+
+# --- selection -------------------------------------------------------------------------------
+
+TRIO = [Candidate(0, 0.9, 3), Candidate(1, 0.7, 0), Candidate(2, 0.7, 1)]
+
+
+def _sig(score: float, mid: float) -> float:
+    return 1 / (1 + math.exp(-10 * (score - mid)))
+
+
+@pytest.mark.parametrize(
+    ("method", "expected"),
+    [
+        ("random", {0: 1.0, 1: 1.0, 2: 1.0}),
+        ("latest", {0: 0.0, 1: 0.0, 2: 1.0}),
+        ("best", {0: 1.0, 1: 0.0, 2: 0.0}),
+        # The seed's example: 0.9 with 3 children -> 0.2275; 0.7 with none -> 0.71.
+        ("score_child_prop", {0: 0.91 / 4, 1: 0.71, 2: 0.71 / 2}),
+        (
+            "score_prop",
+            {0: _sig(0.9, 2.3 / 3), 1: _sig(0.7, 2.3 / 3), 2: _sig(0.7, 2.3 / 3)},
+        ),
+    ],
+)
+def test_selection_weights_follow_the_formulas(method: Any, expected: dict[int, float]) -> None:
+    got = weights(method, TRIO)
+    assert got.keys() == expected.keys()
+    for gen, weight in expected.items():
+        assert got[gen] == pytest.approx(weight)
+    if method == "score_child_prop":
+        assert round(got[0], 4) == 0.2275 and round(got[1], 2) == 0.71
+
+
+def test_best_breaks_ties_for_the_newest_and_the_same_seed_draws_the_same_parents() -> None:
+    tied = [Candidate(0, 0.5, 0), Candidate(1, 0.8, 0), Candidate(2, 0.8, 0)]
+    assert select_parent("best", tied, "s").parent == 2
+    draws = [select_parent("score_child_prop", TRIO, f"7:{r}").parent for r in range(40)]
+    again = [select_parent("score_child_prop", TRIO, f"7:{r}").parent for r in range(40)]
+    assert draws == again and set(draws) == {0, 1, 2}  # seeded, and not always the same one
+    choice = select_parent("score_child_prop", TRIO, "7:1")
+    assert choice.as_dict()["seed"] == "7:1" and choice.as_dict()["weights"]["1"] == 0.71
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+# The toy agent answers from a table in its package; it starts knowing one answer of four.
+TOY = (
+    'grep -m1 "^$AGENTOS_REQUEST=" "$AGENTOS_PACKAGE_DIR/answers.txt" | cut -d= -f2'
+    ' > "$AGENTOS_OUTPUT_FILE"\n'
+)
+TASKS = [
+    {"id": "two", "input": "2+2", "expected": "4"},
+    {"id": "three", "input": "3+3", "expected": "6"},
+    {"id": "five", "input": "5+5", "expected": "10"},
+    {"id": "seven", "input": "7+7", "expected": "14"},
+]
+# The scripted meta agent: reads its parent's training predictions in $AGENTOS_EVAL_DIR and
+# teaches the toy the first answer it got wrong (one per generation).
+FIXER = r"""
+set -e
+predictions="$AGENTOS_EVAL_DIR/gen-$AGENTOS_EVOLVE_PARENT/predictions.json"
+task=$(python3 -c 'import json, sys
+failed = [p["task"] for p in json.load(open(sys.argv[1])) if p["score"] < 1]
+print(failed[0] if failed else "")' "$predictions")
+if [ "$AGENTOS_EVOLVE_GENERATION" = "$SLOW_GENERATION" ] && [ ! -e "$AGENTOS_EVAL_DIR/awake" ]
+then sleep 30; fi
+case "$task" in
+  three) echo "3+3=6" >> answers.txt ;;
+  five) echo "5+5=10" >> answers.txt ;;
+  seven) echo "7+7=14" >> answers.txt ;;
+esac
+"""
+
+
+def install(ws: Any, tmp_path: Path, name: str, script: str, **files: str) -> None:
+    src = write_package(tmp_path / "src" / name, name=name, files={"run.sh": script, **files})
+    Hub(ws.hub_dir).install(str(src))
+
+
+@pytest.fixture
+def toy(ws: Any, tmp_path: Path) -> Path:
+    """The toy package, the fixer meta agent, and the suite (its folder)."""
+    install(ws, tmp_path, "toy", TOY, **{"answers.txt": "2+2=4\n"})
+    install(ws, tmp_path, "fixer", FIXER.replace("$SLOW_GENERATION", "none"))
+    suite = tmp_path / "sums"
+    suite.mkdir()
+    (suite / "suite.yaml").write_text(
+        json.dumps({"name": "sums", "evaluator": {"kind": "exact", "normalize": ["strip"]}})
+    )
+    (suite / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in TASKS))
+    return suite
+
+
+def evolve(cli: Any, *args: str) -> dict[str, Any]:
+    out = cli("evolve", *args, "--json")
+    assert out.returncode in (0, 1), out.stdout + out.stderr
+    return dict(json.loads(out.stdout))
+
+
+def test_a_scripted_meta_agent_evolves_the_toy_to_a_perfect_score_and_stops_early(
+    cli: Any, ws: Any, toy: Path
+) -> None:
+    from agentos.receipts import list_receipts, read_receipt
+
+    done = evolve(
+        cli, "start", "toy", "--suite", str(toy), "--meta", "fixer", "--generations", "6",
+        "--select", "best", "--seed", "1",
+    )  # fmt: skip
+
+    gens = {g["gen"]: g for g in done["archive"]}
+    assert [(g, gens[g]["score"]) for g in gens] == [(0, 0.25), (1, 0.5), (2, 0.75), (3, 1.0)]
+    assert [gens[g]["verdict"] for g in gens] == ["initial", "accept", "accept", "accept"]
+    assert "generation 3 reached a perfect score" in done["status"]
+    status = cli("evolve", "status", done["id"])
+    assert "finished: generation 3 reached a perfect score (1)" in status.stdout
+    assert "3 of 6 generation(s)" in status.stdout and "best: generation 3 (1.000)" in status.stdout
+    # The archive, the tree and every generation's metadata agree on every parent.
+    root = ws.state_dir / "evolve" / done["id"]
+    last = json.loads((root / "archive.jsonl").read_text().splitlines()[-1])
+    assert last["archive"] == [0, 1, 2, 3]
+    for gen in (1, 2, 3):
+        meta = json.loads((root / f"gen-{gen}" / "metadata.json").read_text())
+        assert meta["parent"] == last["entries"][str(gen)]["parent"] == gens[gen]["parent"]
+        assert meta["parent"] == gen - 1  # best: always the newest best
+        assert meta["selection"]["method"] == "best" and meta["selection"]["seed"] == f"1:{gen}"
+    tree = cli("evolve", "tree", done["id"]).stdout.splitlines()
+    assert tree == [
+        "0 [initial] 0.250",
+        "└── 1 [accept] 0.500",
+        "    └── 2 [accept] 0.750",
+        "        └── 3 [accept] 1.000",
+    ]
+    # Each generation's change is its patch; its branch is in the evolution's repository.
+    patch = cli("evolve", "diff", done["id"], "2").stdout
+    assert "+5+5=10" in patch and (root / "gen-2" / "patch.diff").read_text() in patch
+    show = json.loads(cli("evolve", "show", done["id"], "2", "--json").stdout)
+    assert show["scores"]["tasks"]["composite"] == 0.75 and show["lines_changed"] == 1
+    # The meta agent saw training evaluations only: one folder per generation before it.
+    assert sorted(p.name for p in (root / "evals").iterdir()) == [f"gen-{g}" for g in range(4)]
+    receipts = [read_receipt(ws, r.id) for r in list_receipts(ws, run_id=done["id"])]
+    assert sum("kind: generation" in r for r in receipts) == 4
+
+
+def test_invalid_generations_are_rejected_never_selected_and_the_suite_is_untouched(
+    cli: Any, ws: Any, toy: Path, tmp_path: Path
+) -> None:
+    from agentos.receipts import list_receipts, read_receipt
+
+    before = {p.name: p.read_bytes() for p in toy.iterdir()}
+    cases = {
+        "lazy": ("true\n", "the meta agent changed nothing"),
+        "breaker": ("echo 'name: [' > agent.yaml\n", "smoke test: "),
+        "widener": (
+            "printf 'sandbox:\\n  network: true\\n' >> agent.yaml\n",
+            "smoke test: agent.yaml's sandbox changed (a generation may not widen it)",
+        ),
+        "dotter": (
+            "echo '* filter=x' > .gitattributes\n",
+            "gate failed: 1 of 1 checks failed (package files only)",
+        ),
+        # It knows where the suite is and rewrites its expected answers: the sandbox hides
+        # the folder, so it changes nothing there.
+        "cheater": (
+            f"echo '{{}}' > {toy}/tasks.jsonl 2>/dev/null || true; echo x >> answers.txt\n",
+            None,
+        ),
+    }
+    for name, (script, _) in cases.items():
+        install(ws, tmp_path, name, script)
+
+    for name, (_, reason) in cases.items():
+        done = evolve(
+            cli, "start", "toy", "--suite", str(toy), "--meta", name, "--generations", "2",
+            "--select", "latest",
+        )  # fmt: skip
+        gens = {g["gen"]: g for g in done["archive"]}
+        if reason is None:  # the cheater: its answers.txt change is a valid (useless) one
+            assert gens[1]["verdict"] == "refine" and gens[1]["score"] == 0.25
+            continue
+        assert [gens[g]["verdict"] for g in (1, 2)] == ["reject", "reject"], name
+        assert gens[1]["reason"].startswith(reason), gens[1]["reason"]
+        assert not gens[1]["valid_parent"]
+        # Never selected: with only invalid generations, every child is the initial's.
+        assert gens[2]["parent"] == 0 and gens[2]["selection"]["weights"] == {"0": 1.0}
+        text = [read_receipt(ws, r.id) for r in list_receipts(ws, run_id=done["id"])]
+        assert any("verdict: reject" in t and reason.split(":")[0] in t for t in text)
+    assert {p.name: p.read_bytes() for p in toy.iterdir()} == before
+
+
+def test_a_meta_agent_that_rewrites_the_suite_without_a_sandbox_is_caught_and_undone(
+    cli: Any, ws: Any, toy: Path, tmp_path: Path
+) -> None:
+    ws.settings_file.write_text("sandbox: {backend: none, required: false}\n")
+    before = (toy / "tasks.jsonl").read_bytes()
+    install(ws, tmp_path, "cheater", f"echo '{{}}' > {toy}/tasks.jsonl\necho x >> answers.txt\n")
+
+    done = evolve(
+        cli, "start", "toy", "--suite", str(toy), "--meta", "cheater", "--generations", "1"
+    )  # fmt: skip
+
+    gen = done["archive"][1]
+    assert gen["verdict"] == "reject"
+    assert gen["reason"] == "the meta agent changed the suite's files (put back): tasks.jsonl"
+    assert (toy / "tasks.jsonl").read_bytes() == before
+
+
+def _archive_ids(root: Path) -> list[int]:
+    return list(json.loads((root / "archive.jsonl").read_text().splitlines()[-1])["archive"])
+
+
+def test_a_torn_archive_line_is_skipped_and_resume_keeps_every_generation(
+    cli: Any, ws: Any, toy: Path
+) -> None:
+    done = evolve(
+        cli, "start", "toy", "--suite", str(toy), "--meta", "fixer", "--generations", "2"
+    )  # fmt: skip
+    root = ws.state_dir / "evolve" / done["id"]
+    archive = root / "archive.jsonl"
+    text = archive.read_bytes()
+    archive.write_bytes(text[: len(text) - 40])  # killed while writing the last snapshot
+
+    torn = evolve(cli, "status", done["id"])
+    resumed = evolve(cli, "resume", done["id"])
+
+    # The torn line is skipped on read; gen 2's metadata still says it was decided.
+    assert [g["gen"] for g in torn["archive"]] == [0, 1, 2]
+    assert [g["gen"] for g in resumed["archive"]] == [0, 1, 2]
+    assert "made 2 generation(s), as asked" in resumed["status"]
+    lines = archive.read_text().splitlines()
+    assert all(json.loads(line) for line in lines) and _archive_ids(root) == [0, 1, 2]
+
+
+def test_kill_9_mid_generation_then_resume_makes_it_again_under_the_same_number(
+    cli: Any, ws: Any, toy: Path, tmp_path: Path
+) -> None:
+    from agentos.sandbox import choose
+
+    if not choose(ws.settings.sandbox).confined:
+        pytest.skip("a killed evolve's meta agent dies with it only in a sandbox")
+    install(ws, tmp_path, "sleepy", FIXER.replace("$SLOW_GENERATION", "2"))
+    out = cli(
+        "evolve", "start", "toy", "--suite", str(toy), "--meta", "sleepy", "--generations",
+        "3", "--select", "latest", "--detach",
+    )  # fmt: skip
+    evo = out.stdout.strip()
+    root = ws.state_dir / "evolve" / evo
+    wait_until(lambda: (root / "work" / "gen-2").is_dir(), timeout=60)
+    pid = json.loads((root / "state.json").read_text())["pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), timeout=10)
+    # Also torn: the last snapshot (generation 1's) cut mid-line.
+    archive = root / "archive.jsonl"
+    archive.write_bytes(archive.read_bytes()[:-25])
+
+    assert "interrupted" in cli("evolve", "status", evo).stdout
+    first = (root / "gen-1" / "metadata.json").read_bytes()
+    (root / "evals" / "awake").touch()  # the meta agent no longer sleeps
+    resumed = evolve(cli, "resume", evo)
+
+    gens = {g["gen"]: g for g in resumed["archive"]}
+    assert list(gens) == [0, 1, 2, 3] == _archive_ids(root)
+    assert [gens[g]["parent"] for g in (1, 2, 3)] == [0, 1, 2]
+    assert [gens[g]["score"] for g in (1, 2, 3)] == [0.5, 0.75, 1.0]
+    assert (root / "gen-1" / "metadata.json").read_bytes() == first  # kept, not made again
+    assert not (root / "work").exists() or not any((root / "work").iterdir())
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def test_promote_installs_a_generation_as_a_version_and_hub_use_rolls_back(
+    cli: Any, ws: Any, toy: Path, tmp_path: Path
+) -> None:
+    install(ws, tmp_path, "lazy", "true\n")
+    done = evolve(
+        cli, "start", "toy", "--suite", str(toy), "--meta", "fixer", "--generations", "3",
+        "--select", "latest",
+    )  # fmt: skip
+    lazy = evolve(cli, "start", "toy", "--suite", str(toy), "--meta", "lazy", "--generations", "1")
+
+    promoted = cli("evolve", "promote", done["id"], "3", "--version", "1.1.0")
+    invalid = cli("evolve", "promote", lazy["id"], "1", "--version", "1.2.0")
+
+    assert promoted.returncode == 0, promoted.stderr
+    info, _ = Hub(ws.hub_dir).get("toy")
+    assert info.version == "1.1.0"
+    assert (info.path / "answers.txt").read_text().count("\n") == 4
+    assert cli("hub", "verify").returncode == 0
+    assert cli("eval", "run", str(toy), "--agent", "toy", "--json").returncode == 0
+    assert cli("hub", "use", "toy@1.0.0").returncode == 0
+    assert Hub(ws.hub_dir).get("toy")[0].version == "1.0.0"
+    assert invalid.returncode == 1
+    assert "generation 1 is invalid and cannot be promoted" in invalid.stderr
+    assert "1.2.0" not in [v.version for v in Hub(ws.hub_dir).versions()]
+
+
+def test_evolve_refuses_bad_input_in_one_line(cli: Any, ws: Any, toy: Path) -> None:
+    start = ["evolve", "start", "toy", "--suite", str(toy), "--meta", "fixer"]
+    cases = [
+        ([*start, "--select", "fittest"], "Invalid value for '--select'"),
+        ([*start, "--generations", "0"], "--generations: must be at least 1, not 0"),
+        (["evolve", "start", "toy", "--suite", "nope", "--meta", "fixer"], "no eval suite 'nope'"),
+        (["evolve", "start", "ghost", "--suite", str(toy), "--meta", "fixer"], "no package"),
+    ]
+    for argv, message in cases:
+        out = cli(*argv)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert len(out.stderr.splitlines()) == 1 and message in out.stderr, out.stderr
+    assert not (ws.state_dir / "evolve").exists()  # nothing written
+
+
+def test_a_meta_agent_whose_runtime_is_not_ready_is_named_with_the_fix(
+    cli: Any, ws: Any, toy: Path, tmp_path: Path
+) -> None:
+    src = write_package(
+        tmp_path / "src" / "claude-meta",
+        name="claude-meta",
+        runtime="claude-code",
+        entry="prompt.md",
+        files={"prompt.md": "Improve the package.\n"},
+    )
+    Hub(ws.hub_dir).install(str(src))
+    (tmp_path / "bin").mkdir()
+    env = {"PATH": f"{Path(sys.executable).parent}:{tmp_path / 'bin'}"}  # no `claude` on it
+
+    out = cli("evolve", "start", "toy", "--suite", str(toy), "--meta", "claude-meta", env=env)
+
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert "claude" in out.stderr and "npm install" in out.stderr
+    assert not (ws.state_dir / "evolve").exists()
+
+
+def test_evolve_runs_detached_and_cancel_stops_it(
+    cli: Any, ws: Any, toy: Path, tmp_path: Path
+) -> None:
+    install(ws, tmp_path, "sleepy", FIXER.replace("$SLOW_GENERATION", "1"))
+    evo = cli(
+        "evolve", "start", "toy", "--suite", str(toy), "--meta", "sleepy", "--detach"
+    ).stdout.strip()  # fmt: skip
+    root = ws.state_dir / "evolve" / evo
+    wait_until(lambda: (root / "work" / "gen-1").is_dir(), timeout=60)
+
+    out = cli("evolve", "cancel", evo)
+
+    assert out.returncode == 0, out.stderr
+    assert "cancelled" in cli("evolve", "status", evo).stdout
+    gens = evolve(cli, "status", evo)["archive"]
+    assert [g["gen"] for g in gens] == [0]  # the generation under way was dropped
+    assert not (root / "gen-1").exists()
