@@ -370,3 +370,37 @@ def test_evolve_runs_detached_and_cancel_stops_it(
     gens = evolve(cli, "status", evo)["archive"]
     assert [g["gen"] for g in gens] == [0]  # the generation under way was dropped
     assert not (root / "gen-1").exists()
+
+
+# A stand-in for Claude Code (the real one needs an account): checks what it was given and
+# teaches the toy one answer, as the bundled meta agent's model would.
+FAKE_CLAUDE = """#!PYTHON
+import os, sys
+prompt = sys.argv[sys.argv.index("-p") + 1]
+assert "meta agent of an evolutionary loop" in prompt, prompt[:300]
+assert "Improve the agent package `toy`" in prompt and os.environ["AGENTOS_EVAL_DIR"] in prompt
+assert os.path.isfile(os.path.join(os.environ["AGENTOS_EVAL_DIR"], "gen-0", "predictions.json"))
+with open("answers.txt", "a") as fh:
+    fh.write("3+3=6\\n")
+print("fake claude: taught the toy 3+3")
+"""
+
+
+def test_the_bundled_meta_agent_drives_claude_code_on_the_package(
+    cli: Any, ws: Any, toy: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(FAKE_CLAUDE.replace("PYTHON", sys.executable))
+    (bin_dir / "claude").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    out = cli(
+        "evolve", "start", "toy", "--suite", str(toy), "--generations", "1", "--json", env=env
+    )
+
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    assert report["meta"] == "evolve-meta@1.0.0"
+    gen = report["archive"][1]
+    assert (gen["verdict"], gen["score"]) == ("accept", 0.5), gen["reason"]
