@@ -288,3 +288,26 @@ class EvalReport(_Open):
     passed: bool
     tasks: list[str]
     predictions: list[EvalPrediction] = Field(default_factory=list)
+
+
+# --- evolve ---------------------------------------------------------------------------------
+
+
+class EvolveGeneration(_Open):
+    gen: int
+    parent: int | None
+    verdict: str = Field(description="initial, accept, refine or reject.")
+    reason: str
+    valid_parent: bool
+    score: float | None
+
+
+class EvolveStatus(_Open):
+    id: str
+    package: str = Field(description="NAME@VERSION it started from.")
+    suite: str
+    meta: str
+    status: str = Field(description="Whether it runs, or why it stopped.")
+    generations: dict[str, int] = Field(description="made and asked.")
+    best: dict[str, Any] | None
+    archive: list[EvolveGeneration]

@@ -895,3 +895,50 @@ def test_a_client_runs_an_eval_and_reads_its_report(ws: Workspace) -> None:
             assert text == "suite: give a suite's name, not a path"
 
     run(scenario)
+
+
+def test_a_client_starts_an_evolution_and_follows_it_to_the_end(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    from test_evolve import FIXER, TASKS, TOY
+
+    for name, files in (
+        ("toy", {"run.sh": TOY, "answers.txt": "2+2=4\n"}),
+        ("fixer", {"run.sh": FIXER.replace("$SLOW_GENERATION", "none")}),
+    ):
+        Hub(ws.hub_dir).install(str(write_package(tmp_path / "src" / name, name=name, files=files)))
+    suite = ws.root / "evals" / "sums"
+    suite.mkdir(parents=True)
+    (suite / "suite.yaml").write_text(
+        json.dumps({"name": "sums", "evaluator": {"kind": "exact", "normalize": ["strip"]}})
+    )
+    (suite / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in TASKS))
+
+    async def scenario() -> None:
+        async with connect("stdio", ws) as s:
+            started = ok(
+                await s.call_tool(
+                    "evolve_start",
+                    {"package": "toy", "suite": "sums", "meta": "fixer", "generations": 2,
+                     "select": "latest"},
+                )
+            )  # fmt: skip
+            assert started["package"] == "toy@1.0.0" and started["suite"] == "sums"
+            deadline = time.monotonic() + 120
+            while True:
+                status = ok(await s.call_tool("evolve_status", {"evo_id": started["id"]}))
+                if status["status"].startswith("finished") or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(0.2)
+            assert status["status"] == "finished: made 2 generation(s), as asked"
+            assert [(g["gen"], g["parent"], g["score"]) for g in status["archive"]] == [
+                (0, None, 0.25),
+                (1, 0, 0.5),
+                (2, 1, 0.75),
+            ]
+            text = error_text(
+                await s.call_tool("evolve_start", {"package": "toy", "suite": "sums", "meta": "x"})
+            )
+            assert text.startswith("--meta: no package 'x'"), text
+
+    run(scenario)
