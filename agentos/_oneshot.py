@@ -6,6 +6,7 @@ ends. Evals run their agents and judges this way, evolve its meta agent.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -104,15 +105,31 @@ def run_once(
 def _wait(
     proc: subprocess.Popen[bytes], deadline: float, cancel: threading.Event | None
 ) -> str | None:
-    """None when the process exited; else why it must be stopped."""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return "time"
-        if cancel is not None and cancel.is_set():
-            return "cancelled"
-        try:
-            proc.wait(timeout=min(left, CANCEL_POLL) if cancel is not None else left)
-            return None
-        except subprocess.TimeoutExpired:
-            continue
+    """None when the process exited; else why it must be stopped. The exit is seen the
+    moment it happens (a pidfd, where Linux has one; ``Popen.wait`` with a timeout polls
+    with sleeps of up to 50 ms)."""
+    try:
+        pidfd: int | None = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "time"
+            if cancel is not None and cancel.is_set():
+                return "cancelled"
+            step = min(left, CANCEL_POLL) if cancel is not None else left
+            if pidfd is not None:
+                if select.select([pidfd], [], [], step)[0]:
+                    proc.wait()
+                    return None
+                continue
+            try:
+                proc.wait(timeout=step)
+                return None
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)

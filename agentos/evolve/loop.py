@@ -327,6 +327,9 @@ class Evolver:
             except BaseException as exc:
                 self.evo.set_state("failed", reason=str(exc) or type(exc).__name__)
                 raise
+            finally:
+                with suppress(AgentOSError):
+                    wt.run_git(self.evo.repo, "worktree", "prune")
             status = "cancelled" if self.cancel.is_set() else "finished"
             self.evo.set_state(status, reason=reason)
             return reason
@@ -467,9 +470,8 @@ class Evolver:
                 self._forget(gen)
                 return None
             tampered = _restore(self.suite.root, suite_before)
-            commit = wt.commit_all(
-                tree, f"generation {gen} (parent {parent.gen})", "agentos-evolve"
-            )
+            message = f"generation {gen} (parent {parent.gen})"
+            commit = _commit_work(tree, parent.commit, message)
             base |= {"meta": meta, "commit": commit or parent.commit}
             problem = self._invalid(tree, parent, commit, tampered)
             if commit:
@@ -492,8 +494,9 @@ class Evolver:
                 self._forget(gen)
                 return None
         finally:
-            with suppress(AgentOSError):
-                wt.run_git(self.evo.repo, "worktree", "remove", "--force", str(tree))
+            # The worktree's administration is pruned when the run ends (one git call, not
+            # one per generation); its branch keeps the commit.
+            shutil.rmtree(tree, ignore_errors=True)
             shutil.rmtree(folder / "run", ignore_errors=True)  # the meta agent's env file
         better = parent.score is None or (scores["score"] or 0.0) > parent.score
         passed = all(s.get("passed") for s in scores["scores"].values())
@@ -524,6 +527,7 @@ class Evolver:
             extra_reads=(self.evo.evals,),
             also_hidden=(self.suite.root.resolve(),),
         )
+        started = time.monotonic()
         done = run_once(
             self.ws,
             self.sandbox,
@@ -544,7 +548,12 @@ class Evolver:
             },
             cancel=self.cancel,
         )
-        return {"exit_code": done.exit_code, "seconds": done.seconds, "limit": done.limit}
+        # seconds: the whole run (its sandbox made and removed), not only its process's
+        return {
+            "exit_code": done.exit_code,
+            "seconds": round(time.monotonic() - started, 3),
+            "limit": done.limit,
+        }
 
     def _invalid(
         self, tree: Path, parent: Generation, commit: str | None, tampered: list[str]
@@ -554,18 +563,18 @@ class Evolver:
             return f"the meta agent changed the suite's files (put back): {', '.join(tampered[:5])}"
         if commit is None:
             return "the meta agent changed nothing"
-        from agentos.checks import CheckSpec
-        from agentos.stormbreaker import check_env, run_gate
+        from agentos import _checks_run as cr
 
-        gate = run_gate(
-            [CheckSpec(name="package files only", no_changes_outside=[PACKAGE_FILES])],
-            tree,
-            base=parent.commit,
-            env=check_env(None),
+        # Stormbreaker's no_changes_outside check, on what the commit changed.
+        outcome = cr.no_changes_outside(
+            cr.changes(tree, parent.commit), parent.commit, [PACKAGE_FILES]
         )
-        if not gate.passed:
-            outside = gate.failures[0].output_tail.strip().splitlines()
-            return f"{gate.summary()}: {'; '.join(line.strip() for line in outside[1:4])}"
+        if not outcome.passed:
+            outside = outcome.tail.strip().splitlines()
+            return (
+                "package files only (no_changes_outside "
+                f"{PACKAGE_FILES}): {'; '.join(line.strip() for line in outside[:4])}"
+            )
         return self._smoke(tree)
 
     def _smoke(self, tree: Path) -> str | None:
@@ -626,9 +635,13 @@ class Evolver:
         return f"smoke test: {entry} does not import" + (f": {last[0]}" if last else "")
 
     def _patch(self, gen: int, parent_commit: str, commit: str) -> dict[str, Any]:
-        patch = wt.run_git(self.evo.repo, "diff", "--binary", parent_commit, commit)
+        """The change as a patch, and the lines it changes (one git call gives both)."""
+        out = wt.run_git(
+            self.evo.repo, "diff", "--binary", "--numstat", "-p", parent_commit, commit
+        )
+        start = out.find("diff --git ")
+        numstat, patch = (out, "") if start < 0 else (out[:start], out[start:])
         atomic_write(self.evo.gen_dir(gen) / "patch.diff", patch)
-        numstat = wt.run_git(self.evo.repo, "diff", "--numstat", parent_commit, commit)
         lines = sum(
             int(n) for row in numstat.splitlines() for n in row.split("\t")[:2] if n.isdigit()
         )
@@ -643,6 +656,7 @@ class Evolver:
         scores: dict[str, dict[str, Any]] = {}
         reports: dict[str, EvalReport] = {}
         for split in splits:
+            started = time.monotonic()
             report = run_eval(
                 self.ws,
                 Path(self.spec.suite),
@@ -660,6 +674,7 @@ class Evolver:
                 "passed": report.passed,
                 "dimensions": report.dimensions,
                 "complete": not (report.staged and not report.staged["complete"]),
+                "seconds": round(time.monotonic() - started, 3),  # the whole eval, report too
             }
         shown = self.evo.evals / f"gen-{gen}"
         shown.mkdir(parents=True, exist_ok=True)
@@ -702,6 +717,17 @@ class Evolver:
             wt.run_git(self.evo.repo, "branch", "-q", "-D", f"gen-{gen}")
         shutil.rmtree(self.evo.gen_dir(gen), ignore_errors=True)
         shutil.rmtree(self.evo.evals / f"gen-{gen}", ignore_errors=True)
+
+
+def _commit_work(tree: Path, parent_commit: str, message: str) -> str | None:
+    """Commit what the meta agent left; the commit, or None when it changed nothing (its
+    tree is its parent's)."""
+    wt.run_git(tree, "add", "-A")
+    _commit(tree, message)
+    head, tree_id, parent_tree = wt.run_git(
+        tree, "rev-parse", "HEAD", "HEAD^{tree}", f"{parent_commit}^{{tree}}"
+    ).split()
+    return None if tree_id == parent_tree else head
 
 
 def _candidates(gens: dict[int, Generation]) -> list[Candidate]:
