@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "agentos.cli.doctor:doctor",
     "eval": "agentos.cli.evals:eval_",
     "evolve": "agentos.cli.evolve:evolve",
+    "goals": "agentos.cli.goals:goals",
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
 }
