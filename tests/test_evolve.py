@@ -112,7 +112,7 @@ def toy(ws: Any, tmp_path: Path) -> Path:
 
 def evolve(cli: Any, *args: str) -> dict[str, Any]:
     out = cli("evolve", *args, "--json")
-    assert out.returncode in (0, 1), out.stdout + out.stderr
+    assert out.returncode in (0, 1) and out.stdout.strip(), out.stdout + out.stderr
     return dict(json.loads(out.stdout))
 
 
@@ -173,6 +173,21 @@ def test_invalid_generations_are_rejected_never_selected_and_the_suite_is_untouc
             "printf 'sandbox:\\n  network: true\\n' >> agent.yaml\n",
             "smoke test: agent.yaml's sandbox changed (a generation may not widen it)",
         ),
+        # A repository of its own, with a filter that would run outside the sandbox when
+        # AgentOS runs `git add` in the worktree: the .git file is put back first.
+        "rewirer": (
+            f"git init -q own && git -C own config filter.x.clean 'touch {tmp_path}/filtered'"
+            " && echo '* filter=x' > own.attributes && echo 'gitdir: own/.git' > .git"
+            ' && git -C own config core.attributesFile "$PWD/own.attributes"'
+            " && echo y >> answers.txt\n",
+            "the meta agent rewrote the worktree's .git file (put back)",
+        ),
+        # An empty repository left in the worktree: `git add` fails on it; the generation
+        # is rejected, the evolution goes on.
+        "nester": (
+            "git init -q nested && echo y >> answers.txt\n",
+            "its work could not be committed: git add failed",
+        ),
         "dotter": (
             "echo '* filter=x' > .gitattributes\n",
             "package files only (no_changes_outside [!.]*): 1 file(s) changed outside [!.]*",
@@ -204,6 +219,7 @@ def test_invalid_generations_are_rejected_never_selected_and_the_suite_is_untouc
         text = [read_receipt(ws, r.id) for r in list_receipts(ws, run_id=done["id"])]
         assert any("verdict: reject" in t and reason.split(":")[0] in t for t in text)
     assert {p.name: p.read_bytes() for p in toy.iterdir()} == before
+    assert not (tmp_path / "filtered").exists()  # no filter of the agent's ran
 
 
 def test_a_meta_agent_that_rewrites_the_suite_without_a_sandbox_is_caught_and_undone(

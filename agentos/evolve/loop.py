@@ -51,7 +51,7 @@ from agentos._archive import package_files
 from agentos._fs import atomic_write, sha256_bytes
 from agentos._oneshot import run_once
 from agentos._run_files import AgentFiles
-from agentos.errors import AgentOSError, BadInput, Conflict, NotFound
+from agentos.errors import AgentOSError, BadInput, Conflict, NotFound, OperationFailed
 from agentos.evals.harness import EvalCancelled, EvalReport, find_suite, run_eval
 from agentos.evals.suite import Suite, load_suite
 from agentos.evolve.archive import (
@@ -470,10 +470,20 @@ class Evolver:
                 self._forget(gen)
                 return None
             tampered = _restore(self.suite.root, suite_before)
+            # Before any git command there: the meta agent may have pointed the worktree's
+            # .git file at a repository of its own (its config, its filters).
+            if wt.restore_gitfile(self.evo.repo, tree):
+                tampered_git = "the meta agent rewrote the worktree's .git file (put back)"
+            else:
+                tampered_git = None
             message = f"generation {gen} (parent {parent.gen})"
-            commit = _commit_work(tree, parent.commit, message)
+            unsaved = None
+            try:
+                commit = _commit_work(tree, parent.commit, message)
+            except OperationFailed as exc:  # e.g. an empty repository left in the worktree
+                commit, unsaved = None, f"its work could not be committed: {exc}"
             base |= {"meta": meta, "commit": commit or parent.commit}
-            problem = self._invalid(tree, parent, commit, tampered)
+            problem = tampered_git or unsaved or self._invalid(tree, parent, commit, tampered)
             if commit:
                 base |= self._patch(gen, parent.commit, commit)
             if problem is not None:
