@@ -321,6 +321,11 @@ def test_promote_installs_a_generation_as_a_version_and_hub_use_rolls_back(
     invalid = cli("evolve", "promote", lazy["id"], "1", "--version", "1.2.0")
 
     assert promoted.returncode == 0, promoted.stderr
+    from agentos.receipts import list_receipts, read_receipt
+
+    (receipt,) = [r for r in list_receipts(ws, run_id=done["id"]) if r.kind == "promote"]
+    text = read_receipt(ws, receipt.id)
+    assert "package: toy@1.1.0" in text and "generation: 3" in text
     info, _ = Hub(ws.hub_dir).get("toy")
     assert info.version == "1.1.0"
     assert (info.path / "answers.txt").read_text().count("\n") == 4
@@ -420,3 +425,42 @@ def test_the_bundled_meta_agent_drives_claude_code_on_the_package(
     assert report["meta"] == "evolve-meta@1.0.0"
     gen = report["archive"][1]
     assert (gen["verdict"], gen["score"]) == ("accept", 0.5), gen["reason"]
+
+
+def test_the_same_seed_gives_the_same_parents_in_two_evolutions(cli: Any, toy: Path) -> None:
+    def parents(seed: str) -> list[int | None]:
+        done = evolve(
+            cli, "start", "toy", "--suite", str(toy), "--meta", "fixer", "--generations", "4",
+            "--select", "score_child_prop", "--seed", seed,
+        )  # fmt: skip
+        return [g["parent"] for g in done["archive"]]
+
+    first, again = parents("5"), parents("5")
+
+    assert first == again and len(first) == 5
+
+
+def test_children_of_one_parent_are_made_in_parallel_and_staged_scores_are_marked(
+    cli: Any, ws: Any, toy: Path
+) -> None:
+    (toy / "suite.yaml").write_text(
+        json.dumps(
+            {
+                "name": "sums",
+                "evaluator": {"kind": "exact", "normalize": ["strip"]},
+                "staged": {"samples": 2, "min_score": 0.9},
+            }
+        )
+    )
+
+    done = evolve(
+        cli, "start", "toy", "--suite", str(toy), "--meta", "fixer", "--generations", "2",
+        "--children", "2", "--jobs", "2", "--staged",
+    )  # fmt: skip
+
+    gens = {g["gen"]: g for g in done["archive"]}
+    assert [(g, gens[g]["parent"], gens[g]["round"]) for g in (1, 2)] == [(1, 0, 1), (2, 0, 1)]
+    # Two of four tasks first; below 0.9 the rest never runs, and the score says so.
+    for gen in gens.values():
+        (split,) = gen["scores"].values()
+        assert split["complete"] is False and not gen["perfect"]
