@@ -824,7 +824,7 @@ def _evolve_tools(tool: Registrar, ws: Workspace) -> None:
         meta: Annotated[
             str, Field(max_length=NAME_MAX, description="The meta agent, a hub package.")
         ] = "evolve-meta",
-        generations: Annotated[int, Field(ge=1, le=1000)] = 5,
+        generations: Annotated[int, Field(ge=1, le=1000, description="Generations to make.")] = 5,
         children: Annotated[int, Field(ge=1, le=64, description="Children per parent.")] = 1,
         select: Annotated[
             Literal["random", "latest", "best", "score_prop", "score_child_prop"],

@@ -48,6 +48,7 @@ READ_ONLY_TOOLS = {
     "run_events",
     "run_log",
     "eval_report",
+    "evolve_status",
 }
 GUARDIAN = importlib.util.find_spec("guardian.daemon") is not None
 HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0

@@ -135,6 +135,7 @@ PACKAGES = (
     "agentos",
     "agentos/cli",
     "agentos/evals",
+    "agentos/evolve",
     "agentos/runtimes",
     "agentos/sandbox",
     "guardian",
