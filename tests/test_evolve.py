@@ -464,3 +464,27 @@ def test_children_of_one_parent_are_made_in_parallel_and_staged_scores_are_marke
     for gen in gens.values():
         (split,) = gen["scores"].values()
         assert split["complete"] is False and not gen["perfect"]
+
+
+def test_a_python_package_whose_entry_no_longer_imports_is_rejected(
+    cli: Any, ws: Any, tmp_path: Path
+) -> None:
+    install(ws, tmp_path, "syntax", "echo 'def (' >> calc.py\n")
+    install(ws, tmp_path, "renamer", "sed -i 's/def solve(/def solved(/' calc.py\n")
+    # Importing it writes a file of the host's: confined, the write lands nowhere.
+    install(ws, tmp_path, "sly", f"echo \"open('{tmp_path}/imported', 'w')\" >> calc.py\n")
+
+    made = {}
+    for meta in ("syntax", "renamer", "sly"):
+        done = evolve(
+            cli, "start", "calculator", "--suite", "arithmetic", "--meta", meta,
+            "--generations", "1",
+        )  # fmt: skip
+        made[meta] = done["archive"][1]
+
+    assert made["syntax"]["reason"].startswith(
+        "smoke test: calc:solve does not import: SyntaxError"
+    )
+    assert made["renamer"]["reason"] == "smoke test: calc:solve is not a callable"
+    assert made["sly"]["valid_parent"] is True
+    assert not (tmp_path / "imported").exists()

@@ -623,7 +623,9 @@ class Evolver:
             "HOME": "/tmp",
             "PYTHONDONTWRITEBYTECODE": "1",
         }
-        scene = Scene(self.ws.settings.sandbox, self.ws.root, self.evo.repo, Path("/tmp"))
+        scene = Scene(
+            self.ws.settings.sandbox, self.ws.root, self.evo.repo, Path(os.environ.get("HOME", "/"))
+        )
         wrap, group = CheckConfiner(self.sandbox, scene, tree, env["PATH"]).prepare(
             tree, writes=False
         )
