@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -133,3 +134,18 @@ def _wait(
     finally:
         if pidfd is not None:
             os.close(pidfd)
+
+
+def read_output(path: Path, limit: int) -> str | None:
+    """What an agent wrote to its output file: a regular file only, never through a link
+    (a confined agent could point one at a file of the host it cannot read itself), nor a
+    FIFO (never waited on); at most ``limit`` bytes. None: it wrote none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # missing, a link, or unreadable: no output
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = fh.read(limit)
+    return data.decode("utf-8", errors="replace")

@@ -70,6 +70,18 @@ class RepoSettings(StrictModel):
     timeout: float | None = Field(default=None, gt=0)  # seconds for the test check
 
 
+class SynthesisSettings(StrictModel):
+    """``synthesis:``: the hub packages that build a tool, step by step (agentos.synthesis)."""
+
+    spec_agent: str = "synth-spec"  # writes spec.json
+    test_agent: str = "synth-tests"  # writes tests/test_tool.py
+    impl_agent: str = "synth-impl"  # writes tool.py
+    retries: int = Field(default=2, ge=0, le=20)  # implementation attempts after the first
+    min_tests: int = Field(default=3, ge=1, le=1000)  # tests the test step must write
+    threshold: float = Field(default=0.75, ge=0, le=1)  # a search score that means "exists"
+    timeout: int = Field(default=120, gt=0)  # seconds the tests may take
+
+
 class Settings(StrictModel):
     receipts: ReceiptSettings = ReceiptSettings()
     interview: InterviewSettings = InterviewSettings()
@@ -79,6 +91,7 @@ class Settings(StrictModel):
     sandbox: SandboxSettings = SandboxSettings()
     # repository path (~ expanded; relative to the workspace) -> how it is tested
     repos: dict[str, RepoSettings] = Field(default_factory=dict)
+    synthesis: SynthesisSettings = SynthesisSettings()
 
 
 def load_settings(path: Path) -> Settings:

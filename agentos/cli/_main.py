@@ -36,6 +36,8 @@ COMMANDS: dict[str, str] = {
     "eval": "agentos.cli.evals:eval_",
     "evolve": "agentos.cli.evolve:evolve",
     "goals": "agentos.cli.goals:goals",
+    "synth": "agentos.cli.synth:synth",
+    "tool": "agentos.cli.synth:tool",
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
 }

@@ -139,6 +139,36 @@ def _sandbox_line(manifest: Any) -> str:
 
 
 @hub.command()
+@click.argument("query", metavar="QUERY")
+@click.option("-k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Only packages scoring at least this.",
+)
+@json_option
+def search(query: str, k: int, threshold: float, as_json: bool) -> None:
+    """Installed packages that can do QUERY, best first: its words looked up in each
+    package's name, capabilities, card triggers and description; a score of 0..1."""
+    from agentos.capabilities import search as search_packages
+
+    found = search_packages(workspace(), query, k=k, threshold=threshold)
+    if as_json:
+        print_json([m.as_dict() for m in found])
+        return
+    table(
+        f"packages for {query!r}",
+        ["package", "score", "matched", "description"],
+        [
+            (f"{m.name}@{m.version}", f"{m.score:.2f}", ", ".join(m.matched), m.description)
+            for m in found
+        ],
+    )
+
+
+@hub.command()
 @click.argument("ref", metavar="NAME@VERSION")
 @json_option
 def use(ref: str, as_json: bool) -> None:

@@ -30,7 +30,6 @@ import os
 import random
 import shlex
 import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agentos._fs import atomic_write, sha256_bytes
-from agentos._oneshot import run_once
+from agentos._oneshot import read_output, run_once
 from agentos._run_files import AgentFiles
 from agentos.errors import BadInput
 from agentos.evals import evaluators as ev
@@ -334,7 +333,11 @@ class _Runner:
             cancel=self.cancel,
         )
         return _Answered(
-            _read_answer(answer_file), done.seconds, done.exit_code, done.limit, done.usage
+            read_output(answer_file, ANSWER_MAX),
+            done.seconds,
+            done.exit_code,
+            done.limit,
+            done.usage,
         )
 
     def _run_repo(self, index: int, task: Task) -> Prediction:
@@ -478,20 +481,6 @@ def _changed_lines(repo: Path, base: str, commit: str) -> int:
         added, removed, _ = [*line.split("\t"), "", "", ""][:3]
         total += sum(int(n) for n in (added, removed) if n.isdigit())
     return total
-
-
-def _read_answer(path: Path) -> str | None:
-    """What the agent wrote to its answer file: a regular file only, never through a link
-    (a confined agent could point one at a file of the host it cannot read itself)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:  # missing, a link, or unreadable: no answer
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = fh.read(ANSWER_MAX)
-    return data.decode("utf-8", errors="replace")
 
 
 def _report(

@@ -1,0 +1,269 @@
+"""Capability synthesis (issue 20) with scripted step agents: search first, then a spec,
+tests that must fail against a stub, an implementation verified in the sandbox, and a hub
+package only when it is verified."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import write_package
+
+from agentos.hub import Hub
+from agentos.receipts import list_receipts, parse_receipt
+
+SPEC = {
+    "function_name": "reverse_string",
+    "parameters": [{"name": "s", "type": "str", "description": "the text"}],
+    "return_type": "str",
+    "docstring": "Return s with its characters in reverse order.",
+}
+TESTS = """from tool import reverse_string
+
+
+def test_a_word():
+    assert reverse_string("hello") == "olleh"
+
+
+def test_empty():
+    assert reverse_string("") == ""
+
+
+def test_one_letter():
+    assert reverse_string("a") == "a"
+"""
+GOOD = "def reverse_string(s: str) -> str:\n    return s[::-1]\n"
+
+
+def writes(path: str, text: str) -> str:
+    """A shell step agent that writes ``text`` to ``path`` in its working directory."""
+    return f"mkdir -p \"$(dirname {path})\"\ncat > {path} <<'AGENTOS_EOF'\n{text}\nAGENTOS_EOF\n"
+
+
+def step_agents(ws: Any, tmp_path: Path, **scripts: str) -> None:
+    """Install step agents (name -> script) and choose the first three as the steps."""
+    for name, script in scripts.items():
+        src = write_package(tmp_path / "steps" / name, name=name, files={"run.sh": script})
+        Hub(ws.hub_dir).install(str(src))
+
+
+@pytest.fixture
+def steps(ws: Any, tmp_path: Path) -> None:
+    step_agents(
+        ws,
+        tmp_path,
+        **{
+            "spec-writer": writes("spec.json", json.dumps(SPEC)),
+            "test-writer": writes("tests/test_tool.py", TESTS),
+            "impl-writer": writes("tool.py", GOOD),
+        },
+    )
+    use_steps(ws, "spec-writer", "test-writer", "impl-writer")
+
+
+def use_steps(ws: Any, spec: str, test: str, impl: str, retries: int = 1) -> None:
+    ws.settings_file.write_text(
+        f"synthesis: {{spec_agent: {spec}, test_agent: {test}, impl_agent: {impl}, "
+        f"retries: {retries}}}\n"
+    )
+
+
+def synthesis_receipts(ws: Any) -> list[dict[str, Any]]:
+    return [
+        parse_receipt(r.path.read_text()).fields for r in list_receipts(ws) if r.kind == "synthesis"
+    ]
+
+
+def test_a_tool_is_specified_tested_implemented_verified_and_registered(
+    cli: Any, ws: Any, steps: None
+) -> None:
+    out = cli("synth", "Reverse a string", "--json")
+
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)
+    assert (result["existing"], result["package"]) == (False, "tool-reverse-string@0.1.0")
+    listed = json.loads(cli("hub", "list", "--json").stdout)
+    assert any(p["name"] == "tool-reverse-string" for p in listed["packages"])
+    assert cli("hub", "verify").returncode == 0
+    order = [(r["step"], r["status"]) for r in synthesis_receipts(ws)]
+    assert order == [
+        ("spec", "done"),
+        ("tests", "done"),
+        ("implementation", "done"),
+        ("verification", "passed"),
+        ("registration", "done"),
+    ]
+    assert all(len(r["output_sha256"]) == 64 for r in synthesis_receipts(ws))
+    called = cli("tool", "call", "tool-reverse-string", "--args", '{"s":"hello"}', "--json")
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout) == {"result": "olleh"}
+    # The package carries its spec, code, tests and a check that is the tests.
+    info, manifest = Hub(ws.hub_dir).get("tool-reverse-string")
+    assert {p.name for p in info.path.iterdir()} >= {"spec.json", "tool.py", "tests", "agent.yaml"}
+    assert [c.name for c in manifest.checks] == ["tool tests"]
+    # Asked again, it exists: nothing is built.
+    again = json.loads(cli("synth", "reverse a string", "--json").stdout)
+    assert again["existing"] is True and again["package"] == "tool-reverse-string@0.1.0"
+
+
+def test_an_implementer_that_never_passes_changes_nothing(
+    cli: Any, ws: Any, steps: None, tmp_path: Path
+) -> None:
+    step_agents(ws, tmp_path, wrong=writes("tool.py", "def reverse_string(s):\n    return s\n"))
+    use_steps(ws, "spec-writer", "test-writer", "wrong", retries=2)
+    lock = (ws.hub_dir / "hub.lock").read_bytes()
+
+    out = cli("synth", "Reverse a string", "--json")
+
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "the tests still fail after 3 attempt(s)" in out.stderr
+    assert (ws.hub_dir / "hub.lock").read_bytes() == lock
+    assert not (ws.hub_dir / "tool-reverse-string").exists()
+    verifications = [r for r in synthesis_receipts(ws) if r["step"] == "verification"]
+    assert [v["attempt"] for v in verifications] == [1, 2, 3]
+    assert "assert 'hello' == 'olleh'" in verifications[-1]["output_tail"]
+
+
+def test_an_implementer_that_edits_the_tests_is_rejected(
+    cli: Any, ws: Any, steps: None, tmp_path: Path
+) -> None:
+    cheat = writes("tool.py", "def reverse_string(s):\n    return s\n") + writes(
+        "tests/test_tool.py", "def test_nothing():\n    pass\n"
+    )
+    step_agents(ws, tmp_path, cheat=cheat)
+    use_steps(ws, "spec-writer", "test-writer", "cheat")
+    lock = (ws.hub_dir / "hub.lock").read_bytes()
+
+    out = cli("synth", "Reverse a string")
+
+    assert out.returncode == 1 and "tests changed" in out.stderr, out.stderr
+    assert (ws.hub_dir / "hub.lock").read_bytes() == lock
+
+
+@pytest.mark.parametrize(
+    ("tests", "message"),
+    [
+        (
+            "from tool import reverse_string\n\n"
+            "def test_a():\n    assert True\n\ndef test_b():\n    assert True\n\n"
+            "def test_c():\n    assert 1 == 1\n",
+            "3 test(s) pass against a stub that raises NotImplementedError",
+        ),
+        (
+            "from tool import reverse_string\n\n"
+            "def test_a():\n    assert reverse_string('ab') == 'ba'\n",
+            "1 test(s) in tests/test_tool.py; at least 3 are needed",
+        ),
+    ],
+    ids=["assert-true", "too-few"],
+)
+def test_tests_that_test_nothing_or_too_few_are_rejected(
+    cli: Any, ws: Any, steps: None, tmp_path: Path, tests: str, message: str
+) -> None:
+    step_agents(ws, tmp_path, weak=writes("tests/test_tool.py", tests))
+    use_steps(ws, "spec-writer", "weak", "impl-writer")
+
+    out = cli("synth", "Reverse a string")
+
+    assert out.returncode == 1 and message in out.stderr, out.stderr
+    assert [r["step"] for r in synthesis_receipts(ws)] == ["spec", "tests"]  # no implementer
+
+
+def test_a_request_an_installed_package_covers_runs_no_step_agent(
+    cli: Any, ws: Any, steps: None
+) -> None:
+    out = cli("synth", "run the repository tests", "--json")
+
+    result = json.loads(out.stdout)
+    assert result["existing"] is True and result["package"].startswith("test-runner@")
+    assert result["match"]["score"] >= 0.75
+    assert synthesis_receipts(ws) == []  # no step ran
+    assert not (ws.state_dir / "synth").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({**SPEC, "function_name": "2bad"}, "spec.json: function_name: '2bad' is not a Python"),
+        (
+            {**SPEC, "parameters": [{"name": "s", "type": "string"}]},
+            "spec.json: parameters[0].type: unknown type 'string'",
+        ),
+        ({**SPEC, "extra": 1}, "spec.json: extra: unknown field"),
+    ],
+    ids=["bad-name", "unknown-type", "unknown-field"],
+)
+def test_a_bad_spec_fails_at_the_spec_step_naming_the_field(
+    cli: Any, ws: Any, steps: None, tmp_path: Path, spec: dict[str, Any], message: str
+) -> None:
+    step_agents(ws, tmp_path, badspec=writes("spec.json", json.dumps(spec)))
+    use_steps(ws, "badspec", "test-writer", "impl-writer")
+
+    out = cli("synth", "Reverse a string")
+
+    assert out.returncode == 1, out.stderr
+    assert len(out.stderr.splitlines()) == 1 and message in out.stderr, out.stderr
+
+
+def test_bad_arguments_and_vague_requests_are_refused_in_one_line(
+    cli: Any, ws: Any, steps: None
+) -> None:
+    assert cli("synth", "Reverse a string").returncode == 0
+    call = ["tool", "call", "tool-reverse-string", "--args"]
+    cases = [
+        ([*call, '{"t": "x"}'], 2, "unknown parameter 't'"),
+        ([*call, '{"s": 5}'], 2, "s: expected str, got int"),
+        ([*call, "hello"], 2, "--args: not JSON"),
+        (["tool", "call", "calculator", "--args", "{}"], 2, "not a tool package"),
+        (["synth", "make a tool"], 1, "does not say what the tool does"),
+    ]
+    for argv, code, message in cases:
+        out = cli(*argv)
+        assert out.returncode == code, (argv, out.stderr)
+        assert len(out.stderr.splitlines()) == 1 and message in out.stderr, out.stderr
+
+
+def test_a_synthesized_test_that_reaches_the_network_fails_in_the_sandbox(
+    cli: Any, ws: Any, steps: None, tmp_path: Path
+) -> None:
+    from agentos.sandbox import choose
+
+    if not choose(ws.settings.sandbox).confined:
+        pytest.skip("no sandbox here")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    reached: list[bool] = []
+    listener.settimeout(30)
+
+    def accept() -> None:
+        try:
+            conn, _ = listener.accept()
+            reached.append(True)
+            conn.sendall(b"olleh")
+            conn.close()
+        except OSError:
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    phone_home = "import socket\nfrom tool import reverse_string\n\n" + "".join(
+        f"def test_{i}():\n    s = socket.create_connection(('127.0.0.1', {port}), 2)\n"
+        f"    assert s.recv(5).decode() == reverse_string('hello')\n\n"
+        for i in range(3)
+    )
+    step_agents(ws, tmp_path, caller=writes("tests/test_tool.py", phone_home))
+    use_steps(ws, "spec-writer", "caller", "impl-writer", retries=0)
+
+    out = cli("synth", "Reverse a string")
+    listener.close()
+
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert reached == []  # the host's listener was never reached
+    (last,) = [r for r in synthesis_receipts(ws) if r["step"] == "verification"]
+    assert (
+        "ConnectionRefusedError" in last["output_tail"]
+        or "Network is unreachable" in (last["output_tail"])
+    )
