@@ -311,3 +311,25 @@ class EvolveStatus(_Open):
     generations: dict[str, int] = Field(description="made and asked.")
     best: dict[str, Any] | None
     archive: list[EvolveGeneration]
+
+
+# --- synthesis ------------------------------------------------------------------------------
+
+
+class HubMatch(_Open):
+    name: str
+    version: str
+    score: float = Field(description="0..1: how much of the query the package covers.")
+    matched: list[str]
+
+
+class HubSearch(_Open):
+    matches: list[HubMatch]
+
+
+class Synthesis(_Open):
+    id: str
+    request: str
+    existing: bool = Field(description="True: an installed package already does it.")
+    package: str | None = Field(description="NAME@VERSION found or registered.")
+    steps: list[dict[str, Any]]

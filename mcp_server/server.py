@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.types import (
     CallToolResult,
     Completion,
@@ -83,6 +84,8 @@ TOOL_NAMES = (
     "eval_report",
     "evolve_start",
     "evolve_status",
+    "hub_search",
+    "synthesize_capability",
 )
 LOG_TAIL = 2000
 FOLLOW_POLL = 0.25  # seconds between looks at a run that run_task(wait=true) follows
@@ -154,6 +157,23 @@ class AgentOSServer(FastMCP[Any]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._log_levels: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._ws: Workspace | None = None  # whose tool packages are offered as tools
+        self._packaged: set[str] = set()  # the tools made from tool packages
+        self._hub_revision: str | None = None
+        # Clients are told the tool list can change (tool packages come and go).
+        low = self._mcp_server
+        plain = low.create_initialization_options
+
+        def options(
+            notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        ) -> Any:
+            return plain(
+                notification_options or NotificationOptions(tools_changed=True),
+                experimental_capabilities,
+            )
+
+        low.create_initialization_options = options  # type: ignore[method-assign]
 
         @self._mcp_server.set_logging_level()  # type: ignore[no-untyped-call,untyped-decorator]
         async def set_level(level: LoggingLevel) -> None:
@@ -171,7 +191,61 @@ class AgentOSServer(FastMCP[Any]):
             with suppress(Exception):  # a client gone away must not fail the tool's answer
                 await session.send_log_message(level=level, data=message, logger=SERVER_NAME)
 
+    def offer_tool_packages(self, ws: Workspace) -> None:
+        """Offer the workspace's tool packages (agentos synth) as tools of their own."""
+        self._ws = ws
+        self.sync_tool_packages()
+
+    def sync_tool_packages(self) -> bool:
+        """Make the offered tool packages those installed now; whether anything changed."""
+        if self._ws is None:
+            return False
+        from agentos.hub import Hub
+
+        revision = Hub(self._ws.hub_dir).revision()
+        if revision == self._hub_revision:
+            return False
+        self._hub_revision = revision
+        from agentos.synthesis.tools import installed_tools
+
+        for name in self._packaged:
+            with suppress(ToolError):
+                self.remove_tool(name)
+        self._packaged = set()
+        for found in installed_tools(self._ws):
+            if self._tool_manager.get_tool(found.name) is not None:
+                continue  # never shadow a tool of AgentOS's own
+            self.add_tool(
+                _package_tool(self._ws, found),
+                name=found.name,
+                title=f"{found.spec.function_name} ({found.name}@{found.version})",
+                description=found.spec.docstring,
+                annotations=ToolAnnotations(
+                    title=found.spec.function_name,
+                    readOnlyHint=True,
+                    destructiveHint=False,
+                    idempotentHint=True,
+                    openWorldHint=False,
+                ),
+                structured_output=False,
+            )
+            self._packaged.add(found.name)
+        return True
+
+    async def announce_tools(self) -> None:
+        """After a tool package came or went: tell the session the tool list changed."""
+        if not self.sync_tool_packages():
+            return
+        with suppress(Exception):  # outside a request, or a client gone: nothing to tell
+            await self._mcp_server.request_context.session.send_tool_list_changed()
+
+    async def list_tools(self) -> list[Any]:
+        self.sync_tool_packages()
+        return await super().list_tools()
+
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        if self._tool_manager.get_tool(name) is None:
+            self.sync_tool_packages()
         try:
             return await self._call_tool(name, arguments)
         except ToolError as exc:
@@ -203,6 +277,49 @@ class AgentOSServer(FastMCP[Any]):
                 content=list(content), structuredContent=structured, isError=False
             )
         return result
+
+
+_PY_TYPES: dict[str, Any] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "list": list[Any],
+    "dict": dict[str, Any],
+    "list[str]": list[str],
+    "list[int]": list[int],
+    "list[float]": list[float],
+    "dict[str, str]": dict[str, str],
+    "any": Any,
+}
+
+
+def _package_tool(ws: Workspace, found: Any) -> Callable[..., Any]:
+    """A function with the tool's signature (FastMCP makes the schema from it) that calls
+    the tool package confined, as `agentos tool call` does."""
+    import json as _json
+
+    from agentos.synthesis.tools import call_tool
+
+    ref = f"{found.name}@{found.version}"
+
+    async def call(**arguments: Any) -> Any:
+        result = await _call(call_tool, ws, ref, _json.dumps(arguments))
+        return result if isinstance(result, str) else _json.dumps(result)
+
+    call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [
+            inspect.Parameter(
+                p.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[_PY_TYPES[p.type], Field(description=p.description or p.name)],
+            )
+            for p in found.spec.parameters
+        ],
+        return_annotation=str,
+    )
+    call.__name__ = found.spec.function_name
+    return call
 
 
 def _one_line(tool: str, exc: BaseException) -> str:
@@ -262,8 +379,10 @@ def build_server(
     _guardian_tools(tool, ws)
     _eval_tools(tool, ws)
     _evolve_tools(tool, ws)
+    _synthesis_tools(server, tool, ws)
     _resources(server, ws)
     _completions(server, ws)
+    server.offer_tool_packages(ws)
     return server
 
 
@@ -878,6 +997,64 @@ def _evolve_tools(tool: Registrar, ws: Workspace) -> None:
             return m.EvolveStatus.model_validate(summary(find_evolution(ws, evo_id)))
 
         return await _call(work)
+
+
+def _synthesis_tools(server: AgentOSServer, tool: Registrar, ws: Workspace) -> None:
+    """The tools hub_search and synthesize_capability."""
+
+    @tool("Search the hub for a capability", **READ_ONLY)
+    async def hub_search(
+        query: Annotated[
+            str, Field(max_length=REQUEST_MAX, description="What the package should do.")
+        ],
+        k: Annotated[int, Field(ge=1, le=100, description="How many to return.")] = 5,
+        threshold: Annotated[
+            float, Field(ge=0, le=1, description="Only packages scoring at least this.")
+        ] = 0.0,
+    ) -> m.HubSearch:
+        """Installed packages that can do what the query says, best first, each with a 0..1
+        score and the query's words it matched (in its name, capabilities, card triggers or
+        description)."""
+
+        def work() -> m.HubSearch:
+            from agentos.capabilities import search
+
+            found = search(ws, query, k=k, threshold=threshold)
+            return m.HubSearch(matches=[m.HubMatch.model_validate(x.as_dict()) for x in found])
+
+        return await _call(work)
+
+    @tool(
+        "Build a missing tool, test-first",
+        readOnlyHint=False,
+        destructiveHint=False,
+        idempotentHint=False,
+        openWorldHint=True,
+    )
+    async def synthesize_capability(
+        request: Annotated[
+            str, Field(max_length=REQUEST_MAX, description="What the tool should do.")
+        ],
+        name: Annotated[
+            str | None, Field(max_length=NAME_MAX, description="The tool's name (tool-NAME).")
+        ] = None,
+        card: Annotated[bool, Field(description="Install a routing card with it.")] = False,
+    ) -> m.Synthesis:
+        """Find an installed package that does the request, or build one: a spec, tests
+        that must fail against a stub, an implementation verified in the sandbox, and a hub
+        package tool-NAME@0.1.0 only when its tests pass. A new tool is offered as an MCP
+        tool at once (the tool list changes)."""
+
+        def work() -> m.Synthesis:
+            from agentos.synthesis.engine import synthesize
+
+            return m.Synthesis.model_validate(
+                synthesize(ws, request, name=name, card=card).as_dict()
+            )
+
+        result = await _call(work)
+        await server.announce_tools()
+        return result
 
 
 def _guardian_tools(tool: Registrar, ws: Workspace) -> None:

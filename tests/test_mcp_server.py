@@ -49,6 +49,7 @@ READ_ONLY_TOOLS = {
     "run_log",
     "eval_report",
     "evolve_status",
+    "hub_search",
 }
 GUARDIAN = importlib.util.find_spec("guardian.daemon") is not None
 HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0

@@ -267,3 +267,76 @@ def test_a_synthesized_test_that_reaches_the_network_fails_in_the_sandbox(
         "ConnectionRefusedError" in last["output_tail"]
         or "Network is unreachable" in (last["output_tail"])
     )
+
+
+def test_an_mcp_client_synthesizes_a_tool_is_told_the_list_changed_and_calls_it(
+    ws: Any, steps: None
+) -> None:
+    import anyio
+    from mcp.types import ServerNotification, ToolListChangedNotification
+    from test_mcp_server import connect, error_text, ok
+
+    told: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ServerNotification) and isinstance(
+            message.root, ToolListChangedNotification
+        ):
+            told.append(message.root.method)
+
+    async def scenario() -> None:
+        async with connect("stdio", ws, message_handler=on_message) as s:
+            assert s.get_server_capabilities().tools.listChanged is True  # type: ignore[union-attr]
+            before = {t.name for t in (await s.list_tools()).tools}
+            found = ok(await s.call_tool("hub_search", {"query": "reverse a string"}))
+            assert found["matches"] == []
+            made = ok(await s.call_tool("synthesize_capability", {"request": "Reverse a string"}))
+            assert made["package"] == "tool-reverse-string@0.1.0" and made["existing"] is False
+            for _ in range(100):  # the notification comes on its own, after the answer
+                if told:
+                    break
+                await anyio.sleep(0.02)
+            assert told == ["notifications/tools/list_changed"]
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            assert set(tools) - before == {"tool-reverse-string"}
+            schema = tools["tool-reverse-string"].inputSchema
+            assert schema["required"] == ["s"] and schema["properties"]["s"]["type"] == "string"
+            called = await s.call_tool("tool-reverse-string", {"s": "hello"})
+            assert not called.isError and called.content[0].text == "olleh"  # type: ignore[union-attr]
+            bad = await s.call_tool("tool-reverse-string", {"s": 5})
+            assert "s" in error_text(bad)
+            found = ok(await s.call_tool("hub_search", {"query": "reverse a string"}))
+            assert found["matches"][0]["name"] == "tool-reverse-string"
+
+    anyio.run(scenario)
+
+
+@pytest.mark.slow
+def test_the_mcp_inspector_lists_and_calls_a_synthesized_tool(
+    cli: Any, ws: Any, steps: None, tmp_path: Path
+) -> None:
+    from test_mcp_clients import client_env, npm_tool, run_client, serve_argv
+
+    inspector = npm_tool("mcp-inspector")
+    if inspector is None:
+        pytest.skip("the MCP Inspector is not installed (scripts/test installs it)")
+    assert cli("synth", "Reverse a string").returncode == 0
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    env = client_env(home, with_clients=True)
+    serve = [str(inspector), "--cli", *serve_argv(ws)]
+
+    listed = run_client([*serve, "--method", "tools/list"], env, project)
+    called = run_client(
+        [*serve, "--method", "tools/call", "--tool-name", "tool-reverse-string",
+         "--tool-arg", "s=hello"],
+        env,
+        project,
+    )  # fmt: skip
+
+    tools = {t["name"]: t for t in json.loads(listed[listed.index("{") :])["tools"]}
+    assert tools["tool-reverse-string"]["inputSchema"]["required"] == ["s"]
+    assert tools["tool-reverse-string"]["description"] == SPEC["docstring"]
+    result = json.loads(called[called.index("{") :])
+    assert result["isError"] is False and result["content"][0]["text"] == "olleh"
