@@ -52,6 +52,7 @@ def run_once(
     timeout: float,
     env: Mapping[str, str] | None = None,
     cancel: threading.Event | None = None,
+    attempt: int = 1,
 ) -> OneShot:
     """Run the package on ``request`` in ``workdir`` (writable to it, with its own files
     ``files.io``), its environment completed with ``env``, until it exits, ``timeout``
@@ -67,6 +68,7 @@ def run_once(
         workspace=ws.root,
         request=request,
         run_dir=files.run_dir,
+        attempt=attempt,
     )
     groups: list[Group] = []
 

@@ -340,3 +340,48 @@ def test_the_mcp_inspector_lists_and_calls_a_synthesized_tool(
     assert tools["tool-reverse-string"]["description"] == SPEC["docstring"]
     result = json.loads(called[called.index("{") :])
     assert result["isError"] is False and result["content"][0]["text"] == "olleh"
+
+
+# A stand-in for Claude Code (the real one needs an account): it does each step as the
+# bundled step agents' prompts ask, as a model would.
+FAKE_CLAUDE = """#!PYTHON
+import json, os, sys
+from pathlib import Path
+prompt = sys.argv[sys.argv.index("-p") + 1]
+assert "Reverse a string" in prompt, prompt[-300:]
+if "specification of one Python function" in prompt:
+    Path("spec.json").write_text(json.dumps(SPEC))
+elif "tests of a tool before it exists" in prompt:
+    assert json.loads(Path("spec.json").read_text())["function_name"] == "reverse_string"
+    Path("tests").mkdir(exist_ok=True)
+    Path("tests/test_tool.py").write_text(TESTS)
+elif "implement a tool so that its tests pass" in prompt:
+    Path("tool.py").write_text(GOOD)
+else:
+    sys.exit("unexpected prompt: " + prompt[:200])
+"""
+
+
+def test_the_bundled_step_agents_drive_claude_code_through_a_synthesis(
+    cli: Any, ws: Any, tmp_path: Path
+) -> None:
+    import os
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = (
+        FAKE_CLAUDE.replace("PYTHON", sys.executable)
+        .replace("SPEC", repr(SPEC))
+        .replace("TESTS", repr(TESTS))
+        .replace("GOOD", repr(GOOD))
+    )
+    (bin_dir / "claude").write_text(fake)
+    (bin_dir / "claude").chmod(0o755)
+
+    out = cli(
+        "synth", "Reverse a string", "--json", env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    )
+
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert json.loads(out.stdout)["package"] == "tool-reverse-string@0.1.0"

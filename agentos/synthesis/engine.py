@@ -341,7 +341,8 @@ class _Builder:
             request=self.result.request,
             files=files,
             timeout=float(manifest.timeout),
-            env={"AGENTOS_SYNTH_STEP": step, "AGENTOS_ATTEMPT": str(attempt)},
+            env={"AGENTOS_SYNTH_STEP": step},
+            attempt=attempt,
         )
         shutil.rmtree(files.run_dir, ignore_errors=True)  # its env file
         if done.limit == "time":
