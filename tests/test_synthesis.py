@@ -385,3 +385,38 @@ def test_the_bundled_step_agents_drive_claude_code_through_a_synthesis(
 
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert json.loads(out.stdout)["package"] == "tool-reverse-string@0.1.0"
+
+
+def test_hub_search_ranks_packages_deterministically_with_their_matched_words(
+    cli: Any, ws: Any
+) -> None:
+    first = cli("hub", "search", "fix lint errors with ruff", "--json")
+    again = cli("hub", "search", "fix lint errors with ruff", "--json")
+
+    assert first.returncode == 0, first.stderr
+    found = json.loads(first.stdout)
+    assert found == json.loads(again.stdout)
+    assert found[0]["name"] == "ruff-fixer" and found[0]["score"] > 0.8
+    assert found[0]["matched"] == ["fix", "lint", "errors", "ruff"]
+    assert all(0 < m["score"] <= 1 for m in found)
+    assert [m["score"] for m in found] == sorted((m["score"] for m in found), reverse=True)
+    strict = json.loads(
+        cli("hub", "search", "fix lint errors", "--threshold", "0.8", "--json").stdout
+    )
+    assert [m["name"] for m in strict] == ["ruff-fixer"]
+    assert json.loads(cli("hub", "search", "quantum teleportation", "--json").stdout) == []
+    empty = cli("hub", "search", "the of and")
+    assert empty.returncode == 2 and "the query has no words to search for" in empty.stderr
+
+
+def test_with_card_the_tool_comes_with_a_linted_routing_card(
+    cli: Any, ws: Any, steps: None
+) -> None:
+    out = cli("synth", "Reverse a string", "--card", "--json")
+
+    assert out.returncode == 0, out.stderr
+    cards = list(ws.cards_dir.glob("tool-reverse-string--*.yaml"))
+    assert len(cards) == 1
+    assert cli("cards", "lint").returncode == 0
+    routed = json.loads(cli("route", "reverse this string", "--json").stdout)
+    assert [s["agent"] for s in routed["selected"]] == ["tool-reverse-string"]
