@@ -138,6 +138,7 @@ PACKAGES = (
     "agentos/evolve",
     "agentos/runtimes",
     "agentos/sandbox",
+    "agentos/synthesis",
     "guardian",
     "mcp_server",
 )
