@@ -420,3 +420,42 @@ def test_with_card_the_tool_comes_with_a_linted_routing_card(
     assert cli("cards", "lint").returncode == 0
     routed = json.loads(cli("route", "reverse this string", "--json").stdout)
     assert [s["agent"] for s in routed["selected"]] == ["tool-reverse-string"]
+
+
+SLY_CONFTEST = """import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"tool.py": "import os\nos._exit(0)\n"},  # ends pytest at once, exit 0
+        {"tool.py": "def reverse_string(s):\n    return s\n", "conftest.py": SLY_CONFTEST},
+        {"tool.py": "def reverse_string(s):\n    return s\n", "pytest.py": "raise SystemExit(0)\n"},
+        {
+            "tool.py": (
+                "import _pytest.python\n"
+                "_pytest.python.Function.runtest = lambda self: None\n"
+                "def reverse_string(s):\n    return s\n"
+            )
+        },
+    ],
+    ids=["exit-0-on-import", "conftest-forces-pass", "fake-pytest", "patches-pytest"],
+)
+def test_an_implementer_cannot_fake_its_verification(
+    cli: Any, ws: Any, steps: None, tmp_path: Path, files: dict[str, str]
+) -> None:
+    step_agents(ws, tmp_path, sly="".join(writes(p, t) for p, t in files.items()))
+    use_steps(ws, "spec-writer", "test-writer", "sly", retries=0)
+    lock = (ws.hub_dir / "hub.lock").read_bytes()
+
+    out = cli("synth", "Reverse a string")
+
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "the tests still fail after 1 attempt(s)" in out.stderr
+    assert (ws.hub_dir / "hub.lock").read_bytes() == lock

@@ -176,10 +176,14 @@ class _Builder:
 
     def _spec(self) -> ToolSpec:
         self._run("spec", "spec")
+        if (self.pkg / SPEC_FILE).is_symlink():
+            self._fail("spec", "spec step: spec.json is a link, not a file")
         try:
             spec = load_spec(self.pkg / SPEC_FILE)
         except AgentOSError as exc:
             self._fail("spec", f"spec step: {exc}")
+        # What is verified and registered is this, whatever happens to the file later.
+        self.spec_text = json.dumps(spec.model_dump(mode="json"), indent=2) + "\n"
         package = f"tool-{(self.name or spec.function_name).replace('_', '-').lower()}"
         try:
             Manifest.model_validate(
@@ -219,11 +223,7 @@ class _Builder:
                 f"tests step: {count} test(s) in {TEST_FILE}; at least "
                 f"{self.settings.min_tests} are needed",
             )
-        atomic_write(self.pkg / TOOL_FILE, spec.stub())
-        try:
-            passed, output = self._pytest()
-        finally:
-            (self.pkg / TOOL_FILE).unlink(missing_ok=True)
+        passed, output = self._pytest(spec, spec.stub())
         stub_passes = _PASSED.findall(output)
         if passed or stub_passes:
             self._fail(
@@ -246,16 +246,18 @@ class _Builder:
                 self._fail("implementation", "implementation step: tests changed (they are frozen)")
             if sha256_file(self.pkg / SPEC_FILE) != spec_sha:
                 self._fail("implementation", "implementation step: spec.json changed")
-            code = self.pkg / TOOL_FILE
-            if not code.is_file() or code.is_symlink():
+            code = _regular_text(self.pkg / TOOL_FILE)
+            if code is None:
                 sha = None
                 passed, output = False, f"the implementer wrote no {TOOL_FILE}\n"
             else:
-                sha = sha256_file(code)
+                sha = hashlib.sha256(code.encode()).hexdigest()
                 self._receipt("implementation", "done", {"attempt": attempt}, sha256=sha)
-                passed, output = self._pytest()
+                passed, output = self._pytest(spec, code)
             fields = {"attempt": attempt, "passed": passed, "output_tail": output[-OUTPUT_TAIL:]}
             if passed:
+                assert code is not None
+                self.code = code  # what was verified is what is registered
                 feedback.unlink(missing_ok=True)
                 self._receipt("verification", "passed", fields, sha256=sha)
                 return
@@ -300,12 +302,16 @@ class _Builder:
             }
             (self.pkg / "cards").mkdir(exist_ok=True)
             atomic_write(self.pkg / "cards" / f"{self.package}.yaml", json.dumps(card, indent=2))
+        # The package is what was verified, no more: whatever else the agents left in
+        # their folder (a conftest.py, a pytest.py, a sitecustomize.py) stays out.
         staged = self.base / self.package  # named as the package: the hub's source name
-        shutil.copytree(
-            self.pkg,
-            staged,
-            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc"),
-        )
+        _copy_regular(self.pkg / TESTS_DIR, staged / TESTS_DIR)
+        atomic_write(staged / SPEC_FILE, self.spec_text)
+        atomic_write(staged / TOOL_FILE, self.code)
+        for name in (RUNNER, "agent.yaml"):
+            shutil.copyfile(self.pkg / name, staged / name)
+        if self.card:
+            _copy_regular(self.pkg / "cards", staged / "cards")
         from agentos.package_cards import install_package
 
         installed, _ = install_package(self.ws, str(staged))  # its card too, checked
@@ -348,10 +354,26 @@ class _Builder:
         if done.limit == "time":
             self._fail(step, f"{step} step: {manifest.ref} ran out of time ({manifest.timeout}s)")
 
-    def _pytest(self) -> tuple[bool, str]:
-        """The tests on the package as it is, confined: no network, the tree read-only."""
+    def _pytest(self, spec: ToolSpec, implementation: str) -> tuple[bool, str]:
+        """The frozen tests against ``implementation``, confined (no network, the tree
+        read-only), in a folder holding only the tests, the spec, AgentOS's stand-in for
+        tool.py and the implementation behind it (run in a process of its own per call,
+        see ``_verify_shim.py``): nothing else the agents left there takes part."""
         from agentos._checks_run import run_shell
         from agentos.sandbox._confine import CheckConfiner
+
+        verify = self.base / "verify"
+        shutil.rmtree(verify, ignore_errors=True)
+        _copy_regular(self.pkg / TESTS_DIR, verify / TESTS_DIR)
+        atomic_write(verify / SPEC_FILE, self.spec_text)
+        here = Path(__file__).parent
+        shim = (here / "_verify_shim.py").read_text(encoding="utf-8")
+        atomic_write(
+            verify / TOOL_FILE, shim.replace('"FUNCTION_NAME"', json.dumps(spec.function_name))
+        )
+        (verify / "_impl").mkdir()
+        atomic_write(verify / "_impl" / TOOL_FILE, implementation)
+        shutil.copyfile(here / "_verify_runner.py", verify / "_impl" / "_runner.py")
 
         env = {
             "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
@@ -362,13 +384,14 @@ class _Builder:
         scene = Scene(
             self.ws.settings.sandbox, self.ws.root, self.base, Path(os.environ.get("HOME", "/"))
         )
-        wrap, group = CheckConfiner(self.sandbox, scene, self.pkg, env["PATH"]).prepare(
-            self.pkg, writes=False
+        wrap, group = CheckConfiner(self.sandbox, scene, verify, env["PATH"]).prepare(
+            verify, writes=False
         )
         try:
             outcome = run_shell(
-                f"{sys.executable} -m pytest -q -rA -p no:cacheprovider {TESTS_DIR}",
-                self.pkg,
+                f"{sys.executable} -m pytest -q -rA -p no:cacheprovider -c /dev/null "
+                f"--rootdir . {TESTS_DIR}",
+                verify,
                 env,
                 float(self.settings.timeout),
                 wrap,
@@ -412,6 +435,28 @@ def _step_agent(hub: Hub, ref: str, field: str) -> tuple[Manifest, Path]:
     hub.check_intact(info.name, info.version)
     get_runtime(manifest.runtime).preflight(manifest, info.path)
     return manifest, info.path
+
+
+def _regular_text(path: Path) -> str | None:
+    """A file an agent wrote, when it is a regular file (never read through a link)."""
+    from agentos._oneshot import read_output
+
+    return read_output(path, 1 << 20)
+
+
+def _copy_regular(src: Path, dest: Path) -> None:
+    """The regular files below ``src`` (links and caches left out: a link could point at
+    a file of the host's that AgentOS would otherwise copy)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in sorted(src.rglob("*")) if src.is_dir() else []:
+        rel = path.relative_to(src)
+        if path.is_symlink() or "__pycache__" in rel.parts or path.suffix == ".pyc":
+            continue
+        if path.is_dir():
+            (dest / rel).mkdir(parents=True, exist_ok=True)
+        elif path.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest / rel)
 
 
 def _count_tests(path: Path) -> int:
