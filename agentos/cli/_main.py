@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "goals": "agentos.cli.goals:goals",
     "synth": "agentos.cli.synth:synth",
     "tool": "agentos.cli.synth:tool",
+    "workflows": "agentos.cli.workflows:workflows",
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
 }
