@@ -139,6 +139,7 @@ PACKAGES = (
     "agentos/runtimes",
     "agentos/sandbox",
     "agentos/synthesis",
+    "agentos/workflows",
     "guardian",
     "mcp_server",
 )
