@@ -98,6 +98,55 @@ STATE_MIGRATIONS: list[Migration] = [
         ALTER TABLE runs ADD COLUMN options TEXT;
         """,
     ),
+    Migration(
+        "005_workflows",
+        # Workflow executions and their tasks (agentos.workflows). A task's words and names
+        # (its similarity features) are kept so that a new task is compared with thousands
+        # of live ones through an index, not by reading them all.
+        """
+        CREATE TABLE executions (
+            id TEXT PRIMARY KEY,
+            workflow TEXT NOT NULL,
+            definition TEXT NOT NULL,
+            repo TEXT NOT NULL,
+            parameters TEXT NOT NULL,
+            status TEXT NOT NULL,
+            result TEXT,
+            created_at REAL NOT NULL,
+            ended_at REAL
+        );
+        CREATE TABLE tasks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            execution TEXT NOT NULL REFERENCES executions(id),
+            phase INTEGER NOT NULL,
+            description TEXT NOT NULL,
+            status TEXT NOT NULL,
+            parent INTEGER,
+            creator TEXT NOT NULL,
+            duplicate_of INTEGER,
+            related_to INTEGER,
+            similarity REAL,
+            run_id TEXT,
+            message TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL,
+            started_at REAL,
+            ended_at REAL,
+            words TEXT NOT NULL,
+            names TEXT NOT NULL
+        );
+        CREATE INDEX tasks_by_execution ON tasks(execution, phase, status);
+        CREATE TABLE task_terms (
+            task INTEGER NOT NULL,
+            execution TEXT NOT NULL,
+            phase INTEGER NOT NULL,
+            term TEXT NOT NULL,
+            nwords INTEGER NOT NULL,
+            nnames INTEGER NOT NULL
+        );
+        CREATE INDEX task_terms_lookup
+            ON task_terms(execution, phase, term, task, nwords, nnames);
+        """,
+    ),
 ]
 
 

@@ -1,0 +1,339 @@
+"""Workflow executions and their tasks in ``state.db`` (migration ``005_workflows``).
+
+A task is added with its similarity features (:mod:`agentos.workflows.similarity`): its
+words and names, and one ``task_terms`` row per word and name, indexed by (execution,
+phase, term). Deduplication compares a new task only with the live tasks of the same
+execution and phase that share a term with it and could still reach the related
+threshold (an upper bound on the score computed in SQL from the shared count), so a new
+task is checked against thousands in a few milliseconds. Over the workflow's threshold
+it is ``duplicated`` (pointing at the task it repeats, with the score) and never runs;
+between the related threshold and it, it runs and is linked to that task as related.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+import apsw
+
+from agentos import state
+from agentos._db_errors import guarded
+from agentos.errors import BadInput, NotFound
+from agentos.workflows.similarity import (
+    DEFAULT_THRESHOLD,
+    ONE_SIDED_NAMES,
+    RELATED_THRESHOLD,
+    Features,
+    features,
+    similarity,
+)
+from agentos.workspace import Workspace
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    DUPLICATED = "duplicated"
+    CANCELLED = "cancelled"
+
+
+class ExecutionStatus(StrEnum):
+    RUNNING = "running"
+    DONE = "done"  # every task ended
+    STOPPED = "stopped"  # a validated result ended it (on_result_found: stop_all)
+    CANCELLED = "cancelled"
+
+
+# The tasks a new one may repeat: those that will run, run, or ran well.
+LIVE = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.DONE)
+NAME_TERM = "="  # prefixes a name among the terms (a stem never holds one)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    id: int
+    execution: str
+    phase: int
+    description: str
+    status: TaskStatus
+    parent: int | None
+    creator: str
+    duplicate_of: int | None
+    related_to: int | None
+    similarity: float | None
+    run_id: str | None
+    message: str
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    id: str
+    workflow: str
+    definition: dict[str, Any]
+    repo: str
+    parameters: dict[str, Any]
+    status: ExecutionStatus
+    result: dict[str, Any] | None
+    created_at: float
+    ended_at: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_TASK_COLUMNS = (
+    "id, execution, phase, description, status, parent, creator, duplicate_of, related_to, "
+    "similarity, run_id, message, created_at, started_at, ended_at"
+)
+
+
+class WorkflowStore:
+    """state.db's executions and tasks; safe to share between threads."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.con: apsw.Connection = state.connect(ws.state_db)
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self.con.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[None]:
+        with self._lock, guarded(self.ws.state_db):
+            yield
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        with self._read(), state.transaction(self.con):
+            yield
+
+    # -- executions -------------------------------------------------------------------------
+
+    def create_execution(
+        self, execution_id: str, workflow: dict[str, Any], repo: str, parameters: dict[str, Any]
+    ) -> None:
+        with self._write():
+            self.con.execute(
+                "INSERT INTO executions (id, workflow, definition, repo, parameters, status, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    execution_id,
+                    workflow["id"],
+                    json.dumps(workflow),
+                    repo,
+                    json.dumps(parameters),
+                    ExecutionStatus.RUNNING,
+                    time.time(),
+                ),
+            )
+
+    def execution(self, execution_id: str) -> ExecutionRecord:
+        with self._read():
+            row = self.con.execute(
+                "SELECT id, workflow, definition, repo, parameters, status, result, created_at, "
+                "ended_at FROM executions WHERE id = ?",
+                (execution_id,),
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no execution {execution_id!r}", field="EXECUTION")
+        return _execution(row)
+
+    def executions(self) -> list[ExecutionRecord]:
+        with self._read():
+            rows = self.con.execute(
+                "SELECT id, workflow, definition, repo, parameters, status, result, created_at, "
+                "ended_at FROM executions ORDER BY created_at DESC, id DESC"
+            ).fetchall()
+        return [_execution(r) for r in rows]
+
+    def end_execution(
+        self, execution_id: str, status: ExecutionStatus, result: dict[str, Any] | None = None
+    ) -> None:
+        with self._write():
+            self.con.execute(
+                "UPDATE executions SET status = ?, result = COALESCE(?, result), ended_at = ? "
+                "WHERE id = ?",
+                (status, json.dumps(result) if result else None, time.time(), execution_id),
+            )
+
+    # -- tasks ------------------------------------------------------------------------------
+
+    def add_task(
+        self,
+        execution_id: str,
+        phase: int,
+        description: str,
+        *,
+        creator: str,
+        parent: int | None = None,
+        dedup: bool = True,
+        threshold: float = DEFAULT_THRESHOLD,
+        related: float = RELATED_THRESHOLD,
+    ) -> TaskRecord:
+        """A new task: ``duplicated`` when a live task of the same execution and phase is
+        at least ``threshold`` alike (it never runs), else ``pending`` (linked to the most
+        alike one when over ``related``)."""
+        if not description.strip():
+            raise BadInput("a task needs a description", field="DESCRIPTION")
+        self.execution(execution_id)  # exists
+        found = features(description)
+        with self._write():
+            best = self._most_similar(execution_id, phase, found, related) if dedup else None
+            duplicate = best is not None and best[1] >= threshold
+            status = TaskStatus.DUPLICATED if duplicate else TaskStatus.PENDING
+            self.con.execute(
+                "INSERT INTO tasks (execution, phase, description, status, parent, creator, "
+                "duplicate_of, related_to, similarity, created_at, words, names) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    execution_id,
+                    phase,
+                    description,
+                    status,
+                    parent,
+                    creator,
+                    best[0] if duplicate and best else None,
+                    best[0] if best and not duplicate else None,
+                    round(best[1], 4) if best else None,
+                    time.time(),
+                    json.dumps(sorted(found.words)),
+                    json.dumps(sorted(found.names)),
+                ),
+            )
+            task_id = int(self.con.last_insert_rowid())
+            if not duplicate:  # a duplicate is no task to repeat
+                self.con.executemany(
+                    "INSERT INTO task_terms (task, execution, phase, term, nwords, nnames) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (task_id, execution_id, phase, t, len(found.words), len(found.names))
+                        for t in _terms(found)
+                    ],
+                )
+        return self.task(task_id)
+
+    def _most_similar(
+        self, execution_id: str, phase: int, new: Features, floor: float
+    ) -> tuple[int, float] | None:
+        """The live task most alike ``new`` scoring at least ``floor``. The index gives,
+        for each task sharing a term, how many words and names it shares; from those and
+        its word and name counts SQL bounds its score from above (the names' factor is
+        exact), so only tasks that could reach ``floor`` are read and scored."""
+        terms = _terms(new)
+        if not terms:
+            return None
+        marks = ",".join("?" * len(terms))
+        aw, an = len(new.words), len(new.names)
+        candidates = self.con.execute(
+            f"""
+            SELECT task FROM (
+                SELECT task, nwords, nnames, COUNT(*) AS total,
+                       SUM(substr(term, 1, 1) = '{NAME_TERM}') AS names
+                FROM task_terms
+                WHERE execution = ? AND phase = ? AND term IN ({marks})
+                GROUP BY task
+            )
+            WHERE (CASE WHEN ? + nwords = 0 THEN 1.0
+                        ELSE 2.0 * (total - names) / (? + nwords) END)
+                * (CASE WHEN ? > 0 AND nnames > 0 THEN 1.0 * names / (? + nnames - names)
+                        WHEN ? > 0 OR nnames > 0 THEN {ONE_SIDED_NAMES}
+                        ELSE 1.0 END) >= ?
+            """,
+            (execution_id, phase, *terms, aw, aw, an, an, an, floor),
+        ).fetchall()
+        if not candidates:
+            return None
+        ids = [int(str(c[0])) for c in candidates]
+        rows = self.con.execute(
+            f"SELECT id, words, names FROM tasks WHERE id IN ({','.join('?' * len(ids))}) "
+            "ORDER BY id",
+            ids,
+        ).fetchall()
+        best: tuple[int, float] | None = None
+        for task_id, words, names in rows:
+            old = Features(frozenset(json.loads(str(words))), frozenset(json.loads(str(names))))
+            score = similarity(new, old)
+            if score >= floor and (best is None or score > best[1]):
+                best = (int(str(task_id)), score)  # ties: the oldest, found first
+        return best
+
+    def task(self, task_id: int) -> TaskRecord:
+        with self._read():
+            row = self.con.execute(
+                f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no task {task_id}", field="TASK")
+        return _task(row)
+
+    def tasks(
+        self, execution_id: str | None = None, status: TaskStatus | None = None
+    ) -> list[TaskRecord]:
+        where, args = [], []
+        if execution_id is not None:
+            where.append("execution = ?")
+            args.append(execution_id)
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._read():
+            rows = self.con.execute(
+                f"SELECT {_TASK_COLUMNS} FROM tasks {clause} ORDER BY id", args
+            ).fetchall()
+        return [_task(r) for r in rows]
+
+    def set_task(self, task_id: int, status: TaskStatus, **fields: Any) -> None:
+        allowed = {"run_id", "message", "started_at", "ended_at"}
+        unknown = set(fields) - allowed
+        assert not unknown, unknown
+        sets = ", ".join(["status = ?", *(f"{k} = ?" for k in fields)])
+        with self._write():
+            self.con.execute(
+                f"UPDATE tasks SET {sets} WHERE id = ?", (status, *fields.values(), task_id)
+            )
+            if status not in LIVE:  # no longer a task a new one could repeat
+                self.con.execute("DELETE FROM task_terms WHERE task = ?", (task_id,))
+
+
+def _terms(found: Features) -> list[str]:
+    return sorted(found.words) + sorted(NAME_TERM + n for n in found.names)
+
+
+def _task(row: Any) -> TaskRecord:
+    values = list(row)
+    values[4] = TaskStatus(values[4])
+    return TaskRecord(*values)
+
+
+def _execution(row: Any) -> ExecutionRecord:
+    (eid, workflow, definition, repo, parameters, status, result, created, ended) = row
+    return ExecutionRecord(
+        eid,
+        workflow,
+        json.loads(definition),
+        repo,
+        json.loads(parameters),
+        ExecutionStatus(status),
+        json.loads(result) if result else None,
+        created,
+        ended,
+    )

@@ -1,0 +1,88 @@
+"""Executions and tasks in state.db (issue 21): deduplication against the live tasks of
+the same execution and phase."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentos.errors import BadInput, NotFound
+from agentos.workflows.store import TaskStatus, WorkflowStore
+
+
+@pytest.fixture
+def store(ws: Any) -> Any:
+    s = WorkflowStore(ws)
+    s.create_execution("e1", {"id": "wf"}, "/repo", {"goal": "x"})
+    s.create_execution("e2", {"id": "wf"}, "/repo", {})
+    yield s
+    s.close()
+
+
+def test_a_paraphrase_in_the_same_phase_is_a_duplicate_pointing_at_the_original(
+    store: Any,
+) -> None:
+    first = store.add_task("e1", 1, "Add unit tests for parse_date", creator="sdk")
+    again = store.add_task("e1", 1, "Write unit tests covering parse_date", creator="agent")
+    other = store.add_task("e1", 1, "Add unit tests for format_date", creator="agent")
+
+    assert first.status == TaskStatus.PENDING and first.duplicate_of is None
+    assert again.status == TaskStatus.DUPLICATED
+    assert again.duplicate_of == first.id and again.similarity >= 0.75
+    assert other.status == TaskStatus.PENDING and other.duplicate_of is None
+
+
+def test_another_phase_another_execution_or_dedup_off_is_no_duplicate(store: Any) -> None:
+    text = "Fix the timezone bug in format_timestamp"
+    first = store.add_task("e1", 1, text, creator="sdk")
+    other_phase = store.add_task("e1", 2, text, creator="sdk")
+    other_execution = store.add_task("e2", 1, text, creator="sdk")
+    off = store.add_task("e1", 1, text, creator="sdk", dedup=False)
+
+    assert [t.status for t in (first, other_phase, other_execution, off)] == [
+        TaskStatus.PENDING
+    ] * 4
+
+
+def test_a_related_task_runs_and_is_linked_and_ended_tasks_are_not_repeated(
+    store: Any,
+) -> None:
+    first = store.add_task("e1", 1, "Write a test for the empty cart case", creator="sdk")
+    related = store.add_task("e1", 1, "Fix the empty cart case", creator="sdk")
+    assert related.status == TaskStatus.PENDING and related.related_to == first.id
+    store.set_task(first.id, TaskStatus.FAILED, message="gate failed")
+    retry = store.add_task("e1", 1, "Write a test for the empty cart case", creator="sdk")
+    assert retry.status == TaskStatus.PENDING  # a failed task is no task to repeat
+
+
+def test_bad_input_is_named(store: Any) -> None:
+    with pytest.raises(BadInput, match="a task needs a description"):
+        store.add_task("e1", 1, "   ", creator="sdk")
+    with pytest.raises(NotFound, match="no execution 'nope'"):
+        store.add_task("nope", 1, "do the thing", creator="sdk")
+
+
+def test_the_indexed_lookup_decides_every_labelled_pair_as_the_similarity_does(
+    ws: Any,
+) -> None:
+    from test_workflow_similarity import PAIRS
+
+    from agentos.workflows.similarity import (
+        DEFAULT_THRESHOLD,
+        RELATED_THRESHOLD,
+        text_similarity,
+    )
+
+    store = WorkflowStore(ws)
+    try:
+        for i, pair in enumerate(PAIRS):
+            store.create_execution(f"p{i}", {"id": "wf"}, "/repo", {})
+            first = store.add_task(f"p{i}", 1, pair["a"], creator="test")
+            second = store.add_task(f"p{i}", 1, pair["b"], creator="test")
+            score = text_similarity(pair["a"], pair["b"])
+            assert (second.status == TaskStatus.DUPLICATED) == (score >= DEFAULT_THRESHOLD)
+            linked = second.duplicate_of or second.related_to
+            assert (linked == first.id) == (score >= RELATED_THRESHOLD), (pair, score)
+    finally:
+        store.close()
