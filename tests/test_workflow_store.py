@@ -86,3 +86,43 @@ def test_the_indexed_lookup_decides_every_labelled_pair_as_the_similarity_does(
             assert (linked == first.id) == (score >= RELATED_THRESHOLD), (pair, score)
     finally:
         store.close()
+
+
+def test_tasks_create_from_a_runs_environment_with_its_parent_and_dedup(
+    cli: Any, ws: Any, tmp_path: Any
+) -> None:
+    import json
+
+    from agentos.workflows.definitions import WorkflowDefinition
+    from agentos.workflows.executions import create_execution
+
+    workflow = WorkflowDefinition.model_validate(
+        {
+            "id": "two",
+            "name": "Two",
+            "phases": [
+                {"id": 1, "name": "find", "description": "Find"},
+                {"id": 2, "name": "fix", "description": "Fix"},
+            ],
+            "launch_template": {
+                "parameters": [{"name": "goal", "required": True}],
+                "phase_1_task_prompt": "Find out about {goal}",
+            },
+        }
+    )
+    execution, first = create_execution(ws, workflow, tmp_path, {"goal": "the flaky upload"})
+    assert first.description == "Find out about the flaky upload" and first.phase == 1
+    env = {"AGENTOS_EXECUTION_ID": execution, "AGENTOS_TASK_ID": str(first.id)}
+
+    made = cli("tasks", "create", "Fix the timeout in upload.py", "--phase", "2", "--json", env=env)
+    again = cli("tasks", "create", "Repair the upload.py timeout", "--phase", "2", env=env)
+    no_phase = cli("tasks", "create", "Fix x", "--phase", "9", env=env)
+    nowhere = cli("tasks", "create", "Fix x", "--phase", "1")
+
+    task = json.loads(made.stdout)
+    assert (task["phase"], task["parent"], task["status"]) == (2, first.id, "pending")
+    assert f"a duplicate of task {task['id']}" in again.stdout, again.stdout + again.stderr
+    assert no_phase.returncode == 2 and "workflow two has no phase 9" in no_phase.stderr
+    assert nowhere.returncode == 2 and "which execution?" in nowhere.stderr
+    shown = json.loads(cli("executions", "show", execution, "--json").stdout)
+    assert [t["status"] for t in shown["tasks"]] == ["pending", "pending", "duplicated"]

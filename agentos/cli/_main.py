@@ -39,6 +39,8 @@ COMMANDS: dict[str, str] = {
     "synth": "agentos.cli.synth:synth",
     "tool": "agentos.cli.synth:tool",
     "workflows": "agentos.cli.workflows:workflows",
+    "tasks": "agentos.cli.tasks:tasks",
+    "executions": "agentos.cli.tasks:executions",
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
 }

@@ -1,0 +1,142 @@
+"""``agentos tasks`` and ``agentos executions``: a workflow's tasks and its executions."""
+
+from __future__ import annotations
+
+import click
+
+from agentos.cli._common import json_option, print_json, table, workspace
+
+
+@click.group()
+def tasks() -> None:
+    """Tasks of workflow executions: create one (agents do, from inside their run), list,
+    show."""
+
+
+@tasks.command()
+@click.argument("description", metavar="DESCRIPTION")
+@click.option("--phase", type=click.IntRange(min=1), required=True, help="The phase it is for.")
+@click.option("--execution", "execution_id", help="Default: $AGENTOS_EXECUTION_ID.")
+@click.option("--parent", type=int, help="The task it comes from (default: $AGENTOS_TASK_ID).")
+@json_option
+def create(
+    description: str, phase: int, execution_id: str | None, parent: int | None, as_json: bool
+) -> None:
+    """Add a task to a phase of an execution. A task too like a live one of the same phase
+    is recorded as its duplicate and never runs."""
+    from agentos.workflows.executions import create_task
+
+    task = create_task(workspace(), description, phase, execution_id=execution_id, parent=parent)
+    if as_json:
+        print_json(task.as_dict())
+        return
+    if task.duplicate_of is not None:
+        click.echo(
+            f"task {task.id}: a duplicate of task {task.duplicate_of} "
+            f"(similarity {task.similarity:.2f}); it will not run"
+        )
+    else:
+        related = f"; related to task {task.related_to}" if task.related_to else ""
+        click.echo(f"task {task.id}: {task.status} in phase {task.phase}{related}")
+
+
+@tasks.command("list")
+@click.option("--execution", "execution_id", help="Only this execution's tasks.")
+@json_option
+def list_(execution_id: str | None, as_json: bool) -> None:
+    """Tasks, oldest first."""
+    from agentos.workflows.store import WorkflowStore
+
+    store = WorkflowStore(workspace())
+    try:
+        found = store.tasks(execution_id)
+    finally:
+        store.close()
+    if as_json:
+        print_json([t.as_dict() for t in found])
+        return
+    table(
+        "tasks",
+        ["id", "execution", "phase", "status", "parent", "description"],
+        [
+            (t.id, t.execution, t.phase, _status(t), t.parent or "", t.description[:80])
+            for t in found
+        ],
+    )
+
+
+def _status(task: object) -> str:
+    from agentos.workflows.store import TaskRecord
+
+    assert isinstance(task, TaskRecord)
+    if task.duplicate_of is not None:
+        return f"{task.status} (of {task.duplicate_of})"
+    return str(task.status)
+
+
+@tasks.command()
+@click.argument("task_id", metavar="TASK", type=int)
+@json_option
+def show(task_id: int, as_json: bool) -> None:
+    """One task whole."""
+    from agentos.workflows.store import WorkflowStore
+
+    store = WorkflowStore(workspace())
+    try:
+        task = store.task(task_id)
+    finally:
+        store.close()
+    if as_json:
+        print_json(task.as_dict())
+        return
+    for key, value in task.as_dict().items():
+        if value not in (None, ""):
+            click.echo(f"{key}: {value}")
+
+
+@click.group()
+def executions() -> None:
+    """Workflow executions: list, show."""
+
+
+@executions.command("list")
+@json_option
+def executions_list(as_json: bool) -> None:
+    """Executions, newest first."""
+    from agentos.workflows.store import WorkflowStore
+
+    store = WorkflowStore(workspace())
+    try:
+        found = store.executions()
+        counts = {e.id: len(store.tasks(e.id)) for e in found}
+    finally:
+        store.close()
+    if as_json:
+        print_json([{**e.as_dict(), "tasks": counts[e.id]} for e in found])
+        return
+    table(
+        "executions",
+        ["id", "workflow", "status", "tasks", "repo"],
+        [(e.id, e.workflow, e.status, counts[e.id], e.repo) for e in found],
+    )
+
+
+@executions.command("show")
+@click.argument("execution_id", metavar="EXECUTION")
+@json_option
+def executions_show(execution_id: str, as_json: bool) -> None:
+    """An execution and its tasks."""
+    from agentos.workflows.store import WorkflowStore
+
+    store = WorkflowStore(workspace())
+    try:
+        execution = store.execution(execution_id)
+        found = store.tasks(execution_id)
+    finally:
+        store.close()
+    if as_json:
+        print_json({**execution.as_dict(), "tasks": [t.as_dict() for t in found]})
+        return
+    click.echo(f"execution {execution.id}: {execution.workflow}, {execution.status}")
+    for t in found:
+        click.echo(f"  task {t.id} phase {t.phase} {_status(t)}: {t.description[:90]}")
