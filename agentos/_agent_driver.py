@@ -26,6 +26,7 @@ from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
 from agentos.errors import AgentOSError, EnvironmentBroken
 from agentos.events import EventKind, EventLog
 from agentos.manifest import Manifest
+from agentos.outbox import keep_outbox
 from agentos.receipts import write_receipt
 from agentos.repos import RepoProfile, check_profile, prepare_worktree
 from agentos.runs import AgentStatus, RunStore, process_start
@@ -69,6 +70,7 @@ class RunContext:
     scene: Scene  # what every agent and check of the run hides
     guard: GitGuard | None  # the repository's git administration, without a sandbox
     tampered: list[str]  # what the guard put back during the run: then nothing merges
+    extra_env: dict[str, str]  # RunOptions.env: what every agent of the run gets besides
 
 
 class AgentDriver:
@@ -172,6 +174,7 @@ class AgentDriver:
                 group.close()
         if agent.limit:
             self._note(agent, f"stopped by its sandbox: limit: {agent.limit}")
+        keep_outbox(agent.files)
         used, problem = take_usage(agent.files.usage)
         if used is not None:
             agent.usage = used if agent.usage is None else agent.usage + used
@@ -326,6 +329,8 @@ class AgentDriver:
         def complete(env: dict[str, str]) -> dict[str, str]:
             out = profile.environment(env, agent.worktree)
             out["AGENTOS_TEST_COMMAND"] = profile.test_command()
+            out.update(self.ctx.extra_env)
+            out["AGENTOS_OUTBOX"] = str(agent.files.outbox)
             if self.ctx.sandbox.confined:
                 out.update(private_git(agent.worktree, agent.files.io))
             return out

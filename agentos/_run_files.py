@@ -91,6 +91,16 @@ class AgentFiles:
         return self.io / "heartbeat"
 
     @property
+    def outbox(self) -> Path:
+        """What the agent asks of AgentOS besides its work (agentos.outbox)."""
+        return self.io / "outbox.jsonl"
+
+    @property
+    def kept_outbox(self) -> Path:
+        """Its outbox, kept after the run (the io folder goes with the run's files)."""
+        return self.log.with_suffix(".outbox.jsonl")
+
+    @property
     def usage(self) -> Path:
         """What the agent says it used (tokens, cost): :mod:`agentos.usage`."""
         return self.io / "usage.json"

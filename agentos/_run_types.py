@@ -32,6 +32,11 @@ class RunOptions:
     agent: str | None = None  # NAME[@VERSION]: this agent takes the request, not the cards
     merge: bool = True  # False: the passing work waits on its branches for review
     run_id: str | None = None
+    # Checks every agent's gate adds (CheckSpec fields, as a workflow phase gives them).
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    # Environment every agent gets besides its own: AGENTOS_* names only (a workflow's
+    # AGENTOS_EXECUTION_ID and AGENTOS_TASK_ID).
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -9,6 +9,7 @@ committed to its branch, worktrees removed. Every step that decides something is
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -28,7 +29,7 @@ from agentos._run_start import check_agent, check_repo
 from agentos._run_types import AgentState, Cancelled, RunOptions, RunReport
 from agentos._signals import handling
 from agentos.checks import CheckSpec
-from agentos.errors import AgentOSError, EnvironmentBroken, check_request
+from agentos.errors import AgentOSError, BadInput, EnvironmentBroken, check_request
 from agentos.events import EventKind, EventLog, Listener
 from agentos.hub import Hub
 from agentos.manifest import Manifest
@@ -67,14 +68,18 @@ def start_run(
     force: bool = False,
     on_event: Listener | None = None,
     supervise: Supervisor | None = None,
+    stop: threading.Event | None = None,
 ) -> RunReport:
     """Run ``request`` against ``repo`` from start to teardown; the report says how it went.
     ``force=True`` is short for ``RunOptions(force=True)``. ``on_event`` gets each of the
     run's events as it happens (they are also in the run's events file, see
     :mod:`agentos.events`); ``supervise`` is called before the agents start, unless
-    ``run.guardian`` is off."""
+    ``run.guardian`` is off. Setting ``stop`` cancels the run while its agents work (a run
+    started in a thread of a process that runs several, as the workflow scheduler does)."""
     options = options or RunOptions(force=force)
-    return Orchestrator(ws, request, repo, options, on_event=on_event, supervise=supervise).run()
+    return Orchestrator(
+        ws, request, repo, options, on_event=on_event, supervise=supervise, stop=stop
+    ).run()
 
 
 class Orchestrator:
@@ -87,8 +92,10 @@ class Orchestrator:
         *,
         on_event: Listener | None = None,
         supervise: Supervisor | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         check_request(request)
+        self.stop = stop
         self.ws = ws
         self.request = request
         self.repo = repo.expanduser().resolve()
@@ -104,6 +111,8 @@ class Orchestrator:
         self.agents: list[AgentState] = []
         self.cancel = threading.Event()
         self.request_checks: list[Any] = []  # checks the request's own success criteria imply
+        self.option_checks = _option_checks(self.options.checks)  # e.g. a workflow phase's
+        _check_option_env(self.options.env)
         self.sessions = Sessions(ws.root)
         self.store: RunStore | None = None
         self.base = ""
@@ -266,7 +275,9 @@ class Orchestrator:
             hub.check_intact(sel.agent, sel.version)
             get_runtime(manifest.runtime).preflight(manifest, info.path)
             checks = collect_checks(
-                self.ws, package=manifest, card_checks=[*sel.checks, *self.request_checks]
+                self.ws,
+                package=manifest,
+                card_checks=[*sel.checks, *self.request_checks, *self.option_checks],
             )
             self.agents.append(self._plan_agent(sel.card, manifest, info.path, checks))
         return True
@@ -380,6 +391,7 @@ class Orchestrator:
                 self.scene,
                 self.guard,
                 self.git_admin_restored,
+                dict(self.options.env),
             )
         )
 
@@ -397,6 +409,8 @@ class Orchestrator:
                     done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
                     for fut in done:
                         fut.result()
+                    if self.stop is not None and self.stop.is_set():
+                        raise Cancelled()
             except BaseException:
                 self.cancel.set()
                 raise
@@ -605,3 +619,28 @@ def _cancel_on_signal(defer: Callable[[], bool]) -> AbstractContextManager[None]
             raise Cancelled()
 
     return handling(handler, signal.SIGTERM, signal.SIGHUP)
+
+
+_OPTION_ENV = re.compile(r"^AGENTOS_[A-Z0-9_]+$")
+
+
+def _option_checks(raw: list[dict[str, Any]]) -> list[CheckSpec]:
+    """The run's extra checks, validated (one line naming the check)."""
+    from pydantic import ValidationError
+
+    from agentos._models import all_errors
+
+    out = []
+    for i, data in enumerate(raw):
+        try:
+            out.append(CheckSpec.model_validate(data))
+        except ValidationError as exc:
+            field, message = all_errors(exc)[0]
+            raise BadInput(f"{field}: {message}", field=f"checks[{i}]") from None
+    return out
+
+
+def _check_option_env(env: dict[str, str]) -> None:
+    for name, value in env.items():
+        if not _OPTION_ENV.match(name) or not isinstance(value, str) or "\x00" in value:
+            raise BadInput(f"{name!r}: only AGENTOS_* variables with text values", field="env")

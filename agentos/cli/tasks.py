@@ -23,8 +23,19 @@ def create(
     description: str, phase: int, execution_id: str | None, parent: int | None, as_json: bool
 ) -> None:
     """Add a task to a phase of an execution. A task too like a live one of the same phase
-    is recorded as its duplicate and never runs."""
+    is recorded as its duplicate and never runs. Inside a task's run (where the workspace
+    is out of reach) the request goes to the run's outbox and is added, deduplicated,
+    when the attempt ends."""
+    from agentos import outbox
     from agentos.workflows.executions import create_task
+
+    if outbox.in_a_run() and execution_id is None:
+        outbox.post({"kind": "task", "description": description, "phase": phase})
+        if as_json:
+            print_json({"queued": True, "description": description, "phase": phase})
+        else:
+            click.echo(f"queued for phase {phase}: added when this attempt ends")
+        return
 
     task = create_task(workspace(), description, phase, execution_id=execution_id, parent=parent)
     if as_json:
