@@ -145,6 +145,15 @@ STATE_MIGRATIONS: list[Migration] = [
         );
         CREATE INDEX task_terms_lookup
             ON task_terms(execution, phase, term, task, nwords, nnames);
+        CREATE TABLE results (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            execution TEXT NOT NULL REFERENCES executions(id),
+            task INTEGER,
+            summary TEXT NOT NULL,
+            validated INTEGER NOT NULL,
+            detail TEXT NOT NULL,
+            at REAL NOT NULL
+        );
         """,
     ),
 ]

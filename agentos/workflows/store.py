@@ -97,6 +97,20 @@ class ExecutionRecord:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class ResultRecord:
+    id: int
+    execution: str
+    task: int | None
+    summary: str
+    validated: bool  # the workflow's result_checks passed
+    detail: str  # what the checks said
+    at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 _TASK_COLUMNS = (
     "id, execution, phase, description, status, parent, creator, duplicate_of, related_to, "
     "similarity, run_id, message, created_at, started_at, ended_at"
@@ -173,6 +187,41 @@ class WorkflowStore:
                 "WHERE id = ?",
                 (status, json.dumps(result) if result else None, time.time(), execution_id),
             )
+
+    # -- results ----------------------------------------------------------------------------
+
+    def record_result(
+        self, execution_id: str, task_id: int | None, summary: str, validated: bool, detail: str
+    ) -> ResultRecord:
+        with self._write():
+            self.con.execute(
+                "INSERT INTO results (execution, task, summary, validated, detail, at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (execution_id, task_id, summary, int(validated), detail, time.time()),
+            )
+            result_id = int(self.con.last_insert_rowid())
+        return next(r for r in self.results(execution_id) if r.id == result_id)
+
+    def results(self, execution_id: str | None = None) -> list[ResultRecord]:
+        clause, args = ("WHERE execution = ?", [execution_id]) if execution_id else ("", [])
+        with self._read():
+            rows = self.con.execute(
+                f"SELECT id, execution, task, summary, validated, detail, at FROM results "
+                f"{clause} ORDER BY id",
+                args,
+            ).fetchall()
+        return [
+            ResultRecord(
+                int(str(r[0])),
+                str(r[1]),
+                None if r[2] is None else int(str(r[2])),
+                str(r[3]),
+                bool(r[4]),
+                str(r[5]),
+                float(str(r[6])),
+            )
+            for r in rows
+        ]
 
     # -- tasks ------------------------------------------------------------------------------
 

@@ -1,0 +1,138 @@
+"""The workflow scheduler (issue 21) with scripted agents, real tmux and git: each task a
+run whose gate adds its phase's checks; tasks posted from inside a run; done only when the
+gate says so."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import add_agent, git, make_repo, needs_tmux
+
+from agentos.workflows.definitions import WorkflowDefinition
+from agentos.workflows.executions import create_execution
+from agentos.workflows.scheduler import Scheduler
+from agentos.workflows.store import TaskStatus, WorkflowStore
+
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
+
+# Phase 1's agent writes its report and posts the phase 2 task; phase 2's writes the fix.
+FINDER = (
+    'echo "cause: the timeout is 1s" > REPORT.md\n'
+    'agentos tasks create "Raise the upload timeout to 30s in settings.txt" --phase 2\n'
+)
+FIXER = "echo 'timeout=30' > settings.txt\n"
+LIAR = "echo 'all done, trust me'\n"  # exits 0 and claims done; writes no REPORT.md
+
+
+def two_phases(finder: str = "finder") -> WorkflowDefinition:
+    return WorkflowDefinition.model_validate(
+        {
+            "id": "two",
+            "name": "Find and fix",
+            "phases": [
+                {
+                    "id": 1,
+                    "name": "find",
+                    "description": "Find the cause; write REPORT.md",
+                    "done_definitions": ["REPORT.md names the cause"],
+                    "checks": [{"name": "report written", "file_exists": "REPORT.md"}],
+                    "agent": finder,
+                },
+                {"id": 2, "name": "fix", "description": "Fix it", "agent": "fixer"},
+            ],
+            "launch_template": {
+                "parameters": [{"name": "bug", "required": True}],
+                "phase_1_task_prompt": "Find out why {bug}",
+            },
+        }
+    )
+
+
+@pytest.fixture
+def repo(ws: Any, tmp_path: Path) -> Path:
+    add_agent(ws, tmp_path, "finder", FINDER)
+    add_agent(ws, tmp_path, "fixer", FIXER)
+    add_agent(ws, tmp_path, "liar", LIAR)
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    return make_repo(tmp_path / "repo", {"settings.txt": "timeout=1\n"})
+
+
+def test_a_task_posts_a_phase_two_task_and_both_end_done(ws: Any, repo: Path) -> None:
+    execution, first = create_execution(ws, two_phases(), repo, {"bug": "uploads time out"})
+
+    status = Scheduler(ws, execution).run()
+
+    store = WorkflowStore(ws)
+    tasks = store.tasks(execution)
+    store.close()
+    assert status == "done"
+    assert [(t.phase, t.status, t.parent) for t in tasks] == [
+        (1, TaskStatus.DONE, None),
+        (2, TaskStatus.DONE, first.id),
+    ]
+    assert tasks[1].description == "Raise the upload timeout to 30s in settings.txt"
+    assert (repo / "settings.txt").read_text() == "timeout=30\n"  # merged
+    assert (repo / "REPORT.md").exists()
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_done_is_the_gates_word_not_the_agents(ws: Any, repo: Path) -> None:
+    from agentos.receipts import list_receipts, read_receipt
+
+    execution, _ = create_execution(ws, two_phases("liar"), repo, {"bug": "x"})
+
+    Scheduler(ws, execution).run()
+
+    store = WorkflowStore(ws)
+    (task,) = store.tasks(execution)
+    store.close()
+    assert task.status == TaskStatus.FAILED and task.run_id
+    gates = [
+        read_receipt(ws, r.id) for r in list_receipts(ws, run_id=task.run_id) if r.kind == "gate"
+    ]
+    assert gates and "report written" in gates[-1] and "accepted: false" in gates[-1]
+
+
+def test_max_concurrent_one_runs_one_task_at_a_time(ws: Any, repo: Path, tmp_path: Path) -> None:
+    add_agent(ws, tmp_path, "slow", 'sleep 1; echo x > "out-$AGENTOS_TASK_ID.txt"\n')
+    workflow = WorkflowDefinition.model_validate(
+        {
+            "id": "one",
+            "name": "One phase",
+            "phases": [{"id": 1, "name": "do", "description": "Do", "agent": "slow"}],
+            "config": {"max_concurrent": 1, "task_deduplication_enabled": False},
+        }
+    )
+    execution, _ = create_execution(ws, workflow, repo, {"task": "Write out-1.txt"})
+    from agentos.workflows.executions import create_task
+
+    for n in (2, 3):
+        create_task(ws, f"Write the file number {n}", 1, execution_id=execution)
+    seen: list[int] = []
+    done = False
+
+    def sample() -> None:
+        store = WorkflowStore(ws)
+        while not done:
+            running = store.tasks(execution, TaskStatus.RUNNING)
+            seen.append(len(running))
+            time.sleep(0.05)
+        store.close()
+
+    import threading
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        Scheduler(ws, execution).run()
+    finally:
+        done = True
+        sampler.join()
+    store = WorkflowStore(ws)
+    statuses = [t.status for t in store.tasks(execution)]
+    store.close()
+    assert statuses == [TaskStatus.DONE] * 3
+    assert max(seen) == 1 and 1 in seen
