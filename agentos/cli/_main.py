@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "workflows": "agentos.cli.workflows:workflows",
     "tasks": "agentos.cli.tasks:tasks",
     "executions": "agentos.cli.tasks:executions",
+    "results": "agentos.cli.tasks:results",
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
 }

@@ -151,3 +151,73 @@ def executions_show(execution_id: str, as_json: bool) -> None:
     click.echo(f"execution {execution.id}: {execution.workflow}, {execution.status}")
     for t in found:
         click.echo(f"  task {t.id} phase {t.phase} {_status(t)}: {t.description[:90]}")
+
+
+@click.group()
+def results() -> None:
+    """Workflow results: submit one (agents do, from inside their run), list them."""
+
+
+@results.command()
+@click.argument("summary", metavar="SUMMARY")
+@click.option("--execution", "execution_id", help="Default: $AGENTOS_EXECUTION_ID.")
+@json_option
+def submit(summary: str, execution_id: str | None, as_json: bool) -> None:
+    """Submit the workflow's result. It counts only once the workflow's result_checks
+    pass on the repository as the task left it; inside a run it is checked when the run
+    ends and its gate passed."""
+    from agentos import outbox
+
+    if outbox.in_a_run() and execution_id is None:
+        outbox.post({"kind": "result", "summary": summary})
+        if as_json:
+            print_json({"queued": True, "summary": summary})
+        else:
+            click.echo("result queued: checked when this run's gate has passed")
+        return
+    from pathlib import Path
+
+    from agentos.errors import BadInput
+    from agentos.workflows.definitions import WorkflowDefinition
+    from agentos.workflows.results import validate_result
+    from agentos.workflows.store import WorkflowStore
+
+    if not execution_id:
+        raise BadInput("which execution? (--execution)", field="--execution")
+    ws = workspace()
+    store = WorkflowStore(ws)
+    try:
+        execution = store.execution(execution_id)
+        workflow = WorkflowDefinition.model_validate(execution.definition)
+        validated, detail = validate_result(ws, workflow, Path(execution.repo))
+        record = store.record_result(execution_id, None, summary, validated, detail)
+    finally:
+        store.close()
+    if as_json:
+        print_json(record.as_dict())
+    else:
+        click.echo(
+            f"result {record.id}: {'validated' if validated else 'not validated'} ({detail})"
+        )
+
+
+@results.command("list")
+@click.option("--execution", "execution_id", help="Only this execution's results.")
+@json_option
+def results_list(execution_id: str | None, as_json: bool) -> None:
+    """Submitted results, oldest first, with whether their checks passed."""
+    from agentos.workflows.store import WorkflowStore
+
+    store = WorkflowStore(workspace())
+    try:
+        found = store.results(execution_id)
+    finally:
+        store.close()
+    if as_json:
+        print_json([r.as_dict() for r in found])
+        return
+    table(
+        "results",
+        ["id", "execution", "task", "validated", "summary", "detail"],
+        [(r.id, r.execution, r.task or "", r.validated, r.summary[:60], r.detail) for r in found],
+    )

@@ -38,18 +38,30 @@ def create_execution(
             "--param task=...",
             field="--param",
         )
-    execution_id = new_run_id()
+    execution_id = open_execution(ws, workflow, repo, params)
     store = WorkflowStore(ws)
     try:
-        store.create_execution(
-            execution_id, workflow.model_dump(mode="json"), str(repo), dict(params)
-        )
         task = store.add_task(
             execution_id, workflow.phases[0].id, first, creator="launch", dedup=False
         )
     finally:
         store.close()
     return execution_id, task
+
+
+def open_execution(
+    ws: Workspace, workflow: WorkflowDefinition, repo: Path, params: dict[str, Any]
+) -> str:
+    """A new execution with no task yet (the SDK adds them); its id."""
+    execution_id = new_run_id()
+    store = WorkflowStore(ws)
+    try:
+        store.create_execution(
+            execution_id, workflow.model_dump(mode="json"), str(repo), dict(params)
+        )
+    finally:
+        store.close()
+    return execution_id
 
 
 def create_task(

@@ -1,0 +1,92 @@
+"""The Python SDK (issue 21): `from agentos.sdk import AgentOS`, with scripted agents on
+real tmux and git."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import add_agent, make_repo, needs_tmux, tmux_sessions
+
+from agentos.sdk import AgentOS, Phase, WorkflowConfig
+from agentos.workflows.store import TaskStatus
+
+pytestmark = [needs_tmux]
+
+FINDER = (
+    'echo "cause: the timeout is 1s" > REPORT.md\n'
+    'agentos tasks create "Raise the upload timeout to 30s in settings.txt" --phase 2\n'
+)
+FIXER = "echo 'timeout=30' > settings.txt\n"
+PHASES = [
+    Phase(
+        id=1,
+        name="find",
+        description="Find the cause; write REPORT.md",
+        checks=[{"name": "report written", "file_exists": "REPORT.md"}],
+        agent="finder",
+    ),
+    Phase(id=2, name="fix", description="Fix it", agent="fixer"),
+]
+
+
+@pytest.fixture
+def repo(ws: Any, tmp_path: Path) -> Path:
+    add_agent(ws, tmp_path, "finder", FINDER)
+    add_agent(ws, tmp_path, "fixer", FIXER)
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    return make_repo(tmp_path / "repo", {"settings.txt": "timeout=1\n"})
+
+
+def test_two_phases_from_code_both_done_and_nothing_of_ours_left(
+    ws: Any, repo: Path, tmux_socket: str
+) -> None:
+    from conftest import git
+
+    with AgentOS(workspace=ws.root, repo=repo, phases=PHASES, max_concurrent=2) as aos:
+        first = aos.create_task("Find out why uploads time out", phase_id=1)
+        tasks = aos.wait_for_completion(timeout=120)
+
+    assert [(t.phase, t.status, t.parent) for t in tasks] == [
+        (1, TaskStatus.DONE, None),
+        (2, TaskStatus.DONE, first.id),
+    ]
+    assert (repo / "settings.txt").read_text() == "timeout=30\n"
+    assert tmux_sessions(tmux_socket) == []
+    assert git(repo, "worktree", "list").count("\n") == 0  # the main checkout only
+    assert not [t for t in threading.enumerate() if t.name.startswith("agentos-scheduler")]
+
+
+def test_waiting_too_long_raises_and_a_result_is_validated_by_its_checks(
+    ws: Any, repo: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    add_agent(ws, tmp_path, "slow", "sleep 3; echo done > slow.txt\n")
+    add_agent(
+        ws,
+        tmp_path,
+        "reviewer",
+        'echo "verdict: approve" > REVIEW.md\nagentos results submit "approved"\n',
+    )
+    slow = [Phase(id=1, name="wait", description="Wait", agent="slow")]
+    with AgentOS(workspace=ws.root, repo=repo, phases=slow) as aos:
+        aos.create_task("Take your time", phase_id=1)
+        with pytest.raises(TimeoutError):
+            aos.wait_for_completion(timeout=1)
+        assert aos.wait_for_completion(timeout=120)[0].status == TaskStatus.DONE
+
+    review = [Phase(id=1, name="review", description="Review", agent="reviewer")]
+    config = WorkflowConfig(
+        has_result=True,
+        result_checks=[
+            {"name": "approved", "file_contains": {"path": "REVIEW.md", "pattern": "approve"}}
+        ],
+        on_result_found="stop_all",
+    )
+    with AgentOS(workspace=ws.root, repo=repo, phases=review, workflow_config=config) as aos:
+        aos.create_task("Review the change on main", phase_id=1)
+        result = aos.wait_for_result(timeout=120)
+
+    assert result.validated is True and result.summary == "approved"
+    assert "1 of 1 checks passed" in result.detail
