@@ -136,3 +136,54 @@ def test_max_concurrent_one_runs_one_task_at_a_time(ws: Any, repo: Path, tmp_pat
     store.close()
     assert statuses == [TaskStatus.DONE] * 3
     assert max(seen) == 1 and 1 in seen
+
+
+def test_launch_from_the_cli_runs_in_the_background_and_waits(
+    cli: Any, ws: Any, repo: Path
+) -> None:
+    import yaml
+
+    (ws.root / "workflows").mkdir()
+    (ws.root / "workflows" / "two.yaml").write_text(
+        yaml.safe_dump(two_phases().model_dump(mode="json"))
+    )
+
+    out = cli("workflows", "launch", "two", "--param", "bug=uploads time out", "--repo",
+              str(repo), "--detach")  # fmt: skip
+    execution = out.stdout.strip()
+    waited = cli("executions", "wait", execution, "--timeout", "120")
+    shown = cli("executions", "show", execution, "--json")
+
+    assert out.returncode == 0, out.stderr
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    import json
+
+    tasks = json.loads(shown.stdout)["tasks"]
+    assert [(t["phase"], t["status"]) for t in tasks] == [(1, "done"), (2, "done")]
+    assert tasks[0]["description"] == "Find out why uploads time out"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ([], "bug: a required parameter is missing"),
+        (["bug=x", "colour=red"], "unknown parameter 'colour'"),
+        (["nonsense"], "'nonsense' is not NAME=VALUE"),
+    ],
+)
+def test_bad_launch_parameters_are_one_line_exit_2_and_start_nothing(
+    cli: Any, ws: Any, repo: Path, params: list[str], message: str
+) -> None:
+    import yaml
+
+    (ws.root / "workflows").mkdir(exist_ok=True)
+    (ws.root / "workflows" / "two.yaml").write_text(
+        yaml.safe_dump(two_phases().model_dump(mode="json"))
+    )
+    argv = [x for p in params for x in ("--param", p)]
+
+    out = cli("workflows", "launch", "two", *argv, "--repo", str(repo))
+
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert message in out.stderr
+    assert cli("executions", "list", "--json").stdout.strip() in ("[]", "")

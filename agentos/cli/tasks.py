@@ -132,6 +132,44 @@ def executions_list(as_json: bool) -> None:
     )
 
 
+@executions.command("wait")
+@click.argument("execution_id", metavar="EXECUTION")
+@click.option("--timeout", type=click.FloatRange(min=0), help="Seconds; then exit 1.")
+@click.pass_context
+def executions_wait(ctx: click.Context, execution_id: str, timeout: float | None) -> None:
+    """Wait until the execution has ended; exit 0 when no task failed."""
+    import time
+
+    from agentos.cli._common import fail
+    from agentos.workflows.store import ExecutionStatus, TaskStatus, WorkflowStore
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    store = WorkflowStore(workspace())
+    try:
+        while store.execution(execution_id).status == ExecutionStatus.RUNNING:
+            if deadline is not None and time.monotonic() > deadline:
+                click.echo(f"execution {execution_id}: still running after {timeout:g}s")
+                fail(ctx, 1)
+            time.sleep(0.2)
+        execution = store.execution(execution_id)
+        failed = [t for t in store.tasks(execution_id) if t.status == TaskStatus.FAILED]
+    finally:
+        store.close()
+    click.echo(f"execution {execution_id}: {execution.status}")
+    if failed or execution.status == ExecutionStatus.CANCELLED:
+        fail(ctx, 1)
+
+
+@executions.command("cancel")
+@click.argument("execution_id", metavar="EXECUTION")
+def executions_cancel(execution_id: str) -> None:
+    """Stop an execution: running tasks stop (their work stays on their branches), the
+    others are cancelled."""
+    from agentos.workflows.executions import cancel_execution
+
+    click.echo(f"execution {execution_id}: {cancel_execution(workspace(), execution_id)}")
+
+
 @executions.command("show")
 @click.argument("execution_id", metavar="EXECUTION")
 @json_option

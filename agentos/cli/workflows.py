@@ -102,3 +102,72 @@ def lint(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     if problems:
         fail(ctx, 2)
     click.echo(f"{len(files or workflow_files(workspace()))} workflow(s): no problems")
+
+
+@workflows.command()
+@click.argument("workflow_id", metavar="WORKFLOW")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="A launch parameter.")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The repository the tasks work on.",
+)
+@click.option("--detach", is_flag=True, help="Run the tasks in the background; print the id.")
+@json_option
+@click.pass_context
+def launch(
+    ctx: click.Context,
+    workflow_id: str,
+    params: tuple[str, ...],
+    repo: Path,
+    detach: bool,
+    as_json: bool,
+) -> None:
+    """Start an execution of WORKFLOW: its launch template filled with the parameters is
+    the first task; agents add the rest. Without --detach it runs here until every task
+    has ended (exit 1 when one failed)."""
+    from agentos._run_start import check_repo
+    from agentos.errors import BadInput
+    from agentos.workflows.definitions import find_workflow
+    from agentos.workflows.executions import create_execution, start_detached
+
+    values: dict[str, str] = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise BadInput(f"{item!r} is not NAME=VALUE", field="--param")
+        values[name] = value
+    ws = workspace()
+    workflow, _ = find_workflow(ws, workflow_id)
+    repo = repo.expanduser().resolve()
+    check_repo(repo)
+    execution, first = create_execution(ws, workflow, repo, values)
+    if detach:
+        log = start_detached(ws, execution)
+        if as_json:
+            print_json({"execution": execution, "task": first.id, "log": str(log)})
+        else:
+            click.echo(execution)
+        return
+    from agentos.workflows.scheduler import Scheduler
+    from agentos.workflows.store import TaskStatus, WorkflowStore
+
+    if not as_json:
+        click.echo(f"execution {execution}: task {first.id} in phase {first.phase}")
+    say = None if as_json else click.echo
+    status = Scheduler(ws, execution, on_event=say).run()
+    store = WorkflowStore(ws)
+    try:
+        tasks = store.tasks(execution)
+    finally:
+        store.close()
+    if as_json:
+        print_json(
+            {"execution": execution, "status": status, "tasks": [t.as_dict() for t in tasks]}
+        )
+    else:
+        click.echo(f"execution {execution}: {status}")
+    if any(t.status == TaskStatus.FAILED for t in tasks):
+        fail(ctx, 1)

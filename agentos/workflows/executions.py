@@ -100,3 +100,56 @@ def create_task(
         )
     finally:
         store.close()
+
+
+def start_detached(ws: Workspace, execution_id: str) -> Path:
+    """Run the execution's tasks in a background process; returns its log."""
+    import subprocess
+    import sys
+
+    log = ws.state_dir / "executions" / f"{execution_id}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "agentos.workflows._detached", str(ws.root), execution_id],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+    return log
+
+
+def cancel_execution(ws: Workspace, execution_id: str, wait: float = 60.0) -> str:
+    """Stop an execution: its background process, when one runs it (the running tasks
+    stop, their work stays on their branches); the tasks not started are cancelled."""
+    import signal
+    import time
+
+    from agentos.runs import pid_alive
+    from agentos.workflows._detached import pid_file
+    from agentos.workflows.store import ExecutionStatus, TaskStatus
+
+    store = WorkflowStore(ws)
+    try:
+        execution = store.execution(execution_id)
+        if execution.status != ExecutionStatus.RUNNING:
+            raise BadInput(f"execution {execution_id} is {execution.status}", field="EXECUTION")
+        try:
+            pid_text, _, started = pid_file(ws, execution_id).read_text().partition(" ")
+            pid: int | None = int(pid_text)
+        except (OSError, ValueError):
+            pid = None
+        if pid is not None and pid_alive(pid, started.strip() or None):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + wait
+            while pid_alive(pid, started.strip() or None) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        for task in store.tasks(execution_id):
+            if task.status in (TaskStatus.PENDING, TaskStatus.QUEUED):
+                store.set_task(task.id, TaskStatus.CANCELLED, message="the execution was cancelled")
+        if store.execution(execution_id).status == ExecutionStatus.RUNNING:
+            store.end_execution(execution_id, ExecutionStatus.CANCELLED)
+        return str(store.execution(execution_id).status)
+    finally:
+        store.close()
