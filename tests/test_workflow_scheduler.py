@@ -187,3 +187,72 @@ def test_bad_launch_parameters_are_one_line_exit_2_and_start_nothing(
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
     assert message in out.stderr
     assert cli("executions", "list", "--json").stdout.strip() in ("[]", "")
+
+
+def test_a_validated_result_with_stop_all_stops_the_rest_and_keeps_their_branches(
+    ws: Any, repo: Path, tmp_path: Path
+) -> None:
+    from conftest import branches
+
+    add_agent(ws, tmp_path, "winner", 'echo ok > RESULT.md\nagentos results submit "found it"\n')
+    # Works slowly, and commits as it goes: what it did must stay on its branch.
+    add_agent(ws, tmp_path, "plodder", "echo partial > partial.txt\nsleep 20\n")
+    workflow = WorkflowDefinition.model_validate(
+        {
+            "id": "race",
+            "name": "Race",
+            "phases": [
+                {"id": 1, "name": "win", "description": "Win", "agent": "winner"},
+                {"id": 2, "name": "plod", "description": "Plod", "agent": "plodder"},
+            ],
+            "config": {
+                "has_result": True,
+                "result_checks": [{"name": "result file", "file_exists": "RESULT.md"}],
+                "on_result_found": "stop_all",
+                "max_concurrent": 2,
+            },
+        }
+    )
+    from agentos.workflows.executions import create_task, open_execution
+
+    execution = open_execution(ws, workflow, repo, {})
+    plod = create_task(ws, "Plod along slowly", 2, execution_id=execution)
+    create_task(ws, "Find the answer", 1, execution_id=execution)
+    waiting = create_task(ws, "Plod along once more, later on", 2, execution_id=execution)
+
+    started = time.monotonic()
+    status = Scheduler(ws, execution, max_concurrent=2).run()
+
+    store = WorkflowStore(ws)
+    tasks = {t.id: t for t in store.tasks(execution)}
+    (result,) = store.results(execution)
+    store.close()
+    assert status == "stopped" and result.validated and result.summary == "found it"
+    assert time.monotonic() - started < 20  # the plodder was stopped, not waited for
+    assert tasks[plod.id].status == TaskStatus.FAILED  # stopped mid-way
+    assert tasks[waiting.id].status == TaskStatus.CANCELLED  # never started
+    kept = [b for b in branches(repo) if tasks[plod.id].run_id in b]
+    assert kept, branches(repo)
+
+
+def test_a_duplicate_task_starts_no_run(ws: Any, repo: Path, tmp_path: Path) -> None:
+    from agentos.runs import RunStore
+    from agentos.workflows.executions import create_task
+
+    execution, first = create_execution(ws, two_phases(), repo, {"bug": "uploads time out"})
+    again = create_task(ws, "Find out why the uploads time out", 1, execution_id=execution)
+    assert again.status == TaskStatus.DUPLICATED and again.duplicate_of == first.id
+
+    Scheduler(ws, execution).run()
+
+    store = WorkflowStore(ws)
+    tasks = store.tasks(execution)
+    store.close()
+    runs = RunStore(ws)
+    try:
+        ran = {r.id for r in runs.list()}
+    finally:
+        runs.close()
+    assert [t.status for t in tasks] == [TaskStatus.DONE, TaskStatus.DUPLICATED, TaskStatus.DONE]
+    assert tasks[1].run_id is None
+    assert ran == {tasks[0].run_id, tasks[2].run_id}

@@ -114,12 +114,12 @@ class Scheduler:
         return status
 
     def _end(self) -> ExecutionStatus:
-        execution = self.store.execution(self.execution_id)
-        if execution.status != ExecutionStatus.RUNNING:
-            return execution.status
         for task in self.store.tasks(self.execution_id):
             if task.status in (TaskStatus.PENDING, TaskStatus.QUEUED):
                 self.store.set_task(task.id, TaskStatus.CANCELLED, message="the execution stopped")
+        execution = self.store.execution(self.execution_id)
+        if execution.status != ExecutionStatus.RUNNING:
+            return execution.status
         status = ExecutionStatus.CANCELLED if self.stop.is_set() else ExecutionStatus.DONE
         self.store.end_execution(self.execution_id, status)
         return status
