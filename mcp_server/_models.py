@@ -333,3 +333,36 @@ class Synthesis(_Open):
     existing: bool = Field(description="True: an installed package already does it.")
     package: str | None = Field(description="NAME@VERSION found or registered.")
     steps: list[dict[str, Any]]
+
+
+# --- workflows ------------------------------------------------------------------------------
+
+
+class WorkflowTask(_Open):
+    id: int
+    execution: str
+    phase: int
+    description: str
+    status: str = Field(
+        description="pending, queued, running, done, failed, duplicated, cancelled."
+    )
+    parent: int | None
+    duplicate_of: int | None
+    similarity: float | None
+    run_id: str | None
+
+
+class WorkflowTasks(_Open):
+    tasks: list[WorkflowTask]
+
+
+class WorkflowResult(_Open):
+    id: int
+    execution: str
+    summary: str
+    validated: bool = Field(description="The workflow's result_checks passed.")
+    detail: str
+
+
+class Memory(_Open):
+    path: str = Field(description="The note's file, indexed in the knowledge store.")

@@ -86,6 +86,10 @@ TOOL_NAMES = (
     "evolve_status",
     "hub_search",
     "synthesize_capability",
+    "create_task",
+    "get_tasks",
+    "submit_result",
+    "save_memory",
 )
 LOG_TAIL = 2000
 FOLLOW_POLL = 0.25  # seconds between looks at a run that run_task(wait=true) follows
@@ -380,6 +384,7 @@ def build_server(
     _eval_tools(tool, ws)
     _evolve_tools(tool, ws)
     _synthesis_tools(server, tool, ws)
+    _workflow_tools(tool, ws)
     _resources(server, ws)
     _completions(server, ws)
     server.offer_tool_packages(ws)
@@ -1055,6 +1060,120 @@ def _synthesis_tools(server: AgentOSServer, tool: Registrar, ws: Workspace) -> N
         result = await _call(work)
         await server.announce_tools()
         return result
+
+
+def _workflow_tools(tool: Registrar, ws: Workspace) -> None:
+    """The tools create_task, get_tasks, submit_result and save_memory."""
+
+    @tool(
+        "Create a workflow task",
+        readOnlyHint=False,
+        destructiveHint=False,
+        idempotentHint=False,
+        openWorldHint=False,
+    )
+    async def create_task(
+        description: Annotated[
+            str, Field(max_length=REQUEST_MAX, description="What the task is to do.")
+        ],
+        phase: Annotated[int, Field(ge=1, description="The phase it is for.")],
+        execution: Annotated[str, Field(max_length=NAME_MAX, description="The execution.")],
+        parent: Annotated[int | None, Field(description="The task it comes from.")] = None,
+    ) -> m.WorkflowTask:
+        """Add a task to a phase of a workflow execution; a task too like a live one of the
+        same phase is recorded as its duplicate and never runs. A task is done only when
+        its run's gate (with the phase's checks) passes."""
+
+        def work() -> m.WorkflowTask:
+            from agentos.workflows.executions import create_task as create
+
+            made = create(ws, description, phase, execution_id=execution, parent=parent,
+                          creator="mcp")  # fmt: skip
+            return m.WorkflowTask.model_validate(made.as_dict())
+
+        return await _call(work)
+
+    @tool("List workflow tasks", **READ_ONLY)
+    async def get_tasks(
+        execution: Annotated[
+            str | None, Field(max_length=NAME_MAX, description="Only this execution's.")
+        ] = None,
+        status: Annotated[
+            Literal["pending", "queued", "running", "done", "failed", "duplicated", "cancelled"]
+            | None,
+            Field(description="Only tasks in this status."),
+        ] = None,
+    ) -> m.WorkflowTasks:
+        """Tasks of workflow executions, oldest first: phase, status, parent, duplicate of,
+        run."""
+
+        def work() -> m.WorkflowTasks:
+            from agentos.workflows.store import TaskStatus, WorkflowStore
+
+            store = WorkflowStore(ws)
+            try:
+                found = store.tasks(execution, TaskStatus(status) if status else None)
+            finally:
+                store.close()
+            return m.WorkflowTasks(
+                tasks=[m.WorkflowTask.model_validate(t.as_dict()) for t in found]
+            )
+
+        return await _call(work)
+
+    @tool(
+        "Submit a workflow result",
+        readOnlyHint=False,
+        destructiveHint=False,
+        idempotentHint=False,
+        openWorldHint=False,
+    )
+    async def submit_result(
+        execution: Annotated[str, Field(max_length=NAME_MAX, description="The execution.")],
+        summary: Annotated[str, Field(max_length=REQUEST_MAX, description="The result.")],
+    ) -> m.WorkflowResult:
+        """Submit an execution's result: it is validated by the workflow's result_checks on
+        the repository as it is now, never by its word."""
+
+        def work() -> m.WorkflowResult:
+            from pathlib import Path as _Path
+
+            from agentos.workflows.definitions import WorkflowDefinition
+            from agentos.workflows.results import validate_result
+            from agentos.workflows.store import WorkflowStore
+
+            store = WorkflowStore(ws)
+            try:
+                found = store.execution(execution)
+                workflow = WorkflowDefinition.model_validate(found.definition)
+                validated, detail = validate_result(ws, workflow, _Path(found.repo))
+                record = store.record_result(execution, None, summary, validated, detail)
+            finally:
+                store.close()
+            return m.WorkflowResult.model_validate(record.as_dict())
+
+        return await _call(work)
+
+    @tool(
+        "Save a memory",
+        readOnlyHint=False,
+        destructiveHint=False,
+        idempotentHint=False,
+        openWorldHint=False,
+    )
+    async def save_memory(
+        text: Annotated[str, Field(max_length=REQUEST_MAX, description="The note.")],
+        title: Annotated[str | None, Field(max_length=NAME_MAX, description="Its title.")] = None,
+    ) -> m.Memory:
+        """Leave a note for later tasks: a Markdown file under the workspace's memory/
+        folder, indexed in the knowledge store (later tasks' context finds it)."""
+
+        def work() -> m.Memory:
+            from agentos.workflows.memory import save_memory as save
+
+            return m.Memory(path=str(save(ws, text, title)))
+
+        return await _call(work)
 
 
 def _guardian_tools(tool: Registrar, ws: Workspace) -> None:

@@ -249,7 +249,7 @@ def test_doctor_connects_to_the_server_and_to_each_registration(
     assert list(checks) == ["server", "claude local 'agentos'", "gemini registration"]
     assert checks["server"]["status"] == "ok"
     assert checks["server"]["detail"].startswith(
-        f"workspace {ws.root}: connected to agentos 0.1.0: initialize + tools/list (21 tools)"
+        f"workspace {ws.root}: connected to agentos 0.1.0: initialize + tools/list (25 tools)"
     )
     assert checks["claude local 'agentos'"]["status"] == "ok"
     assert checks["claude local 'agentos'"]["detail"].startswith(

@@ -50,6 +50,7 @@ READ_ONLY_TOOLS = {
     "eval_report",
     "evolve_status",
     "hub_search",
+    "get_tasks",
 }
 GUARDIAN = importlib.util.find_spec("guardian.daemon") is not None
 HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0

@@ -126,3 +126,61 @@ def test_tasks_create_from_a_runs_environment_with_its_parent_and_dedup(
     assert nowhere.returncode == 2 and "which execution?" in nowhere.stderr
     shown = json.loads(cli("executions", "show", execution, "--json").stdout)
     assert [t["status"] for t in shown["tasks"]] == ["pending", "pending", "duplicated"]
+
+
+def test_an_mcp_client_creates_lists_and_submits_and_saves_a_memory(ws: Any, tmp_path: Any) -> None:
+    import anyio
+    from conftest import make_repo
+    from test_mcp_server import connect, ok
+
+    from agentos.workflows.definitions import WorkflowDefinition
+    from agentos.workflows.executions import open_execution
+
+    repo = make_repo(tmp_path / "repo", {"RESULT.md": "done\n"})
+    workflow = WorkflowDefinition.model_validate(
+        {
+            "id": "w",
+            "name": "W",
+            "phases": [{"id": 1, "name": "a", "description": "A"}],
+            "config": {
+                "has_result": True,
+                "result_checks": [{"name": "result there", "file_exists": "RESULT.md"}],
+            },
+        }
+    )
+    execution = open_execution(ws, workflow, repo, {})
+
+    async def scenario() -> None:
+        async with connect("stdio", ws) as s:
+            made = ok(
+                await s.call_tool(
+                    "create_task",
+                    {"description": "Add unit tests for parse_date", "phase": 1,
+                     "execution": execution},
+                )
+            )  # fmt: skip
+            again = ok(
+                await s.call_tool(
+                    "create_task",
+                    {"description": "Write unit tests covering parse_date", "phase": 1,
+                     "execution": execution},
+                )
+            )  # fmt: skip
+            assert made["status"] == "pending"
+            assert again["status"] == "duplicated" and again["duplicate_of"] == made["id"]
+            listed = ok(await s.call_tool("get_tasks", {"execution": execution}))
+            assert [t["id"] for t in listed["tasks"]] == [made["id"], again["id"]]
+            result = ok(
+                await s.call_tool("submit_result", {"execution": execution, "summary": "ok"})
+            )
+            assert result["validated"] is True
+            memory = ok(
+                await s.call_tool(
+                    "save_memory", {"text": "The flaky upload test needs a 30s timeout."}
+                )
+            )
+            assert memory["path"].startswith(str(ws.root / "memory"))
+            hits = ok(await s.call_tool("kb_search", {"query": "flaky upload timeout"}))
+            assert hits["hits"][0]["path"] == memory["path"]
+
+    anyio.run(scenario)

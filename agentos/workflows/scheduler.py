@@ -183,6 +183,13 @@ class Scheduler:
                     self._posted_task(task, entry, create_task)
                 elif entry["kind"] == "result" and done:
                     self._posted_result(task, entry)
+                elif entry["kind"] == "memory" and isinstance(entry.get("text"), str):
+                    from agentos.workflows.memory import save_memory
+
+                    try:
+                        save_memory(self.ws, entry["text"], entry.get("title"))
+                    except AgentOSError as exc:
+                        self.say(f"task {task.id}: its memory was refused: {exc}")
 
     def _posted_task(self, task: TaskRecord, entry: dict[str, Any], create: Any) -> None:
         description = entry.get("description")
