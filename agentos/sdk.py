@@ -40,7 +40,7 @@ from agentos.workflows.definitions import (
 )
 from agentos.workflows.similarity import DEFAULT_THRESHOLD
 from agentos.workflows.store import ExecutionStatus, TaskRecord, WorkflowStore
-from agentos.workspace import Workspace
+from agentos.workspace import find_workspace
 
 __all__ = [
     "AgentOS",
@@ -81,8 +81,9 @@ class AgentOS:
             raise BadInput("give workflow_definitions or phases, not both", field="phases")
         if not workflow_definitions and not phases:
             raise BadInput("give workflow_definitions or phases", field="phases")
-        self.ws = Workspace(Path(workspace or ".").expanduser().resolve())
-        self.repo = Path(repo or self.ws.root).expanduser().resolve()
+        # As the CLI finds it: given, then AGENTOS_HOME, then a parent with .agentos/.
+        self.ws = find_workspace(workspace)
+        self.repo = Path(repo or ".").expanduser().resolve()
         self.max_concurrent = max_concurrent
         config_overrides = {
             "task_deduplication_enabled": dedup,

@@ -90,3 +90,45 @@ def test_waiting_too_long_raises_and_a_result_is_validated_by_its_checks(
 
     assert result.validated is True and result.summary == "approved"
     assert "1 of 1 checks passed" in result.detail
+
+
+@pytest.mark.parametrize(("verdict", "code"), [("approve", 0), ("changes requested", 1)])
+def test_the_readme_ci_example_works_as_written(
+    ws: Any, tmp_path: Path, tmux_socket: str, verdict: str, code: int
+) -> None:
+    import os
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example = re.search(
+        r"<!-- sdk-ci-example -->\n```python\n(.*?)```\n<!-- /sdk-ci-example -->", readme, re.S
+    )
+    assert example is not None
+    script = tmp_path / "ci_review.py"
+    script.write_text(example.group(1))
+    # The phase names no agent: routing picks the reviewer, as it would a real one.
+    add_agent(
+        ws,
+        tmp_path,
+        "reviewer",
+        f'printf "looks fine\\nverdict: {verdict}\\n" > REVIEW.md\n'
+        f'agentos results submit "{verdict}"\n',
+        card={"triggers": {"keywords": ["review"]}},
+    )
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    repo = make_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=repo,
+        env={**os.environ, "AGENTOS_HOME": str(ws.root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert out.returncode == code, out.stdout + out.stderr
+    assert ("✓ Review passed" in out.stdout) == (code == 0)
+    assert tmux_sessions(tmux_socket) == []
