@@ -132,3 +132,36 @@ def test_the_readme_ci_example_works_as_written(
     assert out.returncode == code, out.stdout + out.stderr
     assert ("✓ Review passed" in out.stdout) == (code == 0)
     assert tmux_sessions(tmux_socket) == []
+
+
+def test_launch_a_registered_workflow_and_shut_down_without_waiting(
+    ws: Any, repo: Path, tmp_path: Path, tmux_socket: str
+) -> None:
+    import time
+
+    from agentos.sdk import LaunchParameter, LaunchTemplate, WorkflowDefinition
+
+    add_agent(ws, tmp_path, "sleeper", "sleep 30\n")
+    workflow = WorkflowDefinition(
+        id="nap",
+        name="Nap",
+        phases=[Phase(id=1, name="nap", description="Nap", agent="sleeper")],
+        launch_template=LaunchTemplate(
+            parameters=[LaunchParameter(name="minutes", type="number", required=True)],
+            phase_1_task_prompt="Nap for {minutes} minutes",
+        ),
+    )
+    aos = AgentOS(workspace=ws.root, repo=repo, workflow_definitions=[workflow]).start()
+    execution = aos.launch("nap", minutes=2)
+    (task,) = aos.tasks(execution)
+    assert aos.get_task(task.id).description == "Nap for 2 minutes"
+    deadline = time.monotonic() + 60
+    while aos.get_task(task.id).status != TaskStatus.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    started = time.monotonic()
+    aos.shutdown(graceful=False)
+
+    assert time.monotonic() - started < 25  # stopped, not the 30 s nap
+    assert aos.get_task(task.id).status == TaskStatus.FAILED
+    assert tmux_sessions(tmux_socket) == []

@@ -256,3 +256,43 @@ def test_a_duplicate_task_starts_no_run(ws: Any, repo: Path, tmp_path: Path) -> 
     assert [t.status for t in tasks] == [TaskStatus.DONE, TaskStatus.DUPLICATED, TaskStatus.DONE]
     assert tasks[1].run_id is None
     assert ran == {tasks[0].run_id, tasks[2].run_id}
+
+
+def test_cancelling_a_background_execution_stops_it_and_keeps_the_work(
+    cli: Any, ws: Any, repo: Path, tmp_path: Path
+) -> None:
+    import json
+
+    import yaml
+    from conftest import branches, wait_until
+
+    add_agent(ws, tmp_path, "sleeper", "echo partial > partial.txt\nsleep 60\n")
+    (ws.root / "workflows").mkdir()
+    workflow = {
+        "id": "nap",
+        "name": "Nap",
+        "phases": [{"id": 1, "name": "nap", "description": "Nap", "agent": "sleeper"}],
+    }
+    (ws.root / "workflows" / "nap.yaml").write_text(yaml.safe_dump(workflow))
+    execution = cli(
+        "workflows", "launch", "nap", "--param", "task=Nap a while", "--repo", str(repo),
+        "--detach",
+    ).stdout.strip()  # fmt: skip
+
+    def running() -> bool:
+        tasks = json.loads(cli("tasks", "list", "--execution", execution, "--json").stdout)
+        return bool(tasks) and tasks[0]["status"] == "running"
+
+    from conftest import agent_started
+
+    wait_until(running, timeout=60)
+    wait_until(lambda: agent_started(ws, "sleeper"), timeout=60)
+    time.sleep(1)  # it has written partial.txt and sleeps
+    out = cli("executions", "cancel", execution)
+
+    assert out.returncode == 0 and "cancelled" in out.stdout, out.stdout + out.stderr
+    (task,) = json.loads(cli("tasks", "list", "--execution", execution, "--json").stdout)
+    assert task["status"] == "failed" and task["run_id"]
+    assert any(task["run_id"] in b for b in branches(repo)), (task, branches(repo))
+    waited = cli("executions", "wait", execution)
+    assert waited.returncode == 1 and "cancelled" in waited.stdout

@@ -91,6 +91,7 @@ class Scheduler:
         self.stop = stop or threading.Event()  # set: stop every task (stop_all, shutdown)
         self.say = on_event or (lambda _line: None)
         self._running: dict[int, Future[None]] = {}
+        self._wake = threading.Event()  # a task ended: look again at once
 
     def run(self) -> ExecutionStatus:
         """Until every task has ended, or a validated result stops it all."""
@@ -104,10 +105,13 @@ class Scheduler:
                     room = self.max_concurrent - len(self._running)
                     for task in pending[: max(0, room)]:
                         self.store.set_task(task.id, TaskStatus.QUEUED)
-                        self._running[task.id] = pool.submit(self._run_task, task)
+                        future = pool.submit(self._run_task, task)
+                        future.add_done_callback(lambda _f: self._wake.set())
+                        self._running[task.id] = future
                     if not self._running and not pending:
                         break
-                    time.sleep(POLL)
+                    self._wake.wait(POLL)  # a task ending, or new tasks from outside
+                    self._wake.clear()
             status = self._end()
         finally:
             self.store.close()
