@@ -184,3 +184,28 @@ def test_an_mcp_client_creates_lists_and_submits_and_saves_a_memory(ws: Any, tmp
             assert hits["hits"][0]["path"] == memory["path"]
 
     anyio.run(scenario)
+
+
+def test_an_execution_takes_at_most_max_tasks(ws: Any, tmp_path: Any) -> None:
+    from agentos.workflows.definitions import WorkflowDefinition
+    from agentos.workflows.executions import create_task, open_execution
+
+    workflow = WorkflowDefinition.model_validate(
+        {
+            "id": "w",
+            "name": "W",
+            "phases": [{"id": 1, "name": "a", "description": "A"}],
+            "config": {"max_tasks": 2, "task_deduplication_enabled": False},
+        }
+    )
+    execution = open_execution(ws, workflow, tmp_path, {})
+    create_task(ws, "Fix the parser", 1, execution_id=execution)
+    create_task(ws, "Fix the lexer", 1, execution_id=execution)
+    with pytest.raises(BadInput, match="has 2 tasks, its workflow's max_tasks"):
+        create_task(ws, "Fix the printer", 1, execution_id=execution)
+
+
+def test_tasks_create_in_a_plain_run_is_refused(cli: Any, tmp_path: Any) -> None:
+    out = cli("tasks", "create", "x", "--phase", "1", env={"AGENTOS_OUTBOX": str(tmp_path / "o")})
+    assert out.returncode == 2 and "not a workflow task's" in out.stderr
+    assert not (tmp_path / "o").exists()

@@ -30,6 +30,7 @@ def create(
     from agentos.workflows.executions import create_task
 
     if outbox.in_a_run() and execution_id is None:
+        _require_task_run()
         outbox.post({"kind": "task", "description": description, "phase": phase})
         if as_json:
             print_json({"queued": True, "description": description, "phase": phase})
@@ -49,6 +50,19 @@ def create(
     else:
         related = f"; related to task {task.related_to}" if task.related_to else ""
         click.echo(f"task {task.id}: {task.status} in phase {task.phase}{related}")
+
+
+def _require_task_run() -> None:
+    """Inside a run, only a workflow task's run has an execution to post to."""
+    import os
+
+    from agentos.errors import BadInput
+    from agentos.workflows.executions import EXECUTION_ENV
+
+    if not os.environ.get(EXECUTION_ENV):
+        raise BadInput(
+            "this run is not a workflow task's: there is no execution to add to", field="run"
+        )
 
 
 @tasks.command("list")
@@ -207,6 +221,7 @@ def submit(summary: str, execution_id: str | None, as_json: bool) -> None:
     from agentos import outbox
 
     if outbox.in_a_run() and execution_id is None:
+        _require_task_run()
         outbox.post({"kind": "result", "summary": summary})
         if as_json:
             print_json({"queued": True, "summary": summary})

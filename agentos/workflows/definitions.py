@@ -180,6 +180,7 @@ class WorkflowConfig(StrictModel):
     result_checks: list[CheckSpec] = Field(default_factory=list)  # a result is checked so
     on_result_found: Literal["stop_all", "do_nothing"] = "do_nothing"
     max_concurrent: int = Field(default=2, ge=1, le=64)  # tasks running at once
+    max_tasks: int = Field(default=200, ge=1, le=100_000)  # an execution's tasks, at most
     task_deduplication_enabled: bool = True
     similarity_threshold: float = Field(default=DEFAULT_THRESHOLD, gt=0, le=1)
 

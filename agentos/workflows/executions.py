@@ -89,6 +89,12 @@ def create_task(
         workflow = WorkflowDefinition.model_validate(execution.definition)
         workflow.phase(phase)  # exists
         config = workflow.config
+        if len(store.tasks(execution_id)) >= config.max_tasks:
+            # Agents that keep adding work (each task adding more) end here.
+            raise BadInput(
+                f"execution {execution_id} has {config.max_tasks} tasks, its workflow's max_tasks",
+                field="max_tasks",
+            )
         return store.add_task(
             execution_id,
             phase,
