@@ -1136,21 +1136,9 @@ def _workflow_tools(tool: Registrar, ws: Workspace) -> None:
         the repository as it is now, never by its word."""
 
         def work() -> m.WorkflowResult:
-            from pathlib import Path as _Path
+            from agentos.workflows.results import submit_result as submit
 
-            from agentos.workflows.definitions import WorkflowDefinition
-            from agentos.workflows.results import validate_result
-            from agentos.workflows.store import WorkflowStore
-
-            store = WorkflowStore(ws)
-            try:
-                found = store.execution(execution)
-                workflow = WorkflowDefinition.model_validate(found.definition)
-                validated, detail = validate_result(ws, workflow, _Path(found.repo))
-                record = store.record_result(execution, None, summary, validated, detail)
-            finally:
-                store.close()
-            return m.WorkflowResult.model_validate(record.as_dict())
+            return m.WorkflowResult.model_validate(submit(ws, execution, summary).as_dict())
 
         return await _call(work)
 

@@ -228,30 +228,17 @@ def submit(summary: str, execution_id: str | None, as_json: bool) -> None:
         else:
             click.echo("result queued: checked when this run's gate has passed")
         return
-    from pathlib import Path
-
     from agentos.errors import BadInput
-    from agentos.workflows.definitions import WorkflowDefinition
-    from agentos.workflows.results import validate_result
-    from agentos.workflows.store import WorkflowStore
+    from agentos.workflows.results import submit_result
 
     if not execution_id:
         raise BadInput("which execution? (--execution)", field="--execution")
-    ws = workspace()
-    store = WorkflowStore(ws)
-    try:
-        execution = store.execution(execution_id)
-        workflow = WorkflowDefinition.model_validate(execution.definition)
-        validated, detail = validate_result(ws, workflow, Path(execution.repo))
-        record = store.record_result(execution_id, None, summary, validated, detail)
-    finally:
-        store.close()
+    record = submit_result(workspace(), execution_id, summary)
     if as_json:
         print_json(record.as_dict())
     else:
-        click.echo(
-            f"result {record.id}: {'validated' if validated else 'not validated'} ({detail})"
-        )
+        verdict = "validated" if record.validated else "not validated"
+        click.echo(f"result {record.id}: {verdict} ({record.detail})")
 
 
 @results.command("list")

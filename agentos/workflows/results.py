@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentos.workflows.definitions import WorkflowDefinition
+from agentos.workflows.store import ResultRecord
 from agentos.workspace import Workspace
 
 
@@ -23,3 +24,18 @@ def validate_result(ws: Workspace, workflow: WorkflowDefinition, repo: Path) -> 
         checks, repo, env=env, profile=profile, confiner=gate_confiner(ws, repo, profile, env)
     )
     return result.passed, result.summary()
+
+
+def submit_result(ws: Workspace, execution_id: str, summary: str) -> ResultRecord:
+    """A result submitted from outside a run (the CLI, MCP): validated now, on the
+    execution's repository as it is, and recorded."""
+    from agentos.workflows.store import WorkflowStore
+
+    store = WorkflowStore(ws)
+    try:
+        execution = store.execution(execution_id)
+        workflow = WorkflowDefinition.model_validate(execution.definition)
+        validated, detail = validate_result(ws, workflow, Path(execution.repo))
+        return store.record_result(execution_id, None, summary, validated, detail)
+    finally:
+        store.close()
