@@ -5,19 +5,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import apsw
-
 from agentos import state
-from agentos._db_errors import guarded
 from agentos.errors import NotFound, OperationFailed
 from agentos.workspace import Workspace
 
@@ -166,31 +161,12 @@ _AGENT_COLS = (
 _JSON_COLUMNS = ("gate", "receipts", "options")
 
 
-class RunStore:
-    """state.db's runs for one process; safe to share between threads (an apsw connection
-    refuses a second thread while a call is in progress, so every use takes a lock).
-
-    A damaged state.db, or one another process holds past the busy timeout, raises a
-    one-line error naming it (:mod:`agentos._db_errors`), on opening or on any use."""
+class RunStore(state.Store):
+    """state.db's runs for one process (see :class:`agentos.state.Store`)."""
 
     def __init__(self, ws: Workspace) -> None:
+        super().__init__(ws.state_db)
         self.ws = ws
-        self.con: apsw.Connection = state.connect(ws.state_db)
-        self._lock = threading.RLock()
-
-    @contextmanager
-    def _read(self) -> Iterator[None]:
-        with self._lock, guarded(self.ws.state_db):
-            yield
-
-    @contextmanager
-    def _write(self) -> Iterator[None]:
-        with self._read(), state.transaction(self.con):
-            yield
-
-    def close(self) -> None:
-        with self._lock:
-            self.con.close()
 
     def create(
         self, run_id: str, request: str, repo: Path, *, status: RunStatus = RunStatus.PENDING

@@ -10,6 +10,7 @@ error naming the file (:mod:`agentos._db_errors`); an empty file is a new databa
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -217,6 +218,32 @@ def migrate(con: apsw.Connection, migrations: Sequence[Migration]) -> list[str]:
             )
         done.append(migration.name)
     return done
+
+
+class Store:
+    """A connection to a workspace's state.db for one process, safe to share between
+    threads (an apsw connection refuses a second thread while a call is in progress, so
+    every use takes a lock). A damaged state.db, or one another process holds past the
+    busy timeout, raises a one-line error naming it, on opening or on any use."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.con: apsw.Connection = connect(db)
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def _read(self) -> Iterator[None]:
+        with self._lock, guarded(self.db):
+            yield
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        with self._read(), transaction(self.con):
+            yield
+
+    def close(self) -> None:
+        with self._lock:
+            self.con.close()
 
 
 @contextmanager

@@ -13,18 +13,12 @@ between the related threshold and it, it runs and is linked to that task as rela
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-import apsw
-
 from agentos import state
-from agentos._db_errors import guarded
 from agentos.errors import BadInput, NotFound
 from agentos.workflows.similarity import (
     DEFAULT_THRESHOLD,
@@ -117,27 +111,12 @@ _TASK_COLUMNS = (
 )
 
 
-class WorkflowStore:
-    """state.db's executions and tasks; safe to share between threads."""
+class WorkflowStore(state.Store):
+    """state.db's executions and tasks (see :class:`agentos.state.Store`)."""
 
     def __init__(self, ws: Workspace) -> None:
+        super().__init__(ws.state_db)
         self.ws = ws
-        self.con: apsw.Connection = state.connect(ws.state_db)
-        self._lock = threading.RLock()
-
-    def close(self) -> None:
-        with self._lock:
-            self.con.close()
-
-    @contextmanager
-    def _read(self) -> Iterator[None]:
-        with self._lock, guarded(self.ws.state_db):
-            yield
-
-    @contextmanager
-    def _write(self) -> Iterator[None]:
-        with self._read(), state.transaction(self.con):
-            yield
 
     # -- executions -------------------------------------------------------------------------
 
