@@ -296,3 +296,27 @@ def test_cancelling_a_background_execution_stops_it_and_keeps_the_work(
     assert any(task["run_id"] in b for b in branches(repo)), (task, branches(repo))
     waited = cli("executions", "wait", execution)
     assert waited.returncode == 1 and "cancelled" in waited.stdout
+
+
+def test_a_task_whose_run_cannot_start_fails_and_the_execution_ends(
+    ws: Any, repo: Path, tmp_path: Path
+) -> None:
+    workflow = WorkflowDefinition.model_validate(
+        {
+            "id": "odd",
+            "name": "Odd",
+            "phases": [{"id": 1, "name": "a", "description": "A", "agent": "finder"}],
+        }
+    )
+    # Not a git repository: the run refuses to start.
+    elsewhere = tmp_path / "not-a-repo"
+    elsewhere.mkdir()
+    execution, _ = create_execution(ws, workflow, elsewhere, {"task": "Do it somewhere"})
+
+    status = Scheduler(ws, execution).run()
+
+    store = WorkflowStore(ws)
+    (ended,) = store.tasks(execution)
+    store.close()
+    assert status == "done"
+    assert ended.status == TaskStatus.FAILED and "git" in ended.message
