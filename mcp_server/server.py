@@ -219,22 +219,30 @@ class AgentOSServer(FastMCP[Any]):
         for found in installed_tools(self._ws):
             if self._tool_manager.get_tool(found.name) is not None:
                 continue  # never shadow a tool of AgentOS's own
-            self.add_tool(
-                _package_tool(self._ws, found),
-                name=found.name,
-                title=f"{found.spec.function_name} ({found.name}@{found.version})",
-                description=found.spec.docstring,
-                annotations=ToolAnnotations(
-                    title=found.spec.function_name,
-                    readOnlyHint=True,
-                    destructiveHint=False,
-                    idempotentHint=True,
-                    openWorldHint=False,
-                ),
-                structured_output=False,
-            )
+            try:
+                self._offer(found)
+            except Exception:  # one odd package never takes the listing down
+                log.warning("tool package %s cannot be offered", found.name, exc_info=True)
+                continue
             self._packaged.add(found.name)
         return True
+
+    def _offer(self, found: Any) -> None:
+        assert self._ws is not None
+        self.add_tool(
+            _package_tool(self._ws, found),
+            name=found.name,
+            title=f"{found.spec.function_name} ({found.name}@{found.version})",
+            description=found.spec.docstring,
+            annotations=ToolAnnotations(
+                title=found.spec.function_name,
+                readOnlyHint=True,
+                destructiveHint=False,
+                idempotentHint=True,
+                openWorldHint=False,
+            ),
+            structured_output=False,
+        )
 
     async def announce_tools(self) -> None:
         """After a tool package came or went: tell the session the tool list changed."""

@@ -49,6 +49,8 @@ TYPES = (
 def _identifier(value: str, what: str) -> str:
     if not value.isidentifier() or keyword.iskeyword(value) or not value.isascii():
         raise ValueError(f"{value!r} is not a Python identifier ({what})")
+    if value.startswith("_"):
+        raise ValueError(f"{value!r} starts with '_' ({what}: a public name)")
     return value
 
 
