@@ -5,6 +5,10 @@ The orchestrator appends one JSON object per line to the run's ``events.jsonl``
 run (the CLI, the MCP server's progress notifications, a dashboard) reads that file from an
 offset with :func:`read_events`; nothing else is shared with the orchestrator's process.
 
+Each event also goes into state.db's ``events`` table, the one stream every watcher reads
+(``agentos events``, a dashboard), with the events of the guardian, evals, evolutions,
+synthesis and workflows.
+
 Three kinds: ``phase`` (the run's status changed: ``status`` is the new
 :class:`~agentos.runs.RunStatus`), ``agent`` (an agent's status changed: ``agent`` and
 ``status``, an :class:`~agentos.runs.AgentStatus`), and ``note`` (anything else worth
@@ -56,10 +60,17 @@ class EventLog:
     """Appends one run's events to its file and hands each to ``listener``; safe to share
     between the threads of a run (one per agent)."""
 
-    def __init__(self, run_id: str, path: Path | None, listener: Listener | None = None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        path: Path | None,
+        listener: Listener | None = None,
+        sink: Listener | None = None,
+    ) -> None:
         self.run_id = run_id
         self.path = path
         self.listener = listener
+        self.sink = sink  # state.db's event stream (the orchestrator hands it in)
         self._lock = threading.Lock()
         self._seq = 0
 
@@ -83,6 +94,11 @@ class EventLog:
                         fh.write(json.dumps(event.as_dict()) + "\n")
                 except OSError:
                     self.path = None  # a run is not stopped by a log it cannot write
+            if self.sink is not None:
+                try:
+                    self.sink(event)
+                except Exception:  # nor by a stream it cannot write (a locked state.db)
+                    self.sink = None
         if self.listener is not None:
             self.listener(event)
         return event

@@ -30,7 +30,7 @@ from agentos._run_types import AgentState, Cancelled, RunOptions, RunReport
 from agentos._signals import handling
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, BadInput, EnvironmentBroken, check_request
-from agentos.events import EventKind, EventLog, Listener
+from agentos.events import EventKind, EventLog, Listener, RunEvent
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
@@ -103,7 +103,7 @@ class Orchestrator:
         self.force = self.options.force
         self.run_id = self.options.run_id or new_run_id()
         self.files = RunFiles.of(ws, self.run_id)
-        self.events = EventLog(self.run_id, self.files.events, on_event)
+        self.events = EventLog(self.run_id, self.files.events, on_event, self._store_event)
         self.emit = self.events.note
         self.supervise = supervise
         self.report = RunReport(self.run_id, RunStatus.PENDING)
@@ -122,6 +122,19 @@ class Orchestrator:
         self.scene: Scene | None = None
         self.guard: GitGuard | None = None
         self.git_admin_restored: list[str] = []
+
+    def _store_event(self, event: RunEvent) -> None:
+        if self.store is not None:
+            self.store.record_event(
+                "run",
+                event.kind,
+                event.message,
+                run=event.run,
+                seq=event.seq,
+                agent=event.agent,
+                status=event.status,
+                at=event.at,
+            )
 
     # -- the run ---------------------------------------------------------------------------
 

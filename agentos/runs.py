@@ -316,6 +316,48 @@ class RunStore(state.Store):
             return self._get(matches[0])
         return self._record(row)
 
+    # -- events -----------------------------------------------------------------------------
+
+    def record_event(
+        self,
+        source: str,
+        kind: str,
+        message: str,
+        *,
+        run: str | None = None,
+        seq: int | None = None,
+        task: int | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        at: float | None = None,
+    ) -> None:
+        """One event into state.db's stream (see :mod:`agentos.events`)."""
+        with self._write():
+            self.con.execute(
+                "INSERT INTO events (at, source, kind, run, seq, task, agent, status, message) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (at or time.time(), source, kind, run, seq, task, agent, status, message),
+            )
+
+    def events_after(
+        self, after: int = 0, *, run: str | None = None, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """The events with an id over ``after`` (of one run, with ``run``), oldest first."""
+        clause, args = ("AND run = ?", [run]) if run else ("", [])
+        with self._read():
+            rows = self.con.execute(
+                "SELECT id, at, source, kind, run, seq, task, agent, status, message FROM events "
+                f"WHERE id > ? {clause} ORDER BY id LIMIT ?",
+                (after, *args, limit),
+            ).fetchall()
+        keys = ("id", "at", "source", "kind", "run", "seq", "task", "agent", "status", "message")
+        return [{k: v for k, v in zip(keys, row, strict=True) if v is not None} for row in rows]
+
+    def last_event_id(self) -> int:
+        with self._read():
+            row = self.con.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()
+        return int(str(row[0])) if row else 0
+
     def list(
         self, *, statuses: tuple[RunStatus, ...] | None = None, limit: int = 50
     ) -> list[RunRecord]:

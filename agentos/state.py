@@ -157,6 +157,27 @@ STATE_MIGRATIONS: list[Migration] = [
         );
         """,
     ),
+    Migration(
+        "006_events",
+        # One stream of what happened, for whoever watches (agentos events, a dashboard):
+        # each event with its source (run, guardian, eval, evolve, synthesis, workflow),
+        # its run or task, and a timestamp. ``seq`` is the event's place in its run.
+        """
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            source TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            run TEXT,
+            seq INTEGER,
+            task INTEGER,
+            agent TEXT,
+            status TEXT,
+            message TEXT NOT NULL
+        );
+        CREATE INDEX events_by_run ON events(run, id);
+        """,
+    ),
 ]
 
 

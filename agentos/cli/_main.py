@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "agentos.cli.mcp:mcp",
     "doctor": "agentos.cli.doctor:doctor",
     "eval": "agentos.cli.evals:eval_",
+    "events": "agentos.cli.events:events",
     "evolve": "agentos.cli.evolve:evolve",
     "goals": "agentos.cli.goals:goals",
     "synth": "agentos.cli.synth:synth",

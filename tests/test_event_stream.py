@@ -1,0 +1,67 @@
+"""The one event stream (issue 22, under way): a run's events in state.db, in order, and
+`agentos events` following them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import add_agent, make_repo, needs_tmux, wait_until
+
+from agentos.events import read_events
+from agentos.orchestrator import start_run
+from agentos.runs import RunStore
+
+
+@needs_tmux
+@pytest.mark.usefixtures("tmux_socket")
+def test_a_run_writes_its_events_to_the_stream_in_order(cli: Any, ws: Any, tmp_path: Path) -> None:
+    add_agent(ws, tmp_path, "writer", "echo hi > hi.txt\n")
+    ws.settings_file.write_text("run: {guardian: false}\n")
+    repo = make_repo(tmp_path / "repo")
+
+    report = start_run(ws, "writer-task", repo, force=True)
+
+    store = RunStore(ws)
+    try:
+        stored = store.events_after(0, run=report.run_id)
+    finally:
+        store.close()
+    in_file, _ = read_events(ws.state_dir / "logs" / report.run_id / "events.jsonl")
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert [(e["kind"], e["message"]) for e in stored] == [
+        (str(e.kind), e.message) for e in in_file
+    ]
+    statuses = [e.get("status") for e in stored if e["kind"] == "phase"]
+    assert statuses[0] == "running" and statuses[-1] == "succeeded"
+    assert any(e.get("agent") == "writer" and e.get("status") == "passed" for e in stored)
+    shown = [
+        json.loads(line)
+        for line in cli("events", "--run", report.run_id, "--json").stdout.splitlines()
+    ]
+    assert shown == stored
+
+
+def test_events_follow_prints_a_new_event_as_it_is_written(ws: Any) -> None:
+    store = RunStore(ws)
+    store.record_event("test", "note", "before the follower")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "events", "--follow"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)  # the follower is up and has looked once
+        store.record_event("test", "note", "written while it follows", run="r1")
+        assert follower.stdout is not None
+        line = wait_until(follower.stdout.readline, timeout=10)
+        assert "r1 note: written while it follows" in line
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+        store.close()
