@@ -136,3 +136,22 @@ def read_events(path: Path, offset: int = 0) -> tuple[list[RunEvent], int]:
         except (ValueError, KeyError, TypeError):
             continue
     return events, offset + end
+
+
+def record(ws: Any, source: str, kind: str, message: str, **fields: Any) -> None:
+    """One event into state.db's stream from outside a run (an eval, an evolution, a
+    synthesis): ``fields`` are ``run``, ``task``, ``agent``, ``status``. The stream is for
+    watchers: a write that fails never stops what is being recorded."""
+    from agentos.errors import AgentOSError
+    from agentos.runs import RunStore
+
+    try:
+        store = RunStore(ws)
+    except AgentOSError:
+        return
+    try:
+        store.record_event(source, kind, message[:MAX_LINE], **fields)
+    except AgentOSError:
+        pass
+    finally:
+        store.close()

@@ -260,6 +260,11 @@ class RunStore(state.Store):
                     "UPDATE run_agents SET restarts = restarts + 1 WHERE run_id = ? AND agent = ?",
                     (run_id, agent),
                 )
+            self.con.execute(  # the event stream says it too, in the same transaction
+                "INSERT INTO events (at, source, kind, run, agent, status, message) "
+                "VALUES (?, 'guardian', 'intervention', ?, ?, ?, ?)",
+                (at, run_id, agent, action, f"guardian: {action} {agent}: {reason}"),
+            )
         return row_id
 
     def link_intervention(self, intervention: int, receipt: str) -> None:

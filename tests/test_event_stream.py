@@ -65,3 +65,32 @@ def test_events_follow_prints_a_new_event_as_it_is_written(ws: Any) -> None:
         follower.terminate()
         follower.wait(timeout=10)
         store.close()
+
+
+def test_evals_evolutions_synthesis_and_workflows_write_to_the_stream(
+    cli: Any, ws: Any, tmp_path: Path
+) -> None:
+    from conftest import write_package
+    from test_evals import ADDER, SUMS, make_suite
+
+    from agentos.hub import Hub
+    from agentos.workflows.definitions import WorkflowDefinition
+    from agentos.workflows.executions import create_task, open_execution
+
+    Hub(ws.hub_dir).install(
+        str(write_package(tmp_path / "src" / "adder", name="adder", files={"run.sh": ADDER}))
+    )
+    suite = make_suite(tmp_path / "sums", SUMS)
+    assert cli("eval", "run", str(suite), "--agent", "adder").returncode == 0
+    workflow = WorkflowDefinition.model_validate(
+        {"id": "w", "name": "W", "phases": [{"id": 1, "name": "a", "description": "A"}]}
+    )
+    execution = open_execution(ws, workflow, tmp_path, {})
+    create_task(ws, "Fix the parser in parse.py", 1, execution_id=execution)
+
+    out = cli("events", "--json")
+    found = [json.loads(line) for line in out.stdout.splitlines()]
+    sources = {e["source"] for e in found}
+    assert {"eval", "workflow"} <= sources
+    assert any(e["source"] == "eval" and "composite 0.75" in e["message"] for e in found)
+    assert any(e["source"] == "workflow" and e.get("status") == "pending" for e in found)

@@ -236,6 +236,17 @@ def run_eval(
     report.seconds = round(time.monotonic() - started, 3)
     report.started_at = started_at
     _write(ws, base, report)
+    from agentos.events import record
+
+    record(
+        ws,
+        "eval",
+        "eval",
+        f"eval {eval_id}: {label} on {suite.name}/{split}: composite {report.composite:g} "
+        f"({'passed' if report.passed else 'did not pass'})",
+        run=eval_id,
+        status="passed" if report.passed else "failed",
+    )
     return report
 
 

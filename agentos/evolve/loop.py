@@ -699,9 +699,19 @@ class Evolver:
 
     def _decide(self, gen: Generation) -> Generation:
         """The generation's metadata and receipt: from here on it is decided."""
+        from agentos.events import record
+
         folder = self.evo.gen_dir(gen.gen)
         folder.mkdir(parents=True, exist_ok=True)
         write_json_model(folder / "metadata.json", gen)
+        record(
+            self.ws,
+            "evolve",
+            "generation",
+            f"evolution {self.evo.id} generation {gen.gen}: {gen.verdict} - {gen.reason}",
+            run=self.evo.id,
+            status=gen.verdict,
+        )
         write_receipt(
             self.ws,
             "generation",

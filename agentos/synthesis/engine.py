@@ -419,6 +419,16 @@ class _Builder:
             request=self.result.request,
         )
         self.result.steps.append({"step": step, "status": status, "receipt": receipt.id, **fields})
+        from agentos.events import record
+
+        record(
+            self.ws,
+            "synthesis",
+            step,
+            f"synthesis {self.result.id}: {step} {status}",
+            run=self.result.id,
+            status=status,
+        )
         self.say(step, status)
 
     def _fail(self, step: str, message: str, *, output: str = "", receipt: bool = True) -> Any:

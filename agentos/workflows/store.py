@@ -247,6 +247,7 @@ class WorkflowStore(state.Store):
                 ),
             )
             task_id = int(self.con.last_insert_rowid())
+            self._task_event(task_id, status, description[:200])
             if not duplicate:  # a duplicate is no task to repeat
                 self.con.executemany(
                     "INSERT INTO task_terms (task, execution, phase, term, nwords, nnames) "
@@ -257,6 +258,14 @@ class WorkflowStore(state.Store):
                     ],
                 )
         return self.task(task_id)
+
+    def _task_event(self, task_id: int, status: TaskStatus, note: str) -> None:
+        """The task's change into the event stream (inside the caller's transaction)."""
+        self.con.execute(
+            "INSERT INTO events (at, source, kind, run, task, status, message) "
+            "SELECT ?, 'workflow', 'task', run_id, id, status, ? FROM tasks WHERE id = ?",
+            (time.time(), f"task {task_id} {status}" + (f": {note}" if note else ""), task_id),
+        )
 
     def _most_similar(
         self, execution_id: str, phase: int, new: Features, floor: float
@@ -340,6 +349,7 @@ class WorkflowStore(state.Store):
             )
             if status not in LIVE:  # no longer a task a new one could repeat
                 self.con.execute("DELETE FROM task_terms WHERE task = ?", (task_id,))
+            self._task_event(task_id, status, str(fields.get("message") or ""))
 
 
 def _terms(found: Features) -> list[str]:
