@@ -1,9 +1,10 @@
-"""Small file-system primitives: atomic writes and content hashes."""
+"""Small file-system primitives: atomic writes, safe reads and content hashes."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,23 @@ def write_new(path: Path, data: bytes | str, mode: int = 0o644) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of ``path`` when it is a regular file, read without following
+    a link (one an agent left could point at a file it cannot read itself) and without
+    waiting on a FIFO; None when it is a link or not a regular file. A missing file raises
+    :class:`FileNotFoundError`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError:  # a link (ELOOP), or unreadable
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return fh.read(limit)
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import stat
 import subprocess
 import threading
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentos._agent_driver import confine_agent
+from agentos._fs import read_regular
 from agentos._launch import prepare
 from agentos._run_files import AgentFiles
 from agentos.manifest import Manifest
@@ -139,15 +139,10 @@ def _wait(
 
 
 def read_output(path: Path, limit: int) -> str | None:
-    """What an agent wrote to its output file: a regular file only, never through a link
-    (a confined agent could point one at a file of the host it cannot read itself), nor a
-    FIFO (never waited on); at most ``limit`` bytes. None: it wrote none."""
+    """What an agent wrote to its output file (a regular file only, never through a link,
+    never a FIFO waited on; at most ``limit`` bytes). None: it wrote none."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:  # missing, a link, or unreadable: no output
+        data = read_regular(path, limit)
+    except FileNotFoundError:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = fh.read(limit)
-    return data.decode("utf-8", errors="replace")
+    return None if data is None else data.decode("utf-8", errors="replace")

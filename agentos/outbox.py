@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from agentos._fs import read_regular
 from agentos._run_files import AgentFiles
 
 OUTBOX_ENV = "AGENTOS_OUTBOX"
@@ -32,16 +32,11 @@ def keep_outbox(files: AgentFiles) -> None:
     emptied for the next attempt)."""
     path = files.outbox
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        with suppress(OSError):
-            if path.is_symlink():
-                path.unlink()
+        data = read_regular(path, MAX_BYTES) or b""
+    except FileNotFoundError:
         return
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(MAX_BYTES) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
     with suppress(OSError):
-        path.unlink()
+        path.unlink()  # a link or FIFO it left goes too
     if data:
         with files.kept_outbox.open("ab") as out:
             out.write(data if data.endswith(b"\n") else data + b"\n")

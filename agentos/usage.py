@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agentos._fs import read_regular
 
 MAX_BYTES = 4096
 
@@ -71,17 +72,11 @@ def take_usage(path: Path) -> tuple[Usage | None, str | None]:
     """The usage the agent left at ``path`` (then removed, so the next attempt starts
     afresh), or None and why it is not one (None, None: nothing was written)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        data = read_regular(path, MAX_BYTES + 1)
     except FileNotFoundError:
         return None, None
-    except OSError:
-        _remove(path)
-        return None, "$AGENTOS_USAGE_FILE is not a regular file"
-    with os.fdopen(fd, "rb") as fh:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        data = fh.read(MAX_BYTES + 1) if regular else b""
     _remove(path)
-    if not regular:
+    if data is None:
         return None, "$AGENTOS_USAGE_FILE is not a regular file"
     if len(data) > MAX_BYTES:
         return None, f"$AGENTOS_USAGE_FILE is over {MAX_BYTES} bytes"
