@@ -98,7 +98,7 @@ class AgentFiles:
     @property
     def kept_outbox(self) -> Path:
         """Its outbox, kept after the run (the io folder goes with the run's files)."""
-        return self.log.with_suffix(".outbox.jsonl")
+        return kept_outbox(self.log)
 
     @property
     def usage(self) -> Path:
@@ -145,3 +145,9 @@ class AgentFiles:
             return int(self.exit_file.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
+
+
+def kept_outbox(log: Path) -> Path:
+    """Where an agent's outbox is kept after its run, beside its log (``<agent>.log``):
+    ``<agent>.outbox.jsonl``; a run's report names the log, so this is found from it."""
+    return log.with_suffix(".outbox.jsonl")

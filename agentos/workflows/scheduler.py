@@ -175,11 +175,12 @@ class Scheduler:
         return None  # routing decides
 
     def _read_outboxes(self, task: TaskRecord, report: RunReport, done: bool) -> None:
+        from agentos._run_files import kept_outbox
         from agentos.outbox import read_outbox
         from agentos.workflows.executions import create_task
 
         for agent in report.agents:
-            entries, problems = read_outbox(agent.log.with_suffix(".outbox.jsonl"))
+            entries, problems = read_outbox(kept_outbox(agent.log))
             for problem in problems:
                 self.say(f"task {task.id}: {agent.agent}'s outbox: {problem}")
             for entry in entries:
