@@ -48,7 +48,7 @@ from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
 from agentos.runs import new_run_id
-from agentos.runtimes import get_runtime
+from agentos.runtimes import ready_package
 from agentos.sandbox import Sandbox, choose
 from agentos.sandbox._confine import Scene
 from agentos.usage import Usage
@@ -192,7 +192,7 @@ def run_eval(
     hub = Hub(ws.hub_dir)
     label = agent  # the report's name for it
     if package is None:
-        info, manifest = _package(hub, agent, "--agent")
+        info, manifest = ready_package(hub, agent, "--agent")
         package, label = (manifest, info.path), manifest.ref
     elif suite.spec.mode == "repo":
         raise BadInput("a repo-mode suite runs hub packages only", field="suite")
@@ -202,7 +202,7 @@ def run_eval(
     runner = _Runner(ws, suite, manifest, package[1], base, eval_id, cancel)
     judges = set() if suite.spec.mode == "repo" else {suite.evaluator(t).agent for t in tasks}
     for ref in sorted(j for j in judges if j):
-        judge, judge_manifest = _package(hub, ref, "evaluator.agent")
+        judge, judge_manifest = ready_package(hub, ref, "evaluator.agent")
         runner.judges[ref] = (judge_manifest, judge.path)
     started, started_at = time.monotonic(), time.time()
     if on_start is not None:
@@ -248,17 +248,6 @@ def run_eval(
         status="passed" if report.passed else "failed",
     )
     return report
-
-
-def _package(hub: Hub, ref: str, field: str) -> tuple[Any, Manifest]:
-    """An installed package, intact and able to start here (else one line naming it)."""
-    try:
-        info, manifest = hub.get(ref)
-    except BadInput as exc:
-        raise type(exc)(exc.message, field=field) from None
-    hub.check_intact(info.name, info.version)
-    get_runtime(manifest.runtime).preflight(manifest, info.path)
-    return info, manifest
 
 
 class _Runner:

@@ -67,7 +67,7 @@ from agentos.hub import Hub
 from agentos.manifest import Manifest, load_manifest
 from agentos.receipts import write_receipt
 from agentos.runs import new_run_id, pid_alive, process_start
-from agentos.runtimes import get_runtime
+from agentos.runtimes import get_runtime, ready_package
 from agentos.sandbox import choose
 from agentos.sandbox._confine import Scene
 from agentos.workspace import Workspace
@@ -222,8 +222,8 @@ def create(
     if val is not None:
         loaded.tasks(val)
     hub = Hub(ws.hub_dir)
-    info, manifest = _installed(hub, package, "PACKAGE")
-    meta_info, _ = _installed(hub, meta, "--meta")
+    info, manifest = ready_package(hub, package, "PACKAGE")
+    meta_info, _ = ready_package(hub, meta, "--meta")
     evo = Evolution(ws, new_run_id())
     spec = EvolutionSpec(
         id=evo.id,
@@ -251,16 +251,6 @@ def create(
         shutil.rmtree(evo.root, ignore_errors=True)
         raise
     return evo
-
-
-def _installed(hub: Hub, ref: str, field: str) -> tuple[Any, Manifest]:
-    try:
-        info, manifest = hub.get(ref)
-    except AgentOSError as exc:
-        raise type(exc)(exc.message, field=field) from None
-    hub.check_intact(info.name, info.version)
-    get_runtime(manifest.runtime).preflight(manifest, info.path)
-    return info, manifest
 
 
 def _init_repo(repo: Path, package_dir: Path) -> None:
@@ -310,10 +300,10 @@ class Evolver:
         self.say = say or (lambda _line: None)
         self.suite: Suite = load_suite(Path(self.spec.suite))
         hub = Hub(self.ws.hub_dir)
-        self.initial_info, self.initial = _installed(
+        self.initial_info, self.initial = ready_package(
             hub, f"{self.spec.package}@{self.spec.version}", "PACKAGE"
         )
-        meta_info, self.meta = _installed(hub, self.spec.meta, "--meta")
+        meta_info, self.meta = ready_package(hub, self.spec.meta, "--meta")
         self.meta_dir = meta_info.path
         self.sandbox = choose(self.ws.settings.sandbox)
         self.lock = threading.Lock()  # the archive is appended by one thread at a time

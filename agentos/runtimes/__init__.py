@@ -10,9 +10,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agentos.manifest import Manifest
+
+if TYPE_CHECKING:
+    from agentos.hub import Hub, InstalledVersion
 
 CONTEXT_FILE = "AGENTOS_CONTEXT.md"
 FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
@@ -70,3 +73,20 @@ def get_runtime(name: str) -> Runtime:
         raise BadInput(f"unknown runtime {name!r}", field="runtime")
     runtime: Runtime = importlib.import_module(module).RUNTIME
     return runtime
+
+
+def ready_package(
+    hub: Hub, ref: str, field: str, hint: str = ""
+) -> tuple[InstalledVersion, Manifest]:
+    """The installed package ``ref``, intact (its files match hub.lock) and able to start
+    here (its runtime's preflight); else one line naming ``field`` (``hint`` added to "not
+    installed", e.g. where the reference is set)."""
+    from agentos.errors import BadInput
+
+    try:
+        info, manifest = hub.get(ref)
+    except BadInput as exc:
+        raise type(exc)(exc.message + hint, field=field) from None
+    hub.check_intact(info.name, info.version)
+    get_runtime(manifest.runtime).preflight(manifest, info.path)
+    return info, manifest

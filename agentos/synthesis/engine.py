@@ -41,12 +41,12 @@ from typing import Any
 from agentos._fs import atomic_write, sha256_file
 from agentos._oneshot import run_once
 from agentos._run_files import AgentFiles
-from agentos.errors import AgentOSError, BadInput, Conflict, OperationFailed, RequestBlocked
+from agentos.errors import AgentOSError, Conflict, OperationFailed, RequestBlocked
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
 from agentos.runs import new_run_id
-from agentos.runtimes import get_runtime
+from agentos.runtimes import ready_package
 from agentos.sandbox import choose
 from agentos.sandbox._confine import Scene
 from agentos.synthesis.spec import SPEC_FILE, TEST_FILE, TESTS_DIR, TOOL_FILE, ToolSpec, load_spec
@@ -438,12 +438,7 @@ class _Builder:
 
 
 def _step_agent(hub: Hub, ref: str, field: str) -> tuple[Manifest, Path]:
-    try:
-        info, manifest = hub.get(ref)
-    except AgentOSError as exc:
-        raise BadInput(f"{exc.message} (set {field} in agentos.yaml)", field=field) from None
-    hub.check_intact(info.name, info.version)
-    get_runtime(manifest.runtime).preflight(manifest, info.path)
+    info, manifest = ready_package(hub, ref, field, hint=f" (set {field} in agentos.yaml)")
     return manifest, info.path
 
 
