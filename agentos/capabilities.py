@@ -66,13 +66,7 @@ def search(ws: Workspace, query: str, k: int = 5, threshold: float = 0.0) -> lis
     triggers = _card_triggers(ws)
     hub = Hub(ws.hub_dir)
     found = []
-    for info in hub.versions():
-        if not info.active:
-            continue
-        try:
-            _, manifest = hub.get(f"{info.name}@{info.version}")
-        except AgentOSError:
-            continue
+    for info, manifest in hub.active():
         fields = {
             "name": set(stems(manifest.name.replace("-", " "))),
             "capabilities": {s for c in manifest.capabilities for s in stems(c)},

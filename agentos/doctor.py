@@ -170,13 +170,7 @@ def _models(ws: Workspace, server: ServerStatus) -> list[Check]:
         return []
     hub = Hub(ws.hub_dir)
     users: dict[str, list[str]] = {}
-    for info in hub.versions():
-        if not info.active:
-            continue
-        try:
-            _, manifest = hub.get(f"{info.name}@{info.version}")
-        except AgentOSError:
-            continue
+    for _, manifest in hub.active():
         if manifest.model is not None and manifest.runtime in EXTRAS:
             users.setdefault(manifest.model, []).append(manifest.name)
     return [

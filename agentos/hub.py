@@ -192,6 +192,18 @@ class Hub:
             },
         )
 
+    def active(self) -> list[tuple[InstalledVersion, Manifest]]:
+        """The active version of every package with its manifest, by name (the lock read
+        once); one whose manifest does not load is left out (`hub verify` names it)."""
+        out = []
+        for info in self.versions():
+            if info.active:
+                try:
+                    out.append((info, load_manifest(info.path)))
+                except BadInput:
+                    continue
+        return out
+
     def get(self, ref: str) -> tuple[InstalledVersion, Manifest]:
         """The installed package ``name[@version]`` (the active version by default)."""
         name, version = parse_ref(ref)

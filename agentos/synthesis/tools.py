@@ -46,10 +46,9 @@ def installed_tools(ws: Workspace) -> list[Tool]:
     """The active version of every tool package in the hub, by name."""
     hub = Hub(ws.hub_dir)
     out = []
-    for info in hub.versions():
-        if info.active and is_tool_package(info.path):
+    for info, manifest in hub.active():
+        if is_tool_package(info.path):
             try:
-                _, manifest = hub.get(f"{info.name}@{info.version}")
                 spec = load_spec(info.path / SPEC_FILE)
             except BadInput:
                 continue  # a broken one is left out; `hub verify` names it
