@@ -424,7 +424,6 @@ class _Runner:
         read-only), in a folder of its own holding only the answer (never the agent's
         scratch folder, where a planted ``json.py`` would be what ``python3 -c`` imports),
         with the answer on its stdin: exit 0 is right."""
-        from agentos._checks_run import run_shell
         from agentos.sandbox._confine import CheckConfiner
 
         folder = self.base / "grade" / name
@@ -432,19 +431,9 @@ class _Runner:
         answer_file = folder / "answer"
         atomic_write(answer_file, answer)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/tmp"}
-        wrap, group = CheckConfiner(self.sandbox, self.scene, folder, env["PATH"]).prepare(
-            folder, writes=False
+        outcome = CheckConfiner(self.sandbox, self.scene, folder, env["PATH"]).run(
+            f"( {spec.command} ) < {shlex.quote(str(answer_file))}", env, COMMAND_TIMEOUT
         )
-        try:
-            outcome = run_shell(
-                f"( {spec.command} ) < {shlex.quote(str(answer_file))}",
-                folder,
-                env,
-                COMMAND_TIMEOUT,
-                wrap,
-            )
-        finally:
-            group.close()
         if outcome.passed:
             return ev.Grade(1.0, f"`{spec.command}` accepted the answer")
         why = "timed out" if outcome.timed_out else f"exited {outcome.exit_code}"

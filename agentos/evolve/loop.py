@@ -598,8 +598,7 @@ class Evolver:
 
     def _import_check(self, tree: Path, entry: str) -> str | None:
         """The entry's module imports and names a callable, confined as a gate check."""
-        from agentos._checks_run import run_shell
-        from agentos.sandbox._confine import CheckConfiner
+        from agentos.sandbox._confine import CheckConfiner, python_check_env
 
         module, _, attr = entry.partition(":")
         code = (
@@ -607,28 +606,13 @@ class Evolver:
             f"m = importlib.import_module({module!r}); "
             f"sys.exit(0 if callable(getattr(m, {attr!r}, None)) else 3)"
         )
-        env = {
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "HOME": "/tmp",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
+        env = python_check_env()
         scene = Scene(
             self.ws.settings.sandbox, self.ws.root, self.evo.repo, Path(os.environ.get("HOME", "/"))
         )
-        wrap, group = CheckConfiner(self.sandbox, scene, tree, env["PATH"]).prepare(
-            tree, writes=False
+        outcome = CheckConfiner(self.sandbox, scene, tree, env["PATH"]).run(
+            f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}", env, SMOKE_TIMEOUT
         )
-        try:
-            outcome = run_shell(
-                f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}",
-                tree,
-                env,
-                SMOKE_TIMEOUT,
-                wrap,
-            )
-        finally:
-            group.close()
         if outcome.passed:
             return None
         if outcome.exit_code == 3:

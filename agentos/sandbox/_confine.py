@@ -9,7 +9,8 @@ network.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from agentos.sandbox._policy import Policy, policy, runtime_paths
 from agentos.sandbox._settings import Limits, PackageSandbox, SandboxSettings
 
 if TYPE_CHECKING:
+    from agentos._checks_run import Outcome
     from agentos.sandbox import Sandbox
 
 # Set inside every sandbox AgentOS starts: a gate hook run by a confined agent does not
@@ -155,5 +157,39 @@ class CheckConfiner:
         group = Group(pol.limits)
         return (lambda argv: self.sandbox.command(pol, argv, group)), group
 
+    def run(
+        self, command: str, env: Mapping[str, str], timeout: float, *, cwd: Path | None = None
+    ) -> Outcome:
+        """``command`` in ``cwd`` (the tree by default), confined with the tree read-only,
+        its control group closed when it ends."""
+        from agentos._checks_run import run_shell
 
-__all__ = ["INSIDE", "CheckConfiner", "Resolved", "Scene", "agent_policy", "venv_paths"]
+        where = cwd or self.tree
+        wrap, group = self.prepare(where, writes=False)
+        try:
+            return run_shell(command, where, dict(env), timeout, wrap)
+        finally:
+            group.close()
+
+
+def python_check_env() -> dict[str, str]:
+    """The environment of a check that runs AgentOS's own interpreter on code an agent
+    wrote (an entry's import, a tool's tests): nothing of the caller's, no bytecode
+    written, a home of /tmp (private in the sandbox)."""
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+__all__ = [
+    "INSIDE",
+    "CheckConfiner",
+    "Resolved",
+    "Scene",
+    "agent_policy",
+    "python_check_env",
+    "venv_paths",
+]

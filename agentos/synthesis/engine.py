@@ -164,6 +164,10 @@ class _Builder:
             )
         }
         self.sandbox = choose(ws.settings.sandbox)
+        # Every step agent and test run: the workspace hidden, this synthesis's folder too.
+        self.scene = Scene(
+            ws.settings.sandbox, ws.root, self.base, Path(os.environ.get("HOME", "/"))
+        )
 
     def build(self) -> None:
         self.pkg.mkdir(parents=True)
@@ -333,13 +337,10 @@ class _Builder:
         files = AgentFiles(
             self.base / "run" / f"{step}-{attempt}", self.base / f"{step}-{attempt}.log"
         )
-        scene = Scene(
-            self.ws.settings.sandbox, self.ws.root, self.base, Path(os.environ.get("HOME", "/"))
-        )
         done = run_once(
             self.ws,
             self.sandbox,
-            scene,
+            self.scene,
             manifest,
             package_dir,
             run_id=self.result.id,
@@ -359,8 +360,7 @@ class _Builder:
         read-only), in a folder holding only the tests, the spec, AgentOS's stand-in for
         tool.py and the implementation behind it (run in a process of its own per call,
         see ``_verify_shim.py``): nothing else the agents left there takes part."""
-        from agentos._checks_run import run_shell
-        from agentos.sandbox._confine import CheckConfiner
+        from agentos.sandbox._confine import CheckConfiner, python_check_env
 
         verify = self.base / "verify"
         shutil.rmtree(verify, ignore_errors=True)
@@ -375,29 +375,13 @@ class _Builder:
         atomic_write(verify / "_impl" / TOOL_FILE, implementation)
         shutil.copyfile(here / "_verify_runner.py", verify / "_impl" / "_runner.py")
 
-        env = {
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "HOME": "/tmp",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        scene = Scene(
-            self.ws.settings.sandbox, self.ws.root, self.base, Path(os.environ.get("HOME", "/"))
+        env = python_check_env()
+        outcome = CheckConfiner(self.sandbox, self.scene, verify, env["PATH"]).run(
+            f"{sys.executable} -m pytest -q -rA -p no:cacheprovider -c /dev/null "
+            f"--rootdir . {TESTS_DIR}",
+            env,
+            float(self.settings.timeout),
         )
-        wrap, group = CheckConfiner(self.sandbox, scene, verify, env["PATH"]).prepare(
-            verify, writes=False
-        )
-        try:
-            outcome = run_shell(
-                f"{sys.executable} -m pytest -q -rA -p no:cacheprovider -c /dev/null "
-                f"--rootdir . {TESTS_DIR}",
-                verify,
-                env,
-                float(self.settings.timeout),
-                wrap,
-            )
-        finally:
-            group.close()
         output = outcome.tail + ("\n[timed out]\n" if outcome.timed_out else "")
         return outcome.passed, output
 
