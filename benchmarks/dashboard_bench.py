@@ -11,62 +11,36 @@ browser comes with the dashboard.)
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
-import tempfile
 import time
-import uuid
-from pathlib import Path
+
+from _writer import writer_workspace
 
 from agentos import orchestrator
 from agentos._run_types import RunOptions
-from agentos.hub import Hub
-from agentos.workspace import init_workspace
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=6)
     args = parser.parse_args()
-    socket = f"agentos-bench-{uuid.uuid4().hex[:8]}"
-    os.environ["AGENTOS_TMUX_SOCKET"] = socket
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            base = Path(tmp)
-            ws, _ = init_workspace(base / "ws")
-            ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
-            src = base / "src"
-            src.mkdir()
-            (src / "agent.yaml").write_text(
-                "name: writer\nversion: 1.0.0\ndescription: w\nruntime: shell\nentry: run.sh\n"
+    with writer_workspace() as (ws, repo):
+
+        def run(n: int) -> float:
+            t = time.perf_counter()
+            orchestrator.start_run(
+                ws, f"write file {n}", repo, RunOptions(force=True, agent="writer")
             )
-            (src / "run.sh").write_text('echo x > "f-$AGENTOS_RUN_ID.txt"\n')
-            Hub(ws.hub_dir).install(str(src))
-            repo = base / "repo"
-            repo.mkdir()
-            for cmd in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "i"]):
-                subprocess.run(
-                    ["git", "-c", "user.name=b", "-c", "user.email=b@b", *cmd], cwd=repo, check=True
-                )
+            return time.perf_counter() - t
 
-            def run(n: int) -> float:
-                t = time.perf_counter()
-                orchestrator.start_run(
-                    ws, f"write file {n}", repo, RunOptions(force=True, agent="writer")
-                )
-                return time.perf_counter() - t
-
-            run(0)  # warm
-            on, off = [], []
-            real = orchestrator.Orchestrator._store_event
-            for n in range(args.runs):  # interleaved: the same conditions for both
-                on.append(run(2 * n + 1))
-                orchestrator.Orchestrator._store_event = lambda self, event: None  # type: ignore[method-assign]
-                off.append(run(2 * n + 2))
-                orchestrator.Orchestrator._store_event = real  # type: ignore[method-assign]
-    finally:
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+        run(0)  # warm
+        on, off = [], []
+        real = orchestrator.Orchestrator._store_event
+        for n in range(args.runs):  # interleaved: the same conditions for both
+            on.append(run(2 * n + 1))
+            orchestrator.Orchestrator._store_event = lambda self, event: None  # type: ignore[method-assign]
+            off.append(run(2 * n + 2))
+            orchestrator.Orchestrator._store_event = real  # type: ignore[method-assign]
     with_ms, without_ms = statistics.median(on) * 1000, statistics.median(off) * 1000
     print(f"run with the event stream:    {with_ms:.0f} ms (median of {args.runs})")
     print(f"run without it:               {without_ms:.0f} ms")

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _writer import writer_workspace
+
 from agentos.workflows.store import WorkflowStore
 from agentos.workspace import init_workspace
 
@@ -38,59 +40,32 @@ def task_text(rng: random.Random, i: int) -> str:
 
 
 def scheduler_vs_runs(tasks: int) -> None:
-    import os
-    import subprocess
-    import uuid
-
+    from agentos._run_types import RunOptions
     from agentos.orchestrator import start_run
     from agentos.workflows.definitions import WorkflowDefinition
     from agentos.workflows.executions import create_task, open_execution
     from agentos.workflows.scheduler import Scheduler
 
-    socket = f"agentos-bench-{uuid.uuid4().hex[:8]}"
-    os.environ["AGENTOS_TMUX_SOCKET"] = socket
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            base = Path(tmp)
-            ws, _ = init_workspace(base / "ws")
-            ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
-            src = base / "src"
-            src.mkdir()
-            (src / "agent.yaml").write_text(
-                "name: writer\nversion: 1.0.0\ndescription: w\nruntime: shell\nentry: run.sh\n"
-            )
-            (src / "run.sh").write_text('echo x > "f-$AGENTOS_RUN_ID.txt"\n')
-            from agentos.hub import Hub
-
-            Hub(ws.hub_dir).install(str(src))
-            repo = base / "repo"
-            repo.mkdir()
-            for cmd in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "i"]):
-                subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", *cmd],
-                               cwd=repo, check=True)  # fmt: skip
-            start_run(ws, "write a file", repo, force=True)  # warm
-            t = time.perf_counter()
-            for n in range(tasks):
-                from agentos._run_types import RunOptions
-
-                start_run(ws, f"write file {n}", repo, RunOptions(force=True, agent="writer"))
-            plain = (time.perf_counter() - t) / tasks
-            workflow = WorkflowDefinition.model_validate(
-                {
-                    "id": "bench",
-                    "name": "bench",
-                    "phases": [{"id": 1, "name": "w", "description": "w", "agent": "writer"}],
-                    "config": {"max_concurrent": 1, "task_deduplication_enabled": False},
-                }
-            )
-            execution = open_execution(ws, workflow, repo, {})
-            for n in range(tasks):
-                create_task(ws, f"write file number {n}", 1, execution_id=execution)
-            t = time.perf_counter()
-            Scheduler(ws, execution).run()
-            scheduled = (time.perf_counter() - t) / tasks
-    finally:
-        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    with writer_workspace() as (ws, repo):
+        start_run(ws, "write a file", repo, force=True)  # warm
+        t = time.perf_counter()
+        for n in range(tasks):
+            start_run(ws, f"write file {n}", repo, RunOptions(force=True, agent="writer"))
+        plain = (time.perf_counter() - t) / tasks
+        workflow = WorkflowDefinition.model_validate(
+            {
+                "id": "bench",
+                "name": "bench",
+                "phases": [{"id": 1, "name": "w", "description": "w", "agent": "writer"}],
+                "config": {"max_concurrent": 1, "task_deduplication_enabled": False},
+            }
+        )
+        execution = open_execution(ws, workflow, repo, {})
+        for n in range(tasks):
+            create_task(ws, f"write file number {n}", 1, execution_id=execution)
+        t = time.perf_counter()
+        Scheduler(ws, execution).run()
+        scheduled = (time.perf_counter() - t) / tasks
     print(f"plain run per task:     {plain * 1000:.0f} ms (start_run, {tasks} runs)")
     print(f"scheduler per task:     {scheduled * 1000:.0f} ms ({tasks} tasks, one at a time)")
     print(f"ratio scheduler/plain:  {scheduled / plain:.2f}x (target <= 1.2x)")
