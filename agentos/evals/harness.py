@@ -186,7 +186,10 @@ def run_eval(
     False runs every task even when the suite stages; once ``cancel`` is set, the tasks
     running are stopped and :class:`EvalCancelled` is raised (no report is written)."""
     suite = load_suite(suite_path)
-    tasks = pick(suite.tasks(split), samples, seed)
+    split_tasks = suite.tasks(split)
+    tasks = pick(split_tasks, samples, seed)
+    drawn = samples is not None and samples < len(split_tasks)
+    sample = {"samples": samples, "seed": seed} if drawn else None
     if suite.spec.mode == "repo":
         jobs = 1  # each task is a run, whose orchestrator owns this process's signals
     hub = Hub(ws.hub_dir)
@@ -231,7 +234,7 @@ def run_eval(
     if cancel is not None and cancel.is_set():
         shutil.rmtree(base, ignore_errors=True)
         raise EvalCancelled(eval_id)
-    report = _report(suite, split, eval_id, label, tasks, predictions, samples, seed, jobs)
+    report = _report(suite, split, eval_id, label, tasks, predictions, sample, jobs)
     report.staged = stage
     report.seconds = round(time.monotonic() - started, 3)
     report.started_at = started_at
@@ -479,8 +482,7 @@ def _report(
     agent: str,
     tasks: list[Task],
     predictions: list[Prediction],
-    samples: int | None,
-    seed: int | None,
+    sample: dict[str, Any] | None,
     jobs: int,
 ) -> EvalReport:
     budget = suite.spec.time_budget
@@ -515,14 +517,13 @@ def _report(
         else dimensions["correctness"],
         6,
     )
-    sampled = samples is not None and samples < len(suite.tasks(split))
     return EvalReport(
         id=eval_id,
         suite=suite.name,
         split=split,
         agent=agent,
         tasks=[t.id for t in tasks],
-        sample={"samples": samples, "seed": seed} if sampled else None,
+        sample=sample,
         jobs=jobs,
         dimensions=dimensions,
         composite=composite,
