@@ -66,7 +66,7 @@ from agentos.evolve.selection import METHODS, Candidate, select_parent
 from agentos.hub import Hub
 from agentos.manifest import Manifest, load_manifest
 from agentos.receipts import write_receipt
-from agentos.runs import new_run_id, pid_alive, process_start
+from agentos.runs import new_run_id, process_start
 from agentos.runtimes import get_runtime, ready_package
 from agentos.sandbox import choose
 from agentos.sandbox._confine import Scene
@@ -131,13 +131,6 @@ class Evolution:
         atomic_write(
             self.state_file,
             json.dumps({"status": status, "updated_at": time.time(), **fields}) + "\n",
-        )
-
-    def running(self) -> bool:
-        """Whether a live process drives it now."""
-        state = self.state()
-        return state.get("status") == "running" and pid_alive(
-            state.get("pid"), state.get("pid_start")
         )
 
     def generations(self) -> dict[int, Generation]:

@@ -187,33 +187,5 @@ def matches(type_name: str, value: Any) -> bool:
     return False
 
 
-def json_schema(spec: ToolSpec) -> dict[str, Any]:
-    """The parameters as a JSON Schema (an MCP tool's inputSchema)."""
-    return {
-        "type": "object",
-        "properties": {
-            p.name: {**_schema(p.type), "description": p.description or p.name}
-            for p in spec.parameters
-        },
-        "required": [p.name for p in spec.parameters],
-        "additionalProperties": False,
-    }
-
-
-def _schema(type_name: str) -> dict[str, Any]:
-    simple = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
-    if type_name in simple:
-        return {"type": simple[type_name]}
-    if type_name == "list":
-        return {"type": "array"}
-    if type_name.startswith("list["):
-        return {"type": "array", "items": _schema(type_name[5:-1])}
-    if type_name == "dict":
-        return {"type": "object"}
-    if type_name == "dict[str, str]":
-        return {"type": "object", "additionalProperties": {"type": "string"}}
-    return {}
-
-
 def is_tool_package(package_dir: Path) -> bool:
     return (package_dir / SPEC_FILE).is_file() and (package_dir / TOOL_FILE).is_file()
