@@ -42,11 +42,11 @@ def write_new(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         fh.write(data)
 
 
-def read_regular(path: Path, limit: int) -> bytes | None:
-    """At most ``limit`` bytes of ``path`` when it is a regular file, read without following
-    a link (one an agent left could point at a file it cannot read itself) and without
-    waiting on a FIFO; None when it is a link or not a regular file. A missing file raises
-    :class:`FileNotFoundError`."""
+def read_regular(path: Path, limit: int, offset: int = 0) -> bytes | None:
+    """At most ``limit`` bytes of ``path`` from byte ``offset`` when it is a regular file,
+    read without following a link (one an agent left could point at a file it cannot read
+    itself) and without waiting on a FIFO; None when it is a link or not a regular file. A
+    missing file raises :class:`FileNotFoundError`."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -56,6 +56,7 @@ def read_regular(path: Path, limit: int) -> bytes | None:
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
+        fh.seek(offset)
         return fh.read(limit)
 
 

@@ -155,3 +155,23 @@ def record(ws: Any, source: str, kind: str, message: str, **fields: Any) -> None
         pass
     finally:
         store.close()
+
+
+def event_line(event: dict[str, Any], *, stamp: bool = True, where: bool = True) -> str:
+    """One event of the stream (:meth:`agentos.runs.RunStore.events_after`, or
+    :meth:`RunEvent.as_dict`) as a line for people: its time, what it is about (a run, a
+    task or its source), its kind and agent, and its message. ``agentos run`` prints its
+    own run's events with neither time nor place; ``agentos events`` and the terminal UI
+    with both."""
+    parts = []
+    if stamp:
+        parts.append(time.strftime("%H:%M:%S", time.localtime(float(event["at"]))))
+    if where:
+        task = event.get("task")
+        parts.append(
+            event.get("run") or (f"task {task}" if task is not None else event.get("source", ""))
+        )
+        parts.append(f"{event['kind']}:")
+    else:
+        parts.append("•")
+    return " ".join([*parts, str(event["message"])])

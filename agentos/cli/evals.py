@@ -146,12 +146,13 @@ def lint(ctx: click.Context, path: Path | None, as_json: bool) -> None:
 @json_option
 def reports(as_json: bool) -> None:
     """The kept eval reports, newest first."""
-    from agentos.evals.reports import list_reports
+    from agentos.cli import views
 
-    reports = list_reports(workspace())
+    data = views.evals(workspace())
     if as_json:
-        print_json({"evals": reports})
+        print_json(data)
         return
+    reports = data["evals"]
     table(
         None,
         ["id", "suite", "split", "agent", "composite", "passed"],

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import click
 
 from agentos.cli._common import workspace
+from agentos.events import event_line
 
 FOLLOW_POLL = 0.2  # seconds between looks for new events
 
@@ -32,7 +32,7 @@ def events(run_id: str | None, follow: bool, limit: int, as_json: bool) -> None:
         while True:
             found = store.events_after(last, run=run_id, limit=limit)
             for event in found:
-                click.echo(json.dumps(event) if as_json else _line(event))
+                click.echo(json.dumps(event) if as_json else event_line(event))
                 last = int(event["id"])
             if not follow:
                 return
@@ -41,9 +41,3 @@ def events(run_id: str | None, follow: bool, limit: int, as_json: bool) -> None:
         return
     finally:
         store.close()
-
-
-def _line(event: dict[str, Any]) -> str:
-    stamp = time.strftime("%H:%M:%S", time.localtime(float(event["at"])))
-    where = event.get("run") or (f"task {event['task']}" if "task" in event else event["source"])
-    return f"{stamp} {where} {event['kind']}: {event['message']}"

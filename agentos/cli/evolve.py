@@ -137,10 +137,10 @@ def status(evo_id: str | None, as_json: bool) -> None:
     from agentos.evolve.loop import find_evolution
 
     evo = find_evolution(workspace(), evo_id)
-    if as_json:
-        print_json(summary(evo))
-        return
     data = summary(evo)
+    if as_json:
+        print_json(data)
+        return
     made = data["generations"]
     best = data["best"]
     click.echo(f"evolution {evo.id}: {data['package']} on {data['suite']} (meta {data['meta']})")
@@ -158,25 +158,23 @@ def status(evo_id: str | None, as_json: bool) -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """Every evolution of the workspace, newest first."""
-    from agentos.evolve.control import describe, summary
-    from agentos.evolve.loop import list_evolutions
+    from agentos.cli import views
 
-    found = list_evolutions(workspace())
+    found = views.evolutions(workspace())
     if as_json:
-        print_json([{k: v for k, v in summary(e).items() if k != "archive"} for e in found])
+        print_json(found)
         return
     rows = []
-    for evo in found:
-        data = summary(evo)
+    for data in found:
         best = data["best"]
         rows.append(
             (
-                evo.id,
+                data["id"],
                 data["package"],
                 data["suite"],
                 f"{data['generations']['made']}/{data['generations']['asked']}",
                 "" if best is None else f"{best['score']:.3f} (gen {best['generation']})",
-                describe(evo),
+                data["status"],
             )
         )
     table("evolutions", ["id", "package", "suite", "generations", "best", "status"], rows)

@@ -100,9 +100,9 @@ def stop(as_json: bool) -> None:
 @json_option
 def status(as_json: bool) -> None:
     """Whether the guardian runs, its last cycle, each agent's health, recent interventions."""
-    from guardian.daemon import status as guardian_status
+    from agentos.cli import views
 
-    data = guardian_status(workspace())
+    data = views.guardian(workspace())
     if as_json:
         print_json(data)
         return

@@ -71,19 +71,19 @@ def _print_cards(cards: Any) -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """List installed packages, every version, and which is active."""
-    from agentos._hub_versions import hub_versions, installed_versions
+    from agentos.cli import views
 
-    ws = workspace()
-    versions = installed_versions(
-        ws.hub_dir, hub_versions(ws.hub_dir / "hub.lock", ws.state_dir / "cache")[1]
-    )
+    data = views.packages(workspace())
     if as_json:
-        print_json({"packages": [v.as_dict() for v in versions]})
+        print_json(data)
         return
     table(
         None,
         ["name", "version", "active", "sha256", "source"],
-        [(v.name, v.version, "*" if v.active else "", v.sha256[:12], v.source) for v in versions],
+        [
+            (v["name"], v["version"], "*" if v["active"] else "", v["sha256"][:12], v["source"])
+            for v in data["packages"]
+        ],
     )
 
 

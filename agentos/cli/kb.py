@@ -129,12 +129,13 @@ def search(query: tuple[str, ...], k: int, under: Path | None, as_json: bool) ->
     Any text is a valid QUERY: quotes, *, AND, NEAR( and the like are taken as plain
     words (put -- before a query that looks like an option of this command). In the
     snippet the matched terms are marked «like this»."""
-    text = _text(query)
-    with _store() as store:
-        hits = store.search(text, k=k, under=under)
+    from agentos.cli import views
+
+    data = views.knowledge(workspace(), _text(query), k, under)
     if as_json:
-        print_json({"query": text, "hits": [h.as_dict() for h in hits]})
+        print_json(data)
         return
+    hits = [Hit(**{**h, "path": Path(h["path"])}) for h in data["hits"]]
     if not hits:
         console.print("no results")
         return

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from agentos.cli import views
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
-from agentos.receipts import list_receipts, load_receipt, read_receipt, verify_chain
+from agentos.receipts import list_receipts, load_receipt, read_receipt
 
 
 @click.group()
@@ -19,13 +20,15 @@ def receipts() -> None:
 @json_option
 def list_(run_id: str | None, last: int | None, as_json: bool) -> None:
     """List receipts in chain order (oldest first): id, time, kind, run."""
-    found = list_receipts(workspace(), run_id=run_id)
-    if last is not None:
-        found = found[-last:]
+    data = views.receipts(workspace(), run_id, last)
     if as_json:
-        print_json({"receipts": [r.as_dict() for r in found]})
+        print_json(data)
         return
-    table(None, ["id", "time", "kind", "run"], [(r.id, r.time, r.kind, r.run_id) for r in found])
+    table(
+        None,
+        ["id", "time", "kind", "run"],
+        [(r["id"], r["time"], r["kind"], r["run_id"]) for r in data["receipts"]],
+    )
 
 
 @receipts.command()
@@ -48,9 +51,10 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     """Walk the chain: recompute every receipt's sha256 and every link. Any edited,
     removed, reordered or moved receipt is reported by id, and the exit status is 1."""
     ws = workspace()
-    problems = verify_chain(ws)
+    data = views.receipts_verified(ws)
+    problems = data["problems"]
     if as_json:
-        print_json({"ok": not problems, "problems": problems})
+        print_json(data)
     elif problems:
         for line in problems:
             click.echo(f"tampered: {line}")

@@ -13,6 +13,7 @@ import click
 from agentos.cli._common import console, err_console, fail, json_option, print_json, table
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
+from agentos.events import event_line
 from agentos.runs import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore
 from agentos.workspace import Workspace
 
@@ -119,8 +120,8 @@ def run(
         return
 
     def event(event: RunEvent) -> None:
-        if not as_json:
-            err_console.print(f"[dim]•[/] {escape(event.message)}")
+        if not as_json:  # the run's events as they go into the stream
+            err_console.print(event_line(event.as_dict(), stamp=False, where=False), markup=False)
 
     report = start_run(ws, request, repo, options, on_event=event, supervise=ensure_guardian)
     if as_json:
@@ -202,23 +203,24 @@ def runs() -> None:
 @json_option
 def list_(limit: int, as_json: bool) -> None:
     """List recent runs, newest first."""
-    store = RunStore(current_workspace())
-    records = store.list(limit=limit)
+    from agentos.cli import views
+
+    data = views.runs(current_workspace(), limit)
     if as_json:
-        print_json({"runs": [r.as_dict() for r in records]})
+        print_json(data)
         return
     table(
         None,
         ["run", "status", "agents", "started", "request"],
         [
             (
-                r.id,
-                r.status,
-                ", ".join(a.agent for a in r.agents),
-                _ago(r.created_at),
-                r.request[:60],
+                r["id"],
+                r["status"],
+                ", ".join(a["agent"] for a in r["agents"]),
+                _ago(r["created_at"]),
+                r["request"][:60],
             )
-            for r in records
+            for r in data["runs"]
         ],
     )
 
@@ -228,17 +230,16 @@ def list_(limit: int, as_json: bool) -> None:
 @json_option
 def show(run_id: str, as_json: bool) -> None:
     """Show a run: status, agents, branches, exit codes, receipts."""
-    from agentos.receipts import list_receipts
+    from agentos.cli import views
     from agentos.run_control import status as run_status
 
     ws = current_workspace()
-    record = run_status(ws, run_id)
-    receipts = [r.id for r in list_receipts(ws, run_id=record.id)]
+    data = views.run(ws, run_id)
     if as_json:
-        print_json({**record.as_dict(), "receipts": receipts})
+        print_json(data)
         return
-    _print_run(record)
-    console.print(f"  receipts: {', '.join(receipts) or '(none)'}")
+    _print_run(run_status(ws, data["id"]))
+    console.print(f"  receipts: {', '.join(data['receipts']) or '(none)'}")
 
 
 def _print_run(record: RunRecord) -> None:
@@ -381,27 +382,26 @@ def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing output as it comes.")
 def logs(run_id: str, agent: str | None, follow: bool) -> None:
     """Print an agent's pane output (every agent's, when AGENT is not given)."""
+    from agentos.cli import views
+
     ws = current_workspace()
     record = RunStore(ws).get(run_id)
     names = [agent] if agent else [a.agent for a in record.agents]
-    paths = [ws.logs_dir / record.id / f"{name}.log" for name in names]
-    if agent and not paths[0].exists():
+    if agent and not (ws.logs_dir / record.id / f"{agent}.log").exists():
         raise BadInput(f"no log for agent {agent!r} in run {record.id}", field="AGENT")
-    offsets = dict.fromkeys(paths, 0)
+    offsets = dict.fromkeys(names, 0)
     while True:
-        for path in paths:
-            if path.exists():
-                with path.open("rb") as fh:
-                    fh.seek(offsets[path])
-                    chunk = fh.read()
-                offsets[path] += len(chunk)
-                if chunk:
-                    prefix = f"[{path.stem}] " if len(paths) > 1 else ""
-                    text = chunk.decode("utf-8", errors="replace")
-                    sys.stdout.write(
-                        "".join(prefix + line for line in text.splitlines(keepends=True))
-                    )
-                    sys.stdout.flush()
+        for name in names:
+            while True:  # a long log comes in chunks
+                chunk = views.agent_log(ws, record.id, name, offsets[name])
+                if chunk["offset"] == offsets[name]:
+                    break
+                offsets[name] = chunk["offset"]
+                prefix = f"[{name}] " if len(names) > 1 else ""
+                sys.stdout.write(
+                    "".join(prefix + line for line in chunk["text"].splitlines(keepends=True))
+                )
+                sys.stdout.flush()
         if not follow or RunStore(ws).get(record.id).status not in ACTIVE:
             return
         time.sleep(0.25)
@@ -411,47 +411,30 @@ def logs(run_id: str, agent: str | None, follow: bool) -> None:
 @json_option
 def status(as_json: bool) -> None:
     """Live runs and the health of each agent."""
-    ws = current_workspace()
-    records = RunStore(ws).list(statuses=ACTIVE)
-    health = _health(ws) if records else {}
+    from agentos.cli import views
+
+    data = views.live(current_workspace())
     if as_json:
-        print_json(
-            {
-                "runs": [
-                    {
-                        **r.as_dict(),
-                        "health": {a.agent: health.get(a.session or "") for a in r.agents},
-                    }
-                    for r in records
-                ]
-            }
-        )
+        print_json(data)
         return
-    if not records:
+    if not data["runs"]:
         console.print("no run is in progress")
         return
     rows = []
-    for r in records:
-        for a in r.agents:
-            h = health.get(a.session or "") or {}
+    for r in data["runs"]:
+        for a in r["agents"]:
+            h = r["health"].get(a["agent"]) or {}
             rows.append(
                 (
-                    r.id,
-                    a.agent,
-                    a.status,
+                    r["id"],
+                    a["agent"],
+                    a["status"],
                     h.get("health", "unknown"),
                     h.get("output_age", ""),
-                    a.attempts,
+                    a["attempts"],
                 )
             )
     table(None, ["run", "agent", "status", "health", "last output", "attempt"], rows)
-
-
-def _health(ws: Workspace) -> dict[str, dict[str, Any]]:
-    """Per-session health from the guardian's last cycle."""
-    from guardian._store import last_health
-
-    return last_health(ws)
 
 
 @click.command()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -19,24 +18,9 @@ def workflows() -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """The workspace's workflows (workflows/*.yaml) and the bundled ones."""
-    from agentos.errors import AgentOSError
-    from agentos.workflows.definitions import BUNDLED, load_workflow, workflow_files
+    from agentos.cli import views
 
-    rows: list[dict[str, Any]] = []
-    for path in workflow_files(workspace()):
-        try:
-            found = load_workflow(path)
-        except AgentOSError:
-            continue  # `workflows lint` names its problem
-        rows.append(
-            {
-                "id": found.id,
-                "name": found.name,
-                "phases": [p.name for p in found.phases],
-                "bundled": path.parent == BUNDLED,
-                "path": str(path),
-            }
-        )
+    rows = views.workflows(workspace())
     if as_json:
         print_json(rows)
         return
