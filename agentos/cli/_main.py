@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "agentos.cli.doctor:doctor",
     "eval": "agentos.cli.evals:eval_",
     "events": "agentos.cli.events:events",
+    "dashboard": "agentos.cli.dashboard:dashboard",
     "evolve": "agentos.cli.evolve:evolve",
     "goals": "agentos.cli.goals:goals",
     "synth": "agentos.cli.synth:synth",

@@ -189,20 +189,19 @@ def executions_cancel(execution_id: str) -> None:
 @json_option
 def executions_show(execution_id: str, as_json: bool) -> None:
     """An execution and its tasks."""
-    from agentos.workflows.store import WorkflowStore
+    from agentos.cli import views
+    from agentos.workflows.store import TaskRecord
 
-    store = WorkflowStore(workspace())
-    try:
-        execution = store.execution(execution_id)
-        found = store.tasks(execution_id)
-    finally:
-        store.close()
+    data = views.execution(workspace(), execution_id)
     if as_json:
-        print_json({**execution.as_dict(), "tasks": [t.as_dict() for t in found]})
+        print_json(data)
         return
-    click.echo(f"execution {execution.id}: {execution.workflow}, {execution.status}")
-    for t in found:
-        click.echo(f"  task {t.id} phase {t.phase} {_status(t)}: {t.description[:90]}")
+    click.echo(f"execution {data['id']}: {data['workflow']}, {data['status']}")
+    for t in data["tasks"]:
+        record = TaskRecord(**t)
+        click.echo(
+            f"  task {record.id} phase {record.phase} {_status(record)}: {record.description[:90]}"
+        )
 
 
 @click.group()

@@ -176,6 +176,19 @@ def workflows(ws: Workspace) -> list[dict[str, Any]]:
     return rows
 
 
+def execution(ws: Workspace, execution_id: str) -> dict[str, Any]:
+    """``agentos executions show EXECUTION --json``: a workflow execution and its tasks."""
+    from agentos.workflows.store import WorkflowStore
+
+    store = WorkflowStore(ws)
+    try:
+        found = store.execution(execution_id)
+        tasks = store.tasks(found.id)
+    finally:
+        store.close()
+    return {**found.as_dict(), "tasks": [t.as_dict() for t in tasks]}
+
+
 def events(
     ws: Workspace, after: int = 0, *, run: str | None = None, limit: int = 200
 ) -> list[dict[str, Any]]:

@@ -112,10 +112,9 @@ def launch(
     """Start an execution of WORKFLOW: its launch template filled with the parameters is
     the first task; agents add the rest. Without --detach it runs here until every task
     has ended (exit 1 when one failed)."""
-    from agentos._run_start import check_repo
     from agentos.errors import BadInput
-    from agentos.workflows.definitions import find_workflow
-    from agentos.workflows.executions import create_execution, start_detached
+    from agentos.workflows.executions import launch as launch_execution
+    from agentos.workflows.executions import start_detached
 
     values: dict[str, str] = {}
     for item in params:
@@ -124,10 +123,7 @@ def launch(
             raise BadInput(f"{item!r} is not NAME=VALUE", field="--param")
         values[name] = value
     ws = workspace()
-    workflow, _ = find_workflow(ws, workflow_id)
-    repo = repo.expanduser().resolve()
-    check_repo(repo)
-    execution, first = create_execution(ws, workflow, repo, values)
+    execution, first = launch_execution(ws, workflow_id, repo, values)
     if detach:
         log = start_detached(ws, execution)
         if as_json:

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentos.errors import BadInput
 from agentos.runs import new_run_id
-from agentos.workflows.definitions import WorkflowDefinition
+from agentos.workflows.definitions import WorkflowDefinition, find_workflow
 from agentos.workflows.store import TaskRecord, WorkflowStore
 from agentos.workspace import Workspace
 
@@ -47,6 +47,20 @@ def create_execution(
     finally:
         store.close()
     return execution_id, task
+
+
+def launch(
+    ws: Workspace, workflow_id: str, repo: Path, params: dict[str, Any]
+) -> tuple[str, TaskRecord]:
+    """``agentos workflows launch``: workflow ``workflow_id`` (the workspace's or a
+    bundled one) on the git repository ``repo``, a new execution and its first task (see
+    :func:`create_execution`); the caller runs its scheduler or :func:`start_detached`."""
+    from agentos._run_start import check_repo
+
+    workflow, _ = find_workflow(ws, workflow_id)
+    repo = repo.expanduser().resolve()
+    check_repo(repo)
+    return create_execution(ws, workflow, repo, params)
 
 
 def open_execution(

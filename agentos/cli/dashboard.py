@@ -1,0 +1,91 @@
+"""``agentos dashboard``: the web dashboard (:mod:`agentos.cli._web.app`) on loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import socket
+from pathlib import Path
+
+import click
+
+from agentos.cli._common import err_console, workspace
+from agentos.errors import BadInput
+
+DEFAULT_HTTP = "127.0.0.1:8766"
+
+
+def parse_address(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as host and port; port 0 takes a free one."""
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise BadInput(f"{value!r} is not HOST:PORT", field="--http")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command()
+@click.option("--http", "address", default=DEFAULT_HTTP, show_default=True, metavar="HOST:PORT",
+              help="Where to listen (port 0: any free one).")  # fmt: skip
+@click.option("--allow-remote", is_flag=True,
+              help="Listen on an address other machines can reach (anyone who can reach it "
+              "sees the workspace; changes still need the printed token).")  # fmt: skip
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=".",
+              show_default=True, help="The repository a workflow launched from the page "
+              "works on, unless its form names another.")  # fmt: skip
+def dashboard(address: str, allow_remote: bool, repo: Path) -> None:
+    """Serve the web dashboard: runs with their agents' live output, gate results and
+    merge; receipts and the chain's verification; hub packages; the guardian; knowledge
+    search; evals and evolutions as charts; workflow launch forms. The JSON API under
+    /api/ serves what the --json commands print.
+
+    It listens on loopback unless --allow-remote. The URL it prints carries a token this
+    start made: a page opened from it may cancel runs and launch workflows; nothing
+    else may (Ctrl-C stops the dashboard)."""
+    host, port = parse_address(address)
+    if not is_loopback(host) and not allow_remote:
+        raise BadInput(
+            f"{host} is not a loopback address: the dashboard shows the whole workspace; "
+            "pass --allow-remote to serve it there",
+            field="--http",
+        )
+    ws = workspace()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise BadInput(f"cannot listen on {address}: {exc.strerror}", field="--http") from None
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+
+    import uvicorn
+
+    from agentos.cli._web.app import LOOPBACK, create_app
+
+    token = secrets.token_urlsafe(24)
+    hosts = ["*"] if allow_remote else [*LOOPBACK, host]
+    app = create_app(ws, token, hosts=hosts, repo=repo.expanduser().resolve())
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"dashboard: http://{shown}:{bound}/#token={token}", nl=True)
+    click.echo(f"api:       http://{shown}:{bound}/api/runs", nl=True)
+    if allow_remote:
+        err_console.print(
+            "dashboard: --allow-remote: anyone who can reach this address can read it"
+        )
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1, lifespan="off")
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
