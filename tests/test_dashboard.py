@@ -40,9 +40,9 @@ class Dashboard:
 
 @pytest.fixture
 def dashboard(ws: Any, tmp_path: Path) -> Iterator[Dashboard]:
+    argv = ["--workspace", str(ws.root), "dashboard", "--http", "127.0.0.1:0"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "dashboard",
-         "--http", "127.0.0.1:0", "--repo", str(tmp_path)],  # fmt: skip
+        [sys.executable, "-m", "agentos", *argv, "--repo", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -79,9 +79,7 @@ def test_the_api_serves_what_the_json_commands_print(
     )
     assert dashboard.http.get("/api/packages").json() == cli_json(cli, "hub", "list")
     assert dashboard.http.get("/api/runs").json() == cli_json(cli, "runs", "list")
-    assert dashboard.http.get("/api/receipts/verify").json() == cli_json(
-        cli, "receipts", "verify"
-    )
+    assert dashboard.http.get("/api/receipts/verify").json() == cli_json(cli, "receipts", "verify")
     events = dashboard.http.get("/api/events", params={"run": report.run_id}).json()
     assert [e["message"] for e in events] == [
         json.loads(line)["message"]
@@ -125,7 +123,7 @@ def test_only_the_dashboard_itself_may_ask_and_only_with_the_token_change_anythi
 # --- in a browser ---------------------------------------------------------------------------
 
 SLOW_WRITER = (
-    "for i in 1 2 3 4 5 6; do echo \"step $i of the slow writer\"; sleep 0.5; done\n"
+    'for i in 1 2 3 4 5 6; do echo "step $i of the slow writer"; sleep 0.5; done\n'
     "echo done > slow.txt\n"
 )
 
@@ -174,7 +172,8 @@ def test_in_a_browser_a_live_run_shows_its_output_and_ends_succeeded_without_a_r
     try:
         run_id = wait_until(lambda: _newest_run(dashboard, "slow-task"), what="the slow run")
         page.goto(f"{dashboard.url}/runs/{run_id}")
-        expect(page.locator("#log-slow")).to_contain_text("step 2 of the slow writer", timeout=30_000)
+        output = page.locator("#log-slow")
+        expect(output).to_contain_text("step 2 of the slow writer", timeout=30_000)
         assert "succeeded" not in page.locator("#run-status").inner_text()
         loads = page.evaluate("performance.getEntriesByType('navigation').length")
         expect(page.locator("#run-status")).to_have_text("succeeded", timeout=60_000)
