@@ -134,6 +134,7 @@ MODULES = re.compile(r"<!-- modules -->\n.*?<!-- /modules -->", re.DOTALL)
 PACKAGES = (
     "agentos",
     "agentos/cli",
+    "agentos/cli/_web",
     "agentos/evals",
     "agentos/evolve",
     "agentos/runtimes",

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "eval": "agentos.cli.evals:eval_",
     "events": "agentos.cli.events:events",
     "dashboard": "agentos.cli.dashboard:dashboard",
+    "tui": "agentos.cli.tui:tui",
     "evolve": "agentos.cli.evolve:evolve",
     "goals": "agentos.cli.goals:goals",
     "synth": "agentos.cli.synth:synth",

@@ -17,25 +17,26 @@ FOLLOW_POLL = 0.2  # seconds between looks for new events
 @click.option("--run", "run_id", help="Only this run's events.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they come.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=200, show_default=True,
-              help="Without --follow: the newest this many.")  # fmt: skip
+              help="Without --follow: the newest this many (of a run: its first).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def events(run_id: str | None, follow: bool, limit: int, as_json: bool) -> None:
     """Events, oldest first: runs (phases, agents, notes) and whatever else writes to the
     stream. With --follow, new ones are printed as they are written (Ctrl-C stops)."""
+    from agentos.cli import views
     from agentos.runs import RunStore
 
+    if not follow:
+        for event in views.events(workspace(), run=run_id, limit=limit):
+            click.echo(json.dumps(event) if as_json else event_line(event))
+        return
     store = RunStore(workspace())
     try:
-        last = max(0, store.last_event_id() - limit) if not follow else store.last_event_id()
-        if follow and run_id:
-            last = 0  # a run's whole story, then what comes
+        last = 0 if run_id else store.last_event_id()  # a run's whole story, then what comes
         while True:
             found = store.events_after(last, run=run_id, limit=limit)
             for event in found:
                 click.echo(json.dumps(event) if as_json else event_line(event))
                 last = int(event["id"])
-            if not follow:
-                return
             time.sleep(FOLLOW_POLL)
     except KeyboardInterrupt:
         return

@@ -190,14 +190,17 @@ def execution(ws: Workspace, execution_id: str) -> dict[str, Any]:
 
 
 def events(
-    ws: Workspace, after: int = 0, *, run: str | None = None, limit: int = 200
+    ws: Workspace, after: int | None = None, *, run: str | None = None, limit: int = 200
 ) -> list[dict[str, Any]]:
     """``agentos events --json`` (one object per line there): the stream's events with an
-    id over ``after``, oldest first."""
+    id over ``after``, oldest first; without ``after``, the newest ``limit`` (of run
+    ``run``: its first ``limit``, the run's story from its start)."""
     from agentos.runs import RunStore
 
     store = RunStore(ws)
     try:
+        if after is None:
+            after = 0 if run else max(0, store.last_event_id() - limit)
         return store.events_after(after, run=run, limit=limit)
     finally:
         store.close()

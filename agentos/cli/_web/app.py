@@ -134,10 +134,9 @@ def create_app(ws: Workspace, token: str, *, hosts: list[str], repo: Path) -> St
         Route("/", page),
         *(Route(f"/{name}", page) for name in PAGES),
         Route("/runs/{run}", page),
-        Route("/evals/{id}", page),
         Route(
             "/api/runs",
-            api(lambda r: views.runs(ws, _int(r.query_params.get("limit"), "limit") or 50)),
+            api(lambda r: views.runs(ws, _int(r.query_params.get("limit"), "limit") or 20)),
         ),
         Route("/api/runs/{run}", api(lambda r: views.run(ws, r.path_params["run"]))),
         Route(
@@ -175,7 +174,7 @@ def create_app(ws: Workspace, token: str, *, hosts: list[str], repo: Path) -> St
             api(
                 lambda r: views.events(
                     ws,
-                    _int(r.query_params.get("after"), "after"),
+                    _int(r.query_params["after"], "after") if "after" in r.query_params else None,
                     run=r.query_params.get("run") or None,
                 )
             ),
