@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import add_agent, make_repo, needs_tmux, wait_until
+from conftest import add_agent, make_repo, needs_tmux, wait_until, write_package
 
 from agentos.orchestrator import start_run
 
@@ -144,9 +144,12 @@ def browser() -> Iterator[Any]:
 @needs_tmux
 @pytest.mark.usefixtures("tmux_socket")
 def test_in_a_browser_a_live_run_shows_its_output_and_ends_succeeded_without_a_reload(
-    ws: Any, tmp_path: Path, dashboard: Dashboard, browser: Any
+    cli: Any, ws: Any, tmp_path: Path, dashboard: Dashboard, browser: Any
 ) -> None:
     from playwright.sync_api import expect
+    from test_evals import ADDER, SUMS, make_suite
+
+    from agentos.hub import Hub
 
     shots = tmp_path / "screenshots"
     shots.mkdir()
@@ -154,6 +157,11 @@ def test_in_a_browser_a_live_run_shows_its_output_and_ends_succeeded_without_a_r
     add_agent(ws, tmp_path, "writer", "echo hi > hi.txt\n")
     repo = make_repo(tmp_path / "repo")
     start_run(ws, f"writer-task {HOSTILE}", repo, force=True)  # an earlier run, hostile text
+    Hub(ws.hub_dir).install(
+        str(write_package(tmp_path / "src" / "adder", name="adder", files={"run.sh": ADDER}))
+    )
+    suite = make_suite(tmp_path / "sums", SUMS)
+    assert cli("eval", "run", str(suite), "--agent", "adder").returncode == 0
     dialogs: list[str] = []
     page = browser.new_page()
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -198,6 +206,9 @@ def test_in_a_browser_a_live_run_shows_its_output_and_ends_succeeded_without_a_r
     expect(page.locator("#chain")).to_have_count(0)  # (on the knowledge page now)
     page.goto(f"{dashboard.url}/receipts")
     expect(page.locator("#chain")).to_contain_text("chain intact")
+    page.goto(f"{dashboard.url}/evals")
+    expect(page.locator("svg.chart rect")).to_have_count(1)  # one eval, one bar
+    expect(page.locator("table")).to_contain_text("0.750")
 
     assert dialogs == []  # the hostile request never ran as script
     assert sorted(p.name for p in shots.iterdir()) == [

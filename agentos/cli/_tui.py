@@ -72,6 +72,10 @@ class AgentOSApp(App[None]):
         self.rows: list[tuple[str, str, str | None]] = []  # (run, agent, session) per row
         self.last_event = 0
         self.launched: dict[str, Any] | None = None  # the last workflow launched from here
+        # Whose receipts are shown, as of which of its events (read again only after a new one).
+        self.receipts_of: tuple[str, int] | None = None
+        self.run_events: dict[str, int] = {}  # run -> the id of its newest event seen
+        self.output_shown: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -147,6 +151,8 @@ class AgentOSApp(App[None]):
         for event in found:
             log.write_line(event_line(event))
             self.last_event = int(event["id"])
+            if event.get("run"):
+                self.run_events[str(event["run"])] = self.last_event
 
     def _refresh_selected(self) -> None:
         selected = self.selected()
@@ -159,12 +165,14 @@ class AgentOSApp(App[None]):
         run_id, agent, _ = selected
         output.border_title = f"output of {agent or '(no agent)'} in {run_id}"
         text = self._tail(run_id, agent) if agent else ""
-        if getattr(output, "_shown", None) != text:
+        if self.output_shown != text:
             output.clear()
             output.write(text)
-            output._shown = text  # type: ignore[attr-defined]
-        run = views.run(self.ws, run_id)
-        receipts.update(", ".join(run["receipts"]) or "(none yet)")
+            self.output_shown = text
+        seen = (run_id, self.run_events.get(run_id, 0))
+        if self.receipts_of != seen:  # receipts are written with events: none new, none new
+            receipts.update(", ".join(views.run(self.ws, run_id)["receipts"]) or "(none yet)")
+            self.receipts_of = seen
 
     def _tail(self, run_id: str, agent: str) -> str:
         path = self.ws.logs_dir / run_id / f"{agent}.log"

@@ -65,7 +65,7 @@ def agent_log(ws: Workspace, run_id: str, agent: str, offset: int = 0) -> dict[s
 
     if not RUN_ID.fullmatch(run_id):
         raise BadInput(f"not a run id: {run_id!r}", field="run")
-    if not agent or "/" in agent or agent.startswith("."):
+    if not RUN_ID.fullmatch(agent):  # an agent's name is a package name: no path in it
         raise BadInput(f"not an agent name: {agent!r}", field="agent")
     try:
         data = read_regular(ws.logs_dir / run_id / f"{agent}.log", LOG_CHUNK, offset) or b""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,11 @@ def create_app(ws: Workspace, token: str, *, hosts: list[str], repo: Path) -> St
                 return JSONResponse({"error": str(exc)}, status_code=400)
             except AgentOSError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=500)
+            except Exception as exc:  # a bug: one line for the page and the terminal
+                print(
+                    f"dashboard: {request.url.path}: {type(exc).__name__}: {exc}", file=sys.stderr
+                )
+                return JSONResponse({"error": f"internal error: {exc}"}, status_code=500)
             return JSONResponse(json.loads(json.dumps(data, default=str)), status_code=status)
 
         return endpoint
@@ -226,10 +232,7 @@ def _cancel(ws: Workspace, run_id: str) -> dict[str, Any]:
 def _receipt(ws: Workspace, receipt_id: str) -> dict[str, Any]:
     from agentos.receipts import load_receipt
 
-    try:
-        return load_receipt(ws, receipt_id).as_dict()
-    except FileNotFoundError:
-        raise NotFound(f"no receipt {receipt_id!r}", field="receipt") from None
+    return load_receipt(ws, receipt_id).as_dict()
 
 
 def _knowledge(ws: Workspace, query: str) -> dict[str, Any]:

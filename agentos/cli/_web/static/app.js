@@ -264,8 +264,9 @@ function barChart(points, { width = 640, height = 180, label }) {
   points.forEach((p, i) => {
     const y = Math.max(0, Math.min(1, p.y ?? 0));
     const barHeight = y * (height - 2 * pad);
+    const barWidth = Math.min(48, Math.max(2, step - 4));
     const bar = svg("rect", {
-      x: pad + i * step + 2, y: height - pad - barHeight, width: Math.max(2, step - 4), height: barHeight,
+      x: pad + i * step + (step - barWidth) / 2, y: height - pad - barHeight, width: barWidth, height: barHeight,
       fill: p.colour || "#1565c0",
     });
     bar.append(svg("title", {}, `${p.x}: ${p.y === null ? "no score" : p.y.toFixed(3)}`));
