@@ -23,48 +23,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from mcp.server.fastmcp import FastMCP
 
-from agentos.errors import BadInput, OperationFailed
+from agentos._address import LOOPBACK_NAMES, WILDCARDS, host_name
 
 if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-WILDCARDS = ("0.0.0.0", "::")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def parse_http(value: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); ``[::1]:PORT`` for IPv6; port 0
-    takes any free port (the address is printed on stderr)."""
-    text = value.strip()
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 <= int(port) < 65536:
-        raise BadInput(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:8765)", field="--http")
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def host_name(host: str) -> str:
-    """``host`` as a URL or a Host header names it: an IPv6 address in brackets."""
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def allowed_hosts(host: str, port: int, extra: Sequence[str] = ()) -> list[str]:
@@ -143,22 +112,6 @@ async def _unauthorized(send: Send) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """The listening socket, bound here so that a busy port is a one-line error."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise OperationFailed(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="--http"
-        ) from None
-    sock.listen(128)
-    return sock
 
 
 async def run_http(server: FastMCP[Any], sock: socket.socket, token: str) -> None:

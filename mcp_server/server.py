@@ -50,6 +50,7 @@ from mcp.types import (
 from pydantic import Field, ValidationError
 
 from agentos import __version__
+from agentos._address import host_name, is_loopback, listen, parse_http
 from agentos.errors import AgentOSError, BadInput, NotFound
 from agentos.workspace import Workspace
 from guardian import SUPERVISOR
@@ -1329,15 +1330,15 @@ def serve(
         server = build_server(ws, repos)
         anyio.run(_transport.run_stdio, server)
         return
-    host, port = _transport.parse_http(http)
-    if not _transport.is_loopback(host) and not allow_remote:
+    host, port = parse_http(http)
+    if not is_loopback(host) and not allow_remote:
         raise BadInput(
             f"{host} is not a loopback address: plain HTTP carries the token unencrypted, "
             "so pass --allow-remote to listen there",
             field="--http",
         )
     token = workspace_token(ws)
-    sock = _transport.listen(host, port)
+    sock = listen(host, port)
     try:
         bound = sock.getsockname()[1]
         security = _transport.security(host, bound, allow_hosts)
@@ -1345,7 +1346,7 @@ def serve(
     except BaseException:
         sock.close()
         raise
-    url = f"http://{_transport.host_name(host)}:{bound}{server.settings.streamable_http_path}"
+    url = f"http://{host_name(host)}:{bound}{server.settings.streamable_http_path}"
     print(
         f"agentos mcp: serving workspace {ws.root} on {url}\n"
         f"agentos mcp: clients must send the header 'Authorization: Bearer {token}' "

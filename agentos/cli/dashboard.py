@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
-import socket
 from pathlib import Path
 
 import click
 
+from agentos._address import host_name, is_loopback, listen, parse_http
 from agentos.cli._common import err_console, workspace
 from agentos.errors import BadInput
 
 DEFAULT_HTTP = "127.0.0.1:8766"
-
-
-def parse_address(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as host and port; port 0 takes a free one."""
-    host, sep, port = value.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise BadInput(f"{value!r} is not HOST:PORT", field="--http")
-    return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @click.command()
@@ -51,7 +32,7 @@ def dashboard(address: str, allow_remote: bool, repo: Path) -> None:
     It listens on loopback unless --allow-remote. The URL it prints carries a token this
     start made: a page opened from it may cancel runs and launch workflows; nothing
     else may (Ctrl-C stops the dashboard)."""
-    host, port = parse_address(address)
+    host, port = parse_http(address)
     if not is_loopback(host) and not allow_remote:
         raise BadInput(
             f"{host} is not a loopback address: the dashboard shows the whole workspace; "
@@ -59,15 +40,7 @@ def dashboard(address: str, allow_remote: bool, repo: Path) -> None:
             field="--http",
         )
     ws = workspace()
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise BadInput(f"cannot listen on {address}: {exc.strerror}", field="--http") from None
-    sock.listen(128)
+    sock = listen(host, port)
     bound = sock.getsockname()[1]
 
     import uvicorn
@@ -77,7 +50,7 @@ def dashboard(address: str, allow_remote: bool, repo: Path) -> None:
     token = secrets.token_urlsafe(24)
     hosts = ["*"] if allow_remote else [*LOOPBACK, host]
     app = create_app(ws, token, hosts=hosts, repo=repo.expanduser().resolve())
-    shown = f"[{host}]" if ":" in host else host
+    shown = host_name(host)
     click.echo(f"dashboard: http://{shown}:{bound}/#token={token}", nl=True)
     click.echo(f"api:       http://{shown}:{bound}/api/runs", nl=True)
     if allow_remote:
