@@ -160,9 +160,9 @@ def record(ws: Any, source: str, kind: str, message: str, **fields: Any) -> None
 def event_line(event: dict[str, Any], *, stamp: bool = True, where: bool = True) -> str:
     """One event of the stream (:meth:`agentos.runs.RunStore.events_after`, or
     :meth:`RunEvent.as_dict`) as a line for people: its time, what it is about (a run, a
-    task or its source), its kind and agent, and its message. ``agentos run`` prints its
-    own run's events with neither time nor place; ``agentos events`` and the terminal UI
-    with both."""
+    task or its source), its kind, and its message (which names the agent, if any).
+    ``agentos run`` prints its own run's events with neither time nor place; ``agentos
+    events`` and the terminal UI with both."""
     parts = []
     if stamp:
         parts.append(time.strftime("%H:%M:%S", time.localtime(float(event["at"]))))

@@ -18,7 +18,7 @@ from rich.progress import (
 )
 
 from agentos.cli._common import console, err_console, json_option, print_json, workspace
-from agentos.knowledge import SNIPPET_MARKS, AddStats, Hit, KnowledgeStore, open_store
+from agentos.knowledge import SNIPPET_MARKS, AddStats, KnowledgeStore, open_store
 
 # Ingests with at least this many files to read get a progress bar.
 PROGRESS_AFTER = 200
@@ -135,16 +135,15 @@ def search(query: tuple[str, ...], k: int, under: Path | None, as_json: bool) ->
     if as_json:
         print_json(data)
         return
-    hits = [Hit(**{**h, "path": Path(h["path"])}) for h in data["hits"]]
-    if not hits:
+    if not data["hits"]:
         console.print("no results")
         return
-    for i, hit in enumerate(hits, start=1):
+    for i, hit in enumerate(data["hits"], start=1):
         console.print(
-            f"[bold]{i:>2}. {escape(_shown(hit.path))}:{hit.start_line}-"
-            f"{hit.end_line}[/]  [dim]{hit.score:.2f} {hit.language}[/]"
+            f"[bold]{i:>2}. {escape(_shown(Path(hit['path'])))}:{hit['start_line']}-"
+            f"{hit['end_line']}[/]  [dim]{hit['score']:.2f} {hit['language']}[/]"
         )
-        console.print(f"    {_highlight(hit)}")
+        console.print(f"    {_highlight(hit['snippet'])}")
 
 
 def _text(words: tuple[str, ...]) -> str:
@@ -152,9 +151,9 @@ def _text(words: tuple[str, ...]) -> str:
     return " ".join(words).encode("utf-8", "replace").decode("utf-8")
 
 
-def _highlight(hit: Hit) -> str:
-    """The snippet with its marks drawn in colour on a terminal, kept as «» elsewhere."""
-    text = escape(hit.snippet)
+def _highlight(snippet: str) -> str:
+    """A hit's snippet with its marks drawn in colour on a terminal, kept as «» elsewhere."""
+    text = escape(snippet)
     if not console.is_terminal:
         return text
     start, end = SNIPPET_MARKS

@@ -234,11 +234,12 @@ def show(run_id: str, as_json: bool) -> None:
     from agentos.run_control import status as run_status
 
     ws = current_workspace()
-    data = views.run(ws, run_id)
+    record = run_status(ws, run_id)
+    data = views.run_of(ws, record)
     if as_json:
         print_json(data)
         return
-    _print_run(run_status(ws, data["id"]))
+    _print_run(record)
     console.print(f"  receipts: {', '.join(data['receipts']) or '(none)'}")
 
 

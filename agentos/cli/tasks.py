@@ -84,19 +84,22 @@ def list_(execution_id: str | None, as_json: bool) -> None:
         "tasks",
         ["id", "execution", "phase", "status", "parent", "description"],
         [
-            (t.id, t.execution, t.phase, _status(t), t.parent or "", t.description[:80])
+            (
+                t.id,
+                t.execution,
+                t.phase,
+                _status(t.status, t.duplicate_of),
+                t.parent or "",
+                t.description[:80],
+            )
             for t in found
         ],
     )
 
 
-def _status(task: object) -> str:
-    from agentos.workflows.store import TaskRecord
-
-    assert isinstance(task, TaskRecord)
-    if task.duplicate_of is not None:
-        return f"{task.status} (of {task.duplicate_of})"
-    return str(task.status)
+def _status(status: str, duplicate_of: int | None) -> str:
+    """A task's status, and whose duplicate it is when it is one."""
+    return str(status) if duplicate_of is None else f"{status} (of {duplicate_of})"
 
 
 @tasks.command()
@@ -190,7 +193,6 @@ def executions_cancel(execution_id: str) -> None:
 def executions_show(execution_id: str, as_json: bool) -> None:
     """An execution and its tasks."""
     from agentos.cli import views
-    from agentos.workflows.store import TaskRecord
 
     data = views.execution(workspace(), execution_id)
     if as_json:
@@ -198,10 +200,8 @@ def executions_show(execution_id: str, as_json: bool) -> None:
         return
     click.echo(f"execution {data['id']}: {data['workflow']}, {data['status']}")
     for t in data["tasks"]:
-        record = TaskRecord(**t)
-        click.echo(
-            f"  task {record.id} phase {record.phase} {_status(record)}: {record.description[:90]}"
-        )
+        status = _status(t["status"], t["duplicate_of"])
+        click.echo(f"  task {t['id']} phase {t['phase']} {status}: {t['description'][:90]}")
 
 
 @click.group()

@@ -8,9 +8,12 @@ Each function takes the workspace and returns plain JSON-ready data; none prints
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentos.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agentos.runs import RunRecord
 
 LOG_CHUNK = 256 * 1024  # the most of an agent's log one read hands back
 
@@ -28,10 +31,15 @@ def runs(ws: Workspace, limit: int = 20) -> dict[str, Any]:
 
 def run(ws: Workspace, run_id: str) -> dict[str, Any]:
     """``agentos runs show ID --json``: a run, its agents and its receipts' ids."""
-    from agentos.receipts import list_receipts
     from agentos.run_control import status
 
-    record = status(ws, run_id)
+    return run_of(ws, status(ws, run_id))
+
+
+def run_of(ws: Workspace, record: RunRecord) -> dict[str, Any]:
+    """:func:`run` for a run whose record the caller has already read."""
+    from agentos.receipts import list_receipts
+
     receipts = [r.id for r in list_receipts(ws, run_id=record.id)]
     return {**record.as_dict(), "receipts": receipts}
 
