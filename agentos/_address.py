@@ -25,6 +25,15 @@ def parse_http(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def serving_address(value: str, allow_remote: bool, why: str) -> tuple[str, int]:
+    """:func:`parse_http`, refusing an address that is not loopback unless
+    ``allow_remote``; ``why`` ends the one-line error."""
+    host, port = parse_http(value)
+    if not is_loopback(host) and not allow_remote:
+        raise BadInput(f"{host} is not a loopback address: {why}", field="--http")
+    return host, port
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True

@@ -50,7 +50,7 @@ from mcp.types import (
 from pydantic import Field, ValidationError
 
 from agentos import __version__
-from agentos._address import host_name, is_loopback, listen, parse_http
+from agentos._address import host_name, listen, serving_address
 from agentos.errors import AgentOSError, BadInput, NotFound
 from agentos.workspace import Workspace
 from guardian import SUPERVISOR
@@ -1330,13 +1330,11 @@ def serve(
         server = build_server(ws, repos)
         anyio.run(_transport.run_stdio, server)
         return
-    host, port = parse_http(http)
-    if not is_loopback(host) and not allow_remote:
-        raise BadInput(
-            f"{host} is not a loopback address: plain HTTP carries the token unencrypted, "
-            "so pass --allow-remote to listen there",
-            field="--http",
-        )
+    host, port = serving_address(
+        http,
+        allow_remote,
+        "plain HTTP carries the token unencrypted, so pass --allow-remote to listen there",
+    )
     token = workspace_token(ws)
     sock = listen(host, port)
     try:

@@ -225,6 +225,28 @@ def test_in_a_browser_a_workflow_launches_from_its_form(
 ) -> None:
     from playwright.sync_api import expect
 
+    repo = add_fix_it_workflow(ws, tmp_path)
+    page = browser.new_page()
+    page.goto(f"{dashboard.url}/workflows#token={dashboard.token}")
+
+    form = page.locator("form[data-workflow='fix-it']")
+    form.locator("textarea[name=bug]").fill(f"uploads time out {HOSTILE}")
+    form.locator("input[name=urgent]").check()
+    form.locator("input[name=__repo]").fill(str(repo))
+    page.screenshot(path=str(tmp_path / "workflows.png"), full_page=True)
+    form.get_by_role("button", name="Launch").click()
+
+    launched = page.locator("#launched")
+    expect(launched).to_contain_text("execution", timeout=30_000)
+    expect(launched).to_contain_text(f"Fix this: uploads time out {HOSTILE} (urgent: true)")
+    expect(launched.locator("td .status-done")).to_have_count(1, timeout=120_000)
+    expect(launched.locator("p .status")).to_have_text("done")
+    assert (tmp_path / "workflows.png").stat().st_size > 0
+
+
+def add_fix_it_workflow(ws: Any, tmp_path: Path) -> Path:
+    """A workspace workflow, fix-it, whose one phase's agent writes the fix at once, with a
+    launch template of a textarea and a boolean; the repository it works on."""
     add_agent(ws, tmp_path, "fixer", "echo 'timeout=30' > settings.txt\n")
     ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
     repo = make_repo(tmp_path / "repo", {"settings.txt": "timeout=1\n"})
@@ -242,22 +264,7 @@ def test_in_a_browser_a_workflow_launches_from_its_form(
     }
     (ws.root / "workflows").mkdir()
     (ws.root / "workflows" / "fix-it.yaml").write_text(yaml.safe_dump(workflow))
-    page = browser.new_page()
-    page.goto(f"{dashboard.url}/workflows#token={dashboard.token}")
-
-    form = page.locator("form[data-workflow='fix-it']")
-    form.locator("textarea[name=bug]").fill(f"uploads time out {HOSTILE}")
-    form.locator("input[name=urgent]").check()
-    form.locator("input[name=__repo]").fill(str(repo))
-    page.screenshot(path=str(tmp_path / "workflows.png"), full_page=True)
-    form.get_by_role("button", name="Launch").click()
-
-    launched = page.locator("#launched")
-    expect(launched).to_contain_text("execution", timeout=30_000)
-    expect(launched).to_contain_text(f"Fix this: uploads time out {HOSTILE} (urgent: true)")
-    expect(launched.locator("td .status-done")).to_have_count(1, timeout=120_000)
-    expect(launched.locator("p .status")).to_have_text("done")
-    assert (tmp_path / "workflows.png").stat().st_size > 0
+    return repo
 
 
 def _newest_run(dashboard: Dashboard, request: str) -> str | None:

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from _guardian_fixtures import configure
 from conftest import add_agent, git, make_repo, needs_tmux, wait_until
+from test_dashboard import add_fix_it_workflow
 
 from agentos import run_control
 from agentos.runs import AgentStatus, RunStatus
@@ -109,23 +109,7 @@ def test_the_tui_shows_a_live_run_its_agent_and_health_and_the_cancel_key_cancel
 def test_the_launch_key_opens_a_workflows_form_and_launches_it(
     ws: Workspace, tmp_path: Path
 ) -> None:
-    add_agent(ws, tmp_path, "fixer", "echo 'timeout=30' > settings.txt\n")
-    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
-    repo = make_repo(tmp_path / "repo", {"settings.txt": "timeout=1\n"})
-    (ws.root / "workflows").mkdir()
-    workflow = {
-        "id": "fix-it",
-        "name": "Fix it",
-        "phases": [{"id": 1, "name": "fix", "description": "Fix it", "agent": "fixer"}],
-        "launch_template": {
-            "parameters": [
-                {"name": "bug", "type": "textarea", "required": True},
-                {"name": "urgent", "type": "boolean"},
-            ],
-            "phase_1_task_prompt": "Fix this: {bug} (urgent: {urgent})",
-        },
-    }
-    (ws.root / "workflows" / "fix-it.yaml").write_text(yaml.safe_dump(workflow))
+    repo = add_fix_it_workflow(ws, tmp_path)
 
     async def drive() -> str:
         from textual.widgets import Checkbox, Select, TextArea

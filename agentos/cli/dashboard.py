@@ -7,9 +7,8 @@ from pathlib import Path
 
 import click
 
-from agentos._address import host_name, is_loopback, listen, parse_http
+from agentos._address import host_name, listen, serving_address
 from agentos.cli._common import err_console, workspace
-from agentos.errors import BadInput
 
 DEFAULT_HTTP = "127.0.0.1:8766"
 
@@ -32,13 +31,11 @@ def dashboard(address: str, allow_remote: bool, repo: Path) -> None:
     It listens on loopback unless --allow-remote. The URL it prints carries a token this
     start made: a page opened from it may cancel runs and launch workflows; nothing
     else may (Ctrl-C stops the dashboard)."""
-    host, port = parse_http(address)
-    if not is_loopback(host) and not allow_remote:
-        raise BadInput(
-            f"{host} is not a loopback address: the dashboard shows the whole workspace; "
-            "pass --allow-remote to serve it there",
-            field="--http",
-        )
+    host, port = serving_address(
+        address,
+        allow_remote,
+        "the dashboard shows the whole workspace; pass --allow-remote to serve it there",
+    )
     ws = workspace()
     sock = listen(host, port)
     bound = sock.getsockname()[1]

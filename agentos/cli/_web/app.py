@@ -56,6 +56,13 @@ SECURITY_HEADERS = {
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+class Document(JSONResponse):
+    """JSON as ``--json`` prints it: what JSON cannot hold (a path, a time) as text."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, default=str).encode("utf-8")
+
+
 class Guard:
     """Origin and token checks, and the security headers on every answer (the Host is
     checked before, by Starlette's TrustedHostMiddleware)."""
@@ -119,7 +126,7 @@ def create_app(ws: Workspace, token: str, *, hosts: list[str], repo: Path) -> St
                     f"dashboard: {request.url.path}: {type(exc).__name__}: {exc}", file=sys.stderr
                 )
                 return JSONResponse({"error": f"internal error: {exc}"}, status_code=500)
-            return JSONResponse(json.loads(json.dumps(data, default=str)), status_code=status)
+            return Document(data, status_code=status)
 
         return endpoint
 
