@@ -23,6 +23,7 @@ from agentos._git_guard import GitGuard, restore_git_admin
 from agentos._launch import prepare
 from agentos._run_files import AgentFiles
 from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
+from agentos.agent_tools import AgentToolServer
 from agentos.errors import AgentOSError, EnvironmentBroken
 from agentos.events import EventKind, EventLog
 from agentos.manifest import Manifest
@@ -148,7 +149,7 @@ class AgentDriver:
             repo=self.ctx.repo,
             workspace=self.ctx.ws.root,
             request=self.ctx.request,
-            run_dir=agent.files.run_dir,
+            files=agent.files,
             attempt=agent.attempts,
         )
         groups: list[Group] = []
@@ -165,13 +166,16 @@ class AgentDriver:
             attempts=agent.attempts,
             started_at=agent.started_at,
         )
-        agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
+        tools = AgentToolServer.start(self.ctx.ws, self.ctx.repo, agent.manifest, agent.files)
         try:
+            agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
             agent.exit_code = self._wait_for_exit(agent)
         finally:
             for group in groups:  # whatever the agent left running dies with its attempt
                 agent.limit = limits_hit(group, agent.exit_code)
                 group.close()
+            if tools is not None:
+                tools.stop()
         if agent.limit:
             self._note(agent, f"stopped by its sandbox: limit: {agent.limit}")
         keep_outbox(agent.files)

@@ -88,6 +88,7 @@ def prepare(
     files.log.parent.mkdir(parents=True, exist_ok=True)
     runtime = get_runtime(task.manifest.runtime)
     env = agent_env(task, files, runtime.path_dirs())
+    env.update(runtime.environment(task))
     if environment is not None:
         env = environment(env)
     command = runtime.command(task)

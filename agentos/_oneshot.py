@@ -20,6 +20,7 @@ from agentos._agent_driver import confine_agent
 from agentos._fs import read_regular
 from agentos._launch import prepare
 from agentos._run_files import AgentFiles
+from agentos.agent_tools import AgentToolServer
 from agentos.manifest import Manifest
 from agentos.runtimes import AgentTask
 from agentos.sandbox import Group, Sandbox
@@ -67,7 +68,7 @@ def run_once(
         repo=workdir,
         workspace=ws.root,
         request=request,
-        run_dir=files.run_dir,
+        files=files,
         attempt=attempt,
     )
     groups: list[Group] = []
@@ -92,7 +93,9 @@ def run_once(
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    tools = None
     try:
+        tools = AgentToolServer.start(ws, workdir, manifest, files)
         limit = _wait(proc, started + timeout, cancel)
         if limit is not None:
             with suppress(ProcessLookupError):
@@ -101,6 +104,8 @@ def run_once(
     finally:
         for group in groups:
             group.close()
+        if tools is not None:
+            tools.stop()
     used, _ = take_usage(files.usage)  # a report that is not one is none
     return OneShot(round(time.monotonic() - started, 3), files.exit_code(), limit, used)
 

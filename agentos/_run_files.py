@@ -83,6 +83,19 @@ class AgentFiles:
         return self.run_dir / "io"
 
     @property
+    def cli_home(self) -> Path:
+        """Where a CLI agent's program keeps its configuration and state for the run
+        (Claude Code's CLAUDE_CONFIG_DIR, Gemini CLI's GEMINI_CLI_HOME, Codex's CODEX_HOME):
+        written by AgentOS before each attempt, never the user's own."""
+        return self.io / "cli-home"
+
+    @property
+    def mcp_socket(self) -> Path:
+        """Where AgentOS serves the MCP tools its package asks for (agentos.agent_tools), in
+        the run files the agent may read, not replace."""
+        return self.run_dir / "mcp.sock"
+
+    @property
     def exit_file(self) -> Path:
         return self.io / "exit"
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from agentos._models import Name, SemVer, StrictModel, load_yaml_model
 from agentos.checks import CheckSpec
@@ -18,6 +18,25 @@ MANIFEST = "agent.yaml"
 Runtime = Literal[
     "shell", "python", "claude-code", "gemini-cli", "codex", "ollama", "langchain", "crewai"
 ]
+# The runtimes whose program is an MCP client AgentOS can hand its tools to.
+MCP_RUNTIMES = ("claude-code", "gemini-cli", "codex")
+# AgentOS's MCP tools an agent may ask for (`mcp:` in agent.yaml), offered to it during its
+# run only: those that read, and those that post to its outbox (as `agentos tasks create`
+# does inside a run). Never one that starts a run, installs a package or changes the
+# workspace behind the run's back.
+AGENT_TOOLS = (
+    "kb_search",
+    "hub_search",
+    "hub_list",
+    "receipts_list",
+    "receipt_show",
+    "task_status",
+    "runs_list",
+    "get_tasks",
+    "create_task",
+    "submit_result",
+    "save_memory",
+)
 _ENTRY_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -40,13 +59,37 @@ class Manifest(StrictModel):
     # shell: a script; python, langchain, crewai: "module:callable"; CLI runtimes: a prompt
     entry: str = Field(min_length=1)
     capabilities: list[str] = Field(default_factory=list)  # free words, shown by hub show
-    model: str | None = None  # for the ollama, langchain and crewai runtimes
+    model: str | None = None  # ollama, langchain, crewai; the CLI runtimes: their --model
     env: list[str] = Field(default_factory=list)  # variables passed through; nothing else is
     timeout: int = Field(default=600, gt=0)  # seconds an attempt may take
     checks: list[CheckSpec] = Field(default_factory=list)  # checks every run of it must pass
     paths: list[str] = Field(default_factory=list)  # what the agent works on (sparse checkout)
     guardian: GuardianOverrides | None = None
     sandbox: PackageSandbox | None = None  # what it needs beyond the sandbox's defaults
+    # AgentOS's MCP tools its CLI is given during a run (claude-code, gemini-cli, codex):
+    # names from AGENT_TOOLS.
+    mcp: list[str] = Field(default_factory=list)
+
+    @field_validator("mcp")
+    @classmethod
+    def _agent_tools(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in AGENT_TOOLS:
+                raise ValueError(
+                    f"{name!r} is not a tool an agent may be given; they are: "
+                    + ", ".join(AGENT_TOOLS)
+                )
+        return list(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _mcp_client(self) -> Manifest:
+        if self.mcp and self.runtime not in MCP_RUNTIMES:
+            raise ValueError(
+                f"mcp: the {self.runtime} runtime starts no MCP client (only "
+                + ", ".join(MCP_RUNTIMES)
+                + " do)"
+            )
+        return self
 
     @field_validator("env")
     @classmethod

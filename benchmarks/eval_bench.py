@@ -73,7 +73,7 @@ def main() -> None:
                 repo=scratch,
                 workspace=ws.root,
                 request="2 + 3 * 4",
-                run_dir=files.run_dir,
+                files=files,
             )
             pol = agent_policy(
                 scene,

@@ -98,7 +98,7 @@ def run_bench(tmp: Path, socket: str, n_agents: int, n_cycles: int) -> None:
             repo=tmp,
             workspace=ws.root,
             request="bench",
-            run_dir=files.run_dir,
+            files=files,
         )
         pane, _ = prepare(task, files)
         session = session_name(run_id, name)

@@ -79,7 +79,7 @@ def launch(
         repo=tmp_path,
         workspace=ws.root,
         request="a test",
-        run_dir=files.run_dir,
+        files=files,
     )
     pane, _env = prepare(task, files)
     session = session_name(run_id, agent)

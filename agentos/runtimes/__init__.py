@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from agentos._run_files import AgentFiles
 from agentos.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -42,8 +43,12 @@ class AgentTask:
     repo: Path
     workspace: Path
     request: str
-    run_dir: Path  # outside the worktree: wrapper, env file, exit status, prompt
+    files: AgentFiles  # outside the worktree: wrapper, env file, exit status, prompt
     attempt: int = 1
+
+    @property
+    def run_dir(self) -> Path:
+        return self.files.run_dir
 
     @property
     def context_file(self) -> Path:
@@ -60,6 +65,10 @@ class Runtime(Protocol):
 
     def command(self, task: AgentTask) -> list[str]:
         """The argv to run in the agent's pane."""
+
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        """Variables this runtime's program needs besides the agent's own (its configuration
+        written under the agent's own files first, where it needs one)."""
 
     def path_dirs(self) -> list[str]:
         """Directories the agent's PATH needs for this runtime's programs."""

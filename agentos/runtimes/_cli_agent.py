@@ -1,9 +1,20 @@
-"""What the CLI runtimes (claude-code, gemini-cli, codex) share: finding the CLI and
-building the prompt from the package's prompt file, the request, the context and any
-fed-back gate failures. The prompt reaches the CLI as an argument, never as keystrokes."""
+"""What the CLI runtimes (claude-code, gemini-cli, codex) share: finding the CLI, checking
+before anything starts that it has a key its model API takes, giving it a configuration of
+its own for the run, and building the prompt from the package's prompt file, the request,
+the context and any fed-back gate failures. The prompt reaches the CLI as an argument,
+never as keystrokes.
+
+Each CLI runs headless and unattended in the agent's worktree: no questions, no updates,
+no telemetry, and a configuration home AgentOS writes for the attempt
+(:attr:`~agentos._run_files.AgentFiles.cli_home`), so that neither the user's own settings
+(their hooks, their MCP servers) nor a previous run's state changes what an agent does.
+When the package lists AgentOS tools in ``mcp``, the CLI is given one MCP server,
+``agentos``, offering exactly those (:mod:`agentos.agent_tools`).
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +22,10 @@ from pathlib import Path
 from agentos.errors import MissingTool
 from agentos.manifest import Manifest
 from agentos.runtimes import CONTEXT_FILE, FEEDBACK_FILE, AgentTask
+from agentos.runtimes._model_api import ModelApi
 
 MAX_INLINE_CONTEXT = 24_000  # characters of context put into the prompt itself
+MCP_SERVER = "agentos"  # the name the CLI knows AgentOS's MCP server by
 
 
 @dataclass(frozen=True)
@@ -20,6 +33,7 @@ class CliAgent:
     runtime: str
     program: str
     install_hint: str
+    api: ModelApi
 
     def executable(self) -> str:
         path = shutil.which(self.program)
@@ -33,10 +47,31 @@ class CliAgent:
 
     def preflight(self, manifest: Manifest, package_dir: Path) -> None:
         self.executable()
+        self.credential(manifest)
+
+    def credential(self, manifest: Manifest) -> str:
+        """How the agent will authenticate, checked with its model API (MissingTool with
+        the fix when it has no key or the API refuses it)."""
+        return self.api.credential(manifest, os.environ)
 
     def path_dirs(self) -> list[str]:
         path = shutil.which(self.program)
         return [str(Path(path).resolve().parent), str(Path(path).parent)] if path else []
+
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        return {}
+
+    def home(self, task: AgentTask, name: str) -> Path:
+        """The CLI's configuration home for this attempt, made anew."""
+        home = task.files.cli_home / name
+        if home.exists():
+            shutil.rmtree(home)
+        home.mkdir(parents=True)
+        return home
+
+    def passed(self, task: AgentTask) -> dict[str, str]:
+        """The variables of ours the agent gets (those its package lists in ``env``)."""
+        return {k: v for k, v in os.environ.items() if k in task.manifest.env and v}
 
     def prompt(self, task: AgentTask) -> str:
         parts = [

@@ -199,9 +199,12 @@ class FrameworkRuntime:
             self.name,
             str(task.package_dir),
             task.manifest.entry,
-            str(task.run_dir / "io"),  # the run files it may write (see AgentFiles.io)
+            str(task.files.io),  # the run files it may write
         ]
         return argv + ([task.manifest.model] if task.manifest.model else [])
 
     def path_dirs(self) -> list[str]:
         return [str(Path(sys.executable).parent)]
+
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        return {}

@@ -1,28 +1,55 @@
 """``claude-code``: Claude Code in print mode (``claude -p``) in the agent's worktree.
 
 Edits are accepted without asking, and the tools an engineer needs (the shell among them)
-are allowed, so that it can run tests and linters unattended.
+are allowed, so that it can run tests and linters unattended. Its configuration lives in a
+directory of the attempt's own (``CLAUDE_CONFIG_DIR``); only the MCP server AgentOS gives
+it is loaded (``--strict-mcp-config``), and its tools are allowed by name.
 """
 
 from __future__ import annotations
 
+import json
+
+from agentos.agent_tools import bridge_argv
 from agentos.runtimes import AgentTask
-from agentos.runtimes._cli_agent import CliAgent
+from agentos.runtimes._cli_agent import MCP_SERVER, CliAgent
+from agentos.runtimes._model_api import ANTHROPIC
+
+TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")
 
 
 class ClaudeCode(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        return [
+        mcp = task.manifest.mcp
+        servers = {MCP_SERVER: _stdio(bridge_argv(task.files))} if mcp else {}
+        argv = [
             self.executable(),
             "-p",
             self.prompt(task),
             "--permission-mode",
             "acceptEdits",
             "--allowedTools",
-            "Bash,Read,Edit,Write,Glob,Grep",
+            ",".join([*TOOLS, *(f"mcp__{MCP_SERVER}__{name}" for name in mcp)]),
             "--output-format",
             "text",
+            "--mcp-config",
+            json.dumps({"mcpServers": servers}),
+            "--strict-mcp-config",
         ]
+        return argv + (["--model", task.manifest.model] if task.manifest.model else [])
+
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        return {
+            "CLAUDE_CONFIG_DIR": str(self.home(task, "claude")),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
 
 
-RUNTIME = ClaudeCode("claude-code", "claude", "npm install -g @anthropic-ai/claude-code")
+def _stdio(argv: list[str]) -> dict[str, object]:
+    return {"type": "stdio", "command": argv[0], "args": argv[1:]}
+
+
+RUNTIME = ClaudeCode("claude-code", "claude", "npm install -g @anthropic-ai/claude-code", ANTHROPIC)

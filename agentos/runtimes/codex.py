@@ -1,20 +1,62 @@
-"""``codex``: the Codex CLI non-interactively (``codex exec``), sandboxed to the worktree."""
+"""``codex``: the Codex CLI non-interactively (``codex exec``) in the agent's worktree.
+
+Its configuration is written for the attempt (``CODEX_HOME``): when the package passes
+``OPENAI_BASE_URL``, a model provider of that address (Codex does not read the variable
+itself), the package's ``model``, and AgentOS's MCP server when the package asks for its
+tools. Codex's own sandbox is off: it would need namespaces of its own, which it cannot make
+inside AgentOS's, and AgentOS's sandbox confines it already (with ``sandbox.backend: none``
+nothing does, as every receipt then says).
+"""
 
 from __future__ import annotations
 
+import json
+
+from agentos._fs import atomic_write
+from agentos.agent_tools import bridge_argv
 from agentos.runtimes import AgentTask
-from agentos.runtimes._cli_agent import CliAgent
+from agentos.runtimes._cli_agent import MCP_SERVER, CliAgent
+from agentos.runtimes._model_api import OPENAI
+
+PROVIDER = "agentos"
 
 
 class Codex(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        return [
+        argv = [
             self.executable(),
             "exec",
-            "--full-auto",
             "--skip-git-repo-check",
-            self.prompt(task),
+            "--dangerously-bypass-approvals-and-sandbox",
         ]
+        if task.manifest.model:
+            argv += ["-m", task.manifest.model]
+        return [*argv, self.prompt(task)]
+
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        home = self.home(task, "codex")
+        q = json.dumps  # a JSON string is a TOML basic string
+        lines = ["check_for_update_on_startup = false", "[analytics]", "enabled = false"]
+        base = self.passed(task).get(OPENAI.base_var)
+        if base:
+            lines[:0] = [f"model_provider = {q(PROVIDER)}"]
+            lines += [
+                f"[model_providers.{PROVIDER}]",
+                f"name = {q(PROVIDER)}",
+                f"base_url = {q(base)}",
+                'env_key = "OPENAI_API_KEY"',
+                'wire_api = "responses"',
+            ]
+        if task.manifest.mcp:
+            argv = bridge_argv(task.files)
+            lines += [
+                f"[mcp_servers.{MCP_SERVER}]",
+                f"command = {q(argv[0])}",
+                f"args = {q(argv[1:])}",
+                f"enabled_tools = {q(task.manifest.mcp)}",
+            ]
+        atomic_write(home / "config.toml", "\n".join(lines) + "\n")
+        return {"CODEX_HOME": str(home)}
 
 
-RUNTIME = Codex("codex", "codex", "npm install -g @openai/codex")
+RUNTIME = Codex("codex", "codex", "npm install -g @openai/codex", OPENAI)

@@ -2,24 +2,50 @@
 
 The worktree is the agent's own, so Gemini may act without asking (``yolo``); it is trusted
 for this session only (``--skip-trust``), since an untrusted folder forces approvals back on.
+Its settings are written for the attempt in a home of their own (``GEMINI_CLI_HOME``): the
+authentication the passed variables select (an API key, or Vertex AI), usage statistics and
+telemetry off, and AgentOS's MCP server when the package asks for its tools. A package's
+``model`` is passed with ``-m`` (else the CLI asks the API which model to route to first).
 """
 
 from __future__ import annotations
 
+import json
+
+from agentos._fs import atomic_write
+from agentos.agent_tools import bridge_argv
 from agentos.runtimes import AgentTask
-from agentos.runtimes._cli_agent import CliAgent
+from agentos.runtimes._cli_agent import MCP_SERVER, CliAgent
+from agentos.runtimes._model_api import GEMINI
 
 
 class GeminiCli(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        return [
-            self.executable(),
-            "-p",
-            self.prompt(task),
-            "--approval-mode",
-            "yolo",
-            "--skip-trust",
-        ]
+        argv = [self.executable(), "-p", self.prompt(task), "--approval-mode", "yolo"]
+        argv.append("--skip-trust")
+        return argv + (["-m", task.manifest.model] if task.manifest.model else [])
+
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        home = self.home(task, "gemini")
+        vertex = "GOOGLE_GENAI_USE_VERTEXAI" in self.passed(task)
+        settings: dict[str, object] = {
+            "security": {"auth": {"selectedType": "vertex-ai" if vertex else "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        }
+        if task.manifest.mcp:
+            argv = bridge_argv(task.files)
+            settings["mcpServers"] = {
+                MCP_SERVER: {
+                    "command": argv[0],
+                    "args": argv[1:],
+                    "trust": True,
+                    "includeTools": task.manifest.mcp,
+                }
+            }
+        atomic_write(home / ".gemini" / "settings.json", json.dumps(settings, indent=2) + "\n")
+        return {"GEMINI_CLI_HOME": str(home)}
 
 
-RUNTIME = GeminiCli("gemini-cli", "gemini", "npm install -g @google/gemini-cli")
+RUNTIME = GeminiCli("gemini-cli", "gemini", "npm install -g @google/gemini-cli", GEMINI)

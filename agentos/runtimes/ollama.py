@@ -45,5 +45,8 @@ class OllamaRuntime:
     def path_dirs(self) -> list[str]:
         return [str(Path(sys.executable).parent)]
 
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        return {}
+
 
 RUNTIME = OllamaRuntime()

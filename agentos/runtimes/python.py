@@ -30,5 +30,8 @@ class PythonRuntime:
     def path_dirs(self) -> list[str]:
         return [str(Path(sys.executable).parent)]
 
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        return {}
+
 
 RUNTIME = PythonRuntime()

@@ -18,5 +18,8 @@ class ShellRuntime:
     def path_dirs(self) -> list[str]:
         return []
 
+    def environment(self, task: AgentTask) -> dict[str, str]:
+        return {}
+
 
 RUNTIME = ShellRuntime()

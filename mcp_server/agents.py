@@ -1,0 +1,165 @@
+"""The MCP server one agent of a run gets (see :mod:`agentos.agent_tools`): the tools its
+package lists in ``mcp``, served on a Unix socket for as long as its attempt lasts.
+
+The tools are the MCP server's own (same schemas, same library calls), less every one the
+package did not ask for; ``create_task``, ``submit_result`` and ``save_memory`` post to the
+agent's outbox instead of the workspace, as ``agentos tasks create`` does inside a run, so
+that what the agent asks for is decided when its run ends, never by its word.
+
+    python -m mcp_server.agents --workspace WS --repo REPO --socket PATH --outbox PATH \
+        --tools kb_search,create_task
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+from anyio.abc import ByteStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+from pydantic import Field
+
+from agentos.manifest import AGENT_TOOLS
+from agentos.workspace import Workspace
+from mcp_server.server import NAME_MAX, REQUEST_MAX, AgentOSServer, build_server
+
+log = logging.getLogger(__name__)
+
+MAX_LINE = 4 << 20  # the longest JSON-RPC message an agent may send
+OUTBOX_TOOLS = ("create_task", "submit_result", "save_memory")
+
+
+def agent_server(ws: Workspace, repo: Path, tools: list[str], outbox: Path) -> AgentOSServer:
+    """The MCP server with only ``tools``, those that change anything posting to
+    ``outbox``."""
+    unknown = [t for t in tools if t not in AGENT_TOOLS]
+    if unknown:
+        raise SystemExit(f"agentos mcp: {unknown[0]!r} is not a tool an agent may be given")
+    server = build_server(ws, [repo])
+    server._ws = None  # tool packages are not among what an agent asked for
+    for tool in server._tool_manager.list_tools():
+        if tool.name not in tools or tool.name in OUTBOX_TOOLS:
+            server.remove_tool(tool.name)
+    _outbox_tools(server, [t for t in tools if t in OUTBOX_TOOLS], outbox)
+    return server
+
+
+def _outbox_tools(server: AgentOSServer, tools: list[str], outbox: Path) -> None:
+    def post(entry: dict[str, Any]) -> str:
+        with outbox.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+        return "posted: AgentOS decides on it when this run ends"
+
+    def create_task(
+        description: Annotated[
+            str, Field(max_length=REQUEST_MAX, description="What the task is to do.")
+        ],
+        phase: Annotated[int, Field(ge=1, description="The phase it is for.")],
+    ) -> str:
+        """Ask for a task in a phase of the workflow execution this run works for; it is
+        added (deduplicated) when this run ends."""
+        return post({"kind": "task", "description": description, "phase": phase})
+
+    def submit_result(
+        summary: Annotated[str, Field(max_length=REQUEST_MAX, description="The result.")],
+    ) -> str:
+        """Submit the execution's result; it counts only if this run's gate passes and the
+        workflow's result checks pass."""
+        return post({"kind": "result", "summary": summary})
+
+    def save_memory(
+        text: Annotated[str, Field(max_length=REQUEST_MAX, description="The note.")],
+        title: Annotated[str | None, Field(max_length=NAME_MAX, description="Its title.")] = None,
+    ) -> str:
+        """Leave a note for later tasks (indexed in the knowledge store when this run
+        ends)."""
+        return post({"kind": "memory", "text": text, "title": title})
+
+    offered = {f.__name__: f for f in (create_task, submit_result, save_memory)}
+    for name in tools:
+        server.add_tool(offered[name], name=name, structured_output=False)
+
+
+async def _session(server: AgentOSServer, stream: ByteStream) -> None:
+    """One MCP session over a socket connection: JSON-RPC messages a line each, as over
+    stdio."""
+    import mcp.types as types
+    from mcp.shared.message import SessionMessage
+
+    to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+    lines = BufferedByteReceiveStream(stream)
+
+    async def read() -> None:
+        async with to_server:
+            while True:
+                try:
+                    line = await lines.receive_until(b"\n", MAX_LINE)
+                except (anyio.IncompleteRead, anyio.EndOfStream, anyio.ClosedResourceError):
+                    return
+                except anyio.DelimiterNotFound:
+                    return  # over the limit: the session ends
+                try:
+                    message = types.JSONRPCMessage.model_validate_json(line)
+                except ValueError as exc:
+                    await to_server.send(exc)
+                    continue
+                await to_server.send(SessionMessage(message))
+
+    async def write() -> None:
+        async with from_server:
+            async for item in from_server:
+                text = item.message.model_dump_json(by_alias=True, exclude_none=True)
+                try:
+                    await stream.send(text.encode("utf-8") + b"\n")
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+
+    low = server._mcp_server
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        tg.start_soon(write)
+        await low.run(from_client, to_client, low.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def _serve(server: AgentOSServer, socket: Path) -> None:
+    os.chdir(socket.parent)  # a socket address holds 108 bytes; the directory's path may not
+    listener = await anyio.create_unix_listener(socket.name)
+
+    async def handle(stream: ByteStream) -> None:
+        async with stream:
+            try:
+                await _session(server, stream)
+            except Exception:  # one broken session never ends the server
+                log.warning("an agent's MCP session failed", exc_info=True)
+
+    await listener.serve(handle)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mcp_server.agents")
+    parser.add_argument("--workspace", type=Path, required=True)
+    parser.add_argument("--repo", type=Path, required=True)
+    parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--outbox", type=Path, required=True)
+    parser.add_argument("--tools", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level="WARNING",
+                        format="agentos-mcp-agent %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    tools = [t for t in args.tools.split(",") if t]
+    server = agent_server(Workspace(args.workspace), args.repo, tools, args.outbox)
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(_serve, server, args.socket)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The real Claude Code, Gemini CLI and Codex as agents of a run, end to end, against a
+scripted model API on loopback (tests/scripted_model.py).
+
+Everything is real but the model: AgentOS routes, makes the worktree, starts the CLI from
+npm in its tmux pane and sandbox; the CLI sends its requests to the scripted server, which
+answers with the tool calls of the test's script; the CLI edits files with its own tools;
+the gate judges; AgentOS retries with the gate's feedback and merges. The server records
+every request, so the tests assert what the CLI was told.
+
+The CLIs come from npm: `scripts/install-mcp-clients` puts them in $AGENTOS_NPM_PREFIX
+(default ~/.cache/agentos/npm); CI runs it first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import (
+    CliRunner,
+    branches,
+    git,
+    make_repo,
+    needs_tmux,
+    processes_named,
+    tmux_sessions,
+    worktrees,
+)
+from scripted_model import KEY, Call, ScriptedModel
+from test_mcp_clients import needs, npm_bin_dir
+
+from agentos.receipts import list_receipts, load_receipt, verify_chain
+from agentos.workspace import Workspace
+
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
+
+GREETING = "def greet(name):\n    return 'Hello!'\n"
+TEST = (
+    "from src.greeting import greet\n\n\n"
+    "def test_greet_names_the_person():\n    assert greet('Ada') == 'Hello, Ada!'\n"
+)
+WRONG = "def greet(name):\n    return 'Hello, ' + name\n"
+RIGHT = "def greet(name):\n    return f'Hello, {name}!'\n"
+REQUEST = (
+    "Fix greet in src/greeting.py so that it names the person: greet('Ada') returns "
+    "'Hello, Ada!'; done when tests pass"
+)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(
+        tmp_path / "repo",
+        {
+            "src/__init__.py": "",
+            "src/greeting.py": GREETING,
+            "tests/test_greeting.py": TEST,
+            ".agentos.yaml": f"python: {sys.executable}\n",
+        },
+    )
+
+
+def cli_env(model: ScriptedModel, **extra: str) -> dict[str, str]:
+    """The caller's environment for `agentos run`: the npm CLIs on PATH, the model's
+    address and key in the variables the bundled packages pass through, nothing of the
+    developer's own."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CLAUDE", "ANTHROPIC", "GEMINI", "GOOGLE", "OPENAI", "CODEX"))
+    }
+    env["PATH"] = f"{npm_bin_dir()}:{env['PATH']}"
+    env.update(extra)
+    return env
+
+
+def left_running(ws: Workspace) -> list[int]:
+    """Processes of the CLIs or of AgentOS's agent MCP servers still alive."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(ws.root) in cmdline and ("mcp_server.agents" in cmdline or "_mcp_pipe" in cmdline):
+            found.append(int(entry.name))
+    return found + processes_named("claude") + processes_named("gemini")
+
+
+def assert_clean_end(ws: Workspace, repo: Path, tmux_socket: str, report: dict) -> None:
+    """Merged, receipts intact, nothing left: no session, worktree, branch or process."""
+    assert report["status"] == "succeeded", report.get("message")
+    assert (repo / "src" / "greeting.py").read_text() == RIGHT
+    assert git(repo, "status", "--porcelain") == ""
+    assert verify_chain(ws) == []
+    assert tmux_sessions(tmux_socket) == []
+    assert worktrees(repo) == [str(repo)]
+    assert branches(repo) == ["main"]
+    assert left_running(ws) == []
+
+
+@needs("claude")
+def test_claude_code_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
+    ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str
+) -> None:
+    source = "{cwd}/src/greeting.py"
+    script = [  # as a model would: read the file, then write it; edit it on the retry
+        [
+            [Call("Read", {"file_path": source})],
+            [Call("Write", {"file_path": source, "content": WRONG})],
+        ],
+        [
+            [Call("Read", {"file_path": source})],
+            [Call("Edit", {"file_path": source, "old_string": WRONG, "new_string": RIGHT})],
+        ],
+    ]
+    with ScriptedModel(script) as model:
+        out = cli(
+            "run",
+            REQUEST,
+            "--repo",
+            str(repo),
+            "--agent",
+            "claude-coder",
+            "--json",
+            env=cli_env(model, ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=model.url),
+        )
+        report = json.loads(out.stdout)
+        first, second = model.conversation(0), model.conversation(1)
+
+    assert out.returncode == 0, out.stderr + out.stdout
+    (agent,) = report["agents"]
+    assert agent["agent"] == "claude-coder" and agent["attempts"] == 2
+    # What Claude Code was told: AgentOS's prompt with the request, its own Write tool...
+    assert REQUEST in first[0].text() and "Write" in first[0].tool_names()
+    assert "the checks failed last time" not in first[0].text()
+    # ... and on the retry, the gate's failure: the test that failed and why.
+    told = second[0].text()
+    assert "Attempt 2: the checks failed last time" in told
+    assert "test_greet_names_the_person" in told and "Hello, Ada" in told
+    # Each attempt's tool calls were carried out by the CLI and their results sent back.
+    assert [len(c) for c in (first, second)] == [3, 3]
+    results = [r for c in (first, second) for r in c[-1].tool_results()]
+    assert len(results) == 4 and not any('"is_error": true' in r for r in results)
+    gates = [r for r in list_receipts(ws, run_id=report["run"]) if r.kind == "gate"]
+    assert [load_receipt(ws, g.id).fields["accepted"] for g in gates] == [False, True]
+    assert "merge" in [r.kind for r in list_receipts(ws, run_id=report["run"])]
+    assert_clean_end(ws, repo, tmux_socket, report)
