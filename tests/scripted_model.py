@@ -146,7 +146,18 @@ def _tool_names(api: str, body: dict[str, Any]) -> list[str]:
             for t in body.get("tools", [])
             for d in t.get("functionDeclarations", [])
         ]
-    return [t.get("name", t.get("type", "")) for t in body.get("tools", [])]
+    return [t.get("name", t.get("type", "")) for t in _openai_tools(body)]
+
+
+def _openai_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools of a Responses request: its ``tools``, and those Codex offers inside its
+    input (``additional_tools``, in namespaces), where its newer models take them."""
+    tools = list(body.get("tools", []))
+    for item in body.get("input", []):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            for tool in item.get("tools", []):
+                tools += tool.get("tools", []) if tool.get("type") == "namespace" else [tool]
+    return tools
 
 
 @dataclass
@@ -373,8 +384,18 @@ def _gemini(calls: Turn, text: str) -> list[tuple[str, Any]]:
 
 def _openai(body: dict[str, Any], calls: Turn, text: str) -> list[tuple[str, Any]]:
     rid = f"resp_{_id()}"
+    custom = {t.get("name") for t in _openai_tools(body) if t.get("type") == "custom"}
     items: list[dict[str, Any]] = [
         {
+            "type": "custom_tool_call",
+            "id": f"ctc_{_id()}",
+            "call_id": f"call_{_id()}",
+            "name": c.tool,
+            "input": c.args["input"],
+            "status": "completed",
+        }
+        if c.tool in custom
+        else {
             "type": "function_call",
             "id": f"fc_{_id()}",
             "call_id": f"call_{_id()}",

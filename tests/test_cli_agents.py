@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -104,20 +106,74 @@ def assert_clean_end(ws: Workspace, repo: Path, tmux_socket: str, report: dict) 
     assert left_running(ws) == []
 
 
-@needs("claude")
-def test_claude_code_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
-    ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str
+@dataclass(frozen=True)
+class Cli:
+    """How one CLI is driven: the bundled agent, the variables that point it at the scripted
+    model, its tools for reading and changing a file, and how a failed tool call reads."""
+
+    agent: str
+    program: str
+    env: Callable[[ScriptedModel], dict[str, str]]
+    read: Callable[[str], Call]
+    write: Callable[[str, str], Call]
+    edit: Callable[[str, str, str], Call]
+    ok: Callable[[str], bool]  # whether a tool result says the call worked
+
+
+def _shell(command: str) -> Call:
+    """Codex's newer models call tools from JavaScript (its ``exec`` tool, "code mode"),
+    the shell among them."""
+    script = f"text(JSON.stringify(await tools.exec_command({{cmd: {json.dumps(command)}}})));"
+    return Call("exec", {"input": script})
+
+
+CLAUDE = Cli(
+    "claude-coder",
+    "claude",
+    lambda m: {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": m.url},
+    lambda path: Call("Read", {"file_path": path}),
+    lambda path, text: Call("Write", {"file_path": path, "content": text}),
+    lambda path, old, new: Call("Edit", {"file_path": path, "old_string": old, "new_string": new}),
+    lambda result: '"is_error": true' not in result,
+)
+GEMINI = Cli(
+    "gemini-coder",
+    "gemini",
+    lambda m: {"GEMINI_API_KEY": KEY, "GOOGLE_GEMINI_BASE_URL": m.url},
+    lambda path: Call("read_file", {"file_path": path}),
+    lambda path, text: Call("write_file", {"file_path": path, "content": text}),
+    lambda path, old, new: Call(
+        "replace",
+        {"file_path": path, "old_string": old, "new_string": new, "instruction": "name the person"},
+    ),
+    lambda result: '"error"' not in result,
+)
+CODEX = Cli(
+    "codex-coder",
+    "codex",
+    lambda m: {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": f"{m.url}/v1"},
+    lambda path: _shell(f"cat {path}"),
+    lambda path, text: _shell(f"cat > {path} <<'EOF'\n{text}EOF"),
+    lambda path, old, new: _shell(f"cat > {path} <<'EOF'\n{new}EOF"),
+    lambda result: '\\"exit_code\\":0' in result,
+)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(CLAUDE, marks=needs("claude"), id="claude-code"),
+        pytest.param(GEMINI, marks=needs("gemini"), id="gemini-cli"),
+        pytest.param(CODEX, marks=needs("codex"), id="codex"),
+    ],
+)
+def test_a_cli_agent_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
+    ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str, case: Cli
 ) -> None:
     source = "{cwd}/src/greeting.py"
     script = [  # as a model would: read the file, then write it; edit it on the retry
-        [
-            [Call("Read", {"file_path": source})],
-            [Call("Write", {"file_path": source, "content": WRONG})],
-        ],
-        [
-            [Call("Read", {"file_path": source})],
-            [Call("Edit", {"file_path": source, "old_string": WRONG, "new_string": RIGHT})],
-        ],
+        [[case.read(source)], [case.write(source, WRONG)]],
+        [[case.read(source)], [case.edit(source, WRONG, RIGHT)]],
     ]
     with ScriptedModel(script) as model:
         out = cli(
@@ -126,18 +182,18 @@ def test_claude_code_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
             "--repo",
             str(repo),
             "--agent",
-            "claude-coder",
+            case.agent,
             "--json",
-            env=cli_env(model, ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=model.url),
+            env=cli_env(model, **case.env(model)),
         )
         report = json.loads(out.stdout)
         first, second = model.conversation(0), model.conversation(1)
 
     assert out.returncode == 0, out.stderr + out.stdout
     (agent,) = report["agents"]
-    assert agent["agent"] == "claude-coder" and agent["attempts"] == 2
-    # What Claude Code was told: AgentOS's prompt with the request, its own Write tool...
-    assert REQUEST in first[0].text() and "Write" in first[0].tool_names()
+    assert agent["agent"] == case.agent and agent["attempts"] == 2
+    # What the CLI was told: AgentOS's prompt with the request and the context...
+    assert REQUEST in first[0].text() and "Context from the knowledge store" in first[0].text()
     assert "the checks failed last time" not in first[0].text()
     # ... and on the retry, the gate's failure: the test that failed and why.
     told = second[0].text()
@@ -146,7 +202,7 @@ def test_claude_code_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
     # Each attempt's tool calls were carried out by the CLI and their results sent back.
     assert [len(c) for c in (first, second)] == [3, 3]
     results = [r for c in (first, second) for r in c[-1].tool_results()]
-    assert len(results) == 4 and not any('"is_error": true' in r for r in results)
+    assert len(results) == 4 and all(case.ok(r) for r in results), results
     gates = [r for r in list_receipts(ws, run_id=report["run"]) if r.kind == "gate"]
     assert [load_receipt(ws, g.id).fields["accepted"] for g in gates] == [False, True]
     assert "merge" in [r.kind for r in list_receipts(ws, run_id=report["run"])]
