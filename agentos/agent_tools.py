@@ -1,17 +1,15 @@
 """AgentOS's MCP tools for the agents of a run: what a package lists in ``mcp`` (names from
 :data:`agentos.manifest.AGENT_TOOLS`), served for one agent while it works.
 
-For each attempt of such an agent, AgentOS starts the server (``mcp_server.agents``, the
-MCP adapter's scoped server) outside the agent's sandbox, on a Unix socket in the agent's
+For each attempt of such an agent, AgentOS starts the server (the MCP adapter's scoped
+server, which it registers as the entry point ``agentos.agent_tools``: the library never
+names an adapter) outside the agent's sandbox, on a Unix socket in the agent's
 run files (:attr:`~agentos._run_files.AgentFiles.mcp_socket`); the agent's CLI is
 configured to start :mod:`agentos._mcp_pipe` as its ``agentos`` MCP server, which pipes
 stdio to that socket. The socket is the capability: only that agent's sandbox can reach it,
 and the server offers only the tools its package asked for, over the workspace it cannot
 see; the tools that change anything post to the agent's outbox, as ``agentos tasks
 create`` does inside a run. The server ends with the attempt.
-
-The library starts the adapter by its module name, as it starts the guardian's supervisor;
-it imports nothing of it.
 """
 
 from __future__ import annotations
@@ -22,11 +20,26 @@ import sys
 from pathlib import Path
 
 from agentos._run_files import AgentFiles
+from agentos.errors import MissingTool
 from agentos.manifest import Manifest
 from agentos.workspace import Workspace
 
-SERVER_MODULE = "mcp_server.agents"
+ENTRY_POINTS = "agentos.agent_tools"
 _PIPE = Path(__file__).with_name("_mcp_pipe.py")
+
+
+def server_module() -> str:
+    """The module of the registered server (MissingTool when none is installed)."""
+    from importlib.metadata import entry_points
+
+    found = sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name)
+    if not found:
+        raise MissingTool(
+            "agent packages that ask for AgentOS's MCP tools (mcp:) need its MCP server, "
+            "which is not installed: reinstall AgentOS (scripts/setup)",
+            field="mcp",
+        )
+    return found[0].module
 
 
 def bridge_argv(files: AgentFiles) -> list[str]:
@@ -54,7 +67,7 @@ class AgentToolServer:
                 [
                     sys.executable,
                     "-m",
-                    SERVER_MODULE,
+                    server_module(),
                     "--workspace",
                     str(ws.root),
                     "--repo",

@@ -126,6 +126,28 @@ needs_tmux = pytest.mark.skipif(
 
 
 @pytest.fixture
+def model_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A scripted model API on loopback (tests/scripted_model.py) with no script: the
+    variables that point the claude-code, gemini-cli and codex runtimes at it with the key
+    it takes, set in this process too. A CLI agent's preflight asks its API whether its key
+    is good; stand-in CLIs need an API that says yes."""
+    from scripted_model import KEY, ScriptedModel
+
+    with ScriptedModel() as model:
+        env = {
+            "ANTHROPIC_API_KEY": KEY,
+            "ANTHROPIC_BASE_URL": model.url,
+            "GEMINI_API_KEY": KEY,
+            "GOOGLE_GEMINI_BASE_URL": model.url,
+            "OPENAI_API_KEY": KEY,
+            "OPENAI_BASE_URL": f"{model.url}/v1",
+        }
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        yield env
+
+
+@pytest.fixture
 def tmux_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A private tmux server for each test (AgentOS uses it through AGENTOS_TMUX_SOCKET),
     killed afterwards."""

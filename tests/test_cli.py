@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +69,7 @@ def test_the_layers_keep_to_themselves() -> None:
         name = str(path.relative_to(REPO_ROOT))
         if not name.startswith("agentos/cli/"):
             assert "import guardian" not in text and "from guardian" not in text, name
-            assert "mcp_server" not in text, name
+            assert not re.search(r"\bmcp_server\b", text), name  # (Codex's mcp_servers is not it)
         if name != "agentos/stormbreaker.py":  # the Stop hook's command line, for Claude Code
             assert '"-m", "agentos"' not in text, name
     for path in sorted(REPO_ROOT.glob("*/**/*.py")):

@@ -1,8 +1,10 @@
 """The claude-code, gemini-cli and codex runtimes, driven with stand-in CLIs.
 
-The real CLIs need an account and a model; what lies outside AgentOS is replaced by a small
-script of the same name on PATH that records how it was started and edits a file, as the
-real one would. Everything of AgentOS's own (routing, tmux, worktrees, the gate) is real.
+What lies outside AgentOS is replaced by a small script of the same name on PATH that
+records how it was started and edits a file, as the real one would (the real CLIs against a
+scripted model API are in test_cli_agents.py); their preflight asks a scripted model API
+whether the key is good. Everything of AgentOS's own (routing, tmux, worktrees, the gate) is
+real.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from conftest import make_repo, needs_tmux
 from agentos.orchestrator import start_run
 from agentos.workspace import Workspace
 
-pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
+pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket", "model_api")]
 
 FAKE_CLI = """#!PYTHON
 import json, os, sys
@@ -52,7 +54,7 @@ def install_fake(bin_dir: Path, program: str, *, succeed_first: bool) -> None:
     [
         ("claude-coder", "claude", "claude", ["-p", "--permission-mode", "acceptEdits"]),
         ("gemini-coder", "gemini", "gemini", ["-p", "--approval-mode", "yolo"]),
-        ("codex-coder", "codex", "codex", ["exec", "--full-auto"]),
+        ("codex-coder", "codex", "codex", ["exec", "--dangerously-bypass-approvals-and-sandbox"]),
     ],
     ids=["claude-code", "gemini-cli", "codex"],
 )

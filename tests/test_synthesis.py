@@ -363,7 +363,7 @@ else:
 
 
 def test_the_bundled_step_agents_drive_claude_code_through_a_synthesis(
-    cli: Any, ws: Any, tmp_path: Path
+    cli: Any, ws: Any, tmp_path: Path, model_api: dict[str, str]
 ) -> None:
     import os
     import sys

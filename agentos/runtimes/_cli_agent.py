@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentos.agent_tools import server_module
 from agentos.errors import MissingTool
 from agentos.manifest import Manifest
 from agentos.runtimes import CONTEXT_FILE, FEEDBACK_FILE, AgentTask
@@ -47,6 +48,8 @@ class CliAgent:
 
     def preflight(self, manifest: Manifest, package_dir: Path) -> None:
         self.executable()
+        if manifest.mcp:
+            server_module()
         self.credential(manifest)
 
     def credential(self, manifest: Manifest) -> str:
