@@ -38,7 +38,7 @@ _DISTRIBUTIONS = {"ollama": "ollama", "langchain": "langchain", "crewai": "crewa
 @dataclass(frozen=True)
 class Check:
     name: str
-    kind: str  # "tool", "server", "runtime", "model", "repo" or "workspace"
+    kind: str  # "tool", "server", "runtime", "model", "key", "repo" or "workspace"
     ready: bool
     detail: str
     fix: str = ""
@@ -186,6 +186,25 @@ def _models(ws: Workspace, server: ServerStatus) -> list[Check]:
     ]
 
 
+def _keys(ws: Workspace) -> list[Check]:
+    """One check per active package of an installed agent CLI: does it have a key its model
+    API takes (asked as a run's preflight asks)?"""
+    from agentos.hub import Hub
+    from agentos.runtimes._model_api import NoKey
+
+    checks = []
+    for _, manifest in Hub(ws.hub_dir).active():
+        runtime = get_runtime(manifest.runtime)
+        if not isinstance(runtime, CliAgent) or shutil.which(runtime.program) is None:
+            continue
+        name = f"key {manifest.name}"
+        try:
+            checks.append(Check(name, "key", True, runtime.credential(manifest)))
+        except NoKey as exc:
+            checks.append(Check(name, "key", False, exc.detail, exc.fix))
+    return checks
+
+
 def repo_checks(ws: Workspace | None, repo: Path) -> list[Check]:
     """Whether ``repo``'s tests can run: its interpreter exists, its test program is there,
     its suite collects. One check per problem, whose detail names the fix."""
@@ -205,8 +224,8 @@ def diagnose(
     environ: Mapping[str, str] | None = None,
     repo: Path | None = None,
 ) -> Diagnosis:
-    """Check tmux, git, the Ollama server, every runtime, (with ``ws``) its models and
-    (with ``repo``) whether that repository's tests can run."""
+    """Check tmux, git, the Ollama server, every runtime, (with ``ws``) its models and the
+    keys of its CLI agents, and (with ``repo``) whether that repository's tests can run."""
     environ = os.environ if environ is None else environ
     server = _server(environ)
     bash = shutil.which("bash")
@@ -231,6 +250,7 @@ def diagnose(
         if settings.ready:
             checks.append(_sandbox_check(ws))
             checks += _models(ws, server)
+            checks += _keys(ws)
     if repo is not None:
         checks += repo_checks(ws, repo)
     return Diagnosis(checks)

@@ -207,3 +207,65 @@ def test_a_cli_agent_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
     assert [load_receipt(ws, g.id).fields["accepted"] for g in gates] == [False, True]
     assert "merge" in [r.kind for r in list_receipts(ws, run_id=report["run"])]
     assert_clean_end(ws, repo, tmux_socket, report)
+
+
+CASES = [
+    pytest.param(CLAUDE, marks=needs("claude"), id="claude-code"),
+    pytest.param(GEMINI, marks=needs("gemini"), id="gemini-cli"),
+    pytest.param(CODEX, marks=needs("codex"), id="codex"),
+]
+KEY_VARS = {"claude-coder": "ANTHROPIC_API_KEY", "gemini-coder": "GEMINI_API_KEY",
+            "codex-coder": "OPENAI_API_KEY"}  # fmt: skip
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["no-key", "key-refused"])
+@pytest.mark.parametrize("case", CASES)
+def test_a_cli_agent_without_a_key_its_api_takes_stops_the_run_before_any_worktree(
+    ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str, case: Cli, refused: bool
+) -> None:
+    with ScriptedModel(status=401 if refused else 200) as model:
+        env = case.env(model)
+        if not refused:
+            del env[KEY_VARS[case.agent]]
+        env = cli_env(model, **env)
+        out = cli("run", REQUEST, "--repo", str(repo), "--agent", case.agent, env=env)
+        doctor = cli("doctor", "--json", env=env)
+        asked = [(r.api, r.path) for r in model.requests]
+
+    assert out.returncode == 2, out.stdout + out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    if refused:
+        assert (
+            line.startswith(f"error: env: {case.agent}: the ")
+            and "refused the key: HTTP 401" in line
+        )
+        assert f"({KEY_VARS[case.agent]}); export {KEY_VARS[case.agent]}" in line
+        assert all(r == asked[0] for r in asked) and asked[0][0] == (  # the key check only
+            "gemini" if case is GEMINI else "models"
+        )
+    else:
+        assert line.startswith(f"error: env: {case.agent} has no key for the ")
+        assert f"; export {KEY_VARS[case.agent]}" in line
+        assert asked == []
+    # Nothing was started: no worktree, no branch, no session, no agent log.
+    assert worktrees(repo) == [str(repo)] and branches(repo) == ["main"]
+    assert tmux_sessions(tmux_socket) == [] and not list(ws.logs_dir.glob(f"*/{case.agent}.log"))
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    check = checks[f"key {case.agent}"]
+    assert (check["kind"], check["ready"]) == ("key", False)
+    assert check["fix"].startswith(f"export {KEY_VARS[case.agent]}")
+    assert doctor.returncode == 0  # a key only matters to the packages that need it
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_doctor_says_which_key_a_cli_agent_uses_and_that_its_api_takes_it(
+    cli: CliRunner, case: Cli
+) -> None:
+    with ScriptedModel() as model:
+        doctor = cli("doctor", "--json", env=cli_env(model, **case.env(model)))
+
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    check = checks[f"key {case.agent}"]
+    assert check["ready"] is True
+    base = case.env(model).get("OPENAI_BASE_URL", model.url)
+    assert check["detail"] == f"{KEY_VARS[case.agent]} accepted by {base}"

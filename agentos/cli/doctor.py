@@ -29,9 +29,11 @@ def _workspace(ctx: click.Context) -> Workspace | None:
 @click.pass_context
 def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
     """Check tmux, git, the Ollama server (OLLAMA_HOST), each runtime (its CLI or Python
-    extra) and the Ollama models of the workspace's active packages; print the command
-    that fixes each missing one. With --repo, also check the repository's tests: its
-    interpreter exists, its test program is installed, its suite collects.
+    extra), the Ollama models of the workspace's active packages and, for each active
+    package of an installed agent CLI (Claude Code, Gemini CLI, Codex), whether its model
+    API takes its key; print the command that fixes each missing one. With --repo, also
+    check the repository's tests: its interpreter exists, its test program is installed,
+    its suite collects.
 
     Exit code 1 when tmux or git is missing (no run can start) or, with --repo, when the
     repository's tests cannot run (one line per problem, naming the fix); a missing runtime

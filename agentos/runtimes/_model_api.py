@@ -30,6 +30,15 @@ ACCEPTED_FOR = 600.0  # seconds an accepted key is not asked about again
 _PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
 
 
+class NoKey(MissingTool):
+    """The agent has no key its API takes (or no API to ask): ``detail`` says what, ``fix``
+    what to do; the message is both."""
+
+    def __init__(self, detail: str, fix: str) -> None:
+        super().__init__(f"{detail}; {fix}", field="env")
+        self.detail, self.fix = detail, fix
+
+
 @dataclass(frozen=True)
 class ApiKey:
     """A variable that may hold the key, and how a request carries it."""
@@ -67,8 +76,7 @@ class ModelApi:
                 if withheld
                 else f"none of {', '.join(k.var for k in self.keys)} is set"
             )
-            raise MissingTool(f"{manifest.name} has no key for {self.label}: {why}; "
-                              f"{self.fix}", field="env")  # fmt: skip
+            raise NoKey(f"{manifest.name} has no key for {self.label}: {why}", self.fix)
         base = (passed.get(self.base_var) or self.default_base).rstrip("/")
         problem = _ask(
             base + self.models_path,
@@ -76,12 +84,11 @@ class ModelApi:
             {k: v for k, v in passed.items() if k in _PROXIES},
         )
         if problem is not None:
-            raise MissingTool(
-                f"{manifest.name}: {self.label} at {base} {problem} ({key.var}); {self.fix}"
-                if problem.startswith("refused")
-                else f"{manifest.name}: {self.label} at {base} {problem}: check the network "
-                f"or {self.base_var}",
-                field="env",
+            refused = problem.startswith("refused")
+            raise NoKey(
+                f"{manifest.name}: {self.label} at {base} {problem}"
+                + (f" ({key.var})" if refused else ""),
+                self.fix if refused else f"check the network, or {self.base_var}",
             )
         return f"{key.var} accepted by {base}"
 
