@@ -269,3 +269,49 @@ def test_doctor_says_which_key_a_cli_agent_uses_and_that_its_api_takes_it(
     assert check["ready"] is True
     base = case.env(model).get("OPENAI_BASE_URL", model.url)
     assert check["detail"] == f"{KEY_VARS[case.agent]} accepted by {base}"
+
+
+@needs("claude")
+def test_a_claude_code_agent_searches_the_knowledge_store_through_agentos_mcp_server(
+    ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str
+) -> None:
+    (repo / "docs").mkdir()
+    (repo / "docs" / "style.md").write_text(
+        "# Greeting style\n\nA greeting names the person and ends with an exclamation mark: "
+        "the zanzibar convention.\n"
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "style")
+    source = "{cwd}/src/greeting.py"
+    script = [
+        [
+            [Call("mcp__agentos__kb_search", {"query": "zanzibar convention", "k": 3})],
+            [Call("Read", {"file_path": source})],
+            [Call("Write", {"file_path": source, "content": RIGHT})],
+        ]
+    ]
+    with ScriptedModel(script) as model:
+        out = cli(
+            "run",
+            REQUEST,
+            "--repo",
+            str(repo),
+            "--agent",
+            "claude-coder",
+            "--json",
+            env=cli_env(model, **CLAUDE.env(model)),
+        )
+        talk = model.conversation(0)
+
+    assert out.returncode == 0, out.stderr + out.stdout
+    report = json.loads(out.stdout)
+    assert report["agents"][0]["attempts"] == 1
+    # Claude Code was offered AgentOS's server with exactly the tool its package asks for.
+    offered = [t for t in talk[0].tool_names() if t.startswith("mcp__")]
+    assert offered == ["mcp__agentos__kb_search"]
+    # The tool ran in AgentOS, over the workspace the agent cannot see, and its result
+    # reached the model in the next request.
+    (result,) = talk[1].tool_results()
+    assert "docs/style.md" in result and "zanzibar" in result
+    assert '"is_error": true' not in result
+    assert_clean_end(ws, repo, tmux_socket, report)
