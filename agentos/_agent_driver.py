@@ -80,7 +80,8 @@ class AgentDriver:
 
     def setup(self, agent: AgentState) -> None:
         """The agent's worktree on its own branch at the base, with what the repository's
-        environment needs there (see :func:`agentos.repos.prepare_worktree`)."""
+        environment needs there (see :func:`agentos.repos.prepare_worktree`), and the MCP
+        tools its package asks for (see :mod:`agentos.agent_tools`)."""
         wt.add_worktree(
             self.ctx.repo,
             agent.worktree,
@@ -92,6 +93,9 @@ class AgentDriver:
             self.ctx.guard.watch(wt.admin_dir(agent.worktree) / "config.worktree")
         for note in prepare_worktree(self.ctx.profile, agent.worktree):
             self._note(agent, note)
+        # Its MCP tools start now, so that they are up when its CLI asks for them; they
+        # serve every attempt and end at teardown.
+        agent.tools = AgentToolServer.start(self.ctx.ws, self.ctx.repo, agent.manifest, agent.files)
 
     def drive(self, agent: AgentState, context: str) -> None:
         """Attempts until one passes, the guardian stops the agent or the retries are
@@ -166,16 +170,13 @@ class AgentDriver:
             attempts=agent.attempts,
             started_at=agent.started_at,
         )
-        tools = AgentToolServer.start(self.ctx.ws, self.ctx.repo, agent.manifest, agent.files)
+        agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
         try:
-            agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
             agent.exit_code = self._wait_for_exit(agent)
         finally:
             for group in groups:  # whatever the agent left running dies with its attempt
                 agent.limit = limits_hit(group, agent.exit_code)
                 group.close()
-            if tools is not None:
-                tools.stop()
         if agent.limit:
             self._note(agent, f"stopped by its sandbox: limit: {agent.limit}")
         keep_outbox(agent.files)

@@ -15,6 +15,7 @@ from agentos.stormbreaker import GateResult
 from agentos.usage import Usage
 
 if TYPE_CHECKING:
+    from agentos.agent_tools import AgentToolServer
     from agentos.interview import Interview
     from agentos.repos import RepoProfile
     from agentos.router import Decision
@@ -62,6 +63,7 @@ class AgentState:
     sandbox: dict[str, Any] | None = None  # what its last attempt was confined by
     limit: str | None = None  # the sandbox limit that stopped its last attempt, if one did
     usage: Usage | None = None  # what it says it used, over its attempts (agentos.usage)
+    tools: AgentToolServer | None = None  # AgentOS's MCP tools it asked for, while it works
 
     @property
     def name(self) -> str:

@@ -15,6 +15,7 @@ create`` does inside a run. The server ends with the attempt.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,8 @@ def bridge_argv(files: AgentFiles) -> list[str]:
 
 
 class AgentToolServer:
-    """The server for one attempt of one agent: started before the agent, stopped after."""
+    """The server of one agent: started with its worktree, stopped at the run's teardown
+    (or when the process that started it is gone)."""
 
     def __init__(self, proc: subprocess.Popen[bytes], files: AgentFiles) -> None:
         self.proc, self.files = proc, files
@@ -60,8 +62,10 @@ class AgentToolServer:
         """The server of ``manifest.mcp`` for this agent; None when it asks for none."""
         if not manifest.mcp:
             return None
+        files.run_dir.mkdir(parents=True, exist_ok=True)
         files.mcp_socket.unlink(missing_ok=True)
         log = files.log.with_suffix(".mcp.log")
+        log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as err:
             proc = subprocess.Popen(
                 [
@@ -78,6 +82,8 @@ class AgentToolServer:
                     str(files.outbox),
                     "--tools",
                     ",".join(manifest.mcp),
+                    "--parent",
+                    str(os.getpid()),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=err,

@@ -530,6 +530,8 @@ class Orchestrator:
         prunes the registrations once, then deletes branches)."""
         running = agent.files.exit_code() is None
         self.sessions.kill(agent.session, agent.pane_pid if running else None)
+        if agent.tools is not None:
+            self._tolerant(f"stop {agent.name}'s MCP tools", agent.tools.stop)
         if agent.status in UNFINISHED:
             agent.status = (
                 AgentStatus.CANCELLED

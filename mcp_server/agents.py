@@ -7,7 +7,7 @@ agent's outbox instead of the workspace, as ``agentos tasks create`` does inside
 that what the agent asks for is decided when its run ends, never by its word.
 
     python -m mcp_server.agents --workspace WS --repo REPO --socket PATH --outbox PATH \
-        --tools kb_search,create_task
+        --tools kb_search,create_task --parent PID
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINE = 4 << 20  # the longest JSON-RPC message an agent may send
 OUTBOX_TOOLS = ("create_task", "submit_result", "save_memory")
+PARENT_POLL = 1.0  # seconds between looks at whether the run that started it still runs
 
 
 def agent_server(ws: Workspace, repo: Path, tools: list[str], outbox: Path) -> AgentOSServer:
@@ -130,7 +131,7 @@ async def _session(server: AgentOSServer, stream: ByteStream) -> None:
         tg.cancel_scope.cancel()
 
 
-async def _serve(server: AgentOSServer, socket: Path) -> None:
+async def _serve(server: AgentOSServer, socket: Path, parent: int) -> None:
     os.chdir(socket.parent)  # a socket address holds 108 bytes; the directory's path may not
     listener = await anyio.create_unix_listener(socket.name)
 
@@ -141,7 +142,11 @@ async def _serve(server: AgentOSServer, socket: Path) -> None:
             except Exception:  # one broken session never ends the server
                 log.warning("an agent's MCP session failed", exc_info=True)
 
-    await listener.serve(handle)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        while os.getppid() == parent:  # the run that started it is gone (killed): so is it
+            await anyio.sleep(PARENT_POLL)
+        tg.cancel_scope.cancel()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,13 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket", type=Path, required=True)
     parser.add_argument("--outbox", type=Path, required=True)
     parser.add_argument("--tools", required=True)
+    parser.add_argument("--parent", type=int, required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level="WARNING",
                         format="agentos-mcp-agent %(levelname)s %(name)s: %(message)s")  # fmt: skip
     tools = [t for t in args.tools.split(",") if t]
     server = agent_server(Workspace(args.workspace), args.repo, tools, args.outbox)
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(_serve, server, args.socket)
+        anyio.run(_serve, server, args.socket, args.parent)
     return 0
 
 
