@@ -422,7 +422,7 @@ def test_the_bundled_meta_agent_drives_claude_code_on_the_package(
 
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     report = json.loads(out.stdout)
-    assert report["meta"] == "evolve-meta@1.0.0"
+    assert report["meta"] == "evolve-meta@1.1.0"
     gen = report["archive"][1]
     assert (gen["verdict"], gen["score"]) == ("accept", 0.5), gen["reason"]
 
