@@ -49,6 +49,15 @@ def agent_server(ws: Workspace, repo: Path, tools: list[str], outbox: Path) -> A
         if tool.name not in tools or tool.name in OUTBOX_TOOLS:
             server.remove_tool(tool.name)
     _outbox_tools(server, [t for t in tools if t in OUTBOX_TOOLS], outbox)
+    said = [f"AgentOS's tools for you, an agent of a run: {', '.join(tools)}."]
+    if "kb_search" in tools:
+        said.append("kb_search searches the knowledge store (the indexed code and docs).")
+    if any(t in OUTBOX_TOOLS for t in tools):
+        said.append(
+            "create_task, submit_result and save_memory post to your outbox: AgentOS decides "
+            "on them when your run ends (a result counts only if your gate passes)."
+        )
+    server._mcp_server.instructions = " ".join(said)
     return server
 
 
