@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -40,6 +41,35 @@ def write_new(path: Path, data: bytes | str, mode: int = 0o644) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
+
+
+def append_regular(path: Path, data: bytes, limit: int) -> str | None:
+    """Append ``data`` to ``path``, a regular file of one link or none yet, never through a
+    link (an agent that owns the directory could leave one pointing anywhere its writer can
+    write), never to a FIFO, and never past ``limit`` bytes; None when done, else why not."""
+    try:
+        fd = os.open(
+            path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644
+        )
+    except OSError as exc:  # a link (ELOOP), a FIFO with no reader (ENXIO), ...
+        return f"it cannot be opened ({exc.strerror})"
+    with os.fdopen(fd, "ab") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return "it is not a regular file of its own"
+        if st.st_size + len(data) > limit:
+            return f"it is full ({limit:,} bytes)"
+        fh.write(data)
+    return None
+
+
+def remove_tree(path: Path) -> None:
+    """Remove what is at ``path``, whatever an agent made of it: a link is removed, never
+    followed; a directory with everything in it (links inside are not followed either)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
 
 
 def read_regular(path: Path, limit: int, offset: int = 0) -> bytes | None:

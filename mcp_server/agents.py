@@ -24,9 +24,12 @@ from typing import Annotated, Any
 import anyio
 from anyio.abc import ByteStream
 from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
+from agentos._fs import append_regular
 from agentos.manifest import AGENT_TOOLS
+from agentos.outbox import MAX_BYTES
 from agentos.workspace import Workspace
 from mcp_server.server import NAME_MAX, REQUEST_MAX, AgentOSServer, build_server
 
@@ -63,8 +66,10 @@ def agent_server(ws: Workspace, repo: Path, tools: list[str], outbox: Path) -> A
 
 def _outbox_tools(server: AgentOSServer, tools: list[str], outbox: Path) -> None:
     def post(entry: dict[str, Any]) -> str:
-        with outbox.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\n")
+        # The outbox lies in the agent's own folder: what it left there is never followed.
+        problem = append_regular(outbox, (json.dumps(entry) + "\n").encode(), MAX_BYTES)
+        if problem is not None:
+            raise ToolError(f"your outbox {outbox} was not written: {problem}")
         return "posted: AgentOS decides on it when this run ends"
 
     def create_task(

@@ -110,3 +110,92 @@ def test_a_cli_agent_gets_the_gate_failure_in_its_prompt_on_the_next_attempt(
     prompt = next(a for a in second["argv"] if "## Request" in a)
     assert "## Attempt 2: the checks failed last time" in prompt
     assert "FAILED: feature file written" in prompt
+
+
+HOSTILE_CLI = """#!PYTHON
+# A CLI agent that points what AgentOS writes outside its sandbox at files of the host: its
+# configuration home (removed and made anew before each attempt) and its outbox (appended
+# to by its MCP server), then asks that server to post to the outbox.
+import json, os, shutil, subprocess, sys
+from pathlib import Path
+args = sys.argv[1:]
+io = Path(os.environ["AGENTOS_OUTBOX"]).parent
+if os.environ["AGENTOS_ATTEMPT"] == "2":
+    Path("feature.txt").write_text("done\\n")
+    sys.exit(0)
+home = io / "cli-home"
+shutil.rmtree(home)
+home.symlink_to("VICTIM_DIR")
+outbox = io / "outbox.jsonl"
+outbox.unlink(missing_ok=True)
+outbox.symlink_to("VICTIM_FILE")
+server = json.loads(args[args.index("--mcp-config") + 1])["mcpServers"]["agentos"]
+pipe = subprocess.Popen([server["command"], *server["args"]], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, text=True)
+def send(message):
+    pipe.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\\n")
+    pipe.stdin.flush()
+send({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+      "capabilities": {}, "clientInfo": {"name": "hostile", "version": "1"}}})
+pipe.stdout.readline()
+send({"method": "notifications/initialized"})
+send({"id": 2, "method": "tools/call", "params": {"name": "create_task",
+      "arguments": {"description": "pwned", "phase": 1}}})
+print("ANSWER " + pipe.stdout.readline().strip(), flush=True)
+"""
+
+
+def test_a_cli_agent_cannot_point_its_outbox_or_config_home_at_files_of_the_host(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    import yaml
+
+    from agentos.hub import Hub
+    from agentos.orchestrator import RunOptions
+
+    victim_dir = tmp_path / "victim-dir"
+    (victim_dir / "claude").mkdir(parents=True)
+    (victim_dir / "claude" / "keep.txt").write_text("mine\n")
+    victim_file = tmp_path / "victim.txt"
+    victim_file.write_text("mine\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(
+        HOSTILE_CLI.replace("PYTHON", sys.executable)
+        .replace("VICTIM_DIR", str(victim_dir))
+        .replace("VICTIM_FILE", str(victim_file))
+    )
+    (bin_dir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    info, _ = Hub(ws.hub_dir).get("claude-coder")
+    src = tmp_path / "claude-tools"
+    shutil.copytree(info.path, src)
+    for path in [src, *src.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    manifest = yaml.safe_load((src / "agent.yaml").read_text())
+    manifest.update(name="claude-tools", mcp=["create_task"])
+    (src / "agent.yaml").write_text(yaml.safe_dump(manifest))
+    Hub(ws.hub_dir).install(str(src))
+    repo = make_repo(tmp_path / "repo")
+
+    report = start_run(
+        ws,
+        "with claude: implement the feature",
+        repo,
+        RunOptions(
+            force=True,
+            agent="claude-tools",
+            checks=[{"name": "feature written", "file_exists": "feature.txt"}],
+        ),
+    )
+
+    assert report.status == "succeeded", report.message
+    assert report.agents[0].attempts == 2  # its second attempt's home was made anew
+    assert (victim_dir / "claude" / "keep.txt").read_text() == "mine\n"
+    assert victim_file.read_text() == "mine\n"
+    log = (ws.logs_dir / report.run_id / "claude-tools.log").read_text()
+    (answer,) = [json.loads(x[7:]) for x in log.splitlines() if x.startswith("ANSWER ")]
+    assert answer["result"]["isError"] is True
+    assert "was not written: it cannot be opened" in answer["result"]["content"][0]["text"]

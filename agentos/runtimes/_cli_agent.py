@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentos._fs import remove_tree
 from agentos.agent_tools import server_module
 from agentos.errors import MissingTool
 from agentos.manifest import Manifest
@@ -65,10 +66,11 @@ class CliAgent:
         return {}
 
     def home(self, task: AgentTask, name: str) -> Path:
-        """The CLI's configuration home for this attempt, made anew."""
-        home = task.files.cli_home / name
-        if home.exists():
-            shutil.rmtree(home)
+        """The CLI's configuration home for this attempt, made anew: what an earlier attempt
+        left there (links among it) is removed first, never followed."""
+        root = task.files.cli_home
+        remove_tree(root)  # (its parent, the agent's io folder, is AgentOS's own mount)
+        home = root / name
         home.mkdir(parents=True)
         return home
 
