@@ -31,9 +31,10 @@ from agentos.outbox import keep_outbox
 from agentos.receipts import write_receipt
 from agentos.repos import RepoProfile, check_profile, prepare_worktree
 from agentos.runs import AgentStatus, RunStore, process_start
-from agentos.runtimes import AgentTask
+from agentos.runtimes import AgentTask, egress_hosts
 from agentos.sandbox import Group, Sandbox, limits_hit
 from agentos.sandbox._confine import INSIDE, CheckConfiner, Scene, agent_policy
+from agentos.sandbox._egress import Egress
 from agentos.sessions import Sessions
 from agentos.stormbreaker import (
     GateResult,
@@ -96,6 +97,7 @@ class AgentDriver:
         # Its MCP tools start now, so that they are up when its CLI asks for them; they
         # serve every attempt and end at teardown.
         agent.tools = AgentToolServer.start(self.ctx.ws, self.ctx.repo, agent.manifest, agent.files)
+        agent.egress = open_egress(self.ctx.sandbox, agent.manifest, agent.files)
 
     def drive(self, agent: AgentState, context: str) -> None:
         """Attempts until one passes, the guardian stops the agent or the retries are
@@ -162,6 +164,7 @@ class AgentDriver:
             agent.files,
             environment=self._agent_environment(agent),
             confine=lambda argv, env: self._confine(agent, argv, env, groups),
+            relay=agent.egress is not None,
         )
         self._set_status(
             agent,
@@ -218,6 +221,8 @@ class AgentDriver:
         }
         if dropped:
             fields["ignored_files_removed"] = dropped[:50]
+        if agent.egress is not None and agent.egress.denied:
+            fields["network_denied"] = list(agent.egress.denied)
         if tampered:
             fields["git_admin_restored"] = tampered
         receipt = write_receipt(
@@ -409,6 +414,16 @@ def confine_agent(
     pol.extra_env[INSIDE] = sandbox.backend
     group = Group(pol.limits)
     return sandbox.command(pol, argv, group), group, {"backend": sandbox.backend, **pol.as_dict()}
+
+
+def open_egress(sandbox: Sandbox, manifest: Manifest, files: AgentFiles) -> Egress | None:
+    """The proxy of an agent whose package names the hosts it may reach, when a sandbox
+    confines it (without one nothing keeps it off the rest of the network)."""
+    hosts = egress_hosts(manifest)
+    if hosts is None or not sandbox.confined:
+        return None
+    files.run_dir.mkdir(parents=True, exist_ok=True)
+    return Egress(files.egress_socket, hosts)
 
 
 def private_git(worktree: Path, io: Path) -> dict[str, str]:

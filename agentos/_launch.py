@@ -18,7 +18,9 @@ from pathlib import Path
 from agentos._fs import write_new
 from agentos._run_files import AgentFiles
 from agentos.runtimes import AgentTask, get_runtime
+from agentos.sandbox._egress import PROXY_PORT
 
+_RELAY = Path(__file__).with_name("_net_relay.py")
 # Variables every agent gets besides those its package lists and the AGENTOS_* ones.
 BASE_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 
@@ -75,6 +77,7 @@ def prepare(
     files: AgentFiles,
     environment: Callable[[dict[str, str]], dict[str, str]] | None = None,
     confine: Callable[[list[str], dict[str, str]], list[str]] | None = None,
+    relay: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
     """Write the env file, the wrapper and the launcher; return the pane's argv and the
     agent's environment.
@@ -82,7 +85,9 @@ def prepare(
     ``environment`` completes the scrubbed environment (the repository's interpreter and
     variables, see :meth:`agentos.repos.RepoProfile.environment`); ``confine`` turns the
     wrapper's argv into the confined one (see :mod:`agentos.sandbox`), given the agent's
-    environment."""
+    environment. With ``relay`` (a package that names its hosts, in a sandbox), the
+    wrapper first starts the relay to AgentOS's proxy (:mod:`agentos.sandbox._egress`) and
+    the agent's HTTP(S)_PROXY name it."""
     files.run_dir.mkdir(parents=True, exist_ok=True)
     files.io.mkdir(exist_ok=True)
     files.log.parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +96,19 @@ def prepare(
     env.update(runtime.environment(task))
     if environment is not None:
         env = environment(env)
+    start_relay = ""
+    if relay:
+        proxy = f"http://127.0.0.1:{PROXY_PORT}"
+        for name in ("NO_PROXY", "no_proxy"):
+            env.pop(name, None)
+        env.update(HTTPS_PROXY=proxy, HTTP_PROXY=proxy, https_proxy=proxy, http_proxy=proxy)
+        argv = [sys.executable, "-I", str(_RELAY), str(files.egress_socket), str(PROXY_PORT)]
+        start_relay = (
+            f"{shlex.join(argv)} >> {shlex.quote(str(files.log))} 2>&1 || {{ "
+            f"echo 'AgentOS: the relay to its network proxy did not start' >> "
+            f"{shlex.quote(str(files.log))}; echo 1 > {shlex.quote(str(files.exit_file))}; "
+            "exit 1; }\n"
+        )
     command = runtime.command(task)
     files.exit_file.unlink(missing_ok=True)
     write_new(
@@ -103,6 +121,7 @@ def prepare(
         f"# AgentOS wrapper for {task.agent} (run {task.run_id}, attempt {task.attempt})\n"
         f"set -a; . {shlex.quote(str(files.env_file))}; set +a\n"
         f"cd {shlex.quote(str(task.worktree))} || exit 1\n"
+        f"{start_relay}"
         f"printf '\\n== AgentOS: {task.agent} attempt {task.attempt} ==\\n' >> {log}\n"
         # The pane shows the log; the agent writes to it directly. Through a pipe the
         # wrapper would wait for whatever the agent left holding its output, and a tee

@@ -16,7 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentos._agent_driver import confine_agent
+from agentos._agent_driver import confine_agent, open_egress
 from agentos._fs import read_regular
 from agentos._launch import prepare
 from agentos._run_files import AgentFiles
@@ -83,7 +83,15 @@ def run_once(
         groups.append(group)
         return confined
 
-    argv, _ = prepare(task, files, environment=environment, confine=confine)
+    egress = open_egress(sandbox, manifest, files)
+    try:
+        argv, _ = prepare(
+            task, files, environment=environment, confine=confine, relay=egress is not None
+        )
+    except BaseException:
+        if egress is not None:
+            egress.close()
+        raise
     started = time.monotonic()
     limit = None
     proc = subprocess.Popen(
@@ -106,6 +114,8 @@ def run_once(
             group.close()
         if tools is not None:
             tools.stop()
+        if egress is not None:
+            egress.close()
     used, _ = take_usage(files.usage)  # a report that is not one is none
     return OneShot(round(time.monotonic() - started, 3), files.exit_code(), limit, used)
 

@@ -96,6 +96,12 @@ class AgentFiles:
         return self.run_dir / "mcp.sock"
 
     @property
+    def egress_socket(self) -> Path:
+        """Where AgentOS's proxy for an agent whose package names its hosts listens
+        (agentos.sandbox._egress), in the run files the agent may read, not replace."""
+        return self.run_dir / "egress.sock"
+
+    @property
     def exit_file(self) -> Path:
         return self.io / "exit"
 

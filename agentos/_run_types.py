@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from agentos.interview import Interview
     from agentos.repos import RepoProfile
     from agentos.router import Decision
+    from agentos.sandbox._egress import Egress
 
 OUTPUT_TAIL = 2000  # bytes of an agent's output kept in reports and receipts
 
@@ -64,6 +65,7 @@ class AgentState:
     limit: str | None = None  # the sandbox limit that stopped its last attempt, if one did
     usage: Usage | None = None  # what it says it used, over its attempts (agentos.usage)
     tools: AgentToolServer | None = None  # AgentOS's MCP tools it asked for, while it works
+    egress: Egress | None = None  # its proxy, when its package names the hosts it may reach
 
     @property
     def name(self) -> str:

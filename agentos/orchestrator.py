@@ -532,6 +532,8 @@ class Orchestrator:
         self.sessions.kill(agent.session, agent.pane_pid if running else None)
         if agent.tools is not None:
             self._tolerant(f"stop {agent.name}'s MCP tools", agent.tools.stop)
+        if agent.egress is not None:
+            agent.egress.close()
         if agent.status in UNFINISHED:
             agent.status = (
                 AgentStatus.CANCELLED

@@ -199,3 +199,61 @@ def test_a_cli_agent_cannot_point_its_outbox_or_config_home_at_files_of_the_host
     (answer,) = [json.loads(x[7:]) for x in log.splitlines() if x.startswith("ANSWER ")]
     assert answer["result"]["isError"] is True
     assert "was not written: it cannot be opened" in answer["result"]["content"][0]["text"]
+
+
+NOSY_CLI = """#!PYTHON
+# A CLI agent that tries the host's loopback directly, then through its proxy a host its
+# package does not name, then its model API (which it may reach).
+import os, socket, urllib.request
+def attempt(what, call):
+    try:
+        print(what, "OK", call(), flush=True)
+    except Exception as exc:
+        print(what, "FAILED", type(exc).__name__, getattr(exc, "code", ""), flush=True)
+attempt("direct", lambda: socket.create_connection(("127.0.0.1", LISTENER), 3).close())
+proxied = urllib.request.build_opener(urllib.request.ProxyHandler(
+    {"http": os.environ["HTTP_PROXY"], "https": os.environ["HTTPS_PROXY"]}))
+attempt("other", lambda: proxied.open("http://127.0.0.1:LISTENER/", timeout=5).status)
+models = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/models",
+                                headers={"x-api-key": os.environ["ANTHROPIC_API_KEY"]})
+attempt("api", lambda: proxied.open(models, timeout=5).status)
+"""
+
+
+def test_a_cli_agent_reaches_only_the_hosts_its_package_names(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from agentos.receipts import list_receipts, load_receipt
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(
+        NOSY_CLI.replace("PYTHON", sys.executable).replace("LISTENER", str(port))
+    )
+    (bin_dir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo")
+
+    report = start_run(ws, "with claude: implement the feature", repo, force=True)
+
+    log = (ws.logs_dir / report.run_id / "claude-coder.log").read_text()
+    assert "direct FAILED" in log  # its own network namespace: the host is not there
+    assert "other FAILED HTTPError 403" in log  # the proxy refuses what is not named
+    assert "api OK 200" in log  # its model API, named by ANTHROPIC_BASE_URL
+    try:
+        listener.accept()
+        raise AssertionError("the listener was reached")
+    except TimeoutError:
+        pass
+    finally:
+        listener.close()
+    gates = [load_receipt(ws, r.id) for r in list_receipts(ws, run_id=report.run_id)]
+    denied = [g.fields.get("network_denied") for g in gates if g.kind == "gate"]
+    assert denied and all(d == [f"127.0.0.1:{port}"] for d in denied)

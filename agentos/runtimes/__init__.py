@@ -99,3 +99,17 @@ def ready_package(
     hub.check_intact(info.name, info.version)
     get_runtime(manifest.runtime).preflight(manifest, info.path)
     return info, manifest
+
+
+def egress_hosts(manifest: Manifest) -> list[str] | None:
+    """The hosts an agent of ``manifest`` may reach when its package names them
+    (``sandbox.network`` a list), its model API's among them for a CLI runtime (the
+    address its base-URL variable gives, else the API's own); None when it names none."""
+    network = manifest.sandbox.network if manifest.sandbox is not None else None
+    if not isinstance(network, list):
+        return None
+    from agentos.runtimes._cli_agent import CliAgent
+
+    runtime = get_runtime(manifest.runtime)
+    extra = [runtime.api_host(manifest)] if isinstance(runtime, CliAgent) else []
+    return list(dict.fromkeys([*network, *(h for h in extra if h)]))

@@ -25,6 +25,7 @@ from agentos.errors import MissingTool
 from agentos.manifest import Manifest
 from agentos.runtimes import CONTEXT_FILE, FEEDBACK_FILE, AgentTask
 from agentos.runtimes._model_api import ModelApi
+from agentos.sandbox._egress import host_of_url
 
 MAX_INLINE_CONTEXT = 24_000  # characters of context put into the prompt itself
 MCP_SERVER = "agentos"  # the name the CLI knows AgentOS's MCP server by
@@ -57,6 +58,11 @@ class CliAgent:
         """How the agent will authenticate, checked with its model API (MissingTool with
         the fix when it has no key or the API refuses it)."""
         return self.api.credential(manifest, os.environ)
+
+    def api_host(self, manifest: Manifest) -> str | None:
+        """``host:port`` of the model API the agent will talk to."""
+        base = {k: v for k, v in os.environ.items() if k in manifest.env}.get(self.api.base_var)
+        return host_of_url(base or self.api.default_base)
 
     def path_dirs(self) -> list[str]:
         path = shutil.which(self.program)

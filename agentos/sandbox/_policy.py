@@ -34,11 +34,12 @@ class Policy:
     limits: Resolved
     cwd: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    egress: tuple[str, ...] = ()  # the hosts its proxy lets through (network is then off)
 
     def as_dict(self) -> dict[str, object]:
         """What a receipt records of it."""
         return {
-            "network": self.network,
+            "network": list(self.egress) if self.egress else self.network,
             "writable": [str(p) for p in self.writable],
             "home": "persistent" if self.home_dir else "empty",
             "home_reads": [str(p) for p in self.home_reads],
@@ -124,6 +125,7 @@ def policy(
     rest of the system is visible read-only anyway)."""
     pkg = package or PackageSandbox()
     network = pkg.network if pkg.network is not None else settings.network
+    egress = tuple(network) if isinstance(network, list) else ()
     # What is shown again whole needs no hiding (the tree a check judges may be the main
     # checkout itself).
     hidden = [h for h in hidden if h not in writable and h not in readable]
@@ -133,7 +135,8 @@ def policy(
         home / entry.removeprefix("~/") for entry in pkg.read if (home / entry[2:]).exists()
     )
     return Policy(
-        network=network,
+        network=network is True,
+        egress=egress,
         hidden=tuple(dict.fromkeys(hidden)),
         readable=reads,
         writable=tuple(dict.fromkeys(writable)),

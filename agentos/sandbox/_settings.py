@@ -65,13 +65,26 @@ class SandboxSettings(Limits):
 class PackageSandbox(Limits):
     """``sandbox:`` in agent.yaml: what this package needs beyond the defaults."""
 
-    network: bool | None = None  # None: the workspace's default (off)
+    # true: the host's network; false: none (loopback inside only); a list of hosts
+    # (`api.anthropic.com`, `host:port`, `*.example.com`): only those, through AgentOS's
+    # proxy (for a CLI runtime, its model API's host too); None: the workspace's default.
+    network: bool | list[str] | None = None
     # Files or directories of the user's home the agent may read (e.g. ~/.claude); each is
     # listed in the receipts. Nothing else of the home is visible.
     read: list[str] = Field(default_factory=list)
     # `empty`: a fresh home for every attempt; `persistent`: one kept per package under
     # the workspace (.agentos/homes/<package>), for tools that keep state in ~.
     home: Literal["empty", "persistent"] = "empty"
+
+    @field_validator("network")
+    @classmethod
+    def _hosts(cls, value: bool | list[str] | None) -> bool | list[str] | None:
+        if isinstance(value, list):
+            from agentos.sandbox._egress import parse_host
+
+            for entry in value:
+                parse_host(entry)
+        return value
 
     @field_validator("read")
     @classmethod
