@@ -83,27 +83,24 @@ def run_once(
         groups.append(group)
         return confined
 
+    # Its proxy and its MCP tools (when its package asks for them) live as long as it does.
     egress = open_egress(sandbox, manifest, files)
+    tools = None
+    started = time.monotonic()
+    limit = None
     try:
         argv, _ = prepare(
             task, files, environment=environment, confine=confine, relay=egress is not None
         )
-    except BaseException:
-        if egress is not None:
-            egress.close()
-        raise
-    started = time.monotonic()
-    limit = None
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    tools = None
-    try:
         tools = AgentToolServer.start(ws, workdir, manifest, files)
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         limit = _wait(proc, started + timeout, cancel)
         if limit is not None:
             with suppress(ProcessLookupError):
