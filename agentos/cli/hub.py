@@ -107,6 +107,7 @@ def show(ref: str, as_json: bool) -> None:
         ("env", ", ".join(manifest.env)),
         ("timeout", f"{manifest.timeout}s"),
         ("checks", ", ".join(c.name for c in manifest.checks)),
+        ("mcp", ", ".join(manifest.mcp)),
         ("sandbox", _sandbox_line(manifest)),
         ("sha256", info.sha256),
         ("source", info.source),
@@ -126,7 +127,8 @@ def _sandbox_line(manifest: Any) -> str:
     pkg = manifest.sandbox or PackageSandbox()
     limits = resolve_limits(settings, pkg)
     network = pkg.network if pkg.network is not None else settings.network
-    parts = [f"network {'on' if network else 'off'}", f"home {pkg.home}"]
+    shown = "to " + ", ".join(network) if isinstance(network, list) else "on" if network else "off"
+    parts = [f"network {shown}", f"home {pkg.home}"]
     if pkg.read:
         parts.append("reads " + ", ".join(pkg.read))
     if limits.memory:
