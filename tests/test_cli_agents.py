@@ -27,7 +27,6 @@ from conftest import (
     git,
     make_repo,
     needs_tmux,
-    processes_named,
     tmux_sessions,
     worktrees,
 )
@@ -79,19 +78,22 @@ def cli_env(model: ScriptedModel, **extra: str) -> dict[str, str]:
     return env
 
 
-def left_running(ws: Workspace) -> list[int]:
-    """Processes of the CLIs or of AgentOS's agent MCP servers still alive."""
+def left_running(ws: Workspace) -> list[str]:
+    """Processes of this test's run still alive: any whose working directory lies in the
+    workspace (the CLIs in their worktrees, the relays in their run files) or whose command
+    line names it (the agents' MCP servers and pipes)."""
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if str(ws.root) in cmdline and ("mcp_server.agents" in cmdline or "_mcp_pipe" in cmdline):
-            found.append(int(entry.name))
-    return found + processes_named("claude") + processes_named("gemini")
+        if cwd.startswith(str(ws.root)) or str(ws.root) in cmdline:
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
 
 
 def assert_clean_end(ws: Workspace, repo: Path, tmux_socket: str, report: dict) -> None:
