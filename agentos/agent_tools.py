@@ -1,7 +1,7 @@
 """AgentOS's MCP tools for the agents of a run: what a package lists in ``mcp`` (names from
 :data:`agentos.manifest.AGENT_TOOLS`), served for one agent while it works.
 
-For each attempt of such an agent, AgentOS starts the server (the MCP adapter's scoped
+For such an agent, AgentOS starts the server (the MCP adapter's scoped
 server, which it registers as the entry point ``agentos.agent_tools``: the library never
 names an adapter) outside the agent's sandbox, on a Unix socket in the agent's
 run files (:attr:`~agentos._run_files.AgentFiles.mcp_socket`); the agent's CLI is
@@ -9,7 +9,8 @@ configured to start :mod:`agentos._mcp_pipe` as its ``agentos`` MCP server, whic
 stdio to that socket. The socket is the capability: only that agent's sandbox can reach it,
 and the server offers only the tools its package asked for, over the workspace it cannot
 see; the tools that change anything post to the agent's outbox, as ``agentos tasks
-create`` does inside a run. The server ends with the attempt.
+create`` does inside a run. The server starts with the agent's worktree, serves all its
+attempts and ends at the run's teardown, or when the process that started it is gone.
 """
 
 from __future__ import annotations

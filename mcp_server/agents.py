@@ -35,7 +35,12 @@ from mcp_server.server import NAME_MAX, REQUEST_MAX, AgentOSServer, build_server
 
 log = logging.getLogger(__name__)
 
-MAX_LINE = 4 << 20  # the longest JSON-RPC message an agent may send
+MAX_LINE = 256 << 10  # the longest JSON-RPC message an agent may send
+IN_FLIGHT = 4  # requests of one session served at once
+MAX_SESSIONS = 4  # sessions at once
+MAX_INVALID = 20  # messages that are not JSON-RPC before a session ends
+LOG_BUDGET = 256 << 10  # bytes the server logs in all
+PARSE_ERROR = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}\n'
 OUTBOX_TOOLS = ("create_task", "submit_result", "save_memory")
 PARENT_POLL = 1.0  # seconds between looks at whether the run that started it still runs
 
@@ -46,11 +51,7 @@ def agent_server(ws: Workspace, repo: Path, tools: list[str], outbox: Path) -> A
     unknown = [t for t in tools if t not in AGENT_TOOLS]
     if unknown:
         raise SystemExit(f"agentos mcp: {unknown[0]!r} is not a tool an agent may be given")
-    server = build_server(ws, [repo])
-    server._ws = None  # tool packages are not among what an agent asked for
-    for tool in server._tool_manager.list_tools():
-        if tool.name not in tools or tool.name in OUTBOX_TOOLS:
-            server.remove_tool(tool.name)
+    server = build_server(ws, [repo], only=[t for t in tools if t not in OUTBOX_TOOLS])
     _outbox_tools(server, [t for t in tools if t in OUTBOX_TOOLS], outbox)
     said = [f"AgentOS's tools for you, an agent of a run: {', '.join(tools)}."]
     if "kb_search" in tools:
@@ -104,17 +105,31 @@ def _outbox_tools(server: AgentOSServer, tools: list[str], outbox: Path) -> None
 
 async def _session(server: AgentOSServer, stream: ByteStream) -> None:
     """One MCP session over a socket connection: JSON-RPC messages a line each, as over
-    stdio."""
+    stdio. The agent is an adversary: a message is at most MAX_LINE bytes, at most
+    IN_FLIGHT requests are served at once (one that never reads its answers stops being
+    read), and a message that is not JSON-RPC is answered as such, not logged; after
+    MAX_INVALID of them the session ends."""
     import mcp.types as types
     from mcp.shared.message import SessionMessage
 
     to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     to_client, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     lines = BufferedByteReceiveStream(stream)
+    slots = anyio.Semaphore(IN_FLIGHT)
+    lock = anyio.Lock()  # one writer of the socket at a time
+
+    async def send(data: bytes) -> bool:
+        async with lock:
+            try:
+                await stream.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return False
+        return True
 
     async def read() -> None:
+        invalid = 0
         async with to_server:
-            while True:
+            while invalid < MAX_INVALID:
                 try:
                     line = await lines.receive_until(b"\n", MAX_LINE)
                 except (anyio.IncompleteRead, anyio.EndOfStream, anyio.ClosedResourceError):
@@ -123,19 +138,23 @@ async def _session(server: AgentOSServer, stream: ByteStream) -> None:
                     return  # over the limit: the session ends
                 try:
                     message = types.JSONRPCMessage.model_validate_json(line)
-                except ValueError as exc:
-                    await to_server.send(exc)
+                except ValueError:
+                    invalid += 1
+                    if not await send(PARSE_ERROR):
+                        return
                     continue
+                if isinstance(message.root, types.JSONRPCRequest):
+                    await slots.acquire()  # released when its answer is written
                 await to_server.send(SessionMessage(message))
 
     async def write() -> None:
         async with from_server:
             async for item in from_server:
                 text = item.message.model_dump_json(by_alias=True, exclude_none=True)
-                try:
-                    await stream.send(text.encode("utf-8") + b"\n")
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                if not await send(text.encode("utf-8") + b"\n"):
                     return
+                if isinstance(item.message.root, types.JSONRPCResponse | types.JSONRPCError):
+                    slots.release()
 
     low = server._mcp_server
     async with anyio.create_task_group() as tg:
@@ -148,19 +167,40 @@ async def _session(server: AgentOSServer, stream: ByteStream) -> None:
 async def _serve(server: AgentOSServer, socket: Path, parent: int) -> None:
     os.chdir(socket.parent)  # a socket address holds 108 bytes; the directory's path may not
     listener = await anyio.create_unix_listener(socket.name)
+    sessions = anyio.Semaphore(MAX_SESSIONS)
 
     async def handle(stream: ByteStream) -> None:
         async with stream:
-            try:
-                await _session(server, stream)
-            except Exception:  # one broken session never ends the server
-                log.warning("an agent's MCP session failed", exc_info=True)
+            if sessions.value == 0:
+                return  # too many at once: this one is closed
+            async with sessions:
+                try:
+                    await _session(server, stream)
+                except Exception:  # one broken session never ends the server
+                    log.warning("an agent's MCP session failed", exc_info=True)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, handle)
         while os.getppid() == parent:  # the run that started it is gone (killed): so is it
             await anyio.sleep(PARENT_POLL)
         tg.cancel_scope.cancel()
+
+
+class _Budget(logging.Filter):
+    """Lets through at most LOG_BUDGET bytes of messages, then one saying so: what an
+    agent makes the server log is kept after the run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left = LOG_BUDGET
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= len(record.getMessage()) + 100
+        if self.left <= 0:
+            record.msg, record.args = "log budget spent: nothing more is logged", ()
+        return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", required=True)
     parser.add_argument("--parent", type=int, required=True)
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level="WARNING",
-                        format="agentos-mcp-agent %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("agentos-mcp-agent %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_Budget())
+    logging.basicConfig(level="WARNING", handlers=[handler])
     tools = [t for t in args.tools.split(",") if t]
     server = agent_server(Workspace(args.workspace), args.repo, tools, args.outbox)
     with contextlib.suppress(KeyboardInterrupt):

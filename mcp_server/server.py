@@ -28,7 +28,7 @@ import logging
 import os
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -367,9 +367,12 @@ def build_server(
     host: str = "127.0.0.1",
     port: int = 8765,
     transport_security: TransportSecuritySettings | None = None,
+    only: Collection[str] | None = None,
 ) -> AgentOSServer:
     """The MCP server of workspace ``ws``; ``repos`` are the repositories clients may name;
-    ``transport_security`` says which Host and Origin headers HTTP requests may carry."""
+    ``transport_security`` says which Host and Origin headers HTTP requests may carry.
+    With ``only``, just those tools: no resources, no completions, no tool packages (the
+    server an agent of a run gets, :mod:`mcp_server.agents`)."""
     ws.ensure()
     fence = Confinement(ws.root, repos)
     server = AgentOSServer(
@@ -394,6 +397,11 @@ def build_server(
     _evolve_tools(tool, ws)
     _synthesis_tools(server, tool, ws)
     _workflow_tools(tool, ws)
+    if only is not None:
+        for registered in server._tool_manager.list_tools():
+            if registered.name not in only:
+                server.remove_tool(registered.name)
+        return server
     _resources(server, ws)
     _completions(server, ws)
     server.offer_tool_packages(ws)
