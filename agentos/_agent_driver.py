@@ -157,6 +157,7 @@ class AgentDriver:
             request=self.ctx.request,
             files=agent.files,
             attempt=agent.attempts,
+            confined=self.ctx.sandbox.confined,
         )
         groups: list[Group] = []
         pane, _env = prepare(

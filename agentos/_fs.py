@@ -69,7 +69,21 @@ def remove_tree(path: Path) -> None:
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         path.unlink()
     elif path.exists():
-        shutil.rmtree(path)
+        try:
+            shutil.rmtree(path)
+        except PermissionError:  # a directory it made unreadable: made ours again first
+            _own_directories(path)
+            shutil.rmtree(path)
+
+
+def _own_directories(top: Path) -> None:
+    """Every directory under ``top`` readable and writable by us (links never followed)."""
+    top.chmod(0o700)
+    for root, dirs, _ in os.walk(top):  # top-down: a directory is opened after its chmod
+        for name in dirs:
+            child = Path(root, name)
+            if not child.is_symlink():
+                child.chmod(0o700)
 
 
 def read_regular(path: Path, limit: int, offset: int = 0) -> bytes | None:

@@ -70,6 +70,7 @@ def run_once(
         request=request,
         files=files,
         attempt=attempt,
+        confined=sandbox.confined,
     )
     groups: list[Group] = []
 

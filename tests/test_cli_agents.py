@@ -334,6 +334,9 @@ def with_tools(ws: Workspace, tmp_path: Path, agent: str, tools: list[str]) -> s
         path.chmod(0o755 if path.is_dir() else 0o644)
     manifest = yaml.safe_load((src / "agent.yaml").read_text())
     manifest.update(name=f"{agent}-tools", mcp=tools)
+    # A prompt file that starts as a list: no CLI may take it for one of its options.
+    prompt = src / manifest["entry"]
+    prompt.write_text("- Work in small steps.\n" + prompt.read_text())
     (src / "agent.yaml").write_text(yaml.safe_dump(manifest))
     Hub(ws.hub_dir).install(str(src))
     return f"{agent}-tools"
@@ -376,6 +379,7 @@ def test_every_cli_calls_its_mcp_tools_and_what_changes_anything_goes_to_its_out
 
     assert out.returncode == 0, out.stderr + out.stdout
     report = json.loads(out.stdout)
+    assert "- Work in small steps." in talk[0].text() and REQUEST in talk[0].text()
     if case is not CODEX:  # (Codex defers MCP tools: found by name, not listed)
         offered = [n for n in talk[0].tool_names() if "agentos" in n]
         assert sorted(offered) == sorted(call(n, {}).tool for n in ("kb_search", "create_task"))

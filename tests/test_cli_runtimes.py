@@ -53,7 +53,7 @@ def install_fake(bin_dir: Path, program: str, *, succeed_first: bool) -> None:
     ("agent", "program", "card_word", "flags"),
     [
         ("claude-coder", "claude", "claude", ["-p", "--permission-mode", "acceptEdits"]),
-        ("gemini-coder", "gemini", "gemini", ["-p", "--approval-mode", "yolo"]),
+        ("gemini-coder", "gemini", "gemini", ["--approval-mode", "yolo", "--skip-trust"]),
         ("codex-coder", "codex", "codex", ["exec", "--dangerously-bypass-approvals-and-sandbox"]),
     ],
     ids=["claude-code", "gemini-cli", "codex"],
@@ -84,6 +84,12 @@ def test_cli_agents_get_prompt_request_and_context_as_an_argument(
     assert [a for a in argv if a in flags] == [f for f in flags if f in argv]
     assert all(f in argv for f in flags)
     prompt = next(a for a in argv if "## Request" in a)
+    # Last, where no prompt can pass for an option of the CLI's (a prompt file may start
+    # with "-"): after "--", or as one --prompt=TEXT argument.
+    if program == "gemini":
+        assert prompt.startswith("--prompt=")
+    else:
+        assert argv[-2:] == ["--", prompt]
     assert "You are a careful software engineer" in prompt  # the package's prompt file
     assert request in prompt
     assert "src/inventory.py" in prompt.split("## Context from the knowledge store")[1]
@@ -257,3 +263,96 @@ def test_a_cli_agent_reaches_only_the_hosts_its_package_names(
     gates = [load_receipt(ws, r.id) for r in list_receipts(ws, run_id=report.run_id)]
     denied = [g.fields.get("network_denied") for g in gates if g.kind == "gate"]
     assert denied and all(d == [f"127.0.0.1:{port}"] for d in denied)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        'quote " and backslash \\',
+        "emoji \U0001f600 beyond the BMP",
+        "controls \x01\x7f\n\t",
+        ["a", "\U0001f600"],
+    ],
+    ids=["escapes", "astral", "controls", "array"],
+)
+def test_codex_configuration_values_read_back_as_written(value: str | list[str]) -> None:
+    import tomllib
+
+    from agentos.runtimes.codex import toml_value
+
+    assert tomllib.loads(f"key = {toml_value(value)}")["key"] == value
+
+
+def test_the_key_check_never_follows_a_redirect_with_the_key(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from agentos.errors import MissingTool
+    from agentos.hub import Hub
+    from agentos.runtimes import get_runtime
+    from agentos.runtimes._cli_agent import CliAgent
+
+    seen: list[str] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("x-api-key", ""))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Redirect(Elsewhere):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header(
+                "Location", f"http://127.0.0.1:{elsewhere.server_address[1]}/v1/models"
+            )
+            self.end_headers()
+
+    redirect = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    for server in (elsewhere, redirect):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{redirect.server_address[1]}")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    _, manifest = Hub(ws.hub_dir).get("claude-coder")
+    try:
+        runtime = get_runtime("claude-code")
+        assert isinstance(runtime, CliAgent)
+        with pytest.raises(MissingTool, match=r"cannot be reached \(it redirects to http://"):
+            runtime.credential(manifest)
+    finally:
+        for server in (elsewhere, redirect):
+            server.shutdown()
+            server.server_close()
+    assert seen == []
+
+
+def test_a_configuration_home_an_agent_made_unreadable_is_still_made_anew() -> None:
+    """(As an ordinary user: root reads what is unreadable anyway.)"""
+    import shutil
+    import subprocess
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="agentos-home-"))  # where an ordinary user may go
+    base.chmod(0o777)
+    tree = base / "home"
+    script = (
+        "from pathlib import Path; from agentos._fs import remove_tree\n"
+        f"top = Path({str(tree)!r}); (top / 'claude' / 'locked' / 'deep').mkdir(parents=True)\n"
+        "(top / 'claude' / 'locked').chmod(0); remove_tree(top); print(top.exists())\n"
+    )
+    argv = [sys.executable, "-c", script]
+    if os.getuid() == 0:
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    finally:
+        shutil.rmtree(base)
+
+    assert (out.returncode, out.stdout.strip()) == (0, "False"), out.stderr

@@ -45,6 +45,7 @@ class AgentTask:
     request: str
     files: AgentFiles  # outside the worktree: wrapper, env file, exit status, prompt
     attempt: int = 1
+    confined: bool = True  # whether AgentOS's sandbox confines it (sandbox.backend not none)
 
     @property
     def run_dir(self) -> Path:

@@ -111,11 +111,16 @@ def _ask(url: str, headers: dict[str, str], proxies: Mapping[str, str]) -> str |
     handler = urllib.request.ProxyHandler({k: v for k, v in wanted.items() if v})
     request = urllib.request.Request(url, headers=headers, method="GET")
     try:
-        with urllib.request.build_opener(handler).open(request, timeout=PROBE_TIMEOUT):
+        with urllib.request.build_opener(handler, _NoRedirect()).open(
+            request, timeout=PROBE_TIMEOUT
+        ):
             pass
     except urllib.error.HTTPError as exc:
         if exc.code in (400, 401, 403):
             return f"refused the key: HTTP {exc.code}{_message(exc)}"
+        if 300 <= exc.code < 400:  # the key is never carried to where it points
+            where = exc.headers.get("Location", "elsewhere") if exc.headers else "elsewhere"
+            return f"cannot be reached (it redirects to {where[:200]})"
         # Anything else (a proxy without a models list, a server error) says nothing
         # about the key: the CLI's own requests will tell.
     except (urllib.error.URLError, OSError, ValueError) as exc:
@@ -123,6 +128,13 @@ def _ask(url: str, headers: dict[str, str], proxies: Mapping[str, str]) -> str |
     with _lock:
         _accepted[seen] = time.monotonic()
     return None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not followed: urllib would carry the key to its target."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
 
 
 def _message(exc: urllib.error.HTTPError) -> str:

@@ -25,7 +25,6 @@ class ClaudeCode(CliAgent):
         argv = [
             self.executable(),
             "-p",
-            self.prompt(task),
             "--permission-mode",
             "acceptEdits",
             "--allowedTools",
@@ -36,7 +35,10 @@ class ClaudeCode(CliAgent):
             json.dumps({"mcpServers": servers}),
             "--strict-mcp-config",
         ]
-        return argv + (["--model", task.manifest.model] if task.manifest.model else [])
+        if task.manifest.model:
+            argv += ["--model", task.manifest.model]
+        # The prompt last, after `--`: a prompt file may start with "-" (a list, front matter).
+        return [*argv, "--", self.prompt(task)]
 
     def environment(self, task: AgentTask) -> dict[str, str]:
         return {

@@ -3,9 +3,9 @@
 Its configuration is written for the attempt (``CODEX_HOME``): when the package passes
 ``OPENAI_BASE_URL``, a model provider of that address (Codex does not read the variable
 itself), the package's ``model``, and AgentOS's MCP server when the package asks for its
-tools. Codex's own sandbox is off: it would need namespaces of its own, which it cannot make
-inside AgentOS's, and AgentOS's sandbox confines it already (with ``sandbox.backend: none``
-nothing does, as every receipt then says).
+tools. In AgentOS's sandbox Codex's own is off (it would need namespaces of its own, which
+it cannot make inside AgentOS's); with ``sandbox.backend: none`` Codex's own sandbox keeps
+its writes to the worktree.
 """
 
 from __future__ import annotations
@@ -23,19 +23,18 @@ PROVIDER = "agentos"
 
 class Codex(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        argv = [
-            self.executable(),
-            "exec",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-        ]
+        argv = [self.executable(), "exec", "--skip-git-repo-check"]
+        if task.confined:  # AgentOS's sandbox confines it; Codex's own cannot start inside
+            argv.append("--dangerously-bypass-approvals-and-sandbox")
+        else:  # nothing else does: Codex's own sandbox, writes in the worktree only
+            argv += ["--sandbox", "workspace-write"]
         if task.manifest.model:
             argv += ["-m", task.manifest.model]
-        return [*argv, self.prompt(task)]
+        return [*argv, "--", self.prompt(task)]
 
     def environment(self, task: AgentTask) -> dict[str, str]:
         home = self.home(task, "codex")
-        q = json.dumps  # a JSON string is a TOML basic string
+        q = toml_value
         lines = ["check_for_update_on_startup = false", "[analytics]", "enabled = false"]
         base = self.passed(task).get(OPENAI.base_var)
         if base:
@@ -60,3 +59,11 @@ class Codex(CliAgent):
 
 
 RUNTIME = Codex("codex", "codex", "npm install -g @openai/codex", OPENAI)
+
+
+def toml_value(value: str | list[str]) -> str:
+    """A TOML basic string (or array of them): JSON's escapes are TOML's, but characters
+    beyond the BMP must stay as they are (TOML has no surrogate pairs) and DEL escaped."""
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")

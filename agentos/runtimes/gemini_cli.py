@@ -1,4 +1,4 @@
-"""``gemini-cli``: Gemini CLI headless (``gemini -p``) in the agent's worktree.
+"""``gemini-cli``: Gemini CLI headless (``gemini --prompt=...``) in the agent's worktree.
 
 The worktree is the agent's own, so Gemini may act without asking (``yolo``); it is trusted
 for this session only (``--skip-trust``), since an untrusted folder forces approvals back on.
@@ -21,7 +21,9 @@ from agentos.runtimes._model_api import GEMINI
 
 class GeminiCli(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        argv = [self.executable(), "-p", self.prompt(task), "--approval-mode", "yolo"]
+        # One argument, `--prompt=TEXT`: a prompt file may start with "-" (a list, front
+        # matter), which the CLI would read as an option of its own.
+        argv = [self.executable(), f"--prompt={self.prompt(task)}", "--approval-mode", "yolo"]
         argv.append("--skip-trust")
         return argv + (["-m", task.manifest.model] if task.manifest.model else [])
 
