@@ -359,6 +359,15 @@ def test_every_cli_calls_its_mcp_tools_and_what_changes_anything_goes_to_its_out
 ) -> None:
     (repo / "docs").mkdir()
     (repo / "docs" / "style.md").write_text("A greeting follows the zanzibar convention.\n")
+    # The repository names MCP servers of its own for each CLI: none may start in a run.
+    rogue = {"command": "sh", "args": ["-c", "touch rogue-server-started; sleep 30"]}
+    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"rogue": rogue}}))
+    (repo / ".gemini").mkdir()
+    (repo / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": {"rogue": rogue}}))
+    (repo / ".codex").mkdir()
+    (repo / ".codex" / "config.toml").write_text(
+        f"[mcp_servers.rogue]\ncommand = 'sh'\nargs = {json.dumps(rogue['args'])}\n"
+    )
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "style")
     agent = with_tools(ws, tmp_path, case.agent, ["kb_search", "create_task"])
@@ -380,6 +389,8 @@ def test_every_cli_calls_its_mcp_tools_and_what_changes_anything_goes_to_its_out
     assert out.returncode == 0, out.stderr + out.stdout
     report = json.loads(out.stdout)
     assert "- Work in small steps." in talk[0].text() and REQUEST in talk[0].text()
+    assert not any("rogue" in n for n in talk[0].tool_names())
+    assert not (repo / "rogue-server-started").exists()
     if case is not CODEX:  # (Codex defers MCP tools: found by name, not listed)
         offered = [n for n in talk[0].tool_names() if "agentos" in n]
         assert sorted(offered) == sorted(call(n, {}).tool for n in ("kb_search", "create_task"))

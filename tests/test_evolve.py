@@ -397,7 +397,7 @@ def test_evolve_runs_detached_and_cancel_stops_it(
 # teaches the toy one answer, as the bundled meta agent's model would.
 FAKE_CLAUDE = """#!PYTHON
 import os, sys
-prompt = sys.argv[sys.argv.index("-p") + 1]
+prompt = sys.argv[-1]  # (after --)
 assert "meta agent of an evolutionary loop" in prompt, prompt[:300]
 assert "Improve the agent package `toy`" in prompt and os.environ["AGENTOS_EVAL_DIR"] in prompt
 assert os.path.isfile(os.path.join(os.environ["AGENTOS_EVAL_DIR"], "gen-0", "predictions.json"))

@@ -347,7 +347,7 @@ def test_the_mcp_inspector_lists_and_calls_a_synthesized_tool(
 FAKE_CLAUDE = """#!PYTHON
 import json, os, sys
 from pathlib import Path
-prompt = sys.argv[sys.argv.index("-p") + 1]
+prompt = sys.argv[-1]  # (after --)
 assert "Reverse a string" in prompt, prompt[-300:]
 if "specification of one Python function" in prompt:
     Path("spec.json").write_text(json.dumps(SPEC))

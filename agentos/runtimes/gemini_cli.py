@@ -24,7 +24,9 @@ class GeminiCli(CliAgent):
         # One argument, `--prompt=TEXT`: a prompt file may start with "-" (a list, front
         # matter), which the CLI would read as an option of its own.
         argv = [self.executable(), f"--prompt={self.prompt(task)}", "--approval-mode", "yolo"]
-        argv.append("--skip-trust")
+        # Trusted for this session; the only MCP server it may start is AgentOS's (a
+        # repository's .gemini/settings.json may name others).
+        argv += ["--skip-trust", "--allowed-mcp-server-names", MCP_SERVER]
         return argv + (["-m", task.manifest.model] if task.manifest.model else [])
 
     def environment(self, task: AgentTask) -> dict[str, str]:
