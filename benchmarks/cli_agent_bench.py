@@ -8,9 +8,9 @@ Claude Code (from scripts/install-mcp-clients) talks to the scripted model API o
 1. The CLI's own time: `claude -p` started directly, with the flags, variables and a fresh
    configuration directory as AgentOS gives it, from spawn to exit (the raw primitive).
 2. A whole `agentos run` with the bundled claude-coder (start to merge: interview, routing,
-   the key check with the API, worktree, sandbox, tmux, the agent's MCP server, the gate,
-   the merge, receipts, teardown), and the same with a copy of claude-coder that asks for no
-   MCP tools.
+   the key check with the API, worktree, sandbox, its egress proxy and relay, tmux, the
+   agent's MCP server, the gate, the merge, receipts, teardown); the same with a copy that
+   asks for no MCP tools, and one that also has the host's network (no proxy).
 3. The fixed cost of a run, as benchmarks/run_bench.py measures it: a run of one shell
    agent (here the benchmarks' `writer`, which writes a file, so that its run merges too).
 
@@ -80,16 +80,17 @@ def raw_cli(claude: str, model: ScriptedModel, root: Path, prompt: str, i: int) 
     return elapsed
 
 
-def without_mcp(ws: Workspace, root: Path) -> str:
-    """A copy of the bundled claude-coder that asks for no MCP tools."""
+def variant(ws: Workspace, root: Path, name: str, **fields: object) -> str:
+    """A copy of the bundled claude-coder with ``fields`` changed (``sandbox`` merged)."""
     info, _ = Hub(ws.hub_dir).get("claude-coder")
-    src = root / "claude-plain"
+    src = root / name
     shutil.copytree(info.path, src)
     manifest = yaml.safe_load((src / "agent.yaml").read_text())
-    manifest.update(name="claude-plain", mcp=[])
+    manifest["sandbox"].update(fields.pop("sandbox", {}))
+    manifest.update(name=name, **fields)
     (src / "agent.yaml").write_text(yaml.safe_dump(manifest))
     Hub(ws.hub_dir).install(str(src))
-    return "claude-plain"
+    return name
 
 
 def timed_run(ws: Workspace, repo: Path, request: str, agent: str | None) -> float:
@@ -112,12 +113,13 @@ def main() -> int:
     rounds = args.rounds
     with (
         writer_workspace() as (ws, repo),
-        ScriptedModel(script(4 * rounds + 4)) as model,
+        ScriptedModel(script(5 * rounds + 4)) as model,
         tempfile.TemporaryDirectory() as tmp,
     ):
         os.environ.update(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=model.url)
         root = Path(tmp)
-        plain = without_mcp(ws, root)
+        plain = variant(ws, root, "claude-plain", mcp=[])
+        open_net = variant(ws, root, "claude-open", mcp=[], sandbox={"network": True})
         prompt = (Hub(ws.hub_dir).get("claude-coder")[0].path / "prompt.md").read_text()
         prompt += f"\n## Request\n\n{REQUEST}\n"
 
@@ -133,13 +135,17 @@ def main() -> int:
         raws = [raw_cli(str(claude), model, root, prompt, i) for i in range(rounds)]
         runs = [agentos("claude-coder") for _ in range(rounds)]
         plains = [agentos(plain) for _ in range(rounds)]
+        opens = [agentos(open_net) for _ in range(rounds)]
         trues = [timed_run(ws, repo, "bench", "writer") for _ in range(rounds)]
-    raw, run, plain_run, true = (statistics.median(x) for x in (raws, runs, plains, trues))
+    raw, run, plain_run, open_run, true = (
+        statistics.median(x) for x in (raws, runs, plains, opens, trues)
+    )
     overhead, plain_overhead = run - raw, plain_run - raw
     ms = 1000
     print(f"claude -p alone (scripted API, one Write): p50 {raw * ms:.0f} ms")
     print(f"agentos run, claude-coder (MCP kb_search): p50 {run * ms:.0f} ms")
     print(f"agentos run, claude-coder without MCP:     p50 {plain_run * ms:.0f} ms")
+    print(f"  ... and with the host's network (no proxy): p50 {open_run * ms:.0f} ms")
     print(f"fixed run cost (one shell agent writing a file, merged): p50 {true * ms:.0f} ms")
     print(
         f"AgentOS's overhead around Claude Code: {overhead * ms:.0f} ms "

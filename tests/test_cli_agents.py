@@ -231,8 +231,8 @@ def test_a_cli_agent_without_a_key_its_api_takes_stops_the_run_before_any_worktr
             del env[KEY_VARS[case.agent]]
         env = cli_env(model, **env)
         out = cli("run", REQUEST, "--repo", str(repo), "--agent", case.agent, env=env)
-        doctor = cli("doctor", "--json", env=env)
         asked = [(r.api, r.path) for r in model.requests]
+        doctor = cli("doctor", "--json", env=env)
 
     assert out.returncode == 2, out.stdout + out.stderr
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
