@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from agentos._models import Name, SemVer, StrictModel, load_yaml_model
 from agentos.checks import CheckSpec
@@ -72,7 +72,14 @@ class Manifest(StrictModel):
 
     @field_validator("mcp")
     @classmethod
-    def _agent_tools(cls, value: list[str]) -> list[str]:
+    def _agent_tools(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        runtime = info.data.get("runtime")
+        if value and runtime is not None and runtime not in MCP_RUNTIMES:
+            raise ValueError(
+                f"the {runtime} runtime starts no MCP client (only "
+                + ", ".join(MCP_RUNTIMES)
+                + " do)"
+            )
         for name in value:
             if name not in AGENT_TOOLS:
                 raise ValueError(
@@ -80,16 +87,6 @@ class Manifest(StrictModel):
                     + ", ".join(AGENT_TOOLS)
                 )
         return list(dict.fromkeys(value))
-
-    @model_validator(mode="after")
-    def _mcp_client(self) -> Manifest:
-        if self.mcp and self.runtime not in MCP_RUNTIMES:
-            raise ValueError(
-                f"mcp: the {self.runtime} runtime starts no MCP client (only "
-                + ", ".join(MCP_RUNTIMES)
-                + " do)"
-            )
-        return self
 
     @field_validator("env")
     @classmethod

@@ -342,6 +342,18 @@ def test_an_archive_that_is_not_gzip_is_bad_input(cli, tmp_path: Path) -> None:
         ({"entry": "missing.sh"}, "entry", "not found in the package"),
         ({"env": ["NOT-A-VAR"]}, "env", "not an environment variable name"),
         ({"checks": [{"name": "x"}]}, "checks[0]", "exactly one of"),
+        ({"mcp": ["kb_search"]}, "mcp", "the shell runtime starts no MCP client"),
+        (
+            {"runtime": "claude-code", "mcp": ["run_task"]},
+            "mcp",
+            "'run_task' is not a tool an agent may be given",
+        ),
+        (
+            {"sandbox": {"network": ["https://api.anthropic.com/"]}},
+            "sandbox.network",
+            "is not a host or host:port",
+        ),
+        ({"sandbox": {"network": ["api.example.com:0"]}}, "sandbox.network", "is not a port"),
     ],
     ids=[
         "unknown-field",
@@ -353,6 +365,10 @@ def test_an_archive_that_is_not_gzip_is_bad_input(cli, tmp_path: Path) -> None:
         "missing-entry",
         "bad-env",
         "check-without-kind",
+        "mcp-without-a-cli",
+        "mcp-tool-not-for-agents",
+        "network-url-not-host",
+        "network-bad-port",
     ],
 )
 def test_invalid_manifests_are_bad_input_naming_file_and_field(

@@ -37,6 +37,8 @@ def parse_host(entry: str) -> tuple[str, int | None]:
     """``host``, ``host:port``, ``[v6]:port`` or ``*.domain``: the host (lowercase) and the
     port (None: any); ValueError when it is none of these."""
     entry = entry.strip().lower()
+    if any(c in entry for c in "/@?# \t"):
+        raise ValueError(f"{entry!r} is not a host or host:port (like api.anthropic.com)")
     host, port = entry, None
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
