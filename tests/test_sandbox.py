@@ -472,3 +472,31 @@ def test_a_repository_made_inside_the_worktree_fails_the_gate(
     failing = [c for c in report.agents[0].gate.as_dict()["checks"] if not c["passed"]]
     assert [c["name"] for c in failing] == ["no nested repositories"]
     assert failing[0]["output_tail"].startswith("sub: a git repository made inside the worktree")
+
+
+def test_an_agents_egress_proxy_serves_a_bounded_number_of_connections(tmp_path: Path) -> None:
+    """Each connection is a thread of the run's process: an agent that opens them without
+    end (the proxy's socket is in its reach) gets no more than MAX_CONNECTIONS at once."""
+    import socket as _socket
+
+    from agentos.sandbox._egress import MAX_CONNECTIONS, Egress
+
+    egress = Egress(tmp_path / "egress.sock", ["api.example.com"])
+    held = []
+    try:
+        for _ in range(MAX_CONNECTIONS + 20):
+            conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            conn.connect(str(tmp_path / "egress.sock"))
+            held.append(conn)
+        extra = held[-1]
+        extra.settimeout(5)
+        assert extra.recv(1) == b""  # closed at once: no thread for it
+        first = held[0]
+        first.sendall(b"CONNECT other.example.com:443 HTTP/1.1\r\n\r\n")
+        first.settimeout(5)
+        assert first.recv(100).startswith(b"HTTP/1.1 403")  # the first ones are served
+        assert egress.denied == ["other.example.com:443"]
+    finally:
+        for conn in held:
+            conn.close()
+        egress.close()

@@ -31,6 +31,7 @@ MAX_HEAD = 64 * 1024  # a request line and headers longer than this are refused
 CONNECT_TIMEOUT = 15.0
 IDLE_TIMEOUT = 900.0  # a connection with no bytes either way for this long is closed
 MAX_DENIED = 100  # denials remembered per agent
+MAX_CONNECTIONS = 64  # at once, per agent: each is a thread of the run's process
 
 
 def parse_host(entry: str) -> tuple[str, int | None]:
@@ -83,6 +84,7 @@ class Egress:
         self._path = socket_path
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         socket_path.unlink(missing_ok=True)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # A socket address holds 108 bytes: bind by a short name, in the right directory.
@@ -120,7 +122,16 @@ class Egress:
                 conn, _ = self._listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            if not self._slots.acquire(blocking=False):
+                conn.close()  # an agent that opens connections without end gets no more
+                continue
+            threading.Thread(target=self._serve_one, args=(conn,), daemon=True).start()
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        try:
+            self._handle(conn)
+        finally:
+            self._slots.release()
 
     def _deny(self, conn: socket.socket, target: str, why: str = "not allowed") -> None:
         with self._lock:
