@@ -51,7 +51,7 @@ def agent_env(
         # runs (and what the package compiled once is not compiled again every run).
         "PYTHONPYCACHEPREFIX": str(pycache_dir(task)),
     }
-    env.update({name: parent[name] for name in task.manifest.env if name in parent})
+    env.update(task.manifest.passed(parent))
     env.update(
         {
             "AGENTOS_RUN_ID": task.run_id,

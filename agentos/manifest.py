@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -106,6 +107,10 @@ class Manifest(StrictModel):
     @property
     def ref(self) -> str:
         return f"{self.name}@{self.version}"
+
+    def passed(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The variables of ``environ`` its agent gets: those it lists in ``env``."""
+        return {name: environ[name] for name in self.env if name in environ}
 
     def check_entry(self, package_dir: Path, *, file: Path) -> None:
         """Check that ``entry`` names something present in the package."""

@@ -61,7 +61,7 @@ class CliAgent:
 
     def api_host(self, manifest: Manifest) -> str | None:
         """``host:port`` of the model API the agent will talk to."""
-        base = {k: v for k, v in os.environ.items() if k in manifest.env}.get(self.api.base_var)
+        base = manifest.passed(os.environ).get(self.api.base_var)
         return host_of_url(base or self.api.default_base)
 
     def path_dirs(self) -> list[str]:
@@ -79,10 +79,6 @@ class CliAgent:
         home = root / name
         home.mkdir(parents=True)
         return home
-
-    def passed(self, task: AgentTask) -> dict[str, str]:
-        """The variables of ours the agent gets (those its package lists in ``env``)."""
-        return {k: v for k, v in os.environ.items() if k in task.manifest.env and v}
 
     def prompt(self, task: AgentTask) -> str:
         parts = [

@@ -63,7 +63,7 @@ class ModelApi:
     def credential(self, manifest: Manifest, environ: Mapping[str, str]) -> str:
         """What the agent will authenticate with (a description for doctor), after
         checking it with the API; MissingTool with the fix otherwise."""
-        passed = {k: v for k, v in environ.items() if k in manifest.env and v}
+        passed = {k: v for k, v in manifest.passed(environ).items() if v}
         for var in self.cloud:
             if var in passed:
                 return f"{var} is set: authentication is the cloud provider's"

@@ -11,6 +11,7 @@ its writes to the worktree.
 from __future__ import annotations
 
 import json
+import os
 
 from agentos._fs import atomic_write
 from agentos.agent_tools import bridge_argv
@@ -36,7 +37,7 @@ class Codex(CliAgent):
         home = self.home(task, "codex")
         q = toml_value
         lines = ["check_for_update_on_startup = false", "[analytics]", "enabled = false"]
-        base = self.passed(task).get(OPENAI.base_var)
+        base = task.manifest.passed(os.environ).get(OPENAI.base_var)
         if base:
             lines[:0] = [f"model_provider = {q(PROVIDER)}"]
             lines += [

@@ -11,6 +11,7 @@ telemetry off, and AgentOS's MCP server when the package asks for its tools. A p
 from __future__ import annotations
 
 import json
+import os
 
 from agentos._fs import atomic_write
 from agentos.agent_tools import bridge_argv
@@ -31,7 +32,7 @@ class GeminiCli(CliAgent):
 
     def environment(self, task: AgentTask) -> dict[str, str]:
         home = self.home(task, "gemini")
-        vertex = "GOOGLE_GENAI_USE_VERTEXAI" in self.passed(task)
+        vertex = bool(task.manifest.passed(os.environ).get("GOOGLE_GENAI_USE_VERTEXAI"))
         settings: dict[str, object] = {
             "security": {"auth": {"selectedType": "vertex-ai" if vertex else "gemini-api-key"}},
             "privacy": {"usageStatisticsEnabled": False},
