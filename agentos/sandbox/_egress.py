@@ -166,10 +166,8 @@ class Egress:
                 host, sep, port_text = target.rpartition(":")
                 if not sep or not port_text.isdigit():
                     return
-                port, first = int(port_text), b""
-                after = head.split(b"\r\n\r\n", 1)[1]
-                if after:
-                    first = after
+                port = int(port_text)
+                first = head.split(b"\r\n\r\n", 1)[1]  # what came after the request, if any
                 reply = b"HTTP/1.1 200 Connection established\r\n\r\n"
             else:
                 parts = urlsplit(target)
