@@ -179,6 +179,26 @@ def branches(repo: Path) -> list[str]:
     return git(repo, "branch", "--format=%(refname:short)").split()
 
 
+def install_variant(
+    ws: Workspace, tmp_path: Path, base: str, name: str, *, prompt_prefix: str = "", **fields: Any
+) -> str:
+    """Install a copy of the installed package ``base`` as ``name``, its manifest's
+    ``fields`` changed (and ``prompt_prefix`` put before its prompt file)."""
+    info, _ = Hub(ws.hub_dir).get(base)
+    src = tmp_path / "variants" / name
+    shutil.copytree(info.path, src)
+    for path in [src, *src.rglob("*")]:  # installed packages are read-only
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    manifest = yaml.safe_load((src / "agent.yaml").read_text())
+    manifest.update(name=name, **fields)
+    (src / "agent.yaml").write_text(yaml.safe_dump(manifest))
+    if prompt_prefix:
+        prompt = src / manifest["entry"]
+        prompt.write_text(prompt_prefix + prompt.read_text())
+    Hub(ws.hub_dir).install(str(src))
+    return name
+
+
 def add_agent(
     ws: Workspace,
     tmp_path: Path,

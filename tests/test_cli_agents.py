@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from conftest import (
     CliRunner,
     branches,
     git,
+    install_variant,
     make_repo,
     needs_tmux,
     tmux_sessions,
@@ -161,14 +163,31 @@ CODEX = Cli(
 )
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(CLAUDE, marks=needs("claude"), id="claude-code"),
-        pytest.param(GEMINI, marks=needs("gemini"), id="gemini-cli"),
-        pytest.param(CODEX, marks=needs("codex"), id="codex"),
-    ],
-)
+CASES = [
+    pytest.param(CLAUDE, marks=needs("claude"), id="claude-code"),
+    pytest.param(GEMINI, marks=needs("gemini"), id="gemini-cli"),
+    pytest.param(CODEX, marks=needs("codex"), id="codex"),
+]
+
+
+def run_agent(
+    cli: CliRunner, repo: Path, agent: str, model: ScriptedModel, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`agentos run REQUEST --agent AGENT --json` against the scripted model."""
+    return cli("run", REQUEST, "--repo", str(repo), "--agent", agent, "--json",
+               env=cli_env(model, **env))  # fmt: skip
+
+
+def commit(repo: Path, files: dict[str, str]) -> None:
+    """Write ``files`` into ``repo`` and commit them."""
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "more")
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_a_cli_agent_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
     ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str, case: Cli
 ) -> None:
@@ -178,16 +197,7 @@ def test_a_cli_agent_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
         [[case.read(source)], [case.edit(source, WRONG, RIGHT)]],
     ]
     with ScriptedModel(script) as model:
-        out = cli(
-            "run",
-            REQUEST,
-            "--repo",
-            str(repo),
-            "--agent",
-            case.agent,
-            "--json",
-            env=cli_env(model, **case.env(model)),
-        )
+        out = run_agent(cli, repo, case.agent, model, case.env(model))
         report = json.loads(out.stdout)
         first, second = model.conversation(0), model.conversation(1)
 
@@ -211,11 +221,6 @@ def test_a_cli_agent_fixes_its_work_with_the_gates_feedback_and_it_is_merged(
     assert_clean_end(ws, repo, tmux_socket, report)
 
 
-CASES = [
-    pytest.param(CLAUDE, marks=needs("claude"), id="claude-code"),
-    pytest.param(GEMINI, marks=needs("gemini"), id="gemini-cli"),
-    pytest.param(CODEX, marks=needs("codex"), id="codex"),
-]
 KEY_VARS = {"claude-coder": "ANTHROPIC_API_KEY", "gemini-coder": "GEMINI_API_KEY",
             "codex-coder": "OPENAI_API_KEY"}  # fmt: skip
 
@@ -277,13 +282,11 @@ def test_doctor_says_which_key_a_cli_agent_uses_and_that_its_api_takes_it(
 def test_a_claude_code_agent_searches_the_knowledge_store_through_agentos_mcp_server(
     ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str
 ) -> None:
-    (repo / "docs").mkdir()
-    (repo / "docs" / "style.md").write_text(
+    style = (
         "# Greeting style\n\nA greeting names the person and ends with an exclamation mark: "
         "the zanzibar convention.\n"
     )
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "style")
+    commit(repo, {"docs/style.md": style})
     source = "{cwd}/src/greeting.py"
     script = [
         [
@@ -293,16 +296,7 @@ def test_a_claude_code_agent_searches_the_knowledge_store_through_agentos_mcp_se
         ]
     ]
     with ScriptedModel(script) as model:
-        out = cli(
-            "run",
-            REQUEST,
-            "--repo",
-            str(repo),
-            "--agent",
-            "claude-coder",
-            "--json",
-            env=cli_env(model, **CLAUDE.env(model)),
-        )
+        out = run_agent(cli, repo, "claude-coder", model, CLAUDE.env(model))
         talk = model.conversation(0)
 
     assert out.returncode == 0, out.stderr + out.stdout
@@ -320,26 +314,11 @@ def test_a_claude_code_agent_searches_the_knowledge_store_through_agentos_mcp_se
 
 
 def with_tools(ws: Workspace, tmp_path: Path, agent: str, tools: list[str]) -> str:
-    """A copy of a bundled CLI agent that asks for AgentOS's MCP ``tools``."""
-    import shutil
-
-    import yaml
-
-    from agentos.hub import Hub
-
-    info, _ = Hub(ws.hub_dir).get(agent)
-    src = tmp_path / f"{agent}-tools"
-    shutil.copytree(info.path, src)
-    for path in src.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    manifest = yaml.safe_load((src / "agent.yaml").read_text())
-    manifest.update(name=f"{agent}-tools", mcp=tools)
-    # A prompt file that starts as a list: no CLI may take it for one of its options.
-    prompt = src / manifest["entry"]
-    prompt.write_text("- Work in small steps.\n" + prompt.read_text())
-    (src / "agent.yaml").write_text(yaml.safe_dump(manifest))
-    Hub(ws.hub_dir).install(str(src))
-    return f"{agent}-tools"
+    """A copy of a bundled CLI agent that asks for AgentOS's MCP ``tools``, its prompt file
+    starting as a list (no CLI may take it for one of its options)."""
+    return install_variant(
+        ws, tmp_path, agent, f"{agent}-tools", prompt_prefix="- Work in small steps.\n", mcp=tools
+    )
 
 
 MCP_CALL = {  # how each CLI's model calls AgentOS's MCP tool NAME
@@ -357,19 +336,20 @@ MCP_CALL = {  # how each CLI's model calls AgentOS's MCP tool NAME
 def test_every_cli_calls_its_mcp_tools_and_what_changes_anything_goes_to_its_outbox(
     ws: Workspace, cli: CliRunner, repo: Path, tmp_path: Path, tmux_socket: str, case: Cli
 ) -> None:
-    (repo / "docs").mkdir()
-    (repo / "docs" / "style.md").write_text("A greeting follows the zanzibar convention.\n")
     # The repository names MCP servers of its own for each CLI: none may start in a run.
     rogue = {"command": "sh", "args": ["-c", "touch rogue-server-started; sleep 30"]}
-    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"rogue": rogue}}))
-    (repo / ".gemini").mkdir()
-    (repo / ".gemini" / "settings.json").write_text(json.dumps({"mcpServers": {"rogue": rogue}}))
-    (repo / ".codex").mkdir()
-    (repo / ".codex" / "config.toml").write_text(
-        f"[mcp_servers.rogue]\ncommand = 'sh'\nargs = {json.dumps(rogue['args'])}\n"
+    servers = json.dumps({"mcpServers": {"rogue": rogue}})
+    commit(
+        repo,
+        {
+            "docs/style.md": "A greeting follows the zanzibar convention.\n",
+            ".mcp.json": servers,
+            ".gemini/settings.json": servers,
+            ".codex/config.toml": (
+                f"[mcp_servers.rogue]\ncommand = 'sh'\nargs = {json.dumps(rogue['args'])}\n"
+            ),
+        },
     )
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "style")
     agent = with_tools(ws, tmp_path, case.agent, ["kb_search", "create_task"])
     call = MCP_CALL[case.agent]
     source = "{cwd}/src/greeting.py"
@@ -382,8 +362,7 @@ def test_every_cli_calls_its_mcp_tools_and_what_changes_anything_goes_to_its_out
         ]
     ]
     with ScriptedModel(script) as model:
-        out = cli("run", REQUEST, "--repo", str(repo), "--agent", agent, "--json",
-                  env=cli_env(model, **case.env(model)))  # fmt: skip
+        out = run_agent(cli, repo, agent, model, case.env(model))
         talk = model.conversation(0)
 
     assert out.returncode == 0, out.stderr + out.stdout

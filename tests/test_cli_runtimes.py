@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_repo, needs_tmux
+from conftest import install_variant, make_repo, needs_tmux
 
 from agentos.orchestrator import start_run
 from agentos.workspace import Workspace
@@ -154,11 +154,7 @@ print("ANSWER " + pipe.stdout.readline().strip(), flush=True)
 def test_a_cli_agent_cannot_point_its_outbox_or_config_home_at_files_of_the_host(
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import shutil
 
-    import yaml
-
-    from agentos.hub import Hub
     from agentos.orchestrator import RunOptions
 
     victim_dir = tmp_path / "victim-dir"
@@ -175,15 +171,7 @@ def test_a_cli_agent_cannot_point_its_outbox_or_config_home_at_files_of_the_host
     )
     (bin_dir / "claude").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    info, _ = Hub(ws.hub_dir).get("claude-coder")
-    src = tmp_path / "claude-tools"
-    shutil.copytree(info.path, src)
-    for path in [src, *src.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    manifest = yaml.safe_load((src / "agent.yaml").read_text())
-    manifest.update(name="claude-tools", mcp=["create_task"])
-    (src / "agent.yaml").write_text(yaml.safe_dump(manifest))
-    Hub(ws.hub_dir).install(str(src))
+    install_variant(ws, tmp_path, "claude-coder", "claude-tools", mcp=["create_task"])
     repo = make_repo(tmp_path / "repo")
 
     report = start_run(
