@@ -27,7 +27,7 @@ from agentos.manifest import Manifest
 
 PROBE_TIMEOUT = 10.0
 ACCEPTED_FOR = 600.0  # seconds an accepted key is not asked about again
-_PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+_PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 
 
 class NoKey(MissingTool):
