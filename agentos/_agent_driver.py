@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from agentos._run_types import OUTPUT_TAIL, AgentState, Cancelled, tail
 from agentos.agent_tools import AgentToolServer
 from agentos.errors import AgentOSError, EnvironmentBroken
 from agentos.events import EventKind, EventLog
+from agentos.gate.judge import Judging, TestChanges
 from agentos.manifest import Manifest
 from agentos.outbox import keep_outbox
 from agentos.receipts import write_receipt
@@ -73,6 +74,8 @@ class RunContext:
     guard: GitGuard | None  # the repository's git administration, without a sandbox
     tampered: list[str]  # what the guard put back during the run: then nothing merges
     extra_env: dict[str, str]  # RunOptions.env: what every agent of the run gets besides
+    named: tuple[str, ...] = ()  # the paths and symbols the request names
+    allow: TestChanges = field(default_factory=TestChanges)  # the test changes allowed
 
 
 class AgentDriver:
@@ -256,6 +259,7 @@ class AgentDriver:
             base=self.ctx.base,
             env=gate_env,
             profile=self.ctx.profile,
+            judging=self.judging(agent.name),
             confiner=CheckConfiner(
                 self.ctx.sandbox, self.ctx.scene, agent.worktree, gate_env["PATH"]
             ),
@@ -277,6 +281,14 @@ class AgentDriver:
             )
         agent.gate = gate
         return gate
+
+    def judging(self, name: str) -> Judging:
+        """What the run's tests checks judge against: the run's base, the request's named
+        things and allowed test changes; scratch trees in the workspace (hidden from
+        agents), base collections in its cache."""
+        return judging_for(
+            self.ctx.ws, self.ctx.run_id, name, self.ctx.base, self.ctx.named, self.ctx.allow
+        )
 
     def _set_status(
         self, agent: AgentState, status: AgentStatus, message: str, **fields: Any
@@ -415,6 +427,24 @@ def confine_agent(
     pol.extra_env[INSIDE] = sandbox.backend
     group = Group(pol.limits)
     return sandbox.command(pol, argv, group), group, {"backend": sandbox.backend, **pol.as_dict()}
+
+
+def judging_for(
+    ws: Workspace,
+    run_id: str,
+    name: str,
+    base: str,
+    named: tuple[str, ...] = (),
+    allow: TestChanges | None = None,
+) -> Judging:
+    """The :class:`Judging` of a run's tests checks (its gates, its integration gate)."""
+    return Judging(
+        base=base,
+        scratch=ws.state_dir / "gate" / run_id / name,
+        cache=ws.state_dir / "cache" / "gate",
+        named=named,
+        allow=allow or TestChanges(),
+    )
 
 
 def open_egress(sandbox: Sandbox, manifest: Manifest, files: AgentFiles) -> Egress | None:

@@ -39,6 +39,9 @@ class RunOptions:
     # Environment every agent gets besides its own: AGENTOS_* names only (a workflow's
     # AGENTOS_EXECUTION_ID and AGENTOS_TASK_ID).
     env: dict[str, str] = field(default_factory=dict)
+    # The agents may change the base's tests (`run --allow-test-changes`): the gate records
+    # what they changed instead of refusing it.
+    allow_test_changes: bool = False
 
 
 @dataclass

@@ -68,6 +68,9 @@ class CheckSpec(StrictModel):
     # A command that must change the tree it checks (a formatter): it gets the worktree
     # writable in its sandbox. Others see it read-only and cannot change what they judge.
     writes: bool | None = None  # None: false (and left out of what a check is written as)
+    # A `tests` check of a package or card whose work is changing tests (a test writer):
+    # the changes it makes to the base's tests are recorded, not refused.
+    allow_test_changes: bool | None = None  # None: false
 
     @field_validator("cwd", "file_exists")
     @classmethod
@@ -99,4 +102,6 @@ class CheckSpec(StrictModel):
         found = [k for k in CHECK_KINDS if getattr(self, k) is not None]
         if len(found) != 1:
             raise ValueError(f"a check needs exactly one of {', '.join(CHECK_KINDS)}")
+        if self.allow_test_changes is not None and self.tests is None:
+            raise ValueError("allow_test_changes is for a `tests` check")
         return self

@@ -38,6 +38,7 @@ from agentos import _interview_lexicon as lex
 from agentos import install_hint
 from agentos._interview_questions import ask, first_candidates
 from agentos._interview_reading import READ_VERB, STOP, VAGUE_WORDS, Reading, actions
+from agentos._interview_tests import TestChangesAsked, named_things, test_changes_asked
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, BadInput, OperationFailed, check_request
 from agentos.settings import Axis, InterviewSettings
@@ -94,6 +95,10 @@ class Interview:
     evidence: dict[str, list[str]] = field(default_factory=dict)
     rewrite: str | None = None  # a clearer request proposed by an LLM, if any
     rewrite_error: str | None = None  # why no rewrite came back, when one was asked
+    # The paths and symbols the request names (which tests a failure is about), and whether
+    # it asks for the tests themselves to change (the gate then allows it, and says so).
+    named: list[str] = field(default_factory=list)
+    test_changes: TestChangesAsked | None = None
 
     @property
     def weak(self) -> list[str]:
@@ -117,6 +122,8 @@ class Interview:
             "evidence": {a: list(self.evidence.get(a, [])) for a in AXES},
             "rewrite": self.rewrite,
             "rewrite_error": self.rewrite_error,
+            "named": list(self.named),
+            "test_changes": self.test_changes.as_dict() if self.test_changes else None,
         }
 
 
@@ -179,6 +186,8 @@ def interview(
         weights=weights,
         reasons=reasons,
         evidence=evidence,
+        named=named_things(reading.entities),
+        test_changes=None if read_only else test_changes_asked(request, reading.entities),
     )
 
 

@@ -22,8 +22,9 @@ from typing import Any
 
 from agentos import review
 from agentos import worktrees as wt
-from agentos._agent_driver import AgentDriver, RunContext, commit_message
+from agentos._agent_driver import AgentDriver, RunContext, commit_message, judging_for
 from agentos._git_guard import GitGuard, restore_git_admin
+from agentos._repo_detect import SETTINGS_HINT
 from agentos._run_files import RunFiles
 from agentos._run_start import check_agent, check_repo
 from agentos._run_types import AgentState, Cancelled, RunOptions, RunReport
@@ -31,10 +32,11 @@ from agentos._signals import handling
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, BadInput, EnvironmentBroken, check_request
 from agentos.events import EventKind, EventLog, Listener, RunEvent
+from agentos.gate.judge import TestChanges, reported_outcome
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
-from agentos.repos import REPO_FILE, RepoProfile, check_profile, repo_profile
+from agentos.repos import COLLECT_TIMEOUT, REPO_FILE, RepoProfile, check_profile, repo_profile
 from agentos.runs import ACTIVE, UNFINISHED, AgentStatus, RunStatus, RunStore, new_run_id
 from agentos.runtimes import get_runtime
 from agentos.sandbox import Sandbox, choose
@@ -122,6 +124,12 @@ class Orchestrator:
         self.scene: Scene | None = None
         self.guard: GitGuard | None = None
         self.git_admin_restored: list[str] = []
+        self.named: tuple[str, ...] = ()  # what the request names (the interview's)
+        self.allow = (  # the test changes the agents may make
+            TestChanges(True, (), "--allow-test-changes")
+            if self.options.allow_test_changes
+            else TestChanges()
+        )
 
     def _store_event(self, event: RunEvent) -> None:
         if self.store is not None:
@@ -238,6 +246,13 @@ class Orchestrator:
         result = interview_in(self.ws, self.request)
         self.report.interview = result
         self.request_checks = list(result.proposed_checks)
+        self.named = tuple(result.named)
+        if result.test_changes is not None:
+            asked = result.test_changes
+            self.allow = self.allow.joined(
+                TestChanges(not asked.paths, asked.paths, f"the request: {asked.words!r}")
+            )
+            self.emit(f"the request allows test changes ({asked.words!r})")
         fields = {k: v for k, v in result.as_dict().items() if k != "request"}
         fields["override"] = "--force" if self.force and not result.passed else "none"
         receipt = write_receipt(
@@ -331,9 +346,12 @@ class Orchestrator:
                 file=self.repo,
                 field="checks",
             )
-        if not any(c.kind == "tests" for c in checks):
+        tests = [c for c in checks if c.kind == "tests"]
+        if not tests:
             return
-        problems = check_profile(self.profile, tree)
+        problems = check_profile(self.profile, tree, collect=False)
+        if not problems:
+            problems = self._collect_base(tree, tests)
         if problems:
             raise EnvironmentBroken(
                 "the repository's tests cannot run, so no agent was started: "
@@ -341,7 +359,49 @@ class Orchestrator:
                 file=self.repo,
                 field="tests",
             )
-        self.emit("repository: the test command starts and the suite collects")
+
+    def _collect_base(self, tree: Path, tests: list[CheckSpec]) -> list[str]:
+        """The base's tests as its own command collects them, once for every gate of the
+        run (kept in the workspace's cache): a suite that does not start or collect is the
+        environment's problem, said before any agent starts."""
+        from agentos.repos import collection_problems
+        from agentos.sandbox._confine import CheckConfiner
+        from agentos.stormbreaker import base_collection, tests_timeout
+
+        assert self.profile is not None and self.scene is not None
+        env = gate_environment(self.profile, tree)
+        judging = judging_for(self.ws, self.run_id, "_base", self.base)
+        timeout = max(tests_timeout(c, self.profile) for c in tests)
+        info = base_collection(
+            self.profile,
+            judging,
+            env,
+            CheckConfiner(self.sandbox, self.scene, tree, env["PATH"]),
+            min(timeout, COLLECT_TIMEOUT),
+            self.cancel,
+        )
+        if info.collected is None:
+            # The recorder saw no Python test runner: the runner's own dry run decides
+            # whether the suite starts; the gate then has the exit code only.
+            problems = check_profile(self.profile, tree)
+            if not problems:
+                self.emit(
+                    "repository: the test command starts; its tests cannot be recorded one by "
+                    "one (the gate has its exit code only)"
+                )
+            return problems
+        collect = f"{self.profile.test} (collecting)"
+        if info.collect_errors or not info.collected:
+            outcome = reported_outcome(info)
+            problems = collection_problems(self.profile, outcome, tree, collect)
+            return problems or [
+                f"the suite collects no tests at the base (`{collect}`): {SETTINGS_HINT}"
+            ]
+        self.emit(
+            f"repository: the suite collects {len(info.collected)} tests at the base "
+            f"({self.base[:12]})"
+        )
+        return []
 
     def _ensure_guardian(self) -> None:
         """Start the workspace's guardian unless one runs (``run.guardian``, the default)."""
@@ -405,6 +465,8 @@ class Orchestrator:
                 self.guard,
                 self.git_admin_restored,
                 dict(self.options.env),
+                self.named,
+                self.allow,
             )
         )
 
@@ -490,6 +552,7 @@ class Orchestrator:
             self._teardown_steps()
         finally:
             _remove_tree(self.files.run_dir)
+            _remove_tree(self.ws.state_dir / "gate" / self.run_id)
 
     def _teardown_steps(self) -> None:
         self.cancel.set()

@@ -30,13 +30,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentos._repo_detect import SETTINGS_HINT, detect, pytest_command
 from agentos._repo_worktree import copy_built_files, editable_notes
 from agentos.errors import BadInput, NotFound, ValidationFailed
 from agentos.settings import RepoSettings
 from agentos.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agentos._checks_run import Outcome
 
 REPO_FILE = ".agentos.yaml"
 DEFAULT_TIMEOUT = 900.0  # seconds for the test check when nothing sets one
@@ -87,7 +90,7 @@ class RepoProfile:
         """A cheap command that proves the suite can start: pytest collects without running;
         tox and nox list their environments; make prints what ``make test`` would do."""
         if self.runner == "pytest":
-            return f"{self.test_command()} --collect-only"
+            return f"{self.test_command()} --collect-only -p no:cacheprovider"
         return {"tox": "tox -l", "nox": "nox -l", "make": "make -n test"}.get(self.runner)
 
     def environment(self, base: Mapping[str, str], worktree: Path | None = None) -> dict[str, str]:
@@ -314,10 +317,14 @@ def _last_error(output: str) -> str:
     return chosen if len(chosen) <= 200 else chosen[:197] + "..."
 
 
-def check_profile(profile: RepoProfile, tree: Path | None = None) -> list[str]:
+def check_profile(
+    profile: RepoProfile, tree: Path | None = None, *, collect: bool = True
+) -> list[str]:
     """What stops the repository's tests from running, one line per problem naming the fix:
     a missing tool or environment, a missing interpreter, a test program not found, a suite
-    that does not collect (in ``tree``, default the repository). Empty when all is well.
+    that does not collect (in ``tree``, default the repository; not with ``collect=False``,
+    when the caller collects itself). Empty when all is well. Nothing is written into the
+    tree (no bytecode, no pytest cache).
 
     These are the environment's problems, for the person to fix, not an agent's failure."""
     from agentos._checks_run import run_shell
@@ -336,6 +343,7 @@ def check_profile(profile: RepoProfile, tree: Path | None = None) -> list[str]:
 
     # The environment the gate's checks get, so that what passes here passes there.
     env = gate_environment(profile, tree or profile.repo)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     try:
         program = shlex.split(profile.test)[0]
     except (ValueError, IndexError):
@@ -346,10 +354,18 @@ def check_profile(profile: RepoProfile, tree: Path | None = None) -> list[str]:
             f"`{program}` (the test command's program) is not found on PATH: install it, "
             f"or {SETTINGS_HINT}"
         ]
-    collect = profile.collect_command()
-    if collect is None:
+    collect_command = profile.collect_command()
+    if collect_command is None or not collect:
         return []
-    outcome = run_shell(collect, where, env, min(profile.timeout, COLLECT_TIMEOUT))
+    outcome = run_shell(collect_command, where, env, min(profile.timeout, COLLECT_TIMEOUT))
+    return collection_problems(profile, outcome, where, collect_command)
+
+
+def collection_problems(
+    profile: RepoProfile, outcome: Outcome, where: Path, collect: str
+) -> list[str]:
+    """What a failed collection (``collect`` run in ``where``) says is wrong, one line each
+    naming the fix; empty when it passed."""
     if outcome.passed:
         return []
     if outcome.timed_out:

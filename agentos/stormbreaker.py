@@ -38,6 +38,7 @@ from agentos._fs import atomic_write
 from agentos.cards import load_cards
 from agentos.checks import CheckSpec
 from agentos.errors import NotFound, ValidationFailed
+from agentos.gate.judge import BaseInfo, Judging, TestChanges, TestsJudge, verdict_outcome
 from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import Receipt, write_receipt
@@ -67,9 +68,12 @@ class CheckResult:
     definition: str = ""  # what the check does: its command, or the built-in and argument
     output_bytes: int = 0  # size of the whole output
     limit: str | None = None  # the sandbox limit that stopped it (memory, processes, cpu...)
+    # A `tests` check's judgment (agentos.gate.judge.Verdict.as_dict): evidence, counts,
+    # findings, regressions...
+    evidence: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "kind": self.kind,
             "passed": self.passed,
@@ -80,8 +84,11 @@ class CheckResult:
             "digest": self.digest,
             "output_bytes": self.output_bytes,
             "limit": self.limit,
-            "output_tail": self.output_tail,
         }
+        if self.evidence is not None:  # a tests check's judgment
+            out["evidence"] = self.evidence
+        out["output_tail"] = self.output_tail
+        return out
 
 
 @dataclass(frozen=True)
@@ -332,11 +339,64 @@ class _Runner:
         confiner: CheckConfiner | None,
         stop: threading.Event | None = None,
         started: Callable[[int], None] | None = None,
+        judging: Judging | None = None,
     ) -> None:
         self.worktree, self.base, self.env, self.profile = worktree, base, env, profile
         self.confiner = confiner
         self.stop, self.started = stop, started
+        self.judging = judging
         self._changes: list[cr.Change] | None = None
+        self._judge: TestsJudge | None = None
+        self.evidence: dict[str, Any] | None = None  # the last tests check's
+
+    def judge(self) -> TestsJudge:
+        """The tests judge of this gate (one base collection for all its tests checks)."""
+        if self._judge is None:
+            assert self.profile is not None
+            judging = self.judging
+            if judging is None:
+                import tempfile
+
+                judging = Judging(
+                    base=cr.resolve_base(self.worktree, "HEAD")[1],
+                    scratch=Path(tempfile.mkdtemp(prefix="agentos-gate-")),
+                )
+                self.judging = judging
+            profile, extra = self.profile, {k: v for k, v in self.env.items()}
+            self._judge = TestsJudge(
+                profile,
+                judging,
+                self._shell_in,
+                lambda tree: gate_environment(profile, tree, extra),
+            )
+        return self._judge
+
+    def close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
+
+    def _shell_in(
+        self,
+        command: str,
+        tree: Path,
+        env: dict[str, str],
+        timeout: float,
+        writable: Sequence[Path],
+        network: bool,
+    ) -> cr.Outcome:
+        """A command of the tests judge in one of its scratch trees, confined as checks are,
+        with its records directory (and tox's environments) writable."""
+        confiner = self.confiner.for_tree(tree) if self.confiner is not None else None
+        return self._shell(
+            command,
+            tree,
+            timeout,
+            writes=False,
+            network=network,
+            confiner=confiner,
+            env=env,
+            also_writable=writable,
+        )
 
     def changes(self) -> tuple[list[cr.Change], str]:
         assert self.base is not None  # run_gate resolves it whenever a diff check is present
@@ -348,18 +408,19 @@ class _Runner:
     def run(self, check: CheckSpec) -> cr.Outcome:
         if check.tests is not None:
             self._changes = None
+            self.evidence = None
             if self.profile is None:
                 return cr.reported(False, "no repository profile: the test command is unknown\n")
-            command = self.profile.test_command(check.tests)
-            # tox and nox build their environments in the tree, from the network.
-            builds = self.profile.runner in ("tox", "nox")
-            return self._shell(
-                command,
-                self.worktree,
-                tests_timeout(check, self.profile),
-                writes=bool(check.writes) or builds,
-                network=builds,
+            allow = (
+                TestChanges(True, (), f"check {check.name!r}: allow_test_changes")
+                if check.allow_test_changes
+                else None
             )
+            verdict = self.judge().judge(
+                self.worktree, check.tests, tests_timeout(check, self.profile), allow=allow
+            )
+            self.evidence = verdict.as_dict()
+            return verdict_outcome(verdict)
         if check.run is not None:
             self._changes = None
             cwd = cr.inside(self.worktree, check.cwd or ".")
@@ -380,20 +441,31 @@ class _Runner:
         return cr.max_diff_lines(*self.changes(), check.max_diff_lines)
 
     def _shell(
-        self, command: str, cwd: Path, timeout: float, *, writes: bool, network: bool = False
+        self,
+        command: str,
+        cwd: Path,
+        timeout: float,
+        *,
+        writes: bool,
+        network: bool = False,
+        confiner: CheckConfiner | None = None,
+        env: dict[str, str] | None = None,
+        also_writable: Sequence[Path] = (),
     ) -> cr.Outcome:
         """A shell check, confined when the gate has a sandbox: the limit that ended it,
         or the read-only tree it tried to write, is said at the end of its output."""
-        if self.confiner is None:
-            return cr.run_shell(
-                command, cwd, self.env, timeout, stop=self.stop, started=self.started
-            )
+        confiner = confiner or self.confiner
+        env = self.env if env is None else env
+        if confiner is None:
+            return cr.run_shell(command, cwd, env, timeout, stop=self.stop, started=self.started)
         from agentos.sandbox import limits_hit
 
-        wrap, group = self.confiner.prepare(cwd, writes=writes, network=network)
+        wrap, group = confiner.prepare(
+            cwd, writes=writes, network=network, also_writable=also_writable
+        )
         try:
             outcome = cr.run_shell(
-                command, cwd, self.env, timeout, wrap, stop=self.stop, started=self.started
+                command, cwd, env, timeout, wrap, stop=self.stop, started=self.started
             )
         finally:
             hit = limits_hit(group, None)
@@ -423,6 +495,7 @@ def run_gate(
     confiner: CheckConfiner | None = None,
     stop: threading.Event | None = None,
     started: Callable[[int], None] | None = None,
+    judging: Judging | None = None,
 ) -> GateResult:
     """Run every check, in order, in ``worktree``; the gate passes when all of them pass.
     ``stop`` set (the run was cancelled) kills the running check and skips the rest;
@@ -434,7 +507,10 @@ def run_gate(
     ``bash -c`` in their own process group, killed whole at the check's timeout.
     ``profile`` is the repository's (:mod:`agentos.repos`): ``tests`` checks run its test
     command; pass ``env`` from :func:`gate_environment` so that commands use its
-    interpreter.
+    interpreter. ``judging`` is what a ``tests`` check is judged against (the base commit,
+    AgentOS's scratch directory, what the request names and allows: see
+    :mod:`agentos.gate.judge`); without it the base is ``HEAD`` and the scratch a temporary
+    directory.
 
     A missing worktree, or a base that is not a commit when a diff check needs one, is
     :class:`BadInput`; everything the checks find is a result.
@@ -445,32 +521,53 @@ def run_gate(
     resolved: tuple[Path, str] | None = None
     if any(c.kind in ("no_changes_outside", "max_diff_lines") for c in checks):
         resolved = cr.resolve_base(worktree, base or "HEAD")
-    runner = _Runner(worktree, resolved, check_env(env), profile, confiner, stop, started)
+    runner = _Runner(worktree, resolved, check_env(env), profile, confiner, stop, started, judging)
     results: list[CheckResult] = []
-    for check in checks:
-        if stop is not None and stop.is_set():
-            break
-        began = time.monotonic()
-        outcome = runner.run(check)
-        results.append(
-            CheckResult(
-                name=check.name,
-                kind=check.kind,
-                passed=outcome.passed,
-                duration=time.monotonic() - began,
-                exit_code=outcome.exit_code,
-                output_tail=outcome.tail,
-                digest=outcome.digest,
-                timed_out=outcome.timed_out,
-                definition=describe(check, profile),
-                output_bytes=outcome.size,
-                limit=outcome.limit,
+    try:
+        for check in checks:
+            if stop is not None and stop.is_set():
+                break
+            began = time.monotonic()
+            outcome = runner.run(check)
+            results.append(
+                CheckResult(
+                    name=check.name,
+                    kind=check.kind,
+                    passed=outcome.passed,
+                    duration=time.monotonic() - began,
+                    exit_code=outcome.exit_code,
+                    output_tail=outcome.tail,
+                    digest=outcome.digest,
+                    timed_out=outcome.timed_out,
+                    definition=describe(check, profile),
+                    output_bytes=outcome.size,
+                    limit=outcome.limit,
+                    evidence=runner.evidence if check.kind == "tests" else None,
+                )
             )
-        )
+    finally:
+        runner.close()
     gate = GateResult(results, resolved[1] if resolved else None)
     if stop is not None and stop.is_set():
         return with_failure(gate, "not cancelled", "the run was cancelled during its gate\n")
     return gate
+
+
+def base_collection(
+    profile: RepoProfile,
+    judging: Judging,
+    env: Mapping[str, str],
+    confiner: CheckConfiner | None,
+    timeout: float,
+    stop: threading.Event | None = None,
+) -> BaseInfo:
+    """The base's tests as the repository's command collects them, confined as checks are,
+    and kept in ``judging.cache`` for the gates that follow (a run's preflight)."""
+    runner = _Runner(profile.repo, None, check_env(env), profile, confiner, stop, None, judging)
+    try:
+        return runner.judge().base(timeout)
+    finally:
+        runner.close()
 
 
 def with_failure(result: GateResult, name: str, text: str) -> GateResult:
@@ -520,6 +617,8 @@ def gate_receipt_fields(result: GateResult, attempt: int) -> dict[str, Any]:
             entry["timed_out"] = True
         if r.limit:
             entry["limit"] = r.limit
+        if r.evidence is not None:
+            entry["evidence"] = r.evidence
         if not r.passed or r.kind in ("run", "tests"):
             entry["definition"] = r.definition
             entry["output_tail"] = r.output_tail
@@ -621,12 +720,31 @@ def gate_confiner(
     return CheckConfiner(choose(ws.settings.sandbox), scene, tree, env.get("PATH", ""))
 
 
+def gate_judging(
+    ws: Workspace, tree: Path, base: str | None, allow_test_changes: bool = False
+) -> Judging:
+    """What ``agentos gate run`` and the Stop hook judge a tree's tests against: ``base``
+    (default HEAD), scratch trees in the workspace, base collections in its cache."""
+    import tempfile
+
+    scratch = ws.state_dir / "gate"
+    scratch.mkdir(parents=True, exist_ok=True)
+    allow = TestChanges(True, (), "--allow-test-changes") if allow_test_changes else TestChanges()
+    return Judging(
+        base=cr.resolve_base(tree, base or "HEAD")[1],
+        scratch=Path(tempfile.mkdtemp(prefix="check-", dir=scratch)),
+        cache=ws.state_dir / "cache" / "gate",
+        allow=allow,
+    )
+
+
 def stop_hook(
     payload: Mapping[str, Any],
     checks: Sequence[CheckSpec],
     *,
     base: str | None = None,
     ws: Workspace | None = None,
+    allow_test_changes: bool = False,
 ) -> HookOutcome:
     """Decide a Claude Code ``Stop`` hook: run ``checks`` in the repository at ``cwd``,
     with that repository's profile from ``ws`` (as ``agentos gate run`` does).
@@ -641,7 +759,16 @@ def stop_hook(
     profile = tree_profile(ws, repo) if ws is not None else None
     env = gate_environment(profile, repo)
     confiner = gate_confiner(ws, repo, profile, env) if ws is not None and profile else None
-    result = run_gate(checks, repo, base=base, env=env, profile=profile, confiner=confiner)
+    judging = None
+    if ws is not None and any(c.kind == "tests" for c in checks):
+        judging = gate_judging(ws, repo, base, allow_test_changes)
+    try:
+        result = run_gate(
+            checks, repo, base=base, env=env, profile=profile, confiner=confiner, judging=judging
+        )
+    finally:
+        if judging is not None:
+            shutil.rmtree(judging.scratch, ignore_errors=True)
     if result.passed:
         return HookOutcome(0, result.summary(), result, repo)
     return HookOutcome(2, result.feedback(), result, repo)
@@ -654,9 +781,12 @@ def hook_command(
     card: str | None = None,
     names: Sequence[str] = (),
     base: str | None = None,
+    allow_test_changes: bool = False,
 ) -> str:
     """The shell command Claude Code runs for the hook: this Python, this workspace."""
     argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "gate", "hook"]
+    if allow_test_changes:
+        argv.append("--allow-test-changes")
     if package:
         argv += ["--package", package]
     if card:

@@ -58,7 +58,7 @@ def open_repo(path: Path) -> git.Repo:
 _GIT_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 
 
-def _git_env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
     env = {k: os.environ[k] for k in _GIT_ENV_KEEP if k in os.environ}
     env.setdefault("PATH", os.defpath)
     env["GIT_TERMINAL_PROMPT"] = "0"
@@ -73,7 +73,7 @@ def run_git(repo_dir: Path, *args: str) -> str:
 
 def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run a git command in ``repo_dir``: no hooks, no file-system monitor, no signing
-    program, with :func:`_git_env` (so a filter or program a configuration names does not
+    program, with :func:`git_env` (so a filter or program a configuration names does not
     get the secrets of the run)."""
     argv = [
         "git",
@@ -93,7 +93,7 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
         result = subprocess.run(
             argv,
             cwd=repo_dir,
-            env=_git_env(),
+            env=git_env(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

@@ -141,12 +141,20 @@ def test_gate_run_the_stop_hook_and_a_run_judge_one_tree_alike(
     proj = project_repo("six")  # its suite takes a second; humanize's above takes ten
     ws.settings_file.write_text("checks: [{name: tests pass, tests: []}]\n")
     verdicts: dict[str, list[int]] = {"gate run": [], "gate hook": []}
+    allow = "--allow-test-changes"  # the seeded bug is in a test too: the fix changes it
     for fix in (proj.wrong_fix(), proj.right_fix()):
         tree = proj.add_worktree(tmp_path / f"wt-{len(verdicts['gate run'])}")
         prepare_worktree(repo_profile(ws, proj.repo), tree)  # as a run prepares its worktrees
         proj.write(tree, fix)
-        verdicts["gate run"].append(cli("gate", "run", "--repo", str(tree)).returncode)
+        verdicts["gate run"].append(cli("gate", "run", allow, "--repo", str(tree)).returncode)
         hook_input = json.dumps({"cwd": str(tree), "hook_event_name": "Stop"})
-        verdicts["gate hook"].append(cli("gate", "hook", input=hook_input).returncode)
+        verdicts["gate hook"].append(cli("gate", "hook", allow, input=hook_input).returncode)
+    # Without the allowance, the right fix's change to a test of the base is refused.
+    refused = cli("gate", "run", "--json", "--repo", str(tree))
+    (check,) = json.loads(refused.stdout)["checks"]
+    assert refused.returncode == 1
+    assert check["evidence"]["findings"] == [
+        {"kind": "test changed", "path": "test_six.py::test_b", "detail": "", "allowed": False}
+    ]
     # The wrong fix fails and the right one passes, from the worktree, as in a run.
     assert verdicts == {"gate run": [1, 0], "gate hook": [2, 0]}

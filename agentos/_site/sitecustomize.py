@@ -200,6 +200,21 @@ def _report_chained(exc: BaseException) -> None:
     )
 
 
+def _gate() -> None:
+    """Under AgentOS's gate (``AGENTOS_GATE_DIR`` set): record unittest's outcomes in this
+    process before any of the repository's code runs (see ``_agentos_gate``)."""
+    if not os.environ.get("AGENTOS_GATE_DIR"):
+        return
+    try:
+        # A sibling of this file on sys.path at run time (AgentOS's package is not there).
+        import _agentos_gate  # type: ignore[import-not-found]
+
+        _agentos_gate.install_unittest()
+    except Exception as exc:  # the recorder must never break the user's Python
+        _debug("the gate's recorder could not start: " + repr(exc))
+
+
 if __name__ == "sitecustomize":
     _redirect()
+    _gate()
     _chain()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from agentos.stormbreaker import (
     gate_checks,
     gate_confiner,
     gate_environment,
+    gate_judging,
     hook_command,
     install_stop_hook,
     parse_hook_input,
@@ -47,6 +49,12 @@ _package_option = click.option(
     "package",
     metavar="NAME[@VERSION]",
     help="Also run this hub package's checks (read from the hub, never from the repo).",
+)
+_allow_option = click.option(
+    "--allow-test-changes",
+    is_flag=True,
+    help="Allow changes to the base's tests (deleted, skipped, rewritten): recorded in the "
+    "receipt instead of failing the tests check.",
 )
 _card_option = click.option(
     "--card",
@@ -119,6 +127,7 @@ def _print_report(result: GateResult) -> None:
 @_base_option
 @_package_option
 @_card_option
+@_allow_option
 @click.argument("names", nargs=-1, metavar="[CHECK]...")
 @json_option
 @click.pass_context
@@ -128,24 +137,36 @@ def run(
     base: str | None,
     package: str | None,
     card: str | None,
+    allow_test_changes: bool,
     names: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Run the gate's checks in a repository (only the CHECKs named, if any) and print a
-    report. Exits 1 when a check fails. A gate with no checks passes, and says so."""
+    report. Exits 1 when a check fails. A gate with no checks passes, and says so.
+
+    A tests check runs the tests of BASE (default HEAD) against the tree as it is, and
+    refuses changes to those tests unless --allow-test-changes."""
     ws = workspace()
     checks = select_checks(gate_checks(ws, package=package, card=card), names)
     root = repo_root(repo or Path.cwd())
     profile = tree_profile(ws, root)
     env = gate_environment(profile, root)
-    result = run_gate(
-        checks,
-        root,
-        base=base,
-        env=env,
-        profile=profile,
-        confiner=gate_confiner(ws, root, profile, env),
-    )
+    judging = None
+    if any(c.kind == "tests" for c in checks):
+        judging = gate_judging(ws, root, base, allow_test_changes)
+    try:
+        result = run_gate(
+            checks,
+            root,
+            base=base,
+            env=env,
+            profile=profile,
+            confiner=gate_confiner(ws, root, profile, env),
+            judging=judging,
+        )
+    finally:
+        if judging is not None:
+            shutil.rmtree(judging.scratch, ignore_errors=True)
     context: dict[str, object] = {"via": "agentos gate run", "repo": str(root)}
     if package:
         context["package"] = package
@@ -165,6 +186,7 @@ def run(
 @_base_option
 @_package_option
 @_card_option
+@_allow_option
 @click.option(
     "--check",
     "names",
@@ -178,6 +200,7 @@ def hook(
     base: str | None,
     package: str | None,
     card: str | None,
+    allow_test_changes: bool,
     names: tuple[str, ...],
 ) -> None:
     """A Claude Code Stop hook: reads the hook JSON on stdin and runs the checks in the
@@ -193,7 +216,9 @@ def hook(
         else:
             ws = workspace()
             checks = select_checks(gate_checks(ws, package=package, card=card), names)
-            outcome = stop_hook(payload, checks, base=base, ws=ws)
+            outcome = stop_hook(
+                payload, checks, base=base, ws=ws, allow_test_changes=allow_test_changes
+            )
             _hook_receipt(ws, payload, outcome, package, card)
     except AgentOSError as exc:  # exit 2 would block the agent on our own error
         click.echo(f"agentos gate hook: {exc}", err=True)
@@ -238,6 +263,7 @@ def _hook_receipt(
 @_base_option
 @_package_option
 @_card_option
+@_allow_option
 @click.option(
     "--check",
     "names",
@@ -264,6 +290,7 @@ def install_hook(
     base: str | None,
     package: str | None,
     card: str | None,
+    allow_test_changes: bool,
     names: tuple[str, ...],
     local: bool,
     timeout: int,
@@ -274,7 +301,14 @@ def install_hook(
     ws = workspace()
     checks = gate_checks(ws, package=package, card=card)
     select_checks(checks, names)  # an unknown check name is an error now, not in the hook
-    command = hook_command(ws, package=package, card=card, names=names, base=base)
+    command = hook_command(
+        ws,
+        package=package,
+        card=card,
+        names=names,
+        base=base,
+        allow_test_changes=allow_test_changes,
+    )
     path, changed = install_stop_hook(repo or Path.cwd(), command, timeout=timeout, local=local)
     if as_json:
         print_json({"settings": str(path), "changed": changed, "command": command})

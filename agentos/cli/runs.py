@@ -67,6 +67,13 @@ def _ago(ts: float | None) -> str:
     help="Leave the passing work on its branches for review (runs diff, runs merge, "
     "runs discard) instead of merging it.",
 )
+@click.option(
+    "--allow-test-changes",
+    is_flag=True,
+    help="Let the agents change the base's tests (update them for a new API): the gate "
+    "records what changed instead of refusing it. A request can say so in words too "
+    '("update the tests for ...").',
+)
 @click.option("--detach", is_flag=True, help="Start the run in the background and print its id.")
 @click.option(
     "--no-input", is_flag=True, help="Never ask the interview's questions, even in a terminal."
@@ -81,6 +88,7 @@ def run(
     force: bool,
     agent: str | None,
     no_merge: bool,
+    allow_test_changes: bool,
     detach: bool,
     no_input: bool,
     run_id: str | None,
@@ -99,7 +107,13 @@ def run(
     ws = current_workspace()
     if not force and not as_json and not no_input and run_id is None and sys.stdin.isatty():
         request = _interview_in_terminal(ctx, ws, request)
-    options = RunOptions(force=force, agent=agent, merge=not no_merge, run_id=run_id)
+    options = RunOptions(
+        force=force,
+        agent=agent,
+        merge=not no_merge,
+        run_id=run_id,
+        allow_test_changes=allow_test_changes,
+    )
     if detach:
         from agentos.errors import RequestBlocked
         from agentos.run_control import start_detached

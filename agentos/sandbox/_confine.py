@@ -10,7 +10,7 @@ network.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -137,14 +137,32 @@ class CheckConfiner:
             *runtime_paths(path_env, scene.home, scene.extra_reads),
         ]
 
+    def for_tree(self, tree: Path) -> CheckConfiner:
+        """The same confinement for another tree (a scratch tree the gate made): that tree
+        and its git directory in place of this one's, the same runtime paths."""
+        other = CheckConfiner.__new__(CheckConfiner)
+        other.sandbox, other.scene, other.tree = self.sandbox, self.scene, tree
+        common, _ = git_dirs(tree)
+        rest = [p for p in self.readable if p != self.tree]
+        other.readable = [tree, *([common] if common and common not in rest else []), *rest]
+        return other
+
     def prepare(
-        self, cwd: Path, *, writes: bool, network: bool = False, limits: Limits | None = None
+        self,
+        cwd: Path,
+        *,
+        writes: bool,
+        network: bool = False,
+        limits: Limits | None = None,
+        also_writable: Sequence[Path] = (),
     ) -> tuple[Callable[[list[str]], list[str]], Group]:
+        """The confined command line for one check in ``cwd``; ``also_writable`` are
+        AgentOS's own directories a check writes (the gate's records)."""
         pol = policy(
             settings=self.scene.settings,
             package=PackageSandbox(network=network),
             hidden=self.scene.hidden(),
-            writable=[self.tree] if writes else [],
+            writable=[*([self.tree] if writes else []), *also_writable],
             readable=self.readable,
             home=self.scene.home,
             home_dir=None,

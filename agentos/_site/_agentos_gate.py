@@ -1,0 +1,710 @@
+"""AgentOS's test recorder: the per-test outcomes the gate trusts, written outside the tree.
+
+The gate (:mod:`agentos.gate.judge`) runs a repository's own test command with
+``AGENTOS_GATE_DIR`` set to a directory outside the tree under test. In that process:
+
+- pytest loads this module as a plugin (``PYTEST_PLUGINS=_agentos_gate``) before any
+  conftest or test module; for unittest, AgentOS's ``sitecustomize`` calls
+  :func:`install_unittest` before any code of the repository is imported;
+- each test's outcome is written as a line of ``<dir>/<runner>-<pid>.jsonl`` the moment it
+  is known, so a process that ends early leaves what it ran and no seal;
+- pytest's outcome is computed here from what the test raised (``CallInfo.excinfo``), not
+  read from the report another plugin may have changed; a report that says otherwise is
+  recorded as forged;
+- the runner's classes and functions (pytest's runner, reports, skipping, pluggy's calls,
+  unittest's case, result, suite and runner) are snapshotted before any code of the
+  repository runs and compared after collection and after every test: a replaced function,
+  method or code object is recorded;
+- the end of the session writes a seal: the number of lines, their sha256 and an HMAC of
+  it under ``AGENTOS_GATE_NONCE``. No seal means the process did not end the way a test
+  run ends (``os._exit``, a signal, a crash).
+
+``AGENTOS_GATE_MODE=collect`` records the tests that would run and runs none of them;
+``AGENTOS_GATE_ONLY`` (a file, one id per line) runs only those tests and
+``AGENTOS_GATE_EXCEPT`` all but those. Ids are pytest node ids, or unittest ``test.id()``.
+
+This guards against code under test that fakes the runner without knowing AgentOS; code
+written against this module's own source can forge anything in its process (docs/gate.md).
+
+It runs under the project's interpreter, which may be older than AgentOS's: standard
+library only, syntax Python 3.7 understands, and it must never break a test run.
+
+PYTEST_DONT_REWRITE: imported before pytest (by sitecustomize), so pytest must not try to
+rewrite its asserts (it would warn, and a suite run with ``-W error`` would stop).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+DIR = "AGENTOS_GATE_DIR"
+MODE = "AGENTOS_GATE_MODE"
+ONLY = "AGENTOS_GATE_ONLY"
+EXCEPT = "AGENTOS_GATE_EXCEPT"
+NONCE = "AGENTOS_GATE_NONCE"
+TREE = "AGENTOS_GATE_TREE"
+
+# What the runners are made of: every function and class of these modules, and everything
+# each of those classes defines, must be the same object after collection and after each
+# test as before any code of the repository ran.
+_PYTEST_MODULES = (
+    "_pytest.runner",
+    "_pytest.reports",
+    "_pytest.skipping",
+    "_pytest.outcomes",
+    "_pytest.python",
+    "_pytest.unittest",
+    "_pytest.main",
+    "_pytest.terminal",
+    "_pytest.nodes",
+    "_pytest.junitxml",
+    "pluggy._callers",
+    "pluggy._hooks",
+    "pluggy._manager",
+    "pluggy._result",
+)
+_UNITTEST_MODULES = (
+    "unittest.case",
+    "unittest.result",
+    "unittest.suite",
+    "unittest.runner",
+    "unittest.main",
+    "unittest.loader",
+    "unittest.signals",
+)
+
+if TYPE_CHECKING:  # (not at run time: Python 3.7 has no tuple[...])
+    Phase = tuple[str, str, str, bool]  # (when, our outcome, the report's outcome, xfail)
+
+
+class _Records:
+    """One process's record file: lines appended one by one, as they happen."""
+
+    def __init__(self, directory: str, runner: str) -> None:
+        self.pid = os.getpid()
+        self.path = os.path.join(directory, f"{runner}-{self.pid}.jsonl")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+        self.fd = os.open(self.path, flags, 0o600)
+        self.digest = hashlib.sha256()
+        self.lines = 0
+        self.sealed = False
+
+    def write(self, kind: str, **fields: Any) -> None:
+        if os.getpid() != self.pid or self.sealed:  # a forked child is not the run
+            return
+        fields["t"] = kind
+        line = (json.dumps(fields, sort_keys=True, default=str) + "\n").encode("utf-8")
+        self.digest.update(line)
+        self.lines += 1
+        with contextlib.suppress(OSError):
+            os.write(self.fd, line)
+
+    def seal(self, **fields: Any) -> None:
+        if os.getpid() != self.pid or self.sealed:
+            return
+        digest = self.digest.hexdigest()
+        key = os.environ.get(NONCE, "").encode("utf-8")
+        mac = hmac.new(key, digest.encode("ascii"), hashlib.sha256).hexdigest()
+        self.write("end", lines=self.lines, digest=digest, mac=mac, **fields)
+        self.sealed = True
+
+
+def _ids(variable: str) -> set[str] | None:
+    path = os.environ.get(variable)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return {line.rstrip("\n") for line in fh if line.strip()}
+    except OSError:
+        return set()
+
+
+def _wanted(test_id: str, only: set[str] | None, skip: set[str] | None) -> bool:
+    if only is not None and test_id not in only:
+        return False
+    return not (skip is not None and test_id in skip)
+
+
+# --- the snapshot --------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+class _Snapshot:
+    """What the runner is made of, taken once; :meth:`changes` says what differs now."""
+
+    def __init__(self, modules: Iterable[str]) -> None:
+        self.entries: list[tuple[str, Any, str, object]] = []  # (owner, namespace, key, value)
+        self.codes: list[tuple[str, object, object]] = []  # (label, function, code)
+        self.classes: list[tuple[str, type, set[str]]] = []  # (label, class, its names)
+        for name in modules:
+            module = sys.modules.get(name)
+            if module is not None:
+                self._add_module(name, module)
+
+    def _add_function(self, label: str, func: object) -> None:
+        code = getattr(func, "__code__", None)
+        if code is not None:
+            self.codes.append((label, func, code))
+
+    def _add_class(self, label: str, cls: type) -> None:
+        names = set()
+        space = vars(cls)
+        for key, value in list(space.items()):
+            names.add(key)
+            self.entries.append((label, space, key, value))
+            self._add_function(label + "." + key, getattr(value, "__func__", value))
+        self.classes.append((label, cls, names))
+
+    def _add_module(self, name: str, module: Any) -> None:
+        space = vars(module)
+        for key, value in list(space.items()):
+            if getattr(value, "__module__", None) != name:
+                continue
+            if isinstance(value, type):
+                self.entries.append((name, space, key, value))
+                self._add_class(name + "." + key, value)
+            elif callable(value):
+                self.entries.append((name, space, key, value))
+                self._add_function(name + "." + key, value)
+
+    def changes(self) -> list[str]:
+        found = []
+        for owner, space, key, value in self.entries:
+            if space.get(key, _MISSING) is not value:
+                found.append(f"{owner}.{key} was replaced")
+        for label, func, code in self.codes:
+            if getattr(func, "__code__", None) is not code:
+                found.append(f"the code of {label} was replaced")
+        for label, cls, names in self.classes:
+            for key, value in list(vars(cls).items()):
+                if key not in names and callable(value):
+                    found.append(f"{label}.{key} was added")
+        return found
+
+
+def _installed(path: str, prefixes: set[str]) -> bool:
+    """Whether ``path`` belongs to an installed environment (a venv inside the tree)."""
+    parts = path.split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return True
+    return any(path.startswith(p + os.sep) for p in prefixes)
+
+
+# --- pytest --------------------------------------------------------------------------------
+
+
+class _PytestRecorder:
+    """One pytest session's records: what it collected, each test's outcome, tampering."""
+
+    def __init__(self, config: Any, records: _Records, mode: str) -> None:
+        import unittest
+
+        from _pytest import outcomes
+
+        self.config = config
+        self.records = records
+        self.mode = mode
+        self.only = _ids(ONLY)
+        self.skip = _ids(EXCEPT)
+        self.phases: dict[str, list[Phase]] = {}
+        self.tampered: list[str] = []
+        self.counts: dict[str, int] = {}
+        self.skipped_exc: tuple[type, ...] = (outcomes.Skipped, unittest.SkipTest)
+        self.xfail_exc: tuple[type, ...] = (outcomes.XFailed,)
+        self.plugins_before: set[int] = set()
+
+    def session_started(self) -> None:
+        self.plugins_before = {id(p) for p in self.config.pluginmanager.get_plugins()}
+
+    def tree_plugins(self) -> list[tuple[object, str]]:
+        """Plugins whose code lies in the tree under test (not in an environment there)."""
+        tree = os.environ.get(TREE)
+        if not tree:
+            return []
+        tree = os.path.realpath(tree)
+        prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        found = []
+        for plugin in self.config.pluginmanager.get_plugins():
+            where = getattr(plugin, "__file__", None)
+            if where is None:
+                module = sys.modules.get(getattr(type(plugin), "__module__", "") or "")
+                where = getattr(module, "__file__", None)
+            if not isinstance(where, str):
+                continue
+            real = os.path.realpath(where)
+            if real.startswith(tree + os.sep) and not _installed(real, prefixes):
+                found.append((plugin, os.path.relpath(real, tree)))
+        return found
+
+    def check(self, when: str) -> None:
+        problems = _PYTEST_SNAPSHOT[0].changes() if _PYTEST_SNAPSHOT else []
+        for plugin, rel in self.tree_plugins():
+            if id(plugin) not in self.plugins_before and os.path.basename(rel) != "conftest.py":
+                problems.append(f"a pytest plugin was registered from {rel}")
+        for problem in problems:
+            self.tamper(problem, when)
+
+    def tamper(self, what: str, when: str = "") -> None:
+        if what not in self.tampered:
+            self.tampered.append(what)
+            self.records.write("tamper", what=what, when=when)
+
+    def collected(self, session: Any) -> None:
+        plugins = sorted({rel for _, rel in self.tree_plugins()})
+        items = []
+        for item in session.items:
+            path = getattr(item, "path", None) or getattr(item, "fspath", None)
+            rel = None
+            if path is not None:
+                try:
+                    rel = os.path.relpath(str(path), str(self.config.rootpath))
+                except (AttributeError, ValueError):
+                    rel = str(path)
+            items.append({"id": item.nodeid, "file": rel, "kind": type(item).__name__})
+        self.records.write("collected", tests=items, plugins=plugins)
+        self.check("collection")
+
+    def own_outcome(self, call: Any) -> str:
+        """How a phase ended, from what it raised: not from any report."""
+        excinfo = call.excinfo
+        if excinfo is None:
+            return "passed"
+        if isinstance(excinfo.value, self.xfail_exc):
+            return "xfailed"
+        if isinstance(excinfo.value, self.skipped_exc):
+            return "skipped"
+        return "failed"
+
+    def phase(self, item: Any, call: Any, before: str, report: Any) -> None:
+        own = self.own_outcome(call)
+        if before == "failed" and own != "failed":
+            self.tamper(f"the exception {item.nodeid} raised in {call.when} was taken away")
+            own = "failed"
+        reported = str(report.outcome)
+        xfail = hasattr(report, "wasxfail")
+        forged = False
+        if own == "failed":
+            forged = not (reported == "failed" or (reported == "skipped" and xfail))
+            forged = forged or (reported == "skipped" and xfail and not _marked_xfail(item))
+        elif own == "passed":
+            forged = reported == "skipped" and not xfail
+        else:
+            forged = reported == "passed" and not xfail
+        if forged:
+            said = reported + (" (xfail)" if xfail else "")
+            self.tamper(
+                f"{item.nodeid}: the report says {said} where the test {own} in {call.when}"
+            )
+        self.phases.setdefault(item.nodeid, []).append((call.when, own, reported, xfail))
+
+    def finished(self, item: Any) -> None:
+        phases = self.phases.pop(item.nodeid, [])
+        outcome = _final(phases)
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        self.records.write("test", id=item.nodeid, outcome=outcome, reported=_reported(phases))
+        self.check(item.nodeid)
+
+
+def _marked_xfail(item: Any) -> bool:
+    try:
+        return any(True for _ in item.iter_markers(name="xfail"))
+    except Exception:  # an item of a plugin that has no markers
+        return False
+
+
+def _reported(phases: list[Phase]) -> str:
+    """One test's outcome as its reports give it (what pytest itself would print)."""
+    outcome = "error"
+    for when, _, reported, xfail in phases:
+        if when in ("setup", "teardown") and reported == "failed":
+            return "error"
+        if when == "setup" and reported == "skipped":
+            return "xfailed" if xfail else "skipped"
+        if when == "call":
+            if reported == "skipped":
+                outcome = "xfailed" if xfail else "skipped"
+            elif reported == "passed":
+                outcome = "xpassed" if xfail else "passed"
+            else:
+                outcome = "failed"
+    return outcome
+
+
+def _final(phases: list[Phase]) -> str:
+    """One test's outcome from its phases, by what they raised."""
+    outcome = "error"  # set up and never called, or no phase at all
+    for when, own, reported, xfail in phases:
+        if when == "setup":
+            if own == "failed":
+                return "error"
+            if own in ("skipped", "xfailed"):
+                return own
+        elif when == "call":
+            if own == "failed":
+                outcome = "xfailed" if (reported == "skipped" and xfail) else "failed"
+            elif own == "passed":  # a report of failure here is XPASS(strict)
+                outcome = "failed" if reported == "failed" else "xpassed" if xfail else "passed"
+            else:
+                outcome = own
+        elif when == "teardown" and own == "failed":
+            return "error"
+    return outcome
+
+
+# Taken when pytest registers this plugin (PYTEST_PLUGINS): after pytest's own plugins and
+# those the environment installs, before any conftest or test module of the repository.
+_PYTEST_SNAPSHOT: list[_Snapshot] = []
+_PYTEST_RECORDS: list[_Records] = []
+_RECORDER: list[_PytestRecorder] = []
+
+
+def _recorder() -> _PytestRecorder | None:
+    return _RECORDER[0] if _RECORDER else None
+
+
+def pytest_addoption(parser: Any) -> None:
+    """Called when pytest registers this plugin, before it loads any conftest: the snapshot,
+    and the record file with its start line (a process that ends before its session starts
+    leaves a record without a seal, never none)."""
+    directory = os.environ.get(DIR)
+    if not directory or _PYTEST_SNAPSHOT:
+        return
+    _PYTEST_SNAPSHOT.append(_Snapshot(_PYTEST_MODULES + _UNITTEST_MODULES))
+    try:
+        records = _Records(directory, "pytest")
+    except OSError:
+        return
+    _UNITTEST["off"] = True  # pytest runs the tests of this process
+    records.write(
+        "start",
+        runner="pytest",
+        mode=os.environ.get(MODE, "run"),
+        argv=list(sys.argv),
+        cwd=os.getcwd(),
+        python=sys.version.split()[0],
+    )
+    _PYTEST_RECORDS.append(records)
+
+
+def pytest_configure(config: Any) -> None:
+    if not _PYTEST_RECORDS or _RECORDER:
+        return
+    mode = os.environ.get(MODE, "run")
+    _RECORDER.append(_PytestRecorder(config, _PYTEST_RECORDS[0], mode))
+    _PYTEST_RECORDS[0].write("configured", rootdir=str(getattr(config, "rootpath", "")))
+    if mode == "collect":
+        config.option.collectonly = True
+
+
+def pytest_sessionstart(session: Any) -> None:
+    recorder = _recorder()
+    if recorder is not None:
+        recorder.session_started()
+
+
+def pytest_collectreport(report: Any) -> None:
+    recorder = _recorder()
+    if recorder is not None and report.failed:
+        message = str(report.longrepr)[-2000:]
+        recorder.records.write("collect_error", path=report.nodeid, message=message)
+
+
+def _hookimpl(**kwargs: Any) -> Callable[[Any], Any]:
+    try:
+        import pytest
+    except ImportError:  # not a pytest process: only the unittest part is used
+        return lambda func: func
+    return pytest.hookimpl(**kwargs)  # type: ignore[no-any-return]
+
+
+@_hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    recorder = _recorder()
+    if recorder is None or (recorder.only is None and recorder.skip is None):
+        return
+    kept = [i for i in items if _wanted(i.nodeid, recorder.only, recorder.skip)]
+    dropped = [i for i in items if not _wanted(i.nodeid, recorder.only, recorder.skip)]
+    if dropped:
+        items[:] = kept
+        config.hook.pytest_deselected(items=dropped)
+
+
+def pytest_collection_finish(session: Any) -> None:
+    recorder = _recorder()
+    if recorder is not None:
+        recorder.collected(session)
+
+
+@_hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+    recorder = _recorder()
+    before = recorder.own_outcome(call) if recorder is not None else "passed"
+    outcome = yield
+    if recorder is None:
+        return
+    try:
+        report = outcome.get_result()
+    except BaseException:  # the report was not made: pytest itself says why
+        return
+    recorder.phase(item, call, before, report)
+
+
+@_hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
+    yield
+    recorder = _recorder()
+    if recorder is not None:
+        recorder.finished(item)
+
+
+@_hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: Any, exitstatus: Any) -> Any:
+    yield
+    recorder = _recorder()
+    if recorder is None:
+        return
+    recorder.check("end")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    stats = {
+        key: len(value)
+        for key, value in getattr(reporter, "stats", {}).items()
+        if key in ("passed", "failed", "skipped", "xfailed", "xpassed")
+    }
+    recorder.records.seal(
+        exitstatus=int(getattr(session, "exitstatus", exitstatus) or 0),
+        counts=recorder.counts,
+        reported=stats,
+        tampered=recorder.tampered,
+    )
+
+
+# --- unittest ------------------------------------------------------------------------------
+
+_UNITTEST: dict[str, bool] = {"installed": False, "off": False}
+_UNITTEST_SNAPSHOT: list[_Snapshot] = []
+
+
+class _UnittestRecorder:
+    """One process's unittest records, kept through ``unittest.result.TestResult``."""
+
+    def __init__(self, records: _Records, mode: str) -> None:
+        self.records = records
+        self.mode = mode
+        self.only = _ids(ONLY)
+        self.skip = _ids(EXCEPT)
+        self.outcomes: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+        self.tampered: list[str] = []
+        self.run_end: dict[str, Any] | None = None
+        self.depth = 0
+
+    def set(self, test: Any, outcome: str) -> None:
+        test_id = _test_id(test)
+        if self.outcomes.get(test_id) in ("failed", "error") and outcome in ("passed", "skipped"):
+            return  # one of its subtests failed: the test failed
+        self.outcomes[test_id] = outcome
+
+    def stop(self, test: Any) -> None:
+        test_id = _test_id(test)
+        outcome = self.outcomes.get(test_id, "error")
+        if outcome == "pending":  # started, and nothing said how it ended
+            outcome = "error"
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        self.records.write("test", id=test_id, outcome=outcome, file=_test_file(test))
+        self.check(test_id)
+
+    def check(self, when: str) -> None:
+        if not _UNITTEST_SNAPSHOT:
+            return
+        for problem in _UNITTEST_SNAPSHOT[0].changes():
+            if problem not in self.tampered:
+                self.tampered.append(problem)
+                self.records.write("tamper", what=problem, when=when)
+
+
+def _test_id(test: Any) -> str:
+    try:
+        return str(test.id())
+    except Exception:  # a test object of a strange runner
+        return repr(test)
+
+
+def _test_file(test: Any) -> str | None:
+    module = sys.modules.get(getattr(type(test), "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str):
+        return None
+    try:
+        return os.path.relpath(path, os.environ.get(TREE) or os.getcwd())
+    except ValueError:
+        return path
+
+
+def _flatten(suite: Any, out: list[Any]) -> list[Any]:
+    for test in suite:
+        if hasattr(test, "__iter__"):
+            _flatten(test, out)
+        else:
+            out.append(test)
+    return out
+
+
+def _prune(suite: Any, only: set[str] | None, skip: set[str] | None) -> bool:
+    """Drop the tests not wanted from ``suite`` in place; True when it still holds any."""
+    kept = []
+    for test in list(getattr(suite, "_tests", [])):
+        if hasattr(test, "_tests"):
+            if _prune(test, only, skip):
+                kept.append(test)
+        elif _wanted(_test_id(test), only, skip):
+            kept.append(test)
+    suite._tests = kept
+    return bool(kept)
+
+
+def _patch(cls: Any, name: str, make: Callable[[Any], Any]) -> None:
+    """Replace ``cls.name`` with ``make(original)``, the original kept as ``__wrapped__``."""
+    original = getattr(cls, name)
+    method = make(original)
+    method.__wrapped__ = original
+    setattr(cls, name, method)
+
+
+def install_unittest() -> None:
+    """Record unittest's outcomes in this process (AgentOS's sitecustomize calls it)."""
+    directory = os.environ.get(DIR)
+    if not directory or _UNITTEST["installed"]:
+        return
+    _UNITTEST["installed"] = True
+    import unittest  # every part of it, for the snapshot
+
+    state: dict[str, _UnittestRecorder | None] = {}
+
+    def recorder() -> _UnittestRecorder | None:
+        if _UNITTEST["off"]:
+            return None
+        if "r" not in state:
+            try:
+                records = _Records(directory, "unittest")
+            except OSError:
+                state["r"] = None
+                return None
+            mode = os.environ.get(MODE, "run")
+            state["r"] = rec = _UnittestRecorder(records, mode)
+            records.write(
+                "start",
+                runner="unittest",
+                mode=mode,
+                argv=list(sys.argv),
+                cwd=os.getcwd(),
+                python=sys.version.split()[0],
+            )
+            atexit.register(_unittest_end, rec)
+        return state["r"]
+
+    result_cls = unittest.result.TestResult
+
+    def outcome_method(outcome: str) -> Callable[[Any], Any]:
+        def make(original: Any) -> Any:
+            def method(self: Any, test: Any, *args: Any, **kwargs: Any) -> Any:
+                rec = recorder()
+                if rec is not None:
+                    rec.set(test, outcome)
+                return original(self, test, *args, **kwargs)
+
+            return method
+
+        return make
+
+    for name, outcome in (
+        ("addSuccess", "passed"),
+        ("addFailure", "failed"),
+        ("addError", "error"),
+        ("addSkip", "skipped"),
+        ("addExpectedFailure", "xfailed"),
+        ("addUnexpectedSuccess", "xpassed"),
+    ):
+        _patch(result_cls, name, outcome_method(outcome))
+
+    def subtest(original: Any) -> Any:
+        def add_subtest(self: Any, test: Any, sub: Any, err: Any) -> Any:
+            rec = recorder()
+            if rec is not None and err is not None:
+                rec.set(test, "failed" if issubclass(err[0], test.failureException) else "error")
+            return original(self, test, sub, err)
+
+        return add_subtest
+
+    def start(original: Any) -> Any:
+        def start_test(self: Any, test: Any) -> Any:
+            rec = recorder()
+            if rec is not None:
+                rec.outcomes.setdefault(_test_id(test), "pending")
+            return original(self, test)
+
+        return start_test
+
+    def stop(original: Any) -> Any:
+        def stop_test(self: Any, test: Any) -> Any:
+            rec = recorder()
+            if rec is not None:
+                rec.stop(test)
+            return original(self, test)
+
+        return stop_test
+
+    def stop_run(original: Any) -> Any:
+        def stop_test_run(self: Any) -> Any:
+            rec = recorder()
+            if rec is not None:
+                rec.run_end = {"run": getattr(self, "testsRun", None)}
+            return original(self)
+
+        return stop_test_run
+
+    def run(original: Any) -> Any:
+        def run_suite(self: Any, result: Any, debug: bool = False) -> Any:
+            rec = recorder()
+            if rec is None:
+                return original(self, result, debug)
+            if rec.depth == 0:  # the outermost suite: everything the run will run
+                if rec.mode == "collect":
+                    tests = [
+                        {"id": _test_id(t), "file": _test_file(t), "kind": "TestCase"}
+                        for t in _flatten(self, [])
+                    ]
+                    rec.records.write("collected", tests=tests, plugins=[])
+                    return result
+                if rec.only is not None or rec.skip is not None:
+                    _prune(self, rec.only, rec.skip)
+            rec.depth += 1
+            try:
+                return original(self, result, debug)
+            finally:
+                rec.depth -= 1
+
+        return run_suite
+
+    _patch(result_cls, "addSubTest", subtest)
+    _patch(result_cls, "startTest", start)
+    _patch(result_cls, "stopTest", stop)
+    _patch(result_cls, "stopTestRun", stop_run)
+    _patch(unittest.suite.TestSuite, "run", run)
+    _UNITTEST_SNAPSHOT.append(_Snapshot(_UNITTEST_MODULES))
+
+
+def _unittest_end(rec: _UnittestRecorder) -> None:
+    if _UNITTEST["off"]:
+        return
+    rec.check("end")
+    rec.records.seal(counts=rec.counts, reported=rec.run_end, tampered=rec.tampered)
