@@ -388,6 +388,8 @@ _FREE_TEXT = frozenset(
         "ignored_files_removed",
         "git_admin_restored",
         "paths",
+        "named",
+        "test_changes",
     }
 )
 _OUTPUT = frozenset({"output_tail", "output", "tail"})

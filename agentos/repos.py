@@ -90,7 +90,7 @@ class RepoProfile:
         """A cheap command that proves the suite can start: pytest collects without running;
         tox and nox list their environments; make prints what ``make test`` would do."""
         if self.runner == "pytest":
-            return f"{self.test_command()} --collect-only -p no:cacheprovider"
+            return f"{self.test_command()} --collect-only"
         return {"tox": "tox -l", "nox": "nox -l", "make": "make -n test"}.get(self.runner)
 
     def environment(self, base: Mapping[str, str], worktree: Path | None = None) -> dict[str, str]:
@@ -357,7 +357,9 @@ def check_profile(
     collect_command = profile.collect_command()
     if collect_command is None or not collect:
         return []
-    outcome = run_shell(collect_command, where, env, min(profile.timeout, COLLECT_TIMEOUT))
+    # Nothing written into the tree: no bytecode (above), no pytest cache.
+    command = collect_command + (" -p no:cacheprovider" if profile.runner == "pytest" else "")
+    outcome = run_shell(command, where, env, min(profile.timeout, COLLECT_TIMEOUT))
     return collection_problems(profile, outcome, where, collect_command)
 
 

@@ -740,6 +740,8 @@ def test_a_whole_interview_document_for_a_vague_request() -> None:
         },
         "rewrite": None,
         "rewrite_error": None,
+        "named": [],
+        "test_changes": None,
     }
 
 
@@ -1605,6 +1607,8 @@ def test_a_whole_interview_document_for_a_read_only_request() -> None:
         },
         "rewrite": None,
         "rewrite_error": None,
+        "named": [],
+        "test_changes": None,
     }
 
 
@@ -1934,3 +1938,41 @@ def test_in_a_terminal_the_proposed_rewrite_can_be_taken_and_is_scored_like_any_
     assert code == 0, rest
     assert "passed" in rest
     assert len(ollama.chats) == 1  # the rewrite passed, so no second rewrite was asked
+
+
+@pytest.mark.parametrize(
+    ("request_text", "allowed"),
+    [
+        ("Update the tests for the new API in src/api.py", {"paths": []}),
+        ("Refactor parse_date in src/dates.py and update its tests", {"paths": []}),
+        (
+            "Fix the bug in src/i18n.py and its test in tests/test_i18n.py",
+            {"paths": ["tests/test_i18n.py"]},
+        ),
+        ("Change tests/test_api.py to expect a 404 from /users", {"paths": ["tests/test_api.py"]}),
+        ("Fix the failing test in tests/test_x.py; done when tests pass", None),
+        ("Fix the bug in app.py without changing the tests", None),
+        ("Fix the bug in app.py. Do not update the tests.", None),
+        ("fix the test in tests/test_x.py", None),
+    ],
+    ids=[
+        "update-the-tests",
+        "and-update-its-tests",
+        "and-its-test-in-a-file",
+        "change-a-test-file",
+        "fix-the-failing-test",
+        "without-changing",
+        "do-not-update",
+        "fix-the-test-reads-make-it-pass",
+    ],
+)
+def test_a_request_allows_test_changes_only_when_it_asks_for_them(
+    request_text: str, allowed: dict[str, list[str]] | None
+) -> None:
+    asked = interview(request_text, DEFAULTS).test_changes
+    assert (None if asked is None else {"paths": list(asked.paths)}) == allowed
+
+
+def test_a_request_names_its_paths_and_symbols_for_the_gates_known_failures() -> None:
+    result = interview("Fix parse_date in src/dates.py; done when tests pass", DEFAULTS)
+    assert result.named == ["parse_date", "src/dates.py"]

@@ -59,10 +59,27 @@ def test_an_agent_that_changes_how_the_repository_is_tested_does_not_merge_unsee
             "tests/test_ok.py": "def test_ok(): pass\n",
         },
     )
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
     add_agent(ws, tmp_path, "rewirer", "echo 'test: \"true\"' >> .agentos.yaml\n")
     before = git(repo, "rev-parse", "main")
+    request = "rewirer-task; done when tests pass"
 
-    out = cli("run", "rewirer-task; done when tests pass", "--repo", str(repo), "--force", "--json")
+    # How the repository is tested is not the agent's to change: its gate refuses it.
+    out = cli("run", request, "--repo", str(repo), "--force", "--json")
+
+    report = json.loads(out.stdout)
+    assert out.returncode == 1 and report["status"] == "failed", report["message"]
+    (check,) = [c for c in report["agents"][0]["gate"]["checks"] if c["kind"] == "tests"]
+    assert check["evidence"]["findings"] == [
+        {
+            "kind": "test settings changed",
+            "path": ".agentos.yaml",
+            "detail": "how AgentOS tests the repository",
+            "allowed": False,
+        }
+    ]
+    # Allowed, it still waits for a person's review.
+    out = cli("run", request, "--repo", str(repo), "--force", "--json", "--allow-test-changes")
 
     report = json.loads(out.stdout)
     assert out.returncode == 0 and report["status"] == "ready", report["message"]

@@ -137,6 +137,7 @@ PACKAGES = (
     "agentos/cli/_web",
     "agentos/evals",
     "agentos/evolve",
+    "agentos/gate",
     "agentos/runtimes",
     "agentos/sandbox",
     "agentos/synthesis",
