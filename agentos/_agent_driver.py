@@ -43,6 +43,7 @@ from agentos.stormbreaker import (
     gate_environment,
     gate_receipt_fields,
     run_gate,
+    run_judging,
     with_failure,
 )
 from agentos.usage import take_usage
@@ -90,7 +91,7 @@ class AgentDriver:
             self.ctx.repo,
             agent.worktree,
             agent.branch,
-            self.ctx.base,
+            agent.base or self.ctx.base,
             sparse_paths=agent.manifest.paths or None,
         )
         if self.ctx.guard is not None:
@@ -107,7 +108,8 @@ class AgentDriver:
         spent. Agents are driven in parallel, one thread each."""
         # Written by rename: never through a link the agent left in its place.
         atomic_write(agent.worktree / "AGENTOS_CONTEXT.md", context)
-        retries = self.ctx.ws.settings.run.retries
+        # A verifier changes nothing: another attempt would judge the same tree again.
+        retries = 0 if agent.verifier else self.ctx.ws.settings.run.retries
         agent.started_at = time.time()
         try:
             while agent.attempts <= retries and not self.ctx.cancel.is_set():
@@ -195,7 +197,7 @@ class AgentDriver:
 
     def _gate(self, agent: AgentState, tampered: list[str]) -> None:
         """The gate on the attempt's commit, its receipt, and the agent's verdict."""
-        head = wt.rev(agent.worktree, "HEAD") or self.ctx.base
+        head = wt.rev(agent.worktree, "HEAD") or agent.base or self.ctx.base
         self._set_status(
             agent,
             AgentStatus.GATING,
@@ -256,10 +258,10 @@ class AgentDriver:
         gate = run_gate(
             agent.checks,
             agent.worktree,
-            base=self.ctx.base,
+            base=agent.base or self.ctx.base,
             env=gate_env,
             profile=self.ctx.profile,
-            judging=self.judging(agent.name),
+            judging=self.judging(agent),
             confiner=CheckConfiner(
                 self.ctx.sandbox, self.ctx.scene, agent.worktree, gate_env["PATH"]
             ),
@@ -270,7 +272,7 @@ class AgentDriver:
         )
         agent.files.check_pid.unlink(missing_ok=True)
         wt.reset_to_head(agent.worktree)
-        nested = wt.new_gitlinks(agent.worktree, self.ctx.base)
+        nested = wt.new_gitlinks(agent.worktree, agent.base or self.ctx.base)
         if nested:
             gate = with_failure(
                 gate,
@@ -282,12 +284,17 @@ class AgentDriver:
         agent.gate = gate
         return gate
 
-    def judging(self, name: str) -> Judging:
-        """What the run's tests checks judge against: the run's base, the request's named
+    def judging(self, agent: AgentState) -> Judging:
+        """What an agent's tests checks judge against: its base, the request's named
         things and allowed test changes; scratch trees in the workspace (hidden from
         agents), base collections in its cache."""
-        return judging_for(
-            self.ctx.ws, self.ctx.run_id, name, self.ctx.base, self.ctx.named, self.ctx.allow
+        return run_judging(
+            self.ctx.ws,
+            self.ctx.run_id,
+            agent.name,
+            agent.base or self.ctx.base,
+            self.ctx.named,
+            self.ctx.allow,
         )
 
     def _set_status(
@@ -427,24 +434,6 @@ def confine_agent(
     pol.extra_env[INSIDE] = sandbox.backend
     group = Group(pol.limits)
     return sandbox.command(pol, argv, group), group, {"backend": sandbox.backend, **pol.as_dict()}
-
-
-def judging_for(
-    ws: Workspace,
-    run_id: str,
-    name: str,
-    base: str,
-    named: tuple[str, ...] = (),
-    allow: TestChanges | None = None,
-) -> Judging:
-    """The :class:`Judging` of a run's tests checks (its gates, its integration gate)."""
-    return Judging(
-        base=base,
-        scratch=ws.state_dir / "gate" / run_id / name,
-        cache=ws.state_dir / "cache" / "gate",
-        named=named,
-        allow=allow or TestChanges(),
-    )
 
 
 def open_egress(sandbox: Sandbox, manifest: Manifest, files: AgentFiles) -> Egress | None:

@@ -69,10 +69,20 @@ class AgentState:
     usage: Usage | None = None  # what it says it used, over its attempts (agentos.usage)
     tools: AgentToolServer | None = None  # AgentOS's MCP tools it asked for, while it works
     egress: Egress | None = None  # its proxy, when its package names the hosts it may reach
+    base: str = ""  # the commit it starts from: the run's base, or for a verifier the
+    # integrated work of the agents that change code
+    verifier: bool = False  # it only verifies (card group verify, or changes: false)
 
     @property
     def name(self) -> str:
         return self.manifest.name
+
+    @property
+    def lands(self) -> bool:
+        """Whether its passing work has anything to land (a verifier's is its base)."""
+        return self.gated_commit is not None and not (
+            self.verifier and self.gated_commit == self.base
+        )
 
     def work(self) -> review.AgentWork:
         assert self.gated_commit is not None

@@ -64,6 +64,9 @@ class Manifest(StrictModel):
     env: list[str] = Field(default_factory=list)  # variables passed through; nothing else is
     timeout: int = Field(default=600, gt=0)  # seconds an attempt may take
     checks: list[CheckSpec] = Field(default_factory=list)  # checks every run of it must pass
+    # False: it only verifies (runs the tests, reports) and changes nothing. In a run it
+    # starts after the agents that change code, on their integrated work, and is not retried.
+    changes: bool = True
     paths: list[str] = Field(default_factory=list)  # what the agent works on (sparse checkout)
     guardian: GuardianOverrides | None = None
     sandbox: PackageSandbox | None = None  # what it needs beyond the sandbox's defaults

@@ -22,7 +22,7 @@ from typing import Any
 
 from agentos import review
 from agentos import worktrees as wt
-from agentos._agent_driver import AgentDriver, RunContext, commit_message, judging_for
+from agentos._agent_driver import AgentDriver, RunContext, commit_message
 from agentos._git_guard import GitGuard, restore_git_admin
 from agentos._repo_detect import SETTINGS_HINT
 from agentos._run_files import RunFiles
@@ -37,12 +37,18 @@ from agentos.hub import Hub
 from agentos.manifest import Manifest
 from agentos.receipts import write_receipt
 from agentos.repos import COLLECT_TIMEOUT, REPO_FILE, RepoProfile, check_profile, repo_profile
+from agentos.router import VERIFY_GROUP
 from agentos.runs import ACTIVE, UNFINISHED, AgentStatus, RunStatus, RunStore, new_run_id
 from agentos.runtimes import get_runtime
 from agentos.sandbox import Sandbox, choose
 from agentos.sandbox._confine import Scene, venv_paths
 from agentos.sessions import Sessions, require_tmux, session_name
-from agentos.stormbreaker import collect_checks, gate_environment, missing_programs
+from agentos.stormbreaker import (
+    collect_checks,
+    gate_environment,
+    missing_programs,
+    run_judging,
+)
 from agentos.workspace import Workspace
 
 __all__ = [
@@ -195,8 +201,9 @@ class Orchestrator:
             return
         self._confinement()
         require_tmux()
-        self._in_parallel(self._driver().setup)
-        self._check_environment()
+        first = self._changers() or self._verifiers()
+        self._in_parallel(self._driver().setup, first)
+        self._check_environment(first[0].worktree)
         self._ensure_guardian()
         context = self._context()
         self._set_status(RunStatus.RUNNING)
@@ -211,6 +218,7 @@ class Orchestrator:
                 worktree=str(agent.worktree),
                 session=agent.session,
             )
+        self._store_gate()
         self._drive_all(context)
         if not all(a.status is AgentStatus.PASSED for a in self.agents):
             failed = ", ".join(
@@ -218,6 +226,7 @@ class Orchestrator:
             )
             self._finish(RunStatus.FAILED, f"not done: {failed}; nothing was merged")
         elif self.git_admin_restored:
+            self._keep_option("no_merge", "its agents changed the repository's git administration")
             self._finish(
                 RunStatus.FAILED,
                 "the repository's git administration was changed while the agents ran "
@@ -229,7 +238,7 @@ class Orchestrator:
         elif touched := [
             a.name
             for a in self.agents
-            if a.gated_commit and wt.touches(self.repo, self.base, a.gated_commit, REPO_FILE)
+            if a.gated_commit and wt.touches(self.repo, a.base, a.gated_commit, REPO_FILE)
         ]:
             # How the repository is tested is not an agent's to change unseen.
             self._ready(f"not merged: {', '.join(touched)} changed {REPO_FILE}, review it")
@@ -274,8 +283,10 @@ class Orchestrator:
         its checks. False when nothing is to run."""
         from agentos.router import route
 
+        interview = self.report.interview
+        change = interview is not None and not interview.read_only
         decision, receipt = route(
-            self.ws, self.request, run_id=self.run_id, agent=self.options.agent
+            self.ws, self.request, run_id=self.run_id, agent=self.options.agent, change=change
         )
         self.report.decision = decision
         self.report.receipts.append(receipt.id)
@@ -307,7 +318,18 @@ class Orchestrator:
                 package=manifest,
                 card_checks=[*sel.checks, *self.request_checks, *self.option_checks],
             )
-            self.agents.append(self._plan_agent(sel.card, manifest, info.path, checks))
+            agent = self._plan_agent(sel.card, manifest, info.path, checks)
+            agent.verifier = sel.group == VERIFY_GROUP or not manifest.changes
+            self.agents.append(agent)
+        if change and not self._changers():
+            names = ", ".join(a.name for a in self.agents)
+            self._finish(
+                RunStatus.NO_MATCH,
+                f"no agent that changes code matched the request, only {names}, which "
+                "changes nothing: set run.default_agent in agentos.yaml, or pick one with "
+                "--agent",
+            )
+            return False
         return True
 
     def _confinement(self) -> None:
@@ -329,7 +351,15 @@ class Orchestrator:
             # there is put back after each attempt (agentos._git_guard).
             self.guard = GitGuard.take(wt.git_dir(self.repo))
 
-    def _check_environment(self) -> None:
+    def _changers(self) -> list[AgentState]:
+        """The agents that change code; they work first, in parallel."""
+        return [a for a in self.agents if not a.verifier]
+
+    def _verifiers(self) -> list[AgentState]:
+        """The agents that only verify; with changers, they start on their integrated work."""
+        return [a for a in self.agents if a.verifier]
+
+    def _check_environment(self, tree: Path) -> None:
         """Prove before any agent starts that the run's checks can run: every shell
         check's program is installed, and when the checks include the repository's tests,
         the interpreter exists, the test command starts and the suite collects, in a
@@ -337,7 +367,6 @@ class Orchestrator:
         on it). What fails here is the environment's fault, never an agent's: the run stops
         (exit 2) with the fix, and no attempt is spent on it."""
         assert self.profile is not None
-        tree = self.agents[0].worktree
         checks = [c for agent in self.agents for c in agent.checks]
         missing = missing_programs(checks, gate_environment(self.profile, tree))
         if missing:
@@ -370,7 +399,7 @@ class Orchestrator:
 
         assert self.profile is not None and self.scene is not None
         env = gate_environment(self.profile, tree)
-        judging = judging_for(self.ws, self.run_id, "_base", self.base)
+        judging = run_judging(self.ws, self.run_id, "_base", self.base)
         timeout = max(tests_timeout(c, self.profile) for c in tests)
         info = base_collection(
             self.profile,
@@ -443,6 +472,7 @@ class Orchestrator:
             worktree=self.ws.worktrees_dir / self.run_id / name,
             session=session_name(self.run_id, name),
             files=self.files.agent(name),
+            base=self.base,
         )
 
     def _driver(self) -> AgentDriver:
@@ -471,13 +501,67 @@ class Orchestrator:
         )
 
     def _drive_all(self, context: str) -> None:
+        """The agents that change code, in parallel; then, when they all passed, the
+        verifiers, on the integration of their work (never on the unchanged base)."""
         driver = self._driver()
-        self._in_parallel(lambda agent: driver.drive(agent, context))
+        changers, verifiers = self._changers(), self._verifiers()
+        self._in_parallel(lambda agent: driver.drive(agent, context), changers or verifiers)
+        if not (changers and verifiers):
+            return
+        if not all(a.status is AgentStatus.PASSED for a in changers):
+            for agent in verifiers:
+                agent.status = AgentStatus.CANCELLED
+                self.events.emit(
+                    EventKind.AGENT,
+                    f"{agent.name}: not started: the agents that change code did not pass",
+                    status=agent.status,
+                    agent=agent.name,
+                )
+            return
+        integrated = self._integrate(changers)
+        if integrated is None:
+            return
+        for agent in verifiers:
+            agent.base = integrated
+        self.emit(
+            f"verifiers start on the integrated work of {', '.join(a.name for a in changers)} "
+            f"({integrated[:12]})"
+        )
+        self._in_parallel(driver.setup, verifiers)
+        self._in_parallel(lambda agent: driver.drive(agent, context), verifiers)
 
-    def _in_parallel(self, step: Callable[[AgentState], None]) -> None:
-        """``step`` for every agent, one thread each; the first failure cancels the rest."""
-        with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
-            futures = [pool.submit(step, agent) for agent in self.agents]
+    def _integrate(self, changers: list[AgentState]) -> str | None:
+        """The passing work of the agents that change code, squashed onto the base without
+        moving any branch (kept under the run's refs): the verifiers' base. None when their
+        work conflicts (then they do not start)."""
+        landings = [
+            wt.Landing(a.branch, a.gated_commit or a.base, a.name, a.name) for a in changers
+        ]
+        result = wt.integrate(
+            self.repo,
+            self.base,
+            landings,
+            self.run_id,
+            self.ws.worktrees_dir / self.run_id / wt.MERGE_DIR,
+            wt.integrated_ref(self.run_id),
+        )
+        if not result.merged:
+            for agent in self._verifiers():
+                agent.status = AgentStatus.CANCELLED
+            self.emit(f"verifiers not started: {result.message}")
+            return None
+        return result.commit
+
+    def _in_parallel(
+        self, step: Callable[[AgentState], None], agents: list[AgentState] | None = None
+    ) -> None:
+        """``step`` for every agent (of ``agents``), one thread each; the first failure
+        cancels the rest."""
+        todo = self.agents if agents is None else agents
+        if not todo:
+            return
+        with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+            futures = [pool.submit(step, agent) for agent in todo]
             try:
                 pending = set(futures)
                 while pending:
@@ -491,9 +575,10 @@ class Orchestrator:
                 raise
 
     def _merge(self) -> None:
-        """Land exactly the commits the gates passed, squashed, all or nothing."""
+        """Land exactly the commits the gates passed, squashed, all or nothing, once the
+        checks pass on the tree that lands (the integration gate)."""
         self._set_status(RunStatus.MERGING)
-        work = [a.work() for a in self.agents]
+        work = [a.work() for a in self.agents if a.lands]
         result = review.land(
             self.ws,
             self.repo,
@@ -501,7 +586,12 @@ class Orchestrator:
             self.run_id,
             self.request,
             work,
+            gate=review.integration_gate(
+                self.ws, self.repo, self.run_id, self._gate_spec(), [w.agent for w in work]
+            ),
         )
+        if result.gate is not None and result.gate.receipt:
+            self.report.receipts.append(result.gate.receipt)
         self.report.merge = review.merge_fields(result, self.target, work, "agentos run")
         receipt = write_receipt(
             self.ws, "merge", self.report.merge, run_id=self.run_id, about=self.request
@@ -510,15 +600,32 @@ class Orchestrator:
         self.emit(f"merge: {result.message}")
         if result.merged:
             self._finish(RunStatus.SUCCEEDED, result.message)
+        elif result.gate is not None and not result.gate.passed:
+            self._finish(RunStatus.FAILED, result.message + "; every branch is kept")
         else:
             self._finish(RunStatus.CONFLICT, result.message + "; every branch is kept")
+
+    def _gate_spec(self) -> review.GateSpec:
+        """What the integration gate runs: every agent's checks but those that judge one
+        agent's own diff, with the request's named things and allowed test changes."""
+        return review.GateSpec.of([a.checks for a in self.agents], self.named, self.allow)
+
+    def _store_gate(self) -> None:
+        """The integration gate's checks, kept with the run for `runs merge` later."""
+        self._keep_option("gate", self._gate_spec().as_json())
+
+    def _keep_option(self, key: str, value: object) -> None:
+        assert self.store is not None
+        options = dict(self.store.get(self.run_id).options or {})
+        options[key] = value
+        self.store.update(self.run_id, options=options)
 
     def _ready(self, why: str) -> None:
         """Every gate passed, and the work waits on its branches for review (``--no-merge``,
         or a change that must not land unseen)."""
         for agent in self.agents:
             assert agent.gated_commit is not None
-            stat = wt.diff(self.repo, self.base, agent.gated_commit, stat=True)
+            stat = wt.diff(self.repo, agent.base, agent.gated_commit, stat=True)
             self.report.diffstat[agent.name] = stat
             self.emit(f"{agent.name}: {agent.branch}\n{stat.rstrip() or '(no changes)'}")
         self._finish(
@@ -570,9 +677,7 @@ class Orchestrator:
                         + ", ".join(restored)
                     )
             self._tolerant("prune worktrees", wt.prune, self.repo)
-            empty = [
-                a for a in self.agents if wt.commits_ahead(self.repo, a.branch, self.base) == 0
-            ]
+            empty = [a for a in self.agents if wt.commits_ahead(self.repo, a.branch, a.base) == 0]
             self._tolerant(
                 "delete empty branches", wt.delete_branch, self.repo, *(a.branch for a in empty)
             )

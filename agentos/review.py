@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentos import worktrees as wt
 from agentos.errors import BadInput, NotFound, OperationFailed
+from agentos.gate.judge import TestChanges
 from agentos.receipts import write_receipt
 from agentos.runs import (
     ACTIVE,
@@ -33,6 +36,9 @@ from agentos.runs import (
     process_start,
 )
 from agentos.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agentos.checks import CheckSpec
 
 DAY = 24 * 3600
 
@@ -64,10 +70,17 @@ def landing_message(request: str, run_id: str, work: AgentWork) -> str:
 
 
 def land(
-    ws: Workspace, repo: Path, target: str, run_id: str, request: str, work: list[AgentWork]
+    ws: Workspace,
+    repo: Path,
+    target: str,
+    run_id: str,
+    request: str,
+    work: list[AgentWork],
+    *,
+    gate: wt.IntegrationGate | None = None,
 ) -> wt.MergeResult:
-    """Land every agent's gated commit on ``target``, all or nothing (see
-    :func:`agentos.worktrees.land`)."""
+    """Land every agent's gated commit on ``target``, all or nothing, once ``gate`` passed
+    the integrated tree (see :func:`agentos.worktrees.land`)."""
     landings = [
         wt.Landing(w.branch, w.commit, landing_message(request, run_id, w), w.agent) for w in work
     ]
@@ -78,7 +91,123 @@ def land(
         run_id,
         ws.worktrees_dir / run_id / wt.MERGE_DIR,
         squash=ws.settings.run.squash,
+        gate=gate,
     )
+
+
+# --- the integration gate ------------------------------------------------------------------
+
+# Checks that judge one agent's own diff against the run's base: they stay with its gate.
+_PER_AGENT = ("no_changes_outside", "max_diff_lines")
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """What the integration gate of a run runs: the checks of its agents (those that judge
+    one agent's own diff stay with its gate), the request's named things and the test
+    changes it allows. Kept with the run (state.db) for ``runs merge``."""
+
+    checks: tuple[CheckSpec, ...]
+    named: tuple[str, ...] = ()
+    allow: TestChanges = field(default_factory=TestChanges)
+
+    @classmethod
+    def of(
+        cls, agents: list[list[CheckSpec]], named: tuple[str, ...], allow: TestChanges
+    ) -> GateSpec:
+        out: list[CheckSpec] = []
+        seen: set[str] = set()
+        names: set[str] = set()
+        for checks in agents:
+            for check in checks:
+                key = check.model_dump_json(exclude={"name"})
+                if check.kind in _PER_AGENT or key in seen:
+                    continue
+                seen.add(key)
+                name, n = check.name, 1
+                while name in names:
+                    n += 1
+                    name = f"{check.name} [{n}]"
+                names.add(name)
+                out.append(check if name == check.name else check.model_copy(update={"name": name}))
+        return cls(tuple(out), named, allow)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "checks": [c.model_dump(mode="json", exclude_none=True) for c in self.checks],
+            "named": list(self.named),
+            "allow": self.allow.as_dict(),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> GateSpec | None:
+        """The spec a run kept, or None when it kept none (a run of an older AgentOS)."""
+        if not isinstance(data, dict) or not isinstance(data.get("checks"), list):
+            return None
+        from agentos.checks import CheckSpec
+
+        allow = data.get("allow") if isinstance(data.get("allow"), dict) else {}
+        assert isinstance(allow, dict)
+        return cls(
+            tuple(CheckSpec.model_validate(c) for c in data["checks"]),
+            tuple(str(n) for n in data.get("named") or []),
+            TestChanges(
+                bool(allow.get("everything")),
+                tuple(str(p) for p in allow.get("paths") or []),
+                str(allow.get("why") or ""),
+            ),
+        )
+
+
+def integration_gate(
+    ws: Workspace, repo: Path, run_id: str, spec: GateSpec | None, agents: list[str]
+) -> wt.IntegrationGate | None:
+    """The gate :func:`agentos.worktrees.land` runs on the integration commit before the
+    target moves: ``spec``'s checks on that tree, confined as every check is, its tests
+    judged against the target commit it was made on; a "gate" receipt says what it found.
+    None when there is nothing to check."""
+    if spec is None or not spec.checks:
+        return None
+
+    def gate(tree: Path, commit: str, onto: str) -> wt.IntegrationVerdict:
+        from agentos.repos import repo_profile
+        from agentos.stormbreaker import (
+            gate_confiner,
+            gate_environment,
+            run_gate,
+            run_judging,
+            write_gate_receipt,
+        )
+
+        profile = repo_profile(ws, repo, at=onto)
+        env = gate_environment(profile, tree)
+        result = run_gate(
+            list(spec.checks),
+            tree,
+            base=onto,
+            env=env,
+            profile=profile,
+            confiner=gate_confiner(ws, tree, profile, env),
+            judging=run_judging(ws, run_id, "_integration", onto, spec.named, spec.allow),
+        )
+        receipt = write_gate_receipt(
+            ws,
+            result,
+            run_id=run_id,
+            context={
+                "via": "integration gate",
+                "agents": agents,
+                "commit": commit,
+                "onto": onto,
+            },
+        )
+        summary = result.summary()
+        for failure in result.failures[:1]:
+            first = next((line for line in failure.output_tail.splitlines() if line.strip()), "")
+            summary += f"; {failure.name}: {first.strip()}"[:400]
+        return wt.IntegrationVerdict(result.passed, summary, receipt.id)
+
+    return gate
 
 
 def archive_branches(repo: Path, run_id: str, agents: list[tuple[str, str]]) -> None:
@@ -188,13 +317,15 @@ class MergeOutcome:
 
 
 MERGEABLE = (RunStatus.READY, RunStatus.CONFLICT)  # every gate passed, and nothing landed yet
+# With --agent: also a failed run, whose named agents passed their gates.
+MERGEABLE_AGENTS = (*MERGEABLE, RunStatus.FAILED)
 
 
 def merge_fields(
     result: wt.MergeResult, target: str, work: list[AgentWork], via: str
 ) -> dict[str, object]:
     """The fields of a "merge" receipt."""
-    return {
+    fields: dict[str, object] = {
         "via": via,
         "merged": result.merged,
         "commit": result.commit,
@@ -203,48 +334,77 @@ def merge_fields(
         "conflicting_branch": result.conflicting_branch,
         "message": result.message,
         "target": target,
+        "onto": result.onto,
         "landed": {w.agent: w.commit for w in work},
     }
+    if result.gate is not None:
+        fields["integration_gate"] = result.gate.as_dict()
+    return fields
 
 
-def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
-    """Land a run whose gates all passed but whose work did not land (``run --no-merge``:
-    status ready; or a conflict) on its target branch, as the run itself would have:
-    exactly the gated commits, squashed, all or nothing. The target may have moved since
-    the run; its new commits are kept, and a conflict with them stops the merge with
-    nothing changed. While it merges, the run is ``merging`` under this process, so that
-    neither gc nor a second merge touches it."""
+def merge_run(ws: Workspace, run_id: str, agents: Sequence[str] = ()) -> MergeOutcome:
+    """Land a run whose work did not land on its target branch, as the run itself would
+    have: exactly the gated commits, squashed, all or nothing, once the integration gate
+    passed the tree that lands (the target may have moved since the run: then the checks
+    run again on the new combination). Without ``agents``: a run whose gates all passed
+    (``run --no-merge``: ready; or a conflict). With ``agents``: those agents alone, whose
+    gates passed, of a ready, conflict or failed run; the others' branches are kept. The run
+    is ``succeeded`` once it landed. While it merges, the run is ``merging`` under this
+    process, so that neither gc nor a second merge touches it."""
     record = _record(ws, run_id)
+    blocked = (record.options or {}).get("no_merge")
+    if blocked:
+        raise BadInput(f"run {record.id} must not be merged: {blocked}", field="ID")
     repo = _repo(record)
     target = record.target_branch or ""
     if wt.head(repo)[0] == target:
         wt.refuse_uncommitted(repo, f"on {target}")
-    work = [_gated_work(repo, record, a) for a in record.agents]
+    chosen = _chosen_agents(record, agents)
+    work = [_gated_work(repo, record, a) for a in chosen]
+    work = [w for w in work if w.commit != _verifier_base(repo, record, w)]
+    allowed = MERGEABLE_AGENTS if agents else MERGEABLE
     store = RunStore(ws)
     try:
         me = os.getpid()
         if not store.claim(
-            record.id, MERGEABLE, RunStatus.MERGING, pid=me, pid_start=process_start(me)
+            record.id, allowed, RunStatus.MERGING, pid=me, pid_start=process_start(me)
         ):
             now = store.get(record.id).status
+            which = (
+                "a ready, conflict or failed run"
+                if agents
+                else "a run that passed its gate and "
+                "was not merged (run --no-merge: ready, or a conflict)"
+            )
             raise BadInput(
-                f"run {record.id} has status {now}; only a run that passed its gate and was not "
-                "merged (run --no-merge: ready, or a conflict) can be merged",
-                field="ID",
+                f"run {record.id} has status {now}; only {which} can be merged", field="ID"
             )
         status, message = record.status, "the merge failed; nothing was merged"
+        spec = GateSpec.from_json((record.options or {}).get("gate"))
         try:
-            result = land(ws, repo, target, record.id, record.request, work)
+            result = land(
+                ws,
+                repo,
+                target,
+                record.id,
+                record.request,
+                work,
+                gate=integration_gate(ws, repo, record.id, spec, [w.agent for w in work]),
+            )
+            via = "agentos runs merge" + (f" --agent {' --agent '.join(agents)}" if agents else "")
             receipt = write_receipt(
                 ws,
                 "merge",
-                merge_fields(result, target, work, "agentos runs merge"),
+                merge_fields(result, target, work, via),
                 run_id=record.id,
                 about=record.request,
             )
             if result.merged:
                 archive_branches(repo, record.id, [(w.agent, w.branch) for w in work])
                 status, message = RunStatus.SUCCEEDED, result.message
+                left = [a.agent for a in record.agents if a.agent not in {c.agent for c in chosen}]
+                if left:
+                    message += f"; not landed: {', '.join(left)} (their branches are kept)"
             else:
                 message = result.message + "; nothing was merged"
         finally:
@@ -252,6 +412,27 @@ def merge_run(ws: Workspace, run_id: str) -> MergeOutcome:
     finally:
         store.close()
     return MergeOutcome(record.id, status, result, receipt.id)
+
+
+def _chosen_agents(record: RunRecord, names: Sequence[str]) -> list[AgentRecord]:
+    if not names:
+        return list(record.agents)
+    known = {a.agent: a for a in record.agents}
+    missing = [n for n in names if n not in known]
+    if missing:
+        have = ", ".join(known) or "none"
+        raise NotFound(
+            f"no agent {missing[0]!r} in run {record.id} (agents: {have})", field="--agent"
+        )
+    return [known[n] for n in dict.fromkeys(names)]
+
+
+def _verifier_base(repo: Path, record: RunRecord, work: AgentWork) -> str | None:
+    """The commit a verifier of the run started from (its work is that commit when it
+    changed nothing: there is nothing of its own to land)."""
+    if work.commit == wt.rev(repo, wt.integrated_ref(record.id)):
+        return work.commit
+    return None
 
 
 def _gated_work(repo: Path, record: RunRecord, agent: AgentRecord) -> AgentWork:

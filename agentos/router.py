@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROUTE, CLARIFY, NO_MATCH = "route", "clarify", "no_match"
+# The card group of agents that only verify (run the tests, report): they change nothing,
+# and run after the agents that change code, on their integrated work.
+VERIFY_GROUP = "verify"
 
 
 @dataclass(frozen=True)
@@ -381,13 +384,17 @@ def _selected(index: Index, c: _Candidate, group: str) -> Selected:
     return Selected(card_id, agent, c.version, c.hit.score, c.hit.fired, c.priority, group, checks)
 
 
-def decide(ws: Workspace, request: str, *, agent: str | None = None) -> Decision:
+def decide(
+    ws: Workspace, request: str, *, agent: str | None = None, change: bool = False
+) -> Decision:
     """Route ``request`` on the workspace's cards and hub, as they are now. Writes nothing
     but the compiled-cards cache.
 
     ``agent`` (``NAME[@VERSION]``, from ``run --agent``) decides instead of the cards. When
     no card matches, the workspace's ``run.default_agent`` takes the request, if it names
-    one. The decision says which of them decided (``decided_by``).
+    one; when the request asks for a ``change`` and only cards of the ``verify`` group
+    matched (agents that change nothing), the default agent joins them to make the change.
+    A tie stays a tie. The decision says who decided (``decided_by``).
     """
     check_request(request)
     index = load_index(ws)
@@ -396,11 +403,20 @@ def decide(ws: Workspace, request: str, *, agent: str | None = None) -> Decision
         return _chosen(agent, "--agent", "--agent", index, hub_revision, resolve, [])
     decision = decide_with(index, request, hub_revision, resolve)
     default = ws.settings_data["run"]["default_agent"]
+    where = f"{ws.settings_file}: run.default_agent"
     if decision.decision == NO_MATCH and default:
-        where = f"{ws.settings_file}: run.default_agent"
         return _chosen(
             default, "run.default_agent", where, index, hub_revision, resolve, decision.rejected
         )
+    verifiers_only = all(s.group == VERIFY_GROUP for s in decision.selected)
+    if decision.decision == ROUTE and change and verifiers_only and default:
+        joined = _chosen(default, "run.default_agent", where, index, hub_revision, resolve, [])
+        if all(s.agent != joined.selected[0].agent for s in decision.selected):
+            return replace(
+                decision,
+                selected=[*joined.selected, *decision.selected],
+                decided_by="cards and run.default_agent",
+            )
     return decision
 
 
@@ -424,10 +440,15 @@ def _chosen(
 
 
 def route(
-    ws: Workspace, request: str, *, run_id: str | None = None, agent: str | None = None
+    ws: Workspace,
+    request: str,
+    *,
+    run_id: str | None = None,
+    agent: str | None = None,
+    change: bool = False,
 ) -> tuple[Decision, Receipt]:
     """Decide, and write the route receipt."""
-    decision = decide(ws, request, agent=agent)
+    decision = decide(ws, request, agent=agent, change=change)
     receipt = write_receipt(ws, "route", decision.receipt_fields(), run_id=run_id, request=request)
     return decision, receipt
 
@@ -436,6 +457,7 @@ __all__ = [
     "CLARIFY",
     "NO_MATCH",
     "ROUTE",
+    "VERIFY_GROUP",
     "Decision",
     "Rejected",
     "Selected",

@@ -720,6 +720,27 @@ def gate_confiner(
     return CheckConfiner(choose(ws.settings.sandbox), scene, tree, env.get("PATH", ""))
 
 
+def run_judging(
+    ws: Workspace,
+    run_id: str,
+    name: str,
+    base: str,
+    named: Sequence[str] = (),
+    allow: TestChanges | None = None,
+) -> Judging:
+    """What a run's tests checks judge against (an agent's gates, the run's preflight and
+    its integration gate, as ``name``): ``base``, the request's ``named`` things and the
+    test changes it ``allow``s; scratch trees under ``.agentos/gate/<run>/<name>`` (the
+    workspace, hidden from agents), base collections in ``.agentos/cache/gate``."""
+    return Judging(
+        base=base,
+        scratch=ws.state_dir / "gate" / run_id / name,
+        cache=ws.state_dir / "cache" / "gate",
+        named=tuple(named),
+        allow=allow or TestChanges(),
+    )
+
+
 def gate_judging(
     ws: Workspace, tree: Path, base: str | None, allow_test_changes: bool = False
 ) -> Judging:

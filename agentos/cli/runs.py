@@ -300,15 +300,26 @@ def diff(run_id: str, agent: str | None, stat: bool, as_json: bool) -> None:
 
 @runs.command()
 @click.argument("run_id", metavar="ID")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="NAME",
+    help="Land only this agent's passing work (repeatable), also from a failed run; the "
+    "others' branches are kept.",
+)
 @json_option
 @click.pass_context
-def merge(ctx: click.Context, run_id: str, as_json: bool) -> None:
+def merge(ctx: click.Context, run_id: str, agents: tuple[str, ...], as_json: bool) -> None:
     """Merge a run that waits for review (`run --no-merge`, status ready): exactly the
-    commits its gates passed, one squashed commit per agent, all or nothing. A conflict
-    with what the target branch gained since then merges nothing (exit 1)."""
+    commits its gates passed, one squashed commit per agent, all or nothing, once the
+    run's checks pass on the tree that would land (the target may have moved since the
+    run). A conflict, or checks that fail on the combination, merge nothing (exit 1).
+    With --agent, a ready, conflict or failed run lands only the agents named; it is then
+    succeeded."""
     from agentos.review import merge_run
 
-    outcome = merge_run(current_workspace(), run_id)
+    outcome = merge_run(current_workspace(), run_id, agents)
     if as_json:
         print_json(outcome.as_dict())
     else:
