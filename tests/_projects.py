@@ -72,10 +72,14 @@ class PypiProject:
     # install's path comes before the worktree's; flat layouts find the worktree's first).
     main_shadows_worktree: bool
     env: dict[str, str] = field(default_factory=dict)  # for the install
+    # A tox.ini committed with the project (its test command then `tox`, tox installed in
+    # its venv, environments built offline from the wheelhouse).
+    tox_ini: str | None = None
+    sdist_name: str | None = None  # another entry's sdist (six-tox is six)
 
     @property
     def sdist(self) -> str:
-        return f"{self.name}-{self.version}.tar.gz"
+        return f"{self.sdist_name or self.name}-{self.version}.tar.gz"
 
 
 PROJECTS: dict[str, PypiProject] = {
@@ -110,6 +114,38 @@ PROJECTS: dict[str, PypiProject] = {
         ),
         test_file="test_six.py",
         main_shadows_worktree=False,
+    ),
+    "jsonpointer": PypiProject(
+        name="jsonpointer",
+        version="3.12",
+        layout="flat-module",
+        install=("-e", "."),  # no pytest: `make test` (python3 -munittest) runs it
+        tool="make",
+        code=Seed(
+            "jsonpointer.py",
+            "return s.replace('~', '~0').replace('/', '~1')",
+            "return s.replace('/', '~1').replace('~', '~0')",
+        ),
+        test=Seed("tests.py", "'/m~0n'", "'/m~1n'"),
+        test_file="tests.py",
+        main_shadows_worktree=False,
+    ),
+    "six-tox": PypiProject(
+        name="six",
+        version="1.17.0",
+        layout="flat-module",
+        install=("-e", ".", "pytest", "tox"),
+        tool="tox",
+        code=Seed("six.py", 'return s.encode("latin-1")', 'return s.encode("utf-8")'),
+        test=Seed(
+            "test_six.py",
+            "assert len(data) == 1\n        assert data == bytes([255])",
+            "assert len(data) == 2\n        assert data == bytes([195, 191])",
+        ),
+        test_file="test_six.py",
+        main_shadows_worktree=False,
+        tox_ini="[tox]\nenvlist = py\n\n[testenv]\ndeps = pytest\ncommands = pytest {posargs}\n",
+        sdist_name="six",
     ),
     "markdown": PypiProject(
         name="markdown",
@@ -259,9 +295,13 @@ class ProjectRepo:
                 git(self.repo, "branch", "-q", "-D", branch)
 
 
-def build_project_repo(project: PypiProject, dest: Path, *, seeded: bool = True) -> ProjectRepo:
+def build_project_repo(
+    project: PypiProject, dest: Path, *, seeded: bool = True, regression: bool = False
+) -> ProjectRepo:
     """Unpack ``project``'s sdist into ``dest`` as a git repository, give it a ``.venv`` with
-    an editable install of itself and its test dependencies, and seed its bug."""
+    an editable install of itself and its test dependencies, and seed its bug: in the code
+    and its test (the suite passes), or with ``regression`` in the code only (its tests
+    fail, as a real regression's do)."""
     with tarfile.open(pypi_cache() / "sdists" / project.sdist) as tar:
         tar.extractall(dest.parent / f".{dest.name}-unpack", filter="data")
     unpacked = dest.parent / f".{dest.name}-unpack" / f"{project.name}-{project.version}"
@@ -270,46 +310,59 @@ def build_project_repo(project: PypiProject, dest: Path, *, seeded: bool = True)
     for info in dest.glob("*.egg-info"):
         shutil.rmtree(info)  # built by the sdist's maker, not part of the source
     git(dest, "init", "-q", "-b", "main")
-    ignore_locally(dest, ".venv/", "*.egg-info/", "__pycache__/", ".coverage", ".pytest_cache/")
+    ignore_locally(
+        dest, ".venv/", "*.egg-info/", "__pycache__/", ".coverage", ".pytest_cache/", ".tox/"
+    )
+    if project.tox_ini:
+        (dest / "tox.ini").write_text(project.tox_ini)
+        (dest / ".agentos.yaml").write_text(
+            "test: tox -q -e py\n"
+            f"env: {{PIP_NO_INDEX: '1', PIP_FIND_LINKS: '{wheelhouse()}'}}\n"
+        )
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", f"{project.name} {project.version} from PyPI")
     python = make_venv(dest / ".venv")
     pip_install(python, *project.install, cwd=dest, env=project.env)
     if seeded:
-        for seed in (project.code, project.test):
+        for seed in (project.code,) if regression else (project.code, project.test):
             path = dest / seed.path
             text = path.read_text()
             assert text.count(seed.good) == 1, f"{seed.path}: {seed.good!r} is not there once"
             path.write_text(text.replace(seed.good, seed.bad))
-        git(dest, "commit", "-q", "-am", "Seed a bug in the code and its test")
+        what = "a regression" if regression else "a bug in the code and its test"
+        git(dest, "commit", "-q", "-am", f"Seed {what}")
     return ProjectRepo(project, dest, dest / ".venv", git(dest, "rev-parse", "HEAD"))
 
 
 @pytest.fixture(scope="session")
 def _built_projects(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Callable[[str], ProjectRepo]:
-    built: dict[str, ProjectRepo] = {}
+) -> Callable[..., ProjectRepo]:
+    built: dict[tuple[str, bool], ProjectRepo] = {}
 
-    def get(name: str) -> ProjectRepo:
-        if name not in built:
-            where = tmp_path_factory.mktemp(f"pypi-{name}") / name
-            built[name] = build_project_repo(PROJECTS[name], where)
-        return built[name]
+    def get(name: str, regression: bool = False) -> ProjectRepo:
+        if (name, regression) not in built:
+            kind = "-regression" if regression else ""
+            where = tmp_path_factory.mktemp(f"pypi-{name}{kind}") / name
+            built[name, regression] = build_project_repo(
+                PROJECTS[name], where, regression=regression
+            )
+        return built[name, regression]
 
     return get
 
 
 @pytest.fixture
 def project_repo(
-    _built_projects: Callable[[str], ProjectRepo],
-) -> Iterator[Callable[[str], ProjectRepo]]:
+    _built_projects: Callable[..., ProjectRepo],
+) -> Iterator[Callable[..., ProjectRepo]]:
     """``project_repo(name)``: a real PyPI project (see PROJECTS) as a seeded git repository
-    with its own .venv; built once per session, restored after each test."""
+    with its own .venv; ``project_repo(name, regression=True)``: its code broken and its
+    tests failing at the base. Built once per session, restored after each test."""
     used: list[ProjectRepo] = []
 
-    def get(name: str) -> ProjectRepo:
-        proj = _built_projects(name)
+    def get(name: str, regression: bool = False) -> ProjectRepo:
+        proj = _built_projects(name, regression)
         proj.reset()
         used.append(proj)
         return proj

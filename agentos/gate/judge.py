@@ -370,8 +370,10 @@ class TestsJudge:
                     self.judging.cache / f"{self.profile.runner}-{cache_key(self.profile, '')}"
                 )
             workdir.mkdir(parents=True, exist_ok=True)
-            writable.append(workdir)
-            network = True  # they build their environments from an index
+            # They build the package from the tree (in a scratch tree of AgentOS's: it may),
+            # and their environments, outside it, from an index.
+            writable += [workdir, tree]
+            network = True
         command = test_command(self.profile, args, workdir)
         outcome = self.shell(command, tree, env, timeout, writable, network)
         return outcome, read_records(records, self.nonce)
@@ -408,7 +410,8 @@ class TestsJudge:
             outcome.tail[-2000:],
         )
         self._base = info
-        self._save()
+        if collected is not None or outcome.exit_code == 0:
+            self._save()  # not a command that failed: it would fail the same way again
         return info
 
     def _cache_file(self) -> Path | None:

@@ -89,6 +89,13 @@ class Scene:
     def hidden(self) -> list[Path]:
         return [self.workspace, self.repo, *self.also_hidden]
 
+    @property
+    def reads(self) -> tuple[Path, ...]:
+        """What every process of the run may read besides: the repository's environment
+        and the workspace's ``sandbox.read``."""
+        listed = (Path(p).expanduser() for p in self.settings.read)
+        return (*self.extra_reads, *listed)
+
 
 def agent_policy(
     scene: Scene,
@@ -116,7 +123,7 @@ def agent_policy(
             package_dir,
             *([run_files] if run_files else []),
             *([common] if common else []),
-            *runtime_paths(path_env, scene.home, scene.extra_reads),
+            *runtime_paths(path_env, scene.home, scene.reads),
         ],
         home=scene.home,
         home_dir=persistent_home if pkg.home == "persistent" else None,
@@ -134,7 +141,7 @@ class CheckConfiner:
         self.readable = [
             tree,
             *([common] if common else []),
-            *runtime_paths(path_env, scene.home, scene.extra_reads),
+            *runtime_paths(path_env, scene.home, scene.reads),
         ]
 
     def for_tree(self, tree: Path) -> CheckConfiner:

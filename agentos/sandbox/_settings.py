@@ -56,10 +56,23 @@ class SandboxSettings(Limits):
     # receipt says `sandbox: none`.
     required: bool = True
     network: bool = False
+    # Paths every agent and check may read besides what they need to run (absolute, or
+    # under ~/): a local wheelhouse or package mirror that tox or pip install from offline.
+    # The workspace and the main checkout stay hidden whatever is listed here.
+    read: list[str] = Field(default_factory=list)
     memory: Size | None = 4 << 30
     cpu: float | None = Field(default=3600, gt=0)
     processes: int | None = Field(default=1024, gt=0)
     file_size: Size | None = 4 << 30
+
+
+    @field_validator("read")
+    @classmethod
+    def _absolute(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not entry.startswith(("/", "~/")) or ".." in entry.split("/"):
+                raise ValueError(f"{entry!r} must be an absolute path (or under ~/)")
+        return value
 
 
 class PackageSandbox(Limits):
