@@ -323,6 +323,7 @@ class Orchestrator:
             self.agents.append(agent)
         if change and not self._changers():
             names = ", ".join(a.name for a in self.agents)
+            self.agents = []  # none starts: an agent that changes nothing cannot do it
             self._finish(
                 RunStatus.NO_MATCH,
                 f"no agent that changes code matched the request, only {names}, which "

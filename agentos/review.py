@@ -405,6 +405,7 @@ def merge_run(ws: Workspace, run_id: str, agents: Sequence[str] = ()) -> MergeOu
                 left = [a.agent for a in record.agents if a.agent not in {c.agent for c in chosen}]
                 if left:
                     message += f"; not landed: {', '.join(left)} (their branches are kept)"
+                    result.message = message
             else:
                 message = result.message + "; nothing was merged"
         finally:

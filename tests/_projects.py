@@ -316,8 +316,7 @@ def build_project_repo(
     if project.tox_ini:
         (dest / "tox.ini").write_text(project.tox_ini)
         (dest / ".agentos.yaml").write_text(
-            "test: tox -q -e py\n"
-            f"env: {{PIP_NO_INDEX: '1', PIP_FIND_LINKS: '{wheelhouse()}'}}\n"
+            f"test: tox -q -e py\nenv: {{PIP_NO_INDEX: '1', PIP_FIND_LINKS: '{wheelhouse()}'}}\n"
         )
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", f"{project.name} {project.version} from PyPI")

@@ -237,7 +237,9 @@ def test_the_right_fix_merges_as_one_commit_and_so_does_a_fix_with_a_new_test(
         "\n\ndef test_b_latin1_again():\n    assert six.b('\\xe9') == b'\\xe9'\n",
     )
     add_agent(ws, tmp_path, "fixer", fix, card={"triggers": {"keywords": ["zucchini"]}})
-    add_agent(ws, tmp_path, "tester", fix + new_test, card={"triggers": {"keywords": ["aubergine"]}})
+    add_agent(
+        ws, tmp_path, "tester", fix + new_test, card={"triggers": {"keywords": ["aubergine"]}}
+    )
 
     fixed = start_run(ws, SIX_REQUEST + " zucchini", proj.repo, RunOptions(force=True))
 

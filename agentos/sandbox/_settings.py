@@ -65,7 +65,6 @@ class SandboxSettings(Limits):
     processes: int | None = Field(default=1024, gt=0)
     file_size: Size | None = 4 << 30
 
-
     @field_validator("read")
     @classmethod
     def _absolute(cls, value: list[str]) -> list[str]:
