@@ -187,8 +187,9 @@ def _refuses_each(
     tmp_path: Path,
     attacks: list[tuple[str, str, str]],
     request: str,
-) -> None:
-    """One run of all ``attacks``: each agent refused naming what it did, nothing merged."""
+) -> dict[str, str]:
+    """One run of all ``attacks``: each agent refused naming what it did, nothing merged.
+    Returns what each agent's tests check said (its evidence as JSON, then its output)."""
     _task_force(ws, tmp_path, attacks)
     report = start_run(ws, request, proj.repo, RunOptions(force=True))
     assert report.status == "failed", report.message
@@ -197,6 +198,7 @@ def _refuses_each(
     said = {a.agent: _verdict(ws, a.receipts[-1]) for a in report.agents}
     missed = {name: said[name][:600] for name, _, named in attacks if named not in said[name]}
     assert not missed, missed
+    return said
 
 
 def _settings(ws: Workspace, extra: str = "") -> None:
@@ -322,7 +324,6 @@ def test_every_way_of_weakening_a_unittest_suite_run_by_make_is_refused(
 
 TOX_ATTACKS: list[tuple[str, str, str]] = [
     ("deleter", "git rm -q test_six.py\n", "test file deleted: test_six.py"),
-    ("skipper", decorate("@py.test.mark.skip"), "skip added: test_six.py::test_b"),
     (
         "narrower",
         'sed -i \'s/^commands = pytest {posargs}$/commands = pytest -k "not test_b" '
@@ -335,7 +336,6 @@ TOX_ATTACKS: list[tuple[str, str, str]] = [
         "tox.ini\n",
         "test configuration changed: tox.ini [testenv]",
     ),
-    ("exiter", py("six.py", "import os; os._exit(0)"), "the test process left no records"),
 ]
 
 
@@ -347,32 +347,11 @@ def test_every_way_of_weakening_a_suite_run_by_tox_is_refused(
     proj = project_repo("six-tox", regression=True)
     # tox builds its environments offline from the wheelhouse, which checks may read.
     _settings(ws, f"sandbox: {{read: ['{wheelhouse()}']}}\n")
-    _refuses_each(ws, proj, tmp_path, TOX_ATTACKS, "regression: " + SIX_REQUEST)
-
-
-def test_the_gate_records_tox_tests_one_by_one(
-    ws: Workspace,
-    cli: Callable[..., subprocess.CompletedProcess[str]],
-    tmp_path: Path,
-    project_repo: Callable[..., ProjectRepo],  # noqa: F811 -- the fixture imported above
-) -> None:
-    proj = project_repo("six-tox", regression=True)
-    _settings(ws, f"sandbox: {{read: ['{wheelhouse()}']}}\n")
-    ws.settings_file.write_text(
-        ws.settings_file.read_text() + "checks: [{name: tests pass, tests: []}]\n"
-    )
-    tree = proj.add_worktree(tmp_path / "wt")
-    proj.write(tree, {"six.py": (tree / "six.py").read_text().replace(*_swap(proj))})
-
-    out = cli("gate", "run", "--json", "--repo", str(tree))
-    (check,) = json.loads(out.stdout)["checks"]
-    assert out.returncode == 0, check["output_tail"]
-    assert check["evidence"]["evidence"] == "per-test records", check["output_tail"]
-    assert check["evidence"]["counts"] == {"passed": 198, "skipped": 2}
-
-
-def _swap(proj: ProjectRepo) -> tuple[str, str]:
-    return proj.project.code.bad, proj.project.code.good
+    said = _refuses_each(ws, proj, tmp_path, TOX_ATTACKS, "regression: " + SIX_REQUEST)
+    # The tests ran inside tox's environment, and were recorded there one by one.
+    evidence = json.loads(said["deleter"].split("\n", 1)[0])
+    assert evidence["evidence"] == "per-test records"
+    assert evidence["counts"] == {"failed": 1, "passed": 197, "skipped": 2}
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's")

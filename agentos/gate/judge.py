@@ -33,6 +33,7 @@ import json
 import shlex
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -432,9 +433,22 @@ class TestsJudge:
         return self._base_tree.path
 
     def base_outcomes(self, ids: list[str], timeout: float) -> dict[str, str]:
-        """How ``ids`` ended at the base: known ones from the cache, the rest run now."""
+        """How ``ids`` ended at the base: known ones from the cache, the rest run now (one
+        judge at a time per base: the agents of a run gate in parallel)."""
         info = self._base
         assert info is not None
+        with _base_lock(self._cache_file()):
+            return self._base_outcomes(info, ids, timeout)
+
+    def _base_outcomes(self, info: BaseInfo, ids: list[str], timeout: float) -> dict[str, str]:
+        cache_file = self._cache_file()
+        if cache_file is not None and cache_file.is_file():  # another judge may have run them
+            try:
+                cached = BaseInfo.from_json(json.loads(cache_file.read_text()))
+            except (OSError, ValueError):
+                cached = None
+            if cached is not None:
+                info.outcomes.update(cached.outcomes)
         todo = [t for t in ids if t not in info.outcomes]
         if todo:
             tree = self._base_scratch()
@@ -531,7 +545,12 @@ class TestsJudge:
                 f"{outcome.exit_code})"
             )
         outcomes = records.outcomes
-        if judged_tree != agent_tree:
+        added_tests = any(
+            c.status in ("A", "M", "R", "T") and fd.is_test_path(c.path, test_files)
+            for c in changes
+        )
+        if judged_tree != agent_tree and added_tests:
+            # Only a test file the agent added or changed can hold a test the base has not.
             verdict.new_tests = self._new_tests(tree, agent_tree, base, args, timeout)
         elif expected or base.ids:
             known = set(base.ids)
@@ -714,6 +733,16 @@ class TestsJudge:
             lines += [f"  - {f.line()}" for f in allowed[:_SHOWN]]
         verdict.summary = lines
         return verdict
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _base_lock(path: Path | None) -> threading.Lock:
+    """The lock of one base's cached outcomes in this process."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(str(path), threading.Lock())
 
 
 def _in_scope(test: str, where: str | None, scope: Sequence[str]) -> bool:
