@@ -242,7 +242,8 @@ def recorder_env(
             "AGENTOS_GATE_TREE": str(tree),
             "AGENTOS_GATE_MODE": mode,
             "PYTEST_PLUGINS": RECORDER,
-            "PYTEST_ADDOPTS": "-p no:cacheprovider",
+            # pytest's cache outside the tree (a sandbox moves it to its own /tmp).
+            "PYTEST_ADDOPTS": f"-o cache_dir={records / 'pytest-cache'}",
             "PYTHONDONTWRITEBYTECODE": "1",
         }
     )
