@@ -222,29 +222,44 @@ class _PytestRecorder:
         self.skipped_exc: tuple[type, ...] = (outcomes.Skipped, unittest.SkipTest)
         self.xfail_exc: tuple[type, ...] = (outcomes.XFailed,)
         self.plugins_before: set[int] = set()
+        # id(plugin) -> (the plugin, kept alive so that its id stays its own; its file in
+        # the tree, or None)
+        self.where: dict[int, tuple[object, str | None]] = {}
+        self.prefixes = {
+            os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)
+        }
 
     def session_started(self) -> None:
         self.plugins_before = {id(p) for p in self.config.pluginmanager.get_plugins()}
 
     def tree_plugins(self) -> list[tuple[object, str]]:
-        """Plugins whose code lies in the tree under test (not in an environment there)."""
+        """Plugins whose code lies in the tree under test (not in an environment there);
+        where each plugin lives is looked up once."""
         tree = os.environ.get(TREE)
         if not tree:
             return []
         tree = os.path.realpath(tree)
-        prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
         found = []
         for plugin in self.config.pluginmanager.get_plugins():
-            where = getattr(plugin, "__file__", None)
-            if where is None:
-                module = sys.modules.get(getattr(type(plugin), "__module__", "") or "")
-                where = getattr(module, "__file__", None)
-            if not isinstance(where, str):
-                continue
-            real = os.path.realpath(where)
-            if real.startswith(tree + os.sep) and not _installed(real, prefixes):
-                found.append((plugin, os.path.relpath(real, tree)))
+            key = id(plugin)
+            if key not in self.where:
+                self.where[key] = (plugin, self._inside(plugin, tree))
+            rel = self.where[key][1]
+            if rel is not None:
+                found.append((plugin, rel))
         return found
+
+    def _inside(self, plugin: object, tree: str) -> str | None:
+        where = getattr(plugin, "__file__", None)
+        if where is None:
+            module = sys.modules.get(getattr(type(plugin), "__module__", "") or "")
+            where = getattr(module, "__file__", None)
+        if not isinstance(where, str):
+            return None
+        real = os.path.realpath(where)
+        if real.startswith(tree + os.sep) and not _installed(real, self.prefixes):
+            return os.path.relpath(real, tree)
+        return None
 
     def check(self, when: str) -> None:
         problems = _PYTEST_SNAPSHOT[0].changes() if _PYTEST_SNAPSHOT else []
