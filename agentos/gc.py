@@ -9,6 +9,7 @@ so a crash can never leave one held; git's locks inside an agent's worktree go w
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -216,6 +217,9 @@ def _orphan_sessions(ws: Workspace, live_runs: set[str], report: GcReport) -> No
             report.killed_sessions.append(name)
 
 
+_RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+
+
 def _orphan_worktrees(ws: Workspace, live_runs: set[str], report: GcReport) -> None:
     if ws.worktrees_dir.is_dir():
         for run_dir in ws.worktrees_dir.iterdir():
@@ -228,4 +232,10 @@ def _orphan_worktrees(ws: Workspace, live_runs: set[str], report: GcReport) -> N
     runs_dir = runs_root(ws)
     for run_dir in runs_dir.iterdir() if runs_dir.is_dir() else []:
         if run_dir.name not in live_runs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    # The gate's scratch trees of runs that ended without their teardown (their git
+    # registrations go with the next `git worktree prune`); a `gate run`'s own are its own.
+    gate_dir = ws.state_dir / "gate"
+    for run_dir in gate_dir.iterdir() if gate_dir.is_dir() else []:
+        if _RUN_ID.fullmatch(run_dir.name) and run_dir.name not in live_runs:
             shutil.rmtree(run_dir, ignore_errors=True)

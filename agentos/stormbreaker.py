@@ -347,6 +347,7 @@ class _Runner:
         self.judging = judging
         self._changes: list[cr.Change] | None = None
         self._judge: TestsJudge | None = None
+        self._own_scratch: Path | None = None  # a temporary scratch made for want of one
         self.evidence: dict[str, Any] | None = None  # the last tests check's
 
     def judge(self) -> TestsJudge:
@@ -361,7 +362,7 @@ class _Runner:
                     base=cr.resolve_base(self.worktree, "HEAD")[1],
                     scratch=Path(tempfile.mkdtemp(prefix="agentos-gate-")),
                 )
-                self.judging = judging
+                self.judging, self._own_scratch = judging, judging.scratch
             profile, extra = self.profile, {k: v for k, v in self.env.items()}
             self._judge = TestsJudge(
                 profile,
@@ -374,6 +375,8 @@ class _Runner:
     def close(self) -> None:
         if self._judge is not None:
             self._judge.close()
+        if self._own_scratch is not None:
+            shutil.rmtree(self._own_scratch, ignore_errors=True)
 
     def _shell_in(
         self,

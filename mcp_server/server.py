@@ -500,6 +500,13 @@ def _run_tools(server: AgentOSServer, tool: Registrar, ws: Workspace, fence: Con
                 "(status ready) instead of merging it."
             ),
         ] = True,
+        allow_test_changes: Annotated[
+            bool,
+            Field(
+                description="Let the agents change the base's tests (update them for a new "
+                "API): the gate records the changes instead of refusing them."
+            ),
+        ] = False,
         wait: Annotated[
             bool,
             Field(
@@ -527,7 +534,9 @@ def _run_tools(server: AgentOSServer, tool: Registrar, ws: Workspace, fence: Con
                     )
             else:
                 target = fence.path(repo, "repo")
-            options = RunOptions(force=force, agent=agent, merge=merge)
+            options = RunOptions(
+                force=force, agent=agent, merge=merge, allow_test_changes=allow_test_changes
+            )
             try:
                 run_id, log_file = start_detached(
                     ws, request, target, options, supervisor=SUPERVISOR

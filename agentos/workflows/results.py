@@ -16,13 +16,31 @@ def validate_result(ws: Workspace, workflow: WorkflowDefinition, repo: Path) -> 
     checks = workflow.config.result_checks
     if not checks:
         return True, "no result checks: the task's passing gate stands for it"
-    from agentos.stormbreaker import gate_confiner, gate_environment, run_gate, tree_profile
+    import shutil
+
+    from agentos.stormbreaker import (
+        gate_confiner,
+        gate_environment,
+        gate_judging,
+        run_gate,
+        tree_profile,
+    )
 
     profile = tree_profile(ws, repo)
     env = gate_environment(profile, repo)
-    result = run_gate(
-        checks, repo, env=env, profile=profile, confiner=gate_confiner(ws, repo, profile, env)
-    )
+    judging = gate_judging(ws, repo, None) if any(c.kind == "tests" for c in checks) else None
+    try:
+        result = run_gate(
+            checks,
+            repo,
+            env=env,
+            profile=profile,
+            confiner=gate_confiner(ws, repo, profile, env),
+            judging=judging,
+        )
+    finally:
+        if judging is not None:
+            shutil.rmtree(judging.scratch, ignore_errors=True)
     return result.passed, result.summary()
 
 
