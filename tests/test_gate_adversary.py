@@ -27,7 +27,7 @@ from _projects import (  # noqa: F401 -- fixtures
     project_repo,
     wheelhouse,
 )
-from conftest import add_agent, git, needs_tmux
+from conftest import add_agent, git, make_repo, needs_tmux
 
 from agentos.orchestrator import RunOptions, start_run
 from agentos.receipts import load_receipt
@@ -377,3 +377,59 @@ def test_the_recorder_never_breaks_a_suite_that_turns_warnings_into_errors(
     (check,) = json.loads(out.stdout)["checks"]
     assert out.returncode == 0, check["output_tail"]
     assert "PytestAssertRewriteWarning" not in check["output_tail"]
+
+
+_TRACER = """
+import sys
+
+
+def _watch(frame, event, arg):
+    return None
+
+
+sys.settrace(_watch)
+"""
+_FINDER = """
+import sys
+
+
+class _Loader:
+    def find_spec(self, name, path, target=None):
+        return None
+
+
+sys.meta_path.insert(0, _Loader())
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "named"),
+    [(_TRACER, "a tracer _watch from mod.py"), (_FINDER, "an import hook _Loader from mod.py")],
+    ids=["tracer", "import-hook"],
+)
+def test_a_tracer_or_import_hook_the_code_under_test_installs_is_refused(
+    ws: Workspace,
+    cli: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    code: str,
+    named: str,
+) -> None:
+    # Either can rewrite the tests as they load or jump over their asserts: even when every
+    # test passes, a tree that installs one is not judged.
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            ".agentos.yaml": f"python: {sys.executable}\n",
+            "mod.py": "def value():\n    return 2\n",
+            "tests/test_mod.py": "import mod\n\n\ndef test_value():\n    assert mod.value() == 2\n",
+        },
+    )
+    ws.settings_file.write_text("checks: [{name: tests pass, tests: []}]\n")
+    (repo / "mod.py").write_text((repo / "mod.py").read_text() + code)
+
+    out = cli("gate", "run", "--json", "--repo", str(repo))
+
+    (check,) = json.loads(out.stdout)["checks"]
+    assert out.returncode == 1
+    assert check["evidence"]["counts"] == {"passed": 1}
+    assert any(named in t for t in check["evidence"]["tampered"]), check["evidence"]

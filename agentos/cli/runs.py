@@ -315,8 +315,8 @@ def merge(ctx: click.Context, run_id: str, agents: tuple[str, ...], as_json: boo
     commits its gates passed, one squashed commit per agent, all or nothing, once the
     run's checks pass on the tree that would land (the target may have moved since the
     run). A conflict, or checks that fail on the combination, merge nothing (exit 1).
-    With --agent, a ready, conflict or failed run lands only the agents named; it is then
-    succeeded."""
+    With --agent, a ready, conflict or failed run lands only the agents named, and the run
+    is then marked succeeded."""
     from agentos.review import merge_run
 
     outcome = merge_run(current_workspace(), run_id, agents)

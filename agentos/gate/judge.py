@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from agentos.repos import RepoProfile
 
 RECORDER = "_agentos_gate"
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 EVIDENCE_RECORDS = "per-test records"
 EVIDENCE_EXIT = "exit code only"
 _SHOWN = 10  # tests listed by name in a message before "and N more"
@@ -180,6 +180,7 @@ class BaseInfo:
     outcomes: dict[str, str]
     exit_code: int | None
     tail: str
+    hooks: list[str] = field(default_factory=list)  # the tree's import hooks and tracers
 
     @property
     def ids(self) -> list[str]:
@@ -205,6 +206,7 @@ class BaseInfo:
             "outcomes": self.outcomes,
             "exit_code": self.exit_code,
             "tail": self.tail,
+            "hooks": self.hooks,
         }
 
     @classmethod
@@ -218,6 +220,7 @@ class BaseInfo:
             dict(data.get("outcomes") or {}),
             data.get("exit_code"),
             str(data.get("tail") or ""),
+            list(data.get("hooks") or []),
         )
 
 
@@ -410,6 +413,7 @@ class TestsJudge:
             {},
             outcome.exit_code,
             outcome.tail[-2000:],
+            records.hooks,
         )
         self._base = info
         if collected is not None or outcome.exit_code == 0:
@@ -538,7 +542,11 @@ class TestsJudge:
                 "recorder"
             )
             return self._decide(verdict, base)
-        verdict.tampered = records.tampered
+        verdict.tampered = records.tampered + [
+            f"an {hook} (not at the base)" if hook.startswith("import") else f"a {hook}"
+            for hook in records.hooks
+            if hook not in base.hooks
+        ]
         for proc in records.unsealed:
             verdict.problems.append(
                 f"a test process ({proc.runner or 'unknown'} {proc.path.stem}) "

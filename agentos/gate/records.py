@@ -42,6 +42,7 @@ class ProcessRecord:
     cwd: str = ""
     collected: list[Collected] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)  # import hooks and tracers of the tree
     collect_errors: list[tuple[str, str]] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
     reported: dict[str, str] = field(default_factory=dict)  # what pytest's reports said
@@ -84,6 +85,10 @@ class Records:
     @property
     def plugins(self) -> list[str]:
         return sorted({p for proc in self.processes for p in proc.plugins})
+
+    @property
+    def hooks(self) -> list[str]:
+        return sorted({h for proc in self.processes for h in proc.hooks})
 
     @property
     def collect_errors(self) -> list[tuple[str, str]]:
@@ -144,6 +149,7 @@ def _read(path: Path, nonce: str) -> ProcessRecord:
                 proc.sealed = True
             status = line.get("exitstatus")
             proc.exitstatus = status if isinstance(status, int) else None
+            _hooks(proc, line)
             reported = line.get("reported")
             if isinstance(reported, dict):
                 proc.runner_counts = {
@@ -159,6 +165,13 @@ def _read(path: Path, nonce: str) -> ProcessRecord:
     if not proc.sealed and not proc.seal_problem:
         proc.seal_problem = "ended without its seal"
     return proc
+
+
+def _hooks(proc: ProcessRecord, line: dict[str, object]) -> None:
+    hooks = line.get("hooks")
+    for hook in hooks if isinstance(hooks, list) else []:
+        if str(hook) not in proc.hooks:
+            proc.hooks.append(str(hook))
 
 
 def _apply(proc: ProcessRecord, kind: object, line: dict[str, object]) -> None:
@@ -180,6 +193,7 @@ def _apply(proc: ProcessRecord, kind: object, line: dict[str, object]) -> None:
                 )
         plugins = line.get("plugins")
         proc.plugins = [str(p) for p in plugins] if isinstance(plugins, list) else []
+        _hooks(proc, line)
     elif kind == "collect_error":
         proc.collect_errors.append((str(line.get("path", "")), str(line.get("message", ""))))
     elif kind == "test":
