@@ -27,6 +27,7 @@ exit code decides and the receipt says ``evidence: exit code only``.
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import hashlib
 import json
@@ -34,7 +35,8 @@ import shlex
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -380,7 +382,8 @@ class TestsJudge:
             writable += [workdir, tree]
             network = True
         command = test_command(self.profile, args, workdir)
-        outcome = self.shell(command, tree, env, timeout, writable, network)
+        with _environments_lock(workdir):
+            outcome = self.shell(command, tree, env, timeout, writable, network)
         return outcome, read_records(records, self.nonce)
 
     # -- the base
@@ -752,6 +755,21 @@ def _base_lock(path: Path | None) -> threading.Lock:
     """The lock of one base's cached outcomes in this process."""
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(str(path), threading.Lock())
+
+
+@contextmanager
+def _environments_lock(workdir: Path | None) -> Iterator[None]:
+    """One tox or nox at a time in a shared environments directory (the agents of a run
+    gate in parallel; two runs may share the workspace's cache)."""
+    if workdir is None:
+        yield
+        return
+    with _base_lock(workdir), (workdir / ".agentos-lock").open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _in_scope(test: str, where: str | None, scope: Sequence[str]) -> bool:
