@@ -80,6 +80,19 @@ _UNITTEST_MODULES = (
     "unittest.loader",
     "unittest.signals",
 )
+# Besides those, every module of these packages loaded when the snapshot is taken (what a
+# test calls, pytest.raises, approx, monkeypatch, the assertion rewriter, is the runner too).
+_RUNNER_PACKAGES = ("_pytest", "pytest", "pluggy", "unittest")
+
+
+def _runner_modules(named: tuple[str, ...]) -> tuple[str, ...]:
+    loaded = [
+        name
+        for name in list(sys.modules)
+        if name.split(".", 1)[0] in _RUNNER_PACKAGES and name not in named
+    ]
+    return named + tuple(sorted(loaded))
+
 
 if TYPE_CHECKING:  # (not at run time: Python 3.7 has no tuple[...])
     Phase = tuple[str, str, str, bool]  # (when, our outcome, the report's outcome, xfail)
@@ -139,6 +152,11 @@ def _wanted(test_id: str, only: set[str] | None, skip: set[str] | None) -> bool:
 _MISSING = object()
 
 
+def _behaviour(value: object) -> bool:
+    """What a class does, not what it holds: functions, methods, properties, classes."""
+    return callable(value) or isinstance(value, (classmethod, staticmethod, property))
+
+
 class _Snapshot:
     """What the runner is made of, taken once; :meth:`changes` says what differs now."""
 
@@ -161,6 +179,8 @@ class _Snapshot:
         space = vars(cls)
         for key, value in list(space.items()):
             names.add(key)
+            if not _behaviour(value):
+                continue  # data a class keeps (a config, a cache) is not how it behaves
             self.entries.append((label, space, key, value))
             self._add_function(label + "." + key, getattr(value, "__func__", value))
         self.classes.append((label, cls, names))
@@ -200,6 +220,110 @@ def _installed(path: str, prefixes: set[str]) -> bool:
     return any(path.startswith(p + os.sep) for p in prefixes)
 
 
+_REWRITE: list[Any] = []  # pytest's rewrite_asserts, taken before any repository code ran
+_CO_NEWLOCALS = 0x2  # a function's code (a class body's has not this flag)
+
+
+def _codes(code: Any, prefix: str, out: dict[str, list[Any]]) -> None:
+    """Every function's code in a module's code, by qualified name (classes nested)."""
+    for const in code.co_consts:
+        if not hasattr(const, "co_code"):
+            continue
+        name = getattr(const, "co_qualname", None) or prefix + const.co_name
+        if const.co_flags & _CO_NEWLOCALS:
+            out.setdefault(name, []).append(const)
+        else:  # a class body: its methods
+            _codes(const, name + ".", out)
+
+
+class _TestCode:
+    """Whether a test's function is the one its file defines: compiled here from the file
+    on disk (as pytest rewrites it, and plainly), compared with the code the test runs.
+    Code that replaces a test module while it loads, or a test's function, is caught."""
+
+    def __init__(self, tree: str | None, config: Any = None) -> None:
+        self.tree = tree
+        self.config = config
+        self.expected: dict[str, dict[str, list[Any]]] = {}
+        self.verified: dict[int, object] = {}  # id(function) -> the function, checked
+
+    def _expected(self, path: str) -> dict[str, list[Any]]:
+        if path not in self.expected:
+            found: dict[str, list[Any]] = {}
+            try:
+                with open(path, "rb") as fh:
+                    source = fh.read()
+                _codes(compile(source, path, "exec", dont_inherit=True), "", found)
+                if _REWRITE:
+                    import ast
+
+                    tree = ast.parse(source, filename=path)
+                    _REWRITE[0](tree, source, path, self.config)
+                    _codes(compile(tree, path, "exec", dont_inherit=True), "", found)
+            except Exception:  # a file that does not compile: pytest says so itself
+                found = {}
+            self.expected[path] = found
+        return self.expected[path]
+
+    def check(self, test_id: str, func: Any) -> tuple[str | None, str | None]:
+        """(the file of the code the test runs, relative to the tree; a problem)."""
+        import inspect
+
+        try:
+            func = inspect.unwrap(func)
+        except Exception:  # a wrapper loop: nothing to compare
+            return None, None
+        func = getattr(func, "__func__", func)
+        code = getattr(func, "__code__", None)
+        if code is None:
+            return None, None
+        where = os.path.realpath(code.co_filename) if os.path.isabs(code.co_filename) else None
+        rel = None
+        if where and self.tree and where.startswith(self.tree + os.sep):
+            rel = os.path.relpath(where, self.tree)
+        if where is None or self.verified.get(id(func)) is func:
+            return rel, None
+        codes = self._expected(where).get(getattr(func, "__qualname__", ""), [])
+        if codes and not any(code == c for c in codes):
+            return rel, f"{test_id}: the code it runs is not the code of {rel or where}"
+        self.verified[id(func)] = func
+        return rel, None
+
+
+_HOOK_METHODS = (
+    "find_spec",
+    "find_module",
+    "load_module",
+    "exec_module",
+    "create_module",
+    "__call__",
+    "func",
+)
+
+
+def _code_files(obj: object) -> list[str]:
+    """The files of the code behind an object: a function's, a bound method's, a partial's,
+    the methods an import hook is called through (also when they are attributes of a plain
+    namespace), and the module of its class."""
+    found = []
+    candidates = [obj, getattr(obj, "__func__", None)]
+    for name in _HOOK_METHODS:
+        try:
+            candidates.append(getattr(obj, name, None))
+        except Exception:  # a property that raises
+            continue
+    for candidate in candidates:
+        inner = getattr(candidate, "__func__", candidate)
+        code = getattr(inner, "__code__", None)
+        if code is not None:
+            found.append(code.co_filename)
+    module = sys.modules.get(getattr(type(obj), "__module__", "") or "")
+    where = getattr(module, "__file__", None)
+    if isinstance(where, str):
+        found.append(where)
+    return found
+
+
 class _TreeHooks:
     """Import hooks (``sys.meta_path``, ``sys.path_hooks``) and tracers (``sys.settrace``,
     ``sys.setprofile``) whose code lies in the tree under test: everything seen in this
@@ -218,16 +342,13 @@ class _TreeHooks:
     def _file(self, obj: object) -> str | None:
         key = id(obj)
         if key not in self.where:
-            code = getattr(getattr(obj, "__func__", obj), "__code__", None)
-            where = getattr(code, "co_filename", None)
-            if where is None:
-                module = sys.modules.get(getattr(type(obj), "__module__", "") or "")
-                where = getattr(module, "__file__", None)
             rel = None
-            if isinstance(where, str) and os.path.isabs(where) and self.tree:
-                real = os.path.realpath(where)
-                if real.startswith(self.tree + os.sep) and not _installed(real, self.prefixes):
-                    rel = os.path.relpath(real, self.tree)
+            for where in _code_files(obj):
+                if os.path.isabs(where) and self.tree:
+                    real = os.path.realpath(where)
+                    if real.startswith(self.tree + os.sep) and not _installed(real, self.prefixes):
+                        rel = os.path.relpath(real, self.tree)
+                        break
             self.where[key] = (obj, rel)
         return self.where[key][1]
 
@@ -263,6 +384,7 @@ class _PytestRecorder:
         self.skip = _ids(EXCEPT)
         self.phases: dict[str, list[Phase]] = {}
         self.tampered: list[str] = []
+        self.changed: list[str] = []
         self.counts: dict[str, int] = {}
         self.skipped_exc: tuple[type, ...] = (outcomes.Skipped, unittest.SkipTest)
         self.xfail_exc: tuple[type, ...] = (outcomes.XFailed,)
@@ -274,6 +396,7 @@ class _PytestRecorder:
             os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)
         }
         self.hooks = _TreeHooks()
+        self.code = _TestCode(self.hooks.tree, config)
 
     def session_started(self) -> None:
         self.plugins_before = {id(p) for p in self.config.pluginmanager.get_plugins()}
@@ -296,46 +419,87 @@ class _PytestRecorder:
         return found
 
     def _inside(self, plugin: object, tree: str) -> str | None:
+        """The file in the tree a plugin's code comes from: its module, or any of its
+        hook functions (a plugin may be an object of a class defined anywhere)."""
+        files = _code_files(plugin)
         where = getattr(plugin, "__file__", None)
-        if where is None:
-            module = sys.modules.get(getattr(type(plugin), "__module__", "") or "")
-            where = getattr(module, "__file__", None)
-        if not isinstance(where, str):
-            return None
-        real = os.path.realpath(where)
-        if real.startswith(tree + os.sep) and not _installed(real, self.prefixes):
-            return os.path.relpath(real, tree)
+        if isinstance(where, str):
+            files.append(where)
+        for name in dir(plugin):
+            if name.startswith("pytest_"):
+                try:
+                    hook = getattr(plugin, name)
+                except Exception:  # an attribute that raises: not a hook
+                    continue
+                files += _code_files(hook)
+        for where in files:
+            if not os.path.isabs(where):
+                continue
+            real = os.path.realpath(where)
+            if real.startswith(tree + os.sep) and not _installed(real, self.prefixes):
+                return os.path.relpath(real, tree)
         return None
 
     def check(self, when: str) -> None:
+        """What changed in the runner since the snapshot: recorded as ``changed`` lines, which
+        the judge compares with the base's (pytest and the environment's plugins change a
+        few things themselves, at the base as in the judged run)."""
         problems = _PYTEST_SNAPSHOT[0].changes() if _PYTEST_SNAPSHOT else []
         self.hooks.look()
         for plugin, rel in self.tree_plugins():
             if id(plugin) not in self.plugins_before and os.path.basename(rel) != "conftest.py":
                 problems.append(f"a pytest plugin was registered from {rel}")
         for problem in problems:
-            self.tamper(problem, when)
+            self.change(problem, when)
+
+    def change(self, what: str, when: str = "") -> None:
+        if what not in self.changed:
+            self.changed.append(what)
+            self.records.write("changed", what=what, when=when)
 
     def tamper(self, what: str, when: str = "") -> None:
+        """What no test run does honestly (a report that lies about what a test raised)."""
         if what not in self.tampered:
             self.tampered.append(what)
             self.records.write("tamper", what=what, when=when)
 
     def collected(self, session: Any) -> None:
         plugins = sorted({rel for _, rel in self.tree_plugins()})
+        tree = os.environ.get(TREE) or str(getattr(self.config, "rootpath", os.getcwd()))
         items = []
         for item in session.items:
             path = getattr(item, "path", None) or getattr(item, "fspath", None)
             rel = None
             if path is not None:
-                try:
-                    rel = os.path.relpath(str(path), str(self.config.rootpath))
-                except (AttributeError, ValueError):
+                try:  # relative to the tree, not to pytest's rootdir (a subdirectory's)
+                    rel = os.path.relpath(os.path.realpath(str(path)), os.path.realpath(tree))
+                except ValueError:
                     rel = str(path)
-            items.append({"id": item.nodeid, "file": rel, "kind": type(item).__name__})
+            items.append(
+                {
+                    "id": item.nodeid,
+                    "file": rel,
+                    "kind": type(item).__name__,
+                    "code": self.verify(item),
+                }
+            )
         self.check("collection")
         hooks = sorted(self.hooks.seen)
         self.records.write("collected", tests=items, plugins=plugins, hooks=hooks)
+
+    def verify(self, item: Any) -> str | None:
+        """The file the test's function comes from; a function that is not its file's is
+        tampering."""
+        if not hasattr(type(item), "obj"):
+            return None  # not a function of a test module (a doctest, another plugin's)
+        try:
+            func = item.obj
+        except Exception:  # pytest reports its own collection error
+            return None
+        where, problem = self.code.check(item.nodeid, func)
+        if problem:
+            self.change(problem, "collection")
+        return where
 
     def own_outcome(self, call: Any) -> str:
         """How a phase ended, from what it raised: not from any report."""
@@ -442,7 +606,13 @@ def pytest_addoption(parser: Any) -> None:
     directory = os.environ.get(DIR)
     if not directory or _PYTEST_SNAPSHOT:
         return
-    _PYTEST_SNAPSHOT.append(_Snapshot(_PYTEST_MODULES + _UNITTEST_MODULES))
+    _PYTEST_SNAPSHOT.append(_Snapshot(_runner_modules(_PYTEST_MODULES + _UNITTEST_MODULES)))
+    try:
+        from _pytest.assertion import rewrite
+
+        _REWRITE.append(rewrite.rewrite_asserts)  # the genuine one, before any code runs
+    except (ImportError, AttributeError):
+        pass
     try:
         records = _Records(directory, "pytest")
     except OSError:
@@ -524,8 +694,10 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
 
 @_hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
-    yield
     recorder = _recorder()
+    if recorder is not None:
+        recorder.verify(item)  # its function may have been replaced since collection
+    yield
     if recorder is not None:
         recorder.finished(item)
 
@@ -569,9 +741,28 @@ class _UnittestRecorder:
         self.outcomes: dict[str, str] = {}
         self.counts: dict[str, int] = {}
         self.tampered: list[str] = []
+        self.changed: list[str] = []
         self.run_end: dict[str, Any] | None = None
         self.depth = 0
         self.hooks = _TreeHooks()
+        self.code = _TestCode(self.hooks.tree)
+
+    def verify(self, test: Any) -> str | None:
+        """The file the test's method comes from; a method that is not its file's is
+        tampering."""
+        name = getattr(test, "_testMethodName", None)
+        func = getattr(type(test), name, None) if isinstance(name, str) else None
+        if func is None:
+            return None
+        where, problem = self.code.check(_test_id(test), func)
+        if problem:
+            self.change(problem, "collection")
+        return where
+
+    def change(self, what: str, when: str) -> None:
+        if what not in self.changed:
+            self.changed.append(what)
+            self.records.write("changed", what=what, when=when)
 
     def set(self, test: Any, outcome: str) -> None:
         test_id = _test_id(test)
@@ -593,9 +784,7 @@ class _UnittestRecorder:
         if not _UNITTEST_SNAPSHOT:
             return
         for problem in _UNITTEST_SNAPSHOT[0].changes():
-            if problem not in self.tampered:
-                self.tampered.append(problem)
-                self.records.write("tamper", what=problem, when=when)
+            self.change(problem, when)
 
 
 def _test_id(test: Any) -> str:
@@ -746,7 +935,12 @@ def install_unittest() -> None:
             if rec.depth == 0:  # the outermost suite: everything the run will run
                 if rec.mode == "collect":
                     tests = [
-                        {"id": _test_id(t), "file": _test_file(t), "kind": "TestCase"}
+                        {
+                            "id": _test_id(t),
+                            "file": _test_file(t),
+                            "kind": "TestCase",
+                            "code": rec.verify(t),
+                        }
                         for t in _flatten(self, [])
                     ]
                     rec.check("collection")
@@ -755,6 +949,13 @@ def install_unittest() -> None:
                     return result
                 if rec.only is not None or rec.skip is not None:
                     _prune(self, rec.only, rec.skip)
+                tests = [
+                    {"id": _test_id(t), "file": _test_file(t), "code": rec.verify(t)}
+                    for t in _flatten(self, [])
+                ]
+                rec.check("collection")
+                hooks = sorted(rec.hooks.seen)
+                rec.records.write("collected", tests=tests, plugins=[], hooks=hooks)
             rec.depth += 1
             try:
                 return original(self, result, debug)
@@ -768,7 +969,7 @@ def install_unittest() -> None:
     _patch(result_cls, "stopTest", stop)
     _patch(result_cls, "stopTestRun", stop_run)
     _patch(unittest.suite.TestSuite, "run", run)
-    _UNITTEST_SNAPSHOT.append(_Snapshot(_UNITTEST_MODULES))
+    _UNITTEST_SNAPSHOT.append(_Snapshot(_runner_modules(_UNITTEST_MODULES)))
 
 
 def _unittest_end(rec: _UnittestRecorder) -> None:

@@ -30,7 +30,7 @@ PYTEST_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
 MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
 SHARED_CONFIG = ("pyproject.toml", "setup.cfg", "tox.ini", "tox.toml")
 REPO_FILE = ".agentos.yaml"
-_TEST_DIRS = frozenset({"tests", "test"})
+_TEST_DIRS = frozenset({"tests", "test", "testing"})
 _ONE_BY_ONE = 5  # tests removed from one file named one by one; more are counted
 _SKIPPING = re.compile(
     r"skip|xfail|expectedfailure|skiptest|importorskip|__unittest_skip__", re.IGNORECASE
@@ -67,9 +67,21 @@ def is_test_path(path: str, test_files: frozenset[str] = frozenset()) -> bool:
     name = parts[-1]
     if any(p in _TEST_DIRS for p in parts[:-1]):
         return True
+    # test*.py is what unittest discovers; testutils.py, testing.py are the tests' helpers.
     return name == "conftest.py" or (
-        name.endswith(".py")
-        and (name.startswith("test_") or name.endswith("_test.py") or name in ("tests.py",))
+        name.endswith(".py") and (name.startswith("test") or name.endswith("_test.py"))
+    )
+
+
+def is_import_hook(path: str) -> bool:
+    """Python runs it, or loads plugins from it, before any test: ``sitecustomize.py``,
+    ``usercustomize.py``, a ``.pth`` file, an installed package's metadata (a
+    ``*.dist-info``/``*.egg-info`` directory on the path declares pytest plugins)."""
+    parts = PurePosixPath(path).parts
+    return (
+        parts[-1] in IMPORT_HOOKS
+        or parts[-1].endswith(".pth")
+        or any(p.endswith((".dist-info", ".egg-info", ".egg-link")) for p in parts)
     )
 
 
@@ -79,8 +91,7 @@ def is_runner_file(path: str) -> bool:
     name = PurePosixPath(path).name
     return (
         name in PYTEST_FILES
-        or name in IMPORT_HOOKS
-        or name.endswith(".pth")
+        or is_import_hook(path)
         or path in MAKEFILES
         or path in SHARED_CONFIG
         or path in ("noxfile.py", REPO_FILE)
@@ -139,9 +150,9 @@ def _finding(
     now = agent.get(path) if status != "D" else None
     n_tests = len(test_ids.get(old_path, ()))
     tests_note = f"{n_tests} test{'s' * (n_tests != 1)} of the base" if n_tests else ""
-    if name in IMPORT_HOOKS or name.endswith(".pth"):
+    if is_import_hook(path):
         verb = "added" if status == "A" else "deleted" if status == "D" else "changed"
-        return [Finding(f"import hook {verb}", path, "Python runs it before any test")]
+        return [Finding(f"import hook {verb}", path, "Python or pytest loads it before any test")]
     if name == "conftest.py":
         verb = "added" if status == "A" else "deleted" if status == "D" else "changed"
         return [Finding(f"conftest {verb}", path)]

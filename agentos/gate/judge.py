@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from agentos.repos import RepoProfile
 
 RECORDER = "_agentos_gate"
-CACHE_VERSION = 2
+CACHE_VERSION = 4
 EVIDENCE_RECORDS = "per-test records"
 EVIDENCE_EXIT = "exit code only"
 _SHOWN = 10  # tests listed by name in a message before "and N more"
@@ -183,6 +183,7 @@ class BaseInfo:
     exit_code: int | None
     tail: str
     hooks: list[str] = field(default_factory=list)  # the tree's import hooks and tracers
+    changed: list[str] = field(default_factory=list)  # what changed in the runner there
 
     @property
     def ids(self) -> list[str]:
@@ -209,6 +210,7 @@ class BaseInfo:
             "exit_code": self.exit_code,
             "tail": self.tail,
             "hooks": self.hooks,
+            "changed": self.changed,
         }
 
     @classmethod
@@ -223,6 +225,7 @@ class BaseInfo:
             data.get("exit_code"),
             str(data.get("tail") or ""),
             list(data.get("hooks") or []),
+            list(data.get("changed") or []),
         )
 
 
@@ -405,7 +408,10 @@ class TestsJudge:
         outcome, records = self._recorded(tree, (), timeout, mode="collect")
         collected = None
         if records.any:
-            collected = [{"id": c.id, "file": c.file, "kind": c.kind} for c in records.collected]
+            collected = [
+                {"id": c.id, "file": c.file, "kind": c.kind, "code": c.code}
+                for c in records.collected
+            ]
         info = BaseInfo(
             collected,
             records.plugins,
@@ -417,6 +423,7 @@ class TestsJudge:
             outcome.exit_code,
             outcome.tail[-2000:],
             records.hooks,
+            records.changed,
         )
         self._base = info
         if collected is not None or outcome.exit_code == 0:
@@ -526,7 +533,7 @@ class TestsJudge:
             for p in (c.path, c.old)
             if p
             and (fd.is_test_path(p, test_files) or fd.is_runner_file(p) or p in base.plugins)
-            and (not allow.allows(p) or PurePosixPath(p).name in fd.IMPORT_HOOKS)
+            and (not allow.allows(p) or fd.is_import_hook(p))
         }
         judged_tree = compose(repo, agent_tree, base_entries, revert)
         expected = [t for t in base.ids if _in_scope(t, file_of.get(t), scope)]
@@ -545,11 +552,7 @@ class TestsJudge:
                 "recorder"
             )
             return self._decide(verdict, base)
-        verdict.tampered = records.tampered + [
-            f"an {hook} (not at the base)" if hook.startswith("import") else f"a {hook}"
-            for hook in records.hooks
-            if hook not in base.hooks
-        ]
+        verdict.tampered = records.tampered + _unlike_the_base(records, base)
         for proc in records.unsealed:
             verdict.problems.append(
                 f"a test process ({proc.runner or 'unknown'} {proc.path.stem}) "
@@ -745,6 +748,30 @@ class TestsJudge:
             lines += [f"  - {f.line()}" for f in allowed[:_SHOWN]]
         verdict.summary = lines
         return verdict
+
+
+def _unlike_the_base(records: Records, base: BaseInfo) -> list[str]:
+    """What the judged run's process holds that the base's did not: an import hook or a
+    tracer of the tree's code, a pytest plugin from the tree, a test whose function comes
+    from another file than at the base."""
+    found = [c for c in records.changed if c not in base.changed]
+    found += [
+        f"an {hook} (not at the base)" if hook.startswith("import") else f"a {hook}"
+        for hook in records.hooks
+        if hook not in base.hooks
+    ]
+    found += [
+        f"a pytest plugin from {plugin} (not at the base)"
+        for plugin in records.plugins
+        if plugin not in base.plugins
+    ]
+    code_at_base = {str(t["id"]): t.get("code") for t in base.collected or []}
+    for item in records.collected:
+        then = code_at_base.get(item.id)
+        if then and item.code != then:
+            now = item.code or "no file of the tree (code made at run time)"
+            found.append(f"{item.id}: its function comes from {now}, not {then}")
+    return found
 
 
 _LOCKS: dict[str, threading.Lock] = {}

@@ -30,6 +30,7 @@ class Collected:
     id: str
     file: str | None
     kind: str = ""  # the runner's item type: Function, TestCaseFunction, DoctestItem, TestCase
+    code: str | None = None  # the file (in the tree) of the function the test runs
 
 
 @dataclass
@@ -47,6 +48,8 @@ class ProcessRecord:
     outcomes: dict[str, str] = field(default_factory=dict)
     reported: dict[str, str] = field(default_factory=dict)  # what pytest's reports said
     tampered: list[str] = field(default_factory=list)
+    # what changed in the runner while it ran (compared with the base's by the judge)
+    changed: list[str] = field(default_factory=list)
     sealed: bool = False
     seal_problem: str = ""  # why the seal is missing or does not hold
     exitstatus: int | None = None
@@ -85,6 +88,13 @@ class Records:
     @property
     def plugins(self) -> list[str]:
         return sorted({p for proc in self.processes for p in proc.plugins})
+
+    @property
+    def changed(self) -> list[str]:
+        out: list[str] = []
+        for proc in self.processes:
+            out += [c for c in proc.changed if c not in out]
+        return out
 
     @property
     def hooks(self) -> list[str]:
@@ -183,12 +193,13 @@ def _apply(proc: ProcessRecord, kind: object, line: dict[str, object]) -> None:
         tests = line.get("tests")
         for item in tests if isinstance(tests, list) else []:
             if isinstance(item, dict) and isinstance(item.get("id"), str):
-                where, kind = item.get("file"), item.get("kind")
+                where, kind, code = item.get("file"), item.get("kind"), item.get("code")
                 proc.collected.append(
                     Collected(
                         item["id"],
                         where if isinstance(where, str) else None,
                         kind if isinstance(kind, str) else "",
+                        code if isinstance(code, str) else None,
                     )
                 )
         plugins = line.get("plugins")
@@ -203,7 +214,8 @@ def _apply(proc: ProcessRecord, kind: object, line: dict[str, object]) -> None:
             reported = line.get("reported")
             if isinstance(reported, str):
                 proc.reported[test] = reported
-    elif kind == "tamper":
+    elif kind in ("tamper", "changed"):
         what = str(line.get("what", ""))
-        if what and what not in proc.tampered:
-            proc.tampered.append(what)
+        found = proc.tampered if kind == "tamper" else proc.changed
+        if what and what not in found:
+            found.append(what)
