@@ -35,6 +35,7 @@ rewrite its asserts (it would warn, and a suite run with ``-W error`` would stop
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import hashlib
@@ -160,13 +161,14 @@ def _behaviour(value: object) -> bool:
 class _Snapshot:
     """What the runner is made of, taken once; :meth:`changes` says what differs now."""
 
-    def __init__(self, modules: Iterable[str]) -> None:
+    def __init__(self, modules: Iterable[str], skip: Iterable[str] = ()) -> None:
         self.entries: list[tuple[str, Any, str, object]] = []  # (owner, namespace, key, value)
         self.codes: list[tuple[str, object, object]] = []  # (label, function, code)
         self.classes: list[tuple[str, type, set[str]]] = []  # (label, class, its names)
+        skipped = set(skip)
         for name in modules:
             module = sys.modules.get(name)
-            if module is not None:
+            if module is not None and name not in skipped:
                 self._add_module(name, module)
 
     def _add_function(self, label: str, func: object) -> None:
@@ -225,45 +227,114 @@ _CO_NEWLOCALS = 0x2  # a function's code (a class body's has not this flag)
 
 
 def _codes(code: Any, prefix: str, out: dict[str, list[Any]]) -> None:
-    """Every function's code in a module's code, by qualified name (classes nested)."""
+    """Every function's code in a module's code, by qualified name (in classes, and in
+    functions: ``make.<locals>.test``)."""
     for const in code.co_consts:
         if not hasattr(const, "co_code"):
             continue
         name = getattr(const, "co_qualname", None) or prefix + const.co_name
         if const.co_flags & _CO_NEWLOCALS:
             out.setdefault(name, []).append(const)
+            _codes(const, name + ".<locals>.", out)
         else:  # a class body: its methods
             _codes(const, name + ".", out)
+
+
+_MARK = "__agentos_gate_mark__"  # the name instrumented tests call, in their module
+_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async gen
+
+
+class _Instrument(ast.NodeTransformer):
+    """Each plain function of a test file gets, in its own frame, a mark when it starts and
+    one with the exception that leaves it: what happened in the test itself, whatever the
+    runner around it says afterwards."""
+
+    def __init__(self, keys: dict[tuple[str, int], int], counter: list[int]) -> None:
+        self.keys, self.counter = keys, counter
+        self.scope: list[str] = []
+
+    def _mark(self, node: Any, key: int, error: Any) -> Any:
+        import ast
+
+        args = [ast.Constant(key), error or ast.Constant(None)]
+        call = ast.Call(func=ast.Name(id=_MARK, ctx=ast.Load()), args=args, keywords=[])
+        return ast.copy_location(ast.Expr(value=call), node)
+
+    def visit_ClassDef(self, node: Any) -> Any:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+        return node
+
+    def visit_FunctionDef(self, node: Any) -> Any:
+        import ast
+
+        qualname = ".".join([*self.scope, node.name])
+        self.scope += [node.name, "<locals>"]
+        self.generic_visit(node)
+        del self.scope[-2:]
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
+            return node  # a generator (a fixture): left as it is
+        self.counter[0] += 1
+        key = self.counter[0]
+        first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        self.keys[qualname, first] = key
+        error = ast.Name(id="__agentos_gate_error__", ctx=ast.Load())
+        handler = ast.ExceptHandler(
+            type=ast.Name(id="BaseException", ctx=ast.Load()),
+            name="__agentos_gate_error__",
+            body=[self._mark(node.body[0], key, error), ast.Raise()],
+        )
+        guarded = ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])
+        node.body = [self._mark(node.body[0], key, None), ast.copy_location(guarded, node)]
+        return node
 
 
 class _TestCode:
     """Whether a test's function is the one its file defines: compiled here from the file
     on disk (as pytest rewrites it, and plainly), compared with the code the test runs.
-    Code that replaces a test module while it loads, or a test's function, is caught."""
+    Code that replaces a test module while it loads, or a test's function, is caught. A
+    verified function then runs an instrumented copy of its own code (:class:`_Instrument`):
+    ``marks`` say whether it started and what it raised."""
 
     def __init__(self, tree: str | None, config: Any = None) -> None:
         self.tree = tree
         self.config = config
-        self.expected: dict[str, dict[str, list[Any]]] = {}
+        self.expected: dict[str, dict[str, dict[str, list[Any]]]] = {}  # path -> variant -> ..
+        self.trees: dict[tuple[str, str], Any] = {}  # (path, variant) -> its parsed tree
         self.verified: dict[int, object] = {}  # id(function) -> the function, checked
+        self.installed: dict[int, Any] = {}  # id(function) -> the instrumented code it runs
+        self.keys: dict[int, int] = {}  # id(function) -> its mark's key
+        self.marks: dict[int, tuple[bool, Any]] = {}  # key -> (started, what it raised)
+        self.counter = [0]
+        self.variants: dict[str, dict[str, dict[tuple[str, int], Any]]] = {}
 
-    def _expected(self, path: str) -> dict[str, list[Any]]:
-        if path not in self.expected:
-            found: dict[str, list[Any]] = {}
+    def mark(self, key: int, error: Any) -> None:
+        raised = self.marks.get(key, (False, None))[1]
+        self.marks[key] = (True, type(error) if error is not None else raised)
+
+    def _source(self, path: str, variant: str) -> Any:
+        with open(path, "rb") as fh:
+            source = fh.read()
+        tree = ast.parse(source, filename=path)
+        if variant == "rewritten":
+            _REWRITE[0](tree, source, path, self.config)
+        return tree
+
+    def _expected(self, path: str, variant: str) -> dict[str, list[Any]]:
+        """The functions of ``path`` compiled here, as pytest rewrites them or plainly; the
+        tree they were compiled from is kept, to be instrumented."""
+        found = self.expected.setdefault(path, {})
+        if variant not in found:
+            codes: dict[str, list[Any]] = {}
             try:
-                with open(path, "rb") as fh:
-                    source = fh.read()
-                _codes(compile(source, path, "exec", dont_inherit=True), "", found)
-                if _REWRITE:
-                    import ast
-
-                    tree = ast.parse(source, filename=path)
-                    _REWRITE[0](tree, source, path, self.config)
-                    _codes(compile(tree, path, "exec", dont_inherit=True), "", found)
-            except Exception:  # a file that does not compile: pytest says so itself
-                found = {}
-            self.expected[path] = found
-        return self.expected[path]
+                tree = self._source(path, variant)
+                _codes(compile(tree, path, "exec", dont_inherit=True), "", codes)
+                self.trees[path, variant] = tree
+            except Exception:  # a file that does not compile: the runner says so
+                codes = {}
+            found[variant] = codes
+        return found[variant]
 
     def check(self, test_id: str, func: Any) -> tuple[str | None, str | None]:
         """(the file of the code the test runs, relative to the tree; a problem)."""
@@ -277,17 +348,94 @@ class _TestCode:
         code = getattr(func, "__code__", None)
         if code is None:
             return None, None
+        if id(func) in self.installed:
+            if code is not self.installed[id(func)]:
+                return None, f"{test_id}: the code of its function was replaced"
+            return self._relative(code.co_filename), None
         where = os.path.realpath(code.co_filename) if os.path.isabs(code.co_filename) else None
-        rel = None
-        if where and self.tree and where.startswith(self.tree + os.sep):
-            rel = os.path.relpath(where, self.tree)
+        rel = self._relative(code.co_filename)
         if where is None or self.verified.get(id(func)) is func:
             return rel, None
-        codes = self._expected(where).get(getattr(func, "__qualname__", ""), [])
-        if codes and not any(code == c for c in codes):
+        qualname = getattr(func, "__qualname__", "")
+        matched: list[str] = []
+        expected: dict[str, dict[str, list[Any]]] = {}
+        for variant in ("rewritten", "plain") if _REWRITE else ("plain",):
+            expected[variant] = self._expected(where, variant)  # the plain one only if needed
+            if any(code == c for c in expected[variant].get(qualname, [])):
+                matched.append(variant)
+                break
+        known = any(qualname in codes for codes in expected.values())
+        in_tree = rel is not None
+        if not matched and (known or (in_tree and any(expected.values()))):
             return rel, f"{test_id}: the code it runs is not the code of {rel or where}"
         self.verified[id(func)] = func
+        if matched:
+            self._install(func, where, matched[0])
         return rel, None
+
+    def _relative(self, filename: str) -> str | None:
+        if not (os.path.isabs(filename) and self.tree):
+            return None
+        where = os.path.realpath(filename)
+        return os.path.relpath(where, self.tree) if where.startswith(self.tree + os.sep) else None
+
+    def _install(self, func: Any, path: str, variant: str) -> None:
+        code = func.__code__
+        if code.co_flags & _NOT_PLAIN:
+            return
+        key_of: dict[tuple[str, int], int] = {}
+        if variant not in self.variants.setdefault(path, {}):
+            codes: dict[tuple[str, int], Any] = {}
+            try:
+                # The tree its expected code was compiled from, instrumented in place now.
+                source = self.trees.pop((path, variant), None) or self._source(path, variant)
+                tree = _Instrument(key_of, self.counter).visit(source)
+                compiled = compile(ast.fix_missing_locations(tree), path, "exec", dont_inherit=True)
+                by_name: dict[str, list[Any]] = {}
+                _codes(compiled, "", by_name)
+                for name, found in by_name.items():
+                    for c in found:
+                        if (name, c.co_firstlineno) in key_of:
+                            codes[name, c.co_firstlineno] = (c, key_of[name, c.co_firstlineno])
+            except Exception:  # cannot instrument it: the checks above still hold
+                codes = {}
+            self.variants[path][variant] = codes
+        entry = self.variants[path][variant].get((func.__qualname__, code.co_firstlineno))
+        if entry is None or entry[0].co_freevars != code.co_freevars:
+            return
+        new, key = entry
+        try:
+            func.__globals__[_MARK] = self.mark
+            func.__code__ = new
+        except Exception:  # a function whose code cannot be set
+            return
+        self.installed[id(func)] = new
+        self.keys[id(func)] = key
+
+    def key_of(self, func: Any) -> int | None:
+        import inspect
+
+        try:
+            func = getattr(inspect.unwrap(func), "__func__", None) or inspect.unwrap(func)
+        except Exception:  # a wrapper loop
+            return None
+        return self.keys.get(id(func))
+
+    def judged(
+        self, test_id: str, key: int | None, outcome: str, quiet: tuple[type, ...]
+    ) -> tuple[str, str | None]:
+        """The outcome the marks allow: a test that did not start, or that raised (but a
+        skip or an expected failure), did not pass, whatever the runner says."""
+        if key is None or outcome != "passed":
+            return outcome, None
+        started, raised = self.marks.get(key, (False, None))
+        if not started:
+            return "failed", f"{test_id}: the runner says it passed, but its code never ran"
+        if raised is not None and not issubclass(raised, quiet):
+            return "failed", (
+                f"{test_id}: it raised {raised.__name__}, yet the runner says it passed"
+            )
+        return outcome, None
 
 
 _HOOK_METHODS = (
@@ -440,11 +588,14 @@ class _PytestRecorder:
                 return os.path.relpath(real, tree)
         return None
 
-    def check(self, when: str) -> None:
+    def check(self, when: str, everything: bool = False) -> None:
         """What changed in the runner since the snapshot: recorded as ``changed`` lines, which
         the judge compares with the base's (pytest and the environment's plugins change a
-        few things themselves, at the base as in the judged run)."""
-        problems = _PYTEST_SNAPSHOT[0].changes() if _PYTEST_SNAPSHOT else []
+        few things themselves, at the base as in the judged run). After each test, pytest's
+        runner; after collection and at the end (``everything``), every module of pytest,
+        pluggy and unittest too."""
+        snapshots = _PYTEST_SNAPSHOT[: None if everything else 1]
+        problems = [p for snapshot in snapshots for p in snapshot.changes()]
         self.hooks.look()
         for plugin, rel in self.tree_plugins():
             if id(plugin) not in self.plugins_before and os.path.basename(rel) != "conftest.py":
@@ -483,7 +634,7 @@ class _PytestRecorder:
                     "code": self.verify(item),
                 }
             )
-        self.check("collection")
+        self.check("collection", everything=True)
         hooks = sorted(self.hooks.seen)
         self.records.write("collected", tests=items, plugins=plugins, hooks=hooks)
 
@@ -500,6 +651,12 @@ class _PytestRecorder:
         if problem:
             self.change(problem, "collection")
         return where
+
+    def key(self, item: Any) -> int | None:
+        try:
+            return self.code.key_of(item.obj) if hasattr(type(item), "obj") else None
+        except Exception:  # pytest reports its own collection error
+            return None
 
     def own_outcome(self, call: Any) -> str:
         """How a phase ended, from what it raised: not from any report."""
@@ -532,6 +689,11 @@ class _PytestRecorder:
             self.tamper(
                 f"{item.nodeid}: the report says {said} where the test {own} in {call.when}"
             )
+        if call.when == "call":  # what the test's own frame says (its instrumented code)
+            quiet = (*self.skipped_exc, *self.xfail_exc)
+            own, problem = self.code.judged(item.nodeid, self.key(item), own, quiet)
+            if problem:
+                self.tamper(problem)
         self.phases.setdefault(item.nodeid, []).append((call.when, own, reported, xfail))
 
     def finished(self, item: Any) -> None:
@@ -606,7 +768,10 @@ def pytest_addoption(parser: Any) -> None:
     directory = os.environ.get(DIR)
     if not directory or _PYTEST_SNAPSHOT:
         return
-    _PYTEST_SNAPSHOT.append(_Snapshot(_runner_modules(_PYTEST_MODULES + _UNITTEST_MODULES)))
+    _PYTEST_SNAPSHOT.append(_Snapshot(_PYTEST_MODULES + _UNITTEST_MODULES))
+    _PYTEST_SNAPSHOT.append(
+        _Snapshot(_runner_modules(()), skip=_PYTEST_MODULES + _UNITTEST_MODULES)
+    )
     try:
         from _pytest.assertion import rewrite
 
@@ -697,6 +862,9 @@ def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
     recorder = _recorder()
     if recorder is not None:
         recorder.verify(item)  # its function may have been replaced since collection
+        key = recorder.key(item)
+        if key is not None:
+            recorder.code.marks.pop(key, None)
     yield
     if recorder is not None:
         recorder.finished(item)
@@ -708,7 +876,7 @@ def pytest_sessionfinish(session: Any, exitstatus: Any) -> Any:
     recorder = _recorder()
     if recorder is None:
         return
-    recorder.check("end")
+    recorder.check("end", everything=True)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     stats = {
         key: len(value)
@@ -770,11 +938,31 @@ class _UnittestRecorder:
             return  # one of its subtests failed: the test failed
         self.outcomes[test_id] = outcome
 
+    def method(self, test: Any) -> Any:
+        name = getattr(test, "_testMethodName", None)
+        return getattr(type(test), name, None) if isinstance(name, str) else None
+
+    def start(self, test: Any) -> None:
+        self.outcomes.setdefault(_test_id(test), "pending")
+        key = self.code.key_of(self.method(test)) if self.method(test) else None
+        if key is not None:
+            self.code.marks.pop(key, None)
+
     def stop(self, test: Any) -> None:
         test_id = _test_id(test)
         outcome = self.outcomes.get(test_id, "error")
         if outcome == "pending":  # started, and nothing said how it ended
             outcome = "error"
+        method = self.method(test)
+        key = self.code.key_of(method) if method is not None else None
+        outcome, problem = self.code.judged(test_id, key, outcome, (_SKIP_TEST[0],))
+        overridden = _overridden(test)
+        for found in [problem, *overridden]:
+            if found and found not in self.tampered:
+                self.tampered.append(found)
+                self.records.write("tamper", what=found, when=test_id)
+        if overridden and outcome == "passed":
+            outcome = "failed"
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         self.records.write("test", id=test_id, outcome=outcome, file=_test_file(test))
         self.check(test_id)
@@ -785,6 +973,42 @@ class _UnittestRecorder:
             return
         for problem in _UNITTEST_SNAPSHOT[0].changes():
             self.change(problem, when)
+
+
+_SKIP_TEST: list[type] = []  # unittest.SkipTest, once unittest is imported
+
+
+def _overridden(test: Any) -> list[str]:
+    """What a test's own instance holds in place of unittest's behaviour, from the code
+    under test: an instance attribute shadowing a method of its class, or how a type's
+    values are compared (``_type_equality_funcs``), set to a function of the tree that is
+    not the test's module's."""
+    found = []
+    space = getattr(test, "__dict__", {})
+    cls = type(test)
+    module = sys.modules.get(getattr(cls, "__module__", "") or "")
+    own = os.path.realpath(getattr(module, "__file__", "") or "") or None
+    tree = os.environ.get(TREE)
+    tree = os.path.realpath(tree) if tree else None
+
+    def foreign(func: Any) -> bool:
+        code = getattr(getattr(func, "__func__", func), "__code__", None)
+        where = getattr(code, "co_filename", None)
+        if not (isinstance(where, str) and tree):
+            return False
+        if not os.path.isabs(where):
+            return True  # code made at run time
+        real = os.path.realpath(where)
+        return real.startswith(tree + os.sep) and real != own
+
+    for name, value in list(space.items()):
+        if callable(value) and callable(getattr(cls, name, None)) and foreign(value):
+            found.append(f"{_test_id(test)}: its {name} was replaced on the test itself")
+    for kind, func in list(space.get("_type_equality_funcs", {}).items()):
+        if not isinstance(func, str) and foreign(func):
+            what = getattr(kind, "__name__", str(kind))
+            found.append(f"{_test_id(test)}: how it compares {what} values was replaced")
+    return found
 
 
 def _test_id(test: Any) -> str:
@@ -868,6 +1092,7 @@ def install_unittest() -> None:
         return state["r"]
 
     result_cls = unittest.result.TestResult
+    _SKIP_TEST.append(unittest.SkipTest)
 
     def outcome_method(outcome: str) -> Callable[[Any], Any]:
         def make(original: Any) -> Any:
@@ -904,7 +1129,7 @@ def install_unittest() -> None:
         def start_test(self: Any, test: Any) -> Any:
             rec = recorder()
             if rec is not None:
-                rec.outcomes.setdefault(_test_id(test), "pending")
+                rec.start(test)
             return original(self, test)
 
         return start_test

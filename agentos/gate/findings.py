@@ -17,6 +17,7 @@ import ast
 import configparser
 import fnmatch
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -76,13 +77,31 @@ def is_test_path(path: str, test_files: frozenset[str] = frozenset()) -> bool:
 def is_import_hook(path: str) -> bool:
     """Python runs it, or loads plugins from it, before any test: ``sitecustomize.py``,
     ``usercustomize.py``, a ``.pth`` file, an installed package's metadata (a
-    ``*.dist-info``/``*.egg-info`` directory on the path declares pytest plugins)."""
+    ``*.dist-info``/``*.egg-info`` directory on the path declares pytest plugins), bytecode
+    (an unchecked ``.pyc`` is loaded without its source), a module at the top of the tree
+    named like one of the standard library's or the test runner's (the working directory
+    comes first on ``sys.path``: pytest would import it while it starts)."""
     parts = PurePosixPath(path).parts
     return (
         parts[-1] in IMPORT_HOOKS
-        or parts[-1].endswith(".pth")
+        or parts[-1].endswith((".pth", ".pyc", ".pyo"))
+        or "__pycache__" in parts
         or any(p.endswith((".dist-info", ".egg-info", ".egg-link")) for p in parts)
+        or _shadows(parts)
     )
+
+
+_RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging"})
+
+
+def _shadows(parts: tuple[str, ...]) -> bool:
+    if parts[0] in ("src", "lib") and len(parts) > 1:
+        parts = parts[1:]
+    top = parts[0].removesuffix(".py") if len(parts) == 1 else parts[0]
+    if len(parts) == 1 and not parts[0].endswith(".py"):
+        return False
+    names: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
+    return top in names or top in _RUNNER_MODULES
 
 
 def is_runner_file(path: str) -> bool:
@@ -95,6 +114,7 @@ def is_runner_file(path: str) -> bool:
         or path in MAKEFILES
         or path in SHARED_CONFIG
         or path in ("noxfile.py", REPO_FILE)
+        or name == ".gitattributes"  # how git checks the files out (a filter can rewrite them)
     )
 
 
@@ -383,6 +403,8 @@ def _runner_finding(path: str, new: str | None, old: str | None, runner: str) ->
         return [Finding(f"test configuration {verb}", path, _ini_detail(new, old, "pytest"))]
     if path == REPO_FILE:
         return [Finding(f"test settings {verb}", path, "how AgentOS tests the repository")]
+    if name == ".gitattributes":
+        return [Finding(f"git attributes {verb}", path, "how git checks the files out")]
     if path == "pyproject.toml":
         return _toml_finding(path, new, old, runner)
     if path in ("setup.cfg", "tox.ini"):
