@@ -15,7 +15,8 @@ Measured, each the median of N rounds:
   judged tree made and checked out, the base's tests run there with the recorder, confined;
 - gate, cold: the same with no base collection yet (``agentos gate run`` on a new base).
 
-Target: gate <= 1.3x raw. Also printed: the gate on a tree that breaks a test (the failing
+Target: gate <= 1.3x raw (measured here: humanize 1.13x; six 2.06x, a 0.46 s suite whose one
+test file of 600 asserts the recorder compiles again to verify it). Also printed: the gate on a tree that breaks a test (the failing
 test is re-run at the base, the only extra run a failure costs).
 """
 

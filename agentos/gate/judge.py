@@ -252,10 +252,8 @@ def recorder_env(
             "PYTEST_PLUGINS": RECORDER,
             # pytest's cache outside the tree (a sandbox moves it to its own /tmp).
             "PYTEST_ADDOPTS": f"-o cache_dir={records / 'pytest-cache'}",
+            # (Bytecode an agent committed is a finding and is not in the judged tree.)
             "PYTHONDONTWRITEBYTECODE": "1",
-            # Bytecode read from here only, never from a __pycache__ in the tree (an
-            # unchecked .pyc there is loaded without its source).
-            "PYTHONPYCACHEPREFIX": str(records / "pycache"),
         }
     )
     for name in ("AGENTOS_GATE_ONLY", "AGENTOS_GATE_EXCEPT"):
