@@ -16,8 +16,9 @@ Measured, each the median of N rounds:
 - gate, cold: the same with no base collection yet (``agentos gate run`` on a new base).
 
 Target: gate <= 1.3x raw (measured here: humanize 1.13x; six 2.06x, a 0.46 s suite whose one
-test file of 600 asserts the recorder compiles again to verify it). Also printed: the gate on a tree that breaks a test (the failing
-test is re-run at the base, the only extra run a failure costs).
+test file of 600 asserts the recorder compiles again to verify it). Also printed: the gate on
+a tree that breaks a test (the failing test is re-run at the base, the only extra run a
+failure costs).
 """
 
 from __future__ import annotations
