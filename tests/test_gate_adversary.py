@@ -749,3 +749,35 @@ def test_code_under_test_that_replaces_or_rewrites_the_tests_is_refused(
     assert not check.passed
     said = json.dumps(check.evidence)
     assert named in said, said
+
+
+def test_a_test_its_own_decorator_retries_is_judged_by_its_last_call(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    # An honest wrapper that swallows a first failure and calls the test again: the
+    # test's own marks say how its last call ended, and that is a pass.
+    flaky = (
+        "import functools\n\nCALLS = []\n\n\ndef retry(test):\n"
+        "    @functools.wraps(test)\n    def run():\n        try:\n            return test()\n"
+        "        except AssertionError:\n            return test()\n    return run\n\n\n"
+        "@retry\ndef test_flaky():\n    CALLS.append(1)\n    assert len(CALLS) > 1\n"
+    )
+    repo = make_repo(
+        tmp_path / "repo",
+        {".agentos.yaml": f"python: {sys.executable}\n", "tests/test_flaky.py": flaky},
+    )
+    profile = tree_profile(ws, repo)
+    env = gate_environment(profile, repo)
+
+    result = run_gate(
+        [CheckSpec(name="tests pass", tests=[])],
+        repo,
+        env=env,
+        profile=profile,
+        confiner=gate_confiner(ws, repo, profile, env),
+        judging=gate_judging(ws, repo, None),
+    )
+
+    (check,) = result.results
+    assert check.passed, check.output_tail
+    assert check.evidence is not None and check.evidence["counts"] == {"passed": 1}

@@ -310,8 +310,9 @@ class _TestCode:
         self.variants: dict[str, dict[str, dict[tuple[str, int], Any]]] = {}
 
     def mark(self, key: int, error: Any) -> None:
-        raised = self.marks.get(key, (False, None))[1]
-        self.marks[key] = (True, type(error) if error is not None else raised)
+        """Called by an instrumented test as it starts (``error`` None) and with what leaves
+        it; a test called again (a retry decorator) is judged by its last call."""
+        self.marks[key] = (True, None if error is None else type(error))
 
     def _source(self, path: str, variant: str) -> Any:
         with open(path, "rb") as fh:
