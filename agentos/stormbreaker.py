@@ -37,7 +37,7 @@ from agentos._claude_settings import HOOK_TIMEOUT, merge_stop_hook
 from agentos._fs import atomic_write
 from agentos.cards import load_cards
 from agentos.checks import CheckSpec
-from agentos.errors import NotFound, ValidationFailed
+from agentos.errors import BadInput, NotFound, ValidationFailed
 from agentos.gate.judge import BaseInfo, Judging, TestChanges, TestsJudge, verdict_outcome
 from agentos.hub import Hub
 from agentos.manifest import Manifest
@@ -751,6 +751,12 @@ def gate_judging(
     (default HEAD), scratch trees in the workspace, base collections in its cache."""
     import tempfile
 
+    if cr.toplevel(tree) is None:
+        raise BadInput(
+            f"{tree} is not a git repository; a tests check judges a tree against the commit "
+            "it started from",
+            field="--repo",
+        )
     scratch = ws.state_dir / "gate"
     scratch.mkdir(parents=True, exist_ok=True)
     allow = TestChanges(True, (), "--allow-test-changes") if allow_test_changes else TestChanges()
