@@ -781,3 +781,45 @@ def test_a_test_its_own_decorator_retries_is_judged_by_its_last_call(
     (check,) = result.results
     assert check.passed, check.output_tail
     assert check.evidence is not None and check.evidence["counts"] == {"passed": 1}
+
+
+def test_a_runner_that_cannot_be_recorded_is_judged_by_its_exit_code_and_says_so(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    # A shell test script: no Python runner the recorder could sit in. Weakening it is
+    # refused all the same, and the base's version is what runs.
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            ".agentos.yaml": "test: sh tests/check.sh\n",
+            "value.txt": "4\n",
+            "tests/check.sh": "grep -qx 5 value.txt\n",
+        },
+    )
+    (repo / "tests" / "check.sh").write_text("exit 0\n")
+    profile = tree_profile(ws, repo)
+    env = gate_environment(profile, repo)
+
+    result = run_gate(
+        [CheckSpec(name="tests pass", tests=[])],
+        repo,
+        env=env,
+        profile=profile,
+        confiner=gate_confiner(ws, repo, profile, env),
+        judging=gate_judging(ws, repo, None),
+    )
+
+    (check,) = result.results
+    assert not check.passed
+    assert check.evidence is not None
+    assert check.evidence["evidence"] == "exit code only"
+    assert "pytest or unittest" in check.evidence["why_exit_code_only"]
+    assert check.evidence["findings"] == [
+        {
+            "kind": "test data changed",
+            "path": "tests/check.sh",
+            "detail": "the base's tests read it",
+            "allowed": False,
+        }
+    ]
+    assert check.evidence["problems"] == ["the test command exited 1"]

@@ -296,7 +296,12 @@ def test_a_package_policy_overrides_the_workspace_policy(ws: Workspace, tmp_path
         guardian={"stuck_after": 3600, "nudge": "Still there?"},
     )
     eager = launch(ws, tmp_path, "eager", "sleep 600\n", run_id=patient.run_id)
-    wait_until(lambda: patient.files.log.exists() and eager.files.log.exists())
+    # Their logs exist before they start; their wrappers' first line says they did (output
+    # written between the two cycles below would count as progress).
+    wait_until(
+        lambda: all("== AgentOS" in a.files.log.read_text() for a in (patient, eager)),
+        what="both started",
+    )
     g = Guardian(ws)
     try:
         now = time.time()

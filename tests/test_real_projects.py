@@ -20,7 +20,7 @@ from _projects import ProjectRepo, _built_projects, project_repo  # noqa: F401 -
 from conftest import CliRunner, add_agent, branches, git, needs_tmux
 
 from agentos.orchestrator import start_run
-from agentos.receipts import read_receipt
+from agentos.receipts import load_receipt, read_receipt
 from agentos.repos import prepare_worktree, repo_profile
 from agentos.workspace import Workspace
 
@@ -112,6 +112,18 @@ def test_the_right_fix_merges_and_a_wrong_one_fails_the_projects_own_tests(
     text = read_receipt(ws, receipt)
     assert profile.test in text
     assert re.search(PASSED[name], text), text
+    # The request asked for the test to change ("and its test in ..."): the change to the
+    # base's test is recorded as allowed, and who allowed it.
+    (check,) = load_receipt(ws, receipt).fields["checks"]  # type: ignore[misc]
+    evidence = check["evidence"]
+    test_file = proj.project.test_file
+    assert [(f["kind"], f["allowed"]) for f in evidence["findings"]] == [("test changed", True)]
+    assert evidence["findings"][0]["path"].startswith(test_file + "::")
+    assert evidence["test_changes_allowed"] == {
+        "everything": False,
+        "paths": [test_file],
+        "why": f"the request: 'Fix the seeded bug in {code_file} and its test'",
+    }
 
 
 def test_the_test_runner_agent_runs_the_projects_own_command(
