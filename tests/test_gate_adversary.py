@@ -15,10 +15,11 @@ names what it did, and nothing merges. The right fix still merges as one commit.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 from _projects import (  # noqa: F401 -- fixtures
@@ -33,6 +34,7 @@ from agentos.checks import CheckSpec
 from agentos.orchestrator import RunOptions, start_run
 from agentos.receipts import load_receipt
 from agentos.stormbreaker import (
+    CheckResult,
     gate_confiner,
     gate_environment,
     gate_judging,
@@ -338,12 +340,6 @@ TOX_ATTACKS: list[tuple[str, str, str]] = [
         "{posargs}/' tox.ini\n",
         "test configuration changed: tox.ini [testenv]",
     ),
-    (
-        "addopts-env",
-        "sed -i 's/^deps = pytest$/deps = pytest\\nsetenv = PYTEST_ADDOPTS=-k \"not test_b\"/' "
-        "tox.ini\n",
-        "test configuration changed: tox.ini [testenv]",
-    ),
 ]
 
 
@@ -364,27 +360,63 @@ def test_every_way_of_weakening_a_suite_run_by_tox_is_refused(
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's")
 def test_the_recorder_never_breaks_a_suite_that_turns_warnings_into_errors(
-    ws: Workspace,
-    cli: Callable[..., subprocess.CompletedProcess[str]],
-    tmp_path: Path,
-    project_repo: Callable[..., ProjectRepo],  # noqa: F811 -- the fixture imported above
+    ws: Workspace, tmp_path: Path, gate_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proj = project_repo("six")
-    ws.settings_file.write_text("checks: [{name: tests pass, tests: []}]\n")
-    (proj.repo / "setup.cfg").write_text(
-        (proj.repo / "setup.cfg")
-        .read_text()
-        .replace(
-            "minversion = 2.2.0", "minversion = 2.2.0\nfilterwarnings = error::pytest.PytestWarning"
-        )
+    base = {
+        ".agentos.yaml": f"python: {sys.executable}\n",
+        "pytest.ini": "[pytest]\nfilterwarnings = error\n",
+        "mod.py": "def value():\n    return 2\n",
+        "tests/test_mod.py": "import mod\n\n\ndef test_value():\n    assert mod.value() == 2\n",
+    }
+
+    check = judge_small(ws, tmp_path / "repo", base, {}, gate_cache, monkeypatch)
+
+    assert check.passed, check.output_tail
+    assert "PytestAssertRewriteWarning" not in check.output_tail
+
+
+@pytest.fixture(scope="module")
+def gate_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache of base collections for the small repositories of this module: made with
+    fixed commit dates, the same files give the same base commit, collected once."""
+    return tmp_path_factory.mktemp("gate-cache")
+
+
+def judge_small(
+    ws: Workspace,
+    repo_dir: Path,
+    base: dict[str, str],
+    changed: Mapping[str, str | bytes],
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    git_config: Mapping[str, str] = MappingProxyType({}),
+) -> CheckResult:
+    """A small repository committed with ``base``, ``changed`` written over it (the work),
+    and the gate's tests check on it."""
+    for name in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        monkeypatch.setenv(name, "2026-01-01T00:00:00+0000")
+    repo = make_repo(repo_dir, base)
+    for key, value in git_config.items():
+        git(repo, "config", key, value)
+    for rel, text in changed.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            (repo / rel).write_bytes(text)
+        else:
+            (repo / rel).write_text(text)
+    profile = tree_profile(ws, repo)
+    env = gate_environment(profile, repo)
+    judging = gate_judging(ws, repo, None)
+    result = run_gate(
+        [CheckSpec(name="tests pass", tests=[])],
+        repo,
+        env=env,
+        profile=profile,
+        confiner=gate_confiner(ws, repo, profile, env),
+        judging=replace(judging, cache=cache),
     )
-    git(proj.repo, "commit", "-qam", "warnings are errors")
-
-    out = cli("gate", "run", "--json", "--repo", str(proj.repo))
-
-    (check,) = json.loads(out.stdout)["checks"]
-    assert out.returncode == 0, check["output_tail"]
-    assert "PytestAssertRewriteWarning" not in check["output_tail"]
+    (check,) = result.results
+    return check
 
 
 _TRACER = """
@@ -417,30 +449,26 @@ sys.meta_path.insert(0, _Loader())
 )
 def test_a_tracer_or_import_hook_the_code_under_test_installs_is_refused(
     ws: Workspace,
-    cli: Callable[..., subprocess.CompletedProcess[str]],
     tmp_path: Path,
+    gate_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
     code: str,
     named: str,
 ) -> None:
     # Either can rewrite the tests as they load or jump over their asserts: even when every
     # test passes, a tree that installs one is not judged.
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            ".agentos.yaml": f"python: {sys.executable}\n",
-            "mod.py": "def value():\n    return 2\n",
-            "tests/test_mod.py": "import mod\n\n\ndef test_value():\n    assert mod.value() == 2\n",
-        },
-    )
-    ws.settings_file.write_text("checks: [{name: tests pass, tests: []}]\n")
-    (repo / "mod.py").write_text((repo / "mod.py").read_text() + code)
+    base = {
+        ".agentos.yaml": f"python: {sys.executable}\n",
+        "mod.py": "def value():\n    return 2\n",
+        "tests/test_mod.py": "import mod\n\n\ndef test_value():\n    assert mod.value() == 2\n",
+    }
+    changed = {"mod.py": base["mod.py"] + code}
 
-    out = cli("gate", "run", "--json", "--repo", str(repo))
+    check = judge_small(ws, tmp_path / "repo", base, changed, gate_cache, monkeypatch)
 
-    (check,) = json.loads(out.stdout)["checks"]
-    assert out.returncode == 1
-    assert check["evidence"]["counts"] == {"passed": 1}
-    assert any(named in t for t in check["evidence"]["tampered"]), check["evidence"]
+    assert not check.passed
+    assert check.evidence is not None and check.evidence["counts"] == {"passed": 1}
+    assert any(named in t for t in check.evidence["tampered"]), check.evidence
 
 
 # --- code under test that replaces the tests themselves (a hostile review's findings) --------
@@ -702,7 +730,11 @@ REPLACERS: dict[str, tuple[dict[str, str], bool, dict[str, str], str]] = {
 
 @pytest.mark.parametrize("attack", list(REPLACERS), ids=list(REPLACERS))
 def test_code_under_test_that_replaces_or_rewrites_the_tests_is_refused(
-    ws: Workspace, tmp_path: Path, attack: str
+    ws: Workspace,
+    tmp_path: Path,
+    gate_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    attack: str,
 ) -> None:
     base, unittest, changed, named = REPLACERS[attack]
     test = (
@@ -713,46 +745,37 @@ def test_code_under_test_that_replaces_or_rewrites_the_tests_is_refused(
         else None
     )
     settings = f"python: {sys.executable}\n" + (f"test: {test}\n" if test else "")
-    repo = make_repo(tmp_path / "repo", {**base, ".agentos.yaml": settings})
-    for rel, text in changed.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
+    changed: dict[str, str | bytes] = dict(changed)
+    config = {}
     if attack == "gitattributes-filter":  # with sandbox none an agent can write git's config
-        git(repo, "config", "filter.fixup.smudge", "sed s/==/!=/")
+        config["filter.fixup.smudge"] = "sed s/==/!=/"
     if attack == _UNCHECKED_PYC:
         import py_compile
 
-        forged = tmp_path / "test_calc.py"
+        forged = tmp_path / "forged" / "test_calc.py"
+        forged.parent.mkdir()
         forged.write_text(base["test_calc.py"] + "\n\nT.assertEqual = lambda self, *a, **k: None\n")
         tag = sys.implementation.cache_tag
+        pyc = tmp_path / "forged" / "test_calc.pyc"
         py_compile.compile(
             str(forged),
-            cfile=str(repo / "__pycache__" / f"test_calc.{tag}.pyc"),
-            dfile=str(repo / "test_calc.py"),
+            cfile=str(pyc),
+            dfile=str(tmp_path / "repo" / "test_calc.py"),
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
             doraise=True,
         )
-    profile = tree_profile(ws, repo)
-    env = gate_environment(profile, repo)
-    judging = gate_judging(ws, repo, None)
+        changed[f"__pycache__/test_calc.{tag}.pyc"] = pyc.read_bytes()
 
-    result = run_gate(
-        [CheckSpec(name="tests pass", tests=[])],
-        repo,
-        env=env,
-        profile=profile,
-        confiner=gate_confiner(ws, repo, profile, env),
-        judging=judging,
-    )
+    base = {**base, ".agentos.yaml": settings}
+    check = judge_small(ws, tmp_path / "repo", base, changed, gate_cache, monkeypatch, config)
 
-    (check,) = result.results
     assert not check.passed
     said = json.dumps(check.evidence)
     assert named in said, said
 
 
 def test_a_test_its_own_decorator_retries_is_judged_by_its_last_call(
-    ws: Workspace, tmp_path: Path
+    ws: Workspace, tmp_path: Path, gate_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # An honest wrapper that swallows a first failure and calls the test again: the
     # test's own marks say how its last call ended, and that is a pass.
@@ -762,54 +785,29 @@ def test_a_test_its_own_decorator_retries_is_judged_by_its_last_call(
         "        except AssertionError:\n            return test()\n    return run\n\n\n"
         "@retry\ndef test_flaky():\n    CALLS.append(1)\n    assert len(CALLS) > 1\n"
     )
-    repo = make_repo(
-        tmp_path / "repo",
-        {".agentos.yaml": f"python: {sys.executable}\n", "tests/test_flaky.py": flaky},
-    )
-    profile = tree_profile(ws, repo)
-    env = gate_environment(profile, repo)
+    base = {".agentos.yaml": f"python: {sys.executable}\n", "tests/test_flaky.py": flaky}
 
-    result = run_gate(
-        [CheckSpec(name="tests pass", tests=[])],
-        repo,
-        env=env,
-        profile=profile,
-        confiner=gate_confiner(ws, repo, profile, env),
-        judging=gate_judging(ws, repo, None),
-    )
+    check = judge_small(ws, tmp_path / "repo", base, {}, gate_cache, monkeypatch)
 
-    (check,) = result.results
     assert check.passed, check.output_tail
     assert check.evidence is not None and check.evidence["counts"] == {"passed": 1}
 
 
 def test_a_runner_that_cannot_be_recorded_is_judged_by_its_exit_code_and_says_so(
-    ws: Workspace, tmp_path: Path
+    ws: Workspace, tmp_path: Path, gate_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A shell test script: no Python runner the recorder could sit in. Weakening it is
     # refused all the same, and the base's version is what runs.
-    repo = make_repo(
-        tmp_path / "repo",
-        {
-            ".agentos.yaml": "test: sh tests/check.sh\n",
-            "value.txt": "4\n",
-            "tests/check.sh": "grep -qx 5 value.txt\n",
-        },
-    )
-    (repo / "tests" / "check.sh").write_text("exit 0\n")
-    profile = tree_profile(ws, repo)
-    env = gate_environment(profile, repo)
+    base = {
+        ".agentos.yaml": "test: sh tests/check.sh\n",
+        "value.txt": "4\n",
+        "tests/check.sh": "grep -qx 5 value.txt\n",
+    }
 
-    result = run_gate(
-        [CheckSpec(name="tests pass", tests=[])],
-        repo,
-        env=env,
-        profile=profile,
-        confiner=gate_confiner(ws, repo, profile, env),
-        judging=gate_judging(ws, repo, None),
+    check = judge_small(
+        ws, tmp_path / "repo", base, {"tests/check.sh": "exit 0\n"}, gate_cache, monkeypatch
     )
 
-    (check,) = result.results
     assert not check.passed
     assert check.evidence is not None
     assert check.evidence["evidence"] == "exit code only"
