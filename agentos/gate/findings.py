@@ -202,6 +202,27 @@ def _finding(
     return []
 
 
+def may_add_tests(
+    change: Change,
+    base: dict[str, Entry],
+    agent: dict[str, Entry],
+    blob: Callable[[str], bytes],
+    test_files: frozenset[str],
+) -> bool:
+    """Whether ``change`` can hold a test the base has not: a test file added or renamed,
+    or one whose new version defines a function or class the base's does not (a change
+    to the base's own tests adds none: it is a finding, and they run as the base has them)."""
+    if change.status == "D" or not is_test_path(change.path, test_files):
+        return False
+    if not change.path.endswith(".py") or change.status != "M":
+        return change.path.endswith(".py") or change.status in ("A", "R")
+    was = _parse(_text(blob, base.get(change.path)))
+    now = _parse(_text(blob, agent.get(change.path)))
+    if was is None or now is None:
+        return True
+    return bool(set(_defs(now.body)) - set(_defs(was.body)))
+
+
 # --- test modules ---------------------------------------------------------------------------
 
 

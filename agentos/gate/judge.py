@@ -510,13 +510,15 @@ class TestsJudge:
         for test_id, where in file_of.items():
             if where:
                 by_file.setdefault(where, []).append(fd.qualname_in_file(test_id, where))
+
+        def blob(sha: str) -> bytes:
+            return git(repo, "cat-file", "blob", sha).stdout.encode("utf-8", "surrogateescape")
+
         found = fd.read_findings(
             changes,
             base_entries,
             agent_entries,
-            lambda sha: git(repo, "cat-file", "blob", sha).stdout.encode(
-                "utf-8", "surrogateescape"
-            ),
+            blob,
             test_files=test_files,
             test_ids=by_file,
             plugins=frozenset(base.plugins),
@@ -562,8 +564,7 @@ class TestsJudge:
             )
         outcomes = records.outcomes
         added_tests = any(
-            c.status in ("A", "M", "R", "T") and fd.is_test_path(c.path, test_files)
-            for c in changes
+            fd.may_add_tests(c, base_entries, agent_entries, blob, test_files) for c in changes
         )
         if judged_tree != agent_tree and added_tests:
             # Only a test file the agent added or changed can hold a test the base has not.
