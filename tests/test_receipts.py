@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from conftest import CliRunner, make_repo, needs_tmux, write_package
 
-from agentos._receipt_format import render, render_fields
 from agentos.errors import NotFound
 from agentos.hub import Hub
 from agentos.orchestrator import start_run
@@ -34,6 +33,7 @@ from agentos.receipts import (
     verify_chain,
     write_receipt,
 )
+from agentos.receipts.format import render, render_fields
 from agentos.workspace import Workspace
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")

@@ -138,6 +138,7 @@ PACKAGES = (
     "agentos/evals",
     "agentos/evolve",
     "agentos/gate",
+    "agentos/receipts",
     "agentos/runtimes",
     "agentos/sandbox",
     "agentos/synthesis",

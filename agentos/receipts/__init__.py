@@ -1,0 +1,87 @@
+"""Receipts: one plain-text file per event, hash-chained, append-only.
+
+A receipt is ``receipts/<id>.txt``. The id is the receipt's position in the chain,
+zero-padded (``00000042``), so ids sort in chain order and a gap is visible at a glance.
+The file is ``key: value`` lines a person reads with ``cat``::
+
+    receipt: 00000042
+    kind: route
+    time: 2026-11-22T16:24:00.123456Z
+    run: 20261122-1624-ab12                (only when the receipt belongs to a run)
+    request: fix the lint errors           (or request_sha256: ... when redacted)
+    decision: route
+    ...the kind's own fields...
+    previous: 00000041 <sha256 of receipt 00000041>
+    sha256: <sha256 of every line above this one>
+    mac: <HMAC-SHA256 of "00000042 <sha256>" under the workspace's key>
+
+Writers lock ``receipts/.head`` (flock), read the chain's head from it (one line: id and
+sha256 of the newest receipt), write the new receipt to a temporary name, fsync it and
+hard-link it into place (which fails rather than overwrite), then rewrite the head and
+fsync the directory. So concurrent writers never fork the chain and a reader never sees a
+torn receipt. When a crash leaves the head behind, the next writer walks forward over the
+receipts that exist before it writes; when the head is unreadable it is rebuilt from the
+files.
+
+:func:`parse_receipt` (and :func:`load_receipt`) reads a receipt back into its header, request
+and fields, the same mappings, lists and scalars that were written: how fields are written
+and read is :mod:`agentos.receipts.format`, the one owner of the format.
+
+:func:`verify_chain` recomputes every receipt's hash, link and mac, and compares the
+newest receipt with the head, so an edited, removed, reordered or moved receipt is
+reported by id.
+
+The chain is keyed. The key is ``.agentos/receipts.key`` (32 random bytes, mode 0600,
+made with the first receipt), outside the receipts folder and hidden from every sandbox.
+Each receipt's ``mac`` line signs its id and sha256, and every append also records the
+newest receipt, signed, in ``.agentos/receipts.anchor``. So a receipt appended by hand
+(however well chained), a tail rewritten with recomputed hashes, and receipts removed
+from the end with ``.head`` rewritten to match are each detected and named: the first two
+carry no valid mac, the last leaves the anchor ahead of the files. Receipts written before
+a workspace had a key (before the first signed one) are accepted unsigned.
+
+Its parts: :mod:`~agentos.receipts.chain` (ids, files, the head and its lock),
+:mod:`~agentos.receipts.sign` (the key and the anchor), :mod:`~agentos.receipts.write`,
+:mod:`~agentos.receipts.redact`, :mod:`~agentos.receipts.read`,
+:mod:`~agentos.receipts.format` and :mod:`~agentos.receipts.verify`.
+"""
+
+from __future__ import annotations
+
+from agentos.receipts.chain import FIRST, HEAD_FILE, ID_DIGITS, SUFFIX, receipt_id
+from agentos.receipts.read import (
+    ParsedReceipt,
+    ReceiptInfo,
+    list_receipts,
+    load_receipt,
+    parse_receipt,
+    read_receipt,
+    receipt_path,
+)
+from agentos.receipts.redact import redact
+from agentos.receipts.sign import ANCHOR_FILE, KEY_FILE, STATE_ANCHOR, STATE_KEY
+from agentos.receipts.verify import verify_chain
+from agentos.receipts.write import Receipt, write_receipt
+
+__all__ = [
+    "ANCHOR_FILE",
+    "FIRST",
+    "HEAD_FILE",
+    "ID_DIGITS",
+    "KEY_FILE",
+    "STATE_ANCHOR",
+    "STATE_KEY",
+    "SUFFIX",
+    "ParsedReceipt",
+    "Receipt",
+    "ReceiptInfo",
+    "list_receipts",
+    "load_receipt",
+    "parse_receipt",
+    "read_receipt",
+    "receipt_id",
+    "receipt_path",
+    "redact",
+    "verify_chain",
+    "write_receipt",
+]

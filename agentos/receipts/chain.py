@@ -1,0 +1,155 @@
+"""The chain on disk: receipt ids and files, and ``receipts/.head``, both the lock and the
+record of the newest receipt.
+
+Everything goes through a directory fd: no path is looked up twice. A receipt that is not a
+regular file (a FIFO, a directory, a link) is read as empty, never waited on.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from agentos.errors import BadInput
+
+ID_DIGITS = 8
+SUFFIX = ".txt"
+HEAD_FILE = ".head"
+FIRST = "none"  # what the first receipt records as its previous
+NAME_RE = re.compile(rf"^(\d{{{ID_DIGITS},}})\.txt$")
+TRAILER_RE = re.compile(rb"(?:^|\n)sha256: ([0-9a-f]{64})\n(?:mac: ([0-9a-f]{64})\n)?\Z")
+PREVIOUS_RE = re.compile(rb"\nprevious: ([^\n]*)\n\Z")
+SHA_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def receipt_id(seq: int) -> str:
+    return f"{seq:0{ID_DIGITS}d}"
+
+
+def read_regular(name: str | Path, dir_fd: int | None = None) -> bytes:
+    """A file's bytes; one that is not a regular file (a FIFO, a directory, a link) is read
+    as empty, never waited on."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return b""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return b""
+    with open(fd, "rb") as fh:
+        return fh.read()
+
+
+class Chain:
+    """The receipts directory, open, under the chain's lock.
+
+    ``.head`` is both the lock (flock: exclusive to append, shared to verify) and the
+    record of the newest receipt, rewritten in place, so appending costs no extra file.
+    """
+
+    def __init__(self, directory: Path, *, exclusive: bool) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            self.head_fd = os.open(HEAD_FILE, os.O_RDWR | os.O_CREAT, 0o666, dir_fd=self.fd)
+        except IsADirectoryError:
+            os.close(self.fd)
+            raise BadInput(
+                "is a directory: it must be the chain's head file (remove it; the next "
+                "receipt rebuilds it)",
+                file=directory / HEAD_FILE,
+            ) from None
+        except BaseException:
+            os.close(self.fd)
+            raise
+        fcntl.flock(self.head_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+    def close(self) -> None:
+        os.close(self.head_fd)  # releases the lock
+        os.close(self.fd)
+
+    def read(self, name: str) -> bytes:
+        return read_regular(name, self.fd)
+
+    def exists(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def files(self) -> dict[int, str]:
+        """seq -> file name of every receipt present."""
+        out = {}
+        for name in os.listdir(self.fd):
+            m = NAME_RE.match(name)
+            if m and receipt_id(int(m.group(1))) == m.group(1):
+                out[int(m.group(1))] = name
+        return out
+
+    def head(self) -> tuple[int, str] | None:
+        """What ``.head`` records: (seq, sha256) of the newest receipt; None if unreadable."""
+        parts = os.pread(self.head_fd, 256, 0).decode("ascii", "replace").split()
+        if len(parts) != 2 or not parts[0].isdigit() or not SHA_RE.fullmatch(parts[1]):
+            return None
+        return int(parts[0]), parts[1]
+
+    def set_head(self, rid: str, digest: str) -> None:
+        data = f"{rid} {digest}\n".encode()
+        os.pwrite(self.head_fd, data, 0)
+        os.ftruncate(self.head_fd, len(data))
+
+    def declared(self, name: str) -> str:
+        """The sha256 a receipt declares on its last line (of its raw bytes when it has none)."""
+        data = self.read(name)
+        found = TRAILER_RE.search(data)
+        return found.group(1).decode() if found else hashlib.sha256(data).hexdigest()
+
+    def newest(self) -> tuple[int, str]:
+        """(seq, sha256) of the newest receipt; (0, FIRST) for an empty chain."""
+        head = self.head()
+        if head is None:  # no head yet, or lost in a crash: rebuild it from the files
+            files = self.files()
+            head = (max(files), self.declared(files[max(files)])) if files else (0, FIRST)
+        seq, sha = head
+        while True:  # a writer that crashed after linking its receipt left the head behind
+            following = f"{receipt_id(seq + 1)}{SUFFIX}"
+            if not self.exists(following):
+                return seq, sha
+            seq, sha = seq + 1, self.declared(following)
+
+    def link_new(self, tmp: str, final: str) -> None:
+        """Put ``tmp`` at ``final``; never replaces an existing receipt."""
+        try:
+            os.link(tmp, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: the lock still serialises us
+            if self.exists(final):
+                raise FileExistsError(final) from None
+            os.rename(tmp, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+
+@contextmanager
+def open_chain(directory: Path, *, exclusive: bool) -> Iterator[Chain]:
+    chain = Chain(directory, exclusive=exclusive)
+    try:
+        yield chain
+    finally:
+        chain.close()
+
+
+@functools.cache
+def file_mode() -> int:
+    """The mode a new receipt gets: readable like any file the user makes (the umask's)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
