@@ -181,7 +181,7 @@ class AgentDriver:
         )
         agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
         try:
-            agent.exit_code = self._wait_for_exit(agent)
+            agent.exit_code = self._wait_for_exit(agent, groups)
         finally:
             for group in groups:  # whatever the agent left running dies with its attempt
                 agent.limit = limits_hit(group, agent.exit_code)
@@ -367,8 +367,10 @@ class AgentDriver:
 
         return complete
 
-    def _wait_for_exit(self, agent: AgentState) -> int | None:
-        """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124)."""
+    def _wait_for_exit(self, agent: AgentState, groups: list[Group]) -> int | None:
+        """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124) or
+        when it passed its disk quota (137; its control group, when it has one, was
+        killed at once)."""
         deadline = time.monotonic() + agent.manifest.timeout
         next_session_check = time.monotonic() + SESSION_CHECK_EVERY
         while True:
@@ -377,6 +379,9 @@ class AgentDriver:
                 return code
             if self.ctx.cancel.is_set():
                 raise Cancelled()
+            if any(g.disk_hit for g in groups):
+                self.ctx.sessions.kill(agent.session, agent.pane_pid)
+                return 137
             now = time.monotonic()
             if now > deadline:
                 self.ctx.sessions.kill(agent.session, agent.pane_pid)
@@ -433,6 +438,10 @@ def confine_agent(
     )
     pol.extra_env[INSIDE] = sandbox.backend
     group = Group(pol.limits)
+    if pol.limits.disk:  # all it writes: its paths on disk, its /tmp and home (tmpfs)
+        on_disk = [*pol.writable, *([pol.home_dir] if pol.home_dir else [])]
+        tmpfs = ["/tmp"] if pol.home_dir is not None else ["/tmp", str(pol.home)]
+        group.watch_disk(on_disk, pol.limits.disk, tmpfs if sandbox.confined else [])
     return sandbox.command(pol, argv, group), group, {"backend": sandbox.backend, **pol.as_dict()}
 
 

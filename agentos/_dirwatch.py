@@ -21,56 +21,57 @@ import threading
 from pathlib import Path
 
 # <sys/inotify.h>
-_IN_MODIFY = 0x002
-_IN_ATTRIB = 0x004
-_IN_CLOSE_WRITE = 0x008
-_IN_MOVED_FROM = 0x040
-_IN_MOVED_TO = 0x080
-_IN_CREATE = 0x100
-_IN_DELETE = 0x200
-_IN_DELETE_SELF = 0x400
-_IN_MOVE_SELF = 0x800
-_IN_Q_OVERFLOW = 0x4000
-_IN_IGNORED = 0x8000
-_IN_NONBLOCK = 0o4000
-_IN_CLOEXEC = 0o2000000
+IN_MODIFY = 0x002
+IN_ATTRIB = 0x004
+IN_CLOSE_WRITE = 0x008
+IN_MOVED_FROM = 0x040
+IN_MOVED_TO = 0x080
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_Q_OVERFLOW = 0x4000
+IN_IGNORED = 0x8000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
 _MASK = (
-    _IN_MODIFY
-    | _IN_ATTRIB
-    | _IN_CLOSE_WRITE
-    | _IN_MOVED_FROM
-    | _IN_MOVED_TO
-    | _IN_CREATE
-    | _IN_DELETE
-    | _IN_DELETE_SELF
-    | _IN_MOVE_SELF
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
 )
 
 
-def _libc() -> ctypes.CDLL | None:
+def libc() -> ctypes.CDLL | None:
+    """The C library, when it offers inotify."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        libc = ctypes.CDLL(name, use_errno=True)
-        libc.inotify_init1  # noqa: B018 -- not on every system
-        libc.inotify_add_watch  # noqa: B018
+        found = ctypes.CDLL(name, use_errno=True)
+        found.inotify_init1  # noqa: B018 -- not on every system
+        found.inotify_add_watch  # noqa: B018
     except (OSError, AttributeError):
         return None
-    return libc
+    return found
 
 
-_EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
-_ENDS = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED | _IN_Q_OVERFLOW
+EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
+_ENDS = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_Q_OVERFLOW
 
 
 def _ends_watch(data: bytes) -> bool:
     offset = 0
-    while offset + _EVENT.size <= len(data):
-        _wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+    while offset + EVENT.size <= len(data):
+        _wd, mask, _cookie, length = EVENT.unpack_from(data, offset)
         if mask & _ENDS:
             return True
-        offset += _EVENT.size + length
+        offset += EVENT.size + length
     return False
 
 
@@ -80,13 +81,13 @@ class DirWatch:
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
         self._fd: int | None = None
-        libc = _libc()
-        if libc is None:
+        c = libc()
+        if c is None:
             return
-        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        fd = c.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
             return
-        if libc.inotify_add_watch(fd, os.fsencode(path), _MASK) < 0:
+        if c.inotify_add_watch(fd, os.fsencode(path), _MASK) < 0:
             os.close(fd)
             return
         self._fd = fd

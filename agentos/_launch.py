@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from agentos._fs import write_new
-from agentos._run_files import AgentFiles
+from agentos._run_files import SYSTEM_PATH, AgentFiles
 from agentos.runtimes import AgentTask, get_runtime
 from agentos.sandbox._egress import PROXY_PORT
 
@@ -138,9 +139,15 @@ def prepare(
     argv = files.wrapper_command
     if confine is not None:
         argv = confine(argv, env)
+    # Started with an empty environment: the sandbox's own processes (bubblewrap is pid 1
+    # inside, readable at /proc/1/environ) hold nothing of the pane's, which is the
+    # orchestrator's. The agent's variables come from its env file.
+    clean = [shutil.which("env", path=SYSTEM_PATH) or "/usr/bin/env", "-i"]
     write_new(
         files.launcher,
-        "#!/bin/sh\n# AgentOS: the agent's wrapper, confined\nexec " + shlex.join(argv) + "\n",
+        "#!/bin/sh\n# AgentOS: the agent's wrapper, confined\nexec "
+        + shlex.join([*clean, *argv])
+        + "\n",
         0o755,
     )
     return files.pane_command, env

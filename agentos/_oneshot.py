@@ -11,7 +11,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,7 @@ CANCEL_POLL = 0.1  # seconds between looks at the cancel event
 class OneShot:
     seconds: float
     exit_code: int | None  # None: it wrote no exit status (killed, or never started)
-    limit: str | None  # "time" when its time ran out, "cancelled" when it was stopped
+    limit: str | None  # "time" when its time ran out, "cancelled" when it was stopped, "disk"
     usage: Usage | None  # what it reported it used ($AGENTOS_USAGE_FILE)
 
 
@@ -102,7 +102,9 @@ def run_once(
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        limit = _wait(proc, started + timeout, cancel)
+        limit = _wait(proc, started + timeout, cancel, groups)
+        if limit is None and any(g.disk_hit for g in groups):
+            limit = "disk"  # its control group was killed at the quota
         if limit is not None:
             with suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -119,11 +121,14 @@ def run_once(
 
 
 def _wait(
-    proc: subprocess.Popen[bytes], deadline: float, cancel: threading.Event | None
+    proc: subprocess.Popen[bytes],
+    deadline: float,
+    cancel: threading.Event | None,
+    groups: Sequence[Group] = (),
 ) -> str | None:
-    """None when the process exited; else why it must be stopped. The exit is seen the
-    moment it happens (a pidfd, where Linux has one; ``Popen.wait`` with a timeout polls
-    with sleeps of up to 50 ms)."""
+    """None when the process exited; else why it must be stopped (``time``,
+    ``cancelled``, ``disk``). The exit is seen the moment it happens (a pidfd, where Linux
+    has one; ``Popen.wait`` with a timeout polls with sleeps of up to 50 ms)."""
     try:
         pidfd: int | None = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
@@ -135,7 +140,9 @@ def _wait(
                 return "time"
             if cancel is not None and cancel.is_set():
                 return "cancelled"
-            step = min(left, CANCEL_POLL) if cancel is not None else left
+            if any(g.disk_hit for g in groups):
+                return "disk"
+            step = min(left, CANCEL_POLL)
             if pidfd is not None:
                 if select.select([pidfd], [], [], step)[0]:
                     proc.wait()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from agentos.workspace import Workspace
 
+SYSTEM_PATH = "/usr/bin:/bin"  # where the wrapper's own programs come from
+
 
 def runs_root(ws: Workspace) -> Path:
     """``.agentos/runs``: one folder per live run."""
@@ -148,9 +150,10 @@ class AgentFiles:
     @property
     def wrapper_command(self) -> list[str]:
         """The wrapper with an empty environment (it loads the agent's own)."""
-        bash = shutil.which("bash") or "/bin/bash"
+        # The system's own (a PATH of the caller's may name a copy the sandbox hides).
+        bash = shutil.which("bash", path=SYSTEM_PATH) or "/bin/bash"
         return [
-            shutil.which("env") or "/usr/bin/env",
+            shutil.which("env", path=SYSTEM_PATH) or "/usr/bin/env",
             "-i",
             bash,
             "--noprofile",

@@ -273,15 +273,12 @@ class _Runner:
         self.agent_ref = manifest.ref
         settings = ws.settings.sandbox
         self.sandbox: Sandbox = choose(settings)
-        # The suite's folder holds the expected answers: hidden from the agent (a bundled
-        # suite ships inside AgentOS, whose interpreter the agent needs, and is public).
-        bundled = suite.root.resolve().is_relative_to(BUNDLED.resolve())
+        # The suite's folder holds the expected answers, and so do the bundled suites,
+        # inside AgentOS's package (which an agent's interpreter may need): each hidden.
+        # The agent gets the task's input as its request, nothing else of the suite.
+        self.answers = tuple(dict.fromkeys((suite.root.resolve(), BUNDLED.resolve())))
         self.scene = Scene(
-            settings,
-            ws.root,
-            base,
-            Path(os.environ.get("HOME", "/")),
-            also_hidden=() if bundled else (suite.root.resolve(),),
+            settings, ws.root, base, Path(os.environ.get("HOME", "/")), also_hidden=self.answers
         )
 
     def run(self, index: int, task: Task) -> Prediction:
@@ -407,7 +404,13 @@ class _Runner:
 
     def scene_for(self, repo: Path) -> Scene:
         settings = self.ws.settings.sandbox
-        return Scene(settings, self.ws.root, repo, Path(os.environ.get("HOME", "/")))
+        return Scene(
+            settings,
+            self.ws.root,
+            repo,
+            Path(os.environ.get("HOME", "/")),
+            also_hidden=self.answers,
+        )
 
     def _judge(self, spec: EvaluatorSpec, task: Task, answer: str, name: str) -> ev.Grade:
         """The judge package, run as the agent was, on the task, the expectation and the

@@ -53,7 +53,7 @@ from agentos._oneshot import run_once
 from agentos._run_files import AgentFiles
 from agentos.errors import AgentOSError, BadInput, Conflict, NotFound, OperationFailed
 from agentos.evals.harness import EvalCancelled, EvalReport, find_suite, run_eval
-from agentos.evals.suite import Suite, load_suite
+from agentos.evals.suite import BUNDLED, Suite, load_suite
 from agentos.evolve.archive import (
     Archive,
     EvolutionSpec,
@@ -518,7 +518,7 @@ class Evolver:
             self.evo.repo,
             Path(os.environ.get("HOME", "/")),
             extra_reads=(self.evo.evals,),
-            also_hidden=(self.suite.root.resolve(),),
+            also_hidden=(self.suite.root.resolve(), BUNDLED.resolve()),
         )
         started = time.monotonic()
         done = run_once(

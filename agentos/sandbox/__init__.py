@@ -122,8 +122,10 @@ def choose(settings: SandboxSettings) -> Sandbox:
 
 
 def limits_hit(group: Group | None, exit_code: int | None) -> str | None:
-    """Which limit ended a process, when one did: ``memory``, ``processes``, ``cpu``
-    (SIGXCPU), ``file_size`` (SIGXFSZ)."""
+    """Which limit ended a process, when one did: ``disk``, ``memory``, ``processes``,
+    ``cpu`` (SIGXCPU), ``file_size`` (SIGXFSZ)."""
+    if group is not None and group.disk_hit:
+        return "disk"
     if group is not None and group.memory_killed():
         return "memory"
     if exit_code in (128 + 24, -24):

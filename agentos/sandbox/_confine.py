@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentos.sandbox._limits import Group, Resolved
-from agentos.sandbox._policy import Policy, policy, runtime_paths
+from agentos.sandbox._policy import Policy, inside_any, policy, runtime_paths, tool_root
 from agentos.sandbox._settings import Limits, PackageSandbox, SandboxSettings
 
 if TYPE_CHECKING:
@@ -60,19 +60,35 @@ def git_dirs(tree: Path) -> tuple[Path | None, Path | None]:
 
 
 def venv_paths(venv: Path | None, python: Path | None) -> list[Path]:
-    """A project environment and the base installation its interpreter links to."""
+    """A project environment, exactly: the venv's own directory (never its parent, which
+    is most often the checkout itself), the directory its interpreter really lives in, and
+    the base installation its ``pyvenv.cfg`` names (a prefix such as
+    ``~/.pyenv/versions/3.11.7``, never the home above it)."""
     found: list[Path] = []
-    for p in (venv, python):
-        if p is None:
+    venvs = [venv] if venv is not None else []
+    if python is not None:
+        found += [python, python.resolve().parent]
+        found += _prefix(python.resolve().parent)
+        if (python.parent.parent / "pyvenv.cfg").is_file():
+            venvs.append(python.parent.parent)
+    for env in venvs:
+        found += [env, env.resolve()]
+        try:
+            lines = (env / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
             continue
-        found.append(p)
-        found.append(p.resolve().parent)
-    if venv is not None and (venv / "pyvenv.cfg").is_file():
-        for line in (venv / "pyvenv.cfg").read_text().splitlines():
+        for line in lines:
             key, _, value = line.partition("=")
             if key.strip() == "home" and value.strip():
-                found.append(Path(value.strip()).parent)
-    return found
+                home = Path(value.strip())
+                found += [home, *_prefix(home)]
+    return list(dict.fromkeys(found))
+
+
+def _prefix(bin_dir: Path) -> list[Path]:
+    """The installation a ``bin`` directory belongs to (its parent), unless that is the
+    user's home or the root."""
+    return tool_root(bin_dir, Path.home())
 
 
 @dataclass(frozen=True)
@@ -92,9 +108,27 @@ class Scene:
     @property
     def reads(self) -> tuple[Path, ...]:
         """What every process of the run may read besides: the repository's environment
-        and the workspace's ``sandbox.read``."""
+        and the workspace's ``sandbox.read``. Of the environment, never what holds the
+        checkout or the workspace, nor a part of the checkout but a venv in it."""
+        hidden = [self.workspace, self.repo]
+        kept = [
+            p
+            for p in self.extra_reads
+            if not any(h.is_relative_to(p) or h.is_relative_to(p.resolve()) for h in hidden)
+            and (not inside_any(p, [self.repo]) or _in_venv(p, self.repo))
+        ]
         listed = (Path(p).expanduser() for p in self.settings.read)
-        return (*self.extra_reads, *listed)
+        return (*kept, *listed)
+
+
+def _in_venv(path: Path, repo: Path) -> bool:
+    """Whether ``path`` is a virtual environment inside ``repo``, or inside one."""
+    for p in (path, *path.parents):
+        if p == repo:
+            return False
+        if (p / "pyvenv.cfg").is_file():
+            return True
+    return False
 
 
 def agent_policy(

@@ -21,8 +21,13 @@ import secrets
 import shlex
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentos.sandbox._disk import DiskWatch
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _NAME = "agentos"
@@ -36,6 +41,7 @@ class Resolved:
     cpu: float | None
     processes: int | None
     file_size: int | None
+    disk: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -43,6 +49,7 @@ class Resolved:
             "cpu": self.cpu,
             "processes": self.processes,
             "file_size": self.file_size,
+            "disk": self.disk,
         }
 
 
@@ -66,6 +73,7 @@ class Group:
         self.limits = limits
         self.mode = cgroup_mode(root) if limits.memory or limits.processes else None
         self.dirs: list[Path] = []
+        self.disk: DiskWatch | None = None
         if self.mode is not None:
             try:
                 self._make(root, f"{os.getpid()}-{secrets.token_hex(4)}")
@@ -120,6 +128,39 @@ class Group:
         script = " && ".join(steps) + ' && exec "$@"'
         return ["/bin/sh", "-c", script, "agentos-sandbox", *argv]
 
+    def watch_disk(
+        self, roots: Sequence[Path], quota: int, mounts: Sequence[str] = ("/tmp",)
+    ) -> None:
+        """Keep the files written under ``roots`` and in the sandbox's tmpfs ``mounts``
+        within ``quota`` bytes: past it, every process of the group is killed and
+        :attr:`disk_hit` is set (see :mod:`agentos.sandbox._disk`)."""
+        from agentos.sandbox._disk import DiskWatch
+
+        self.disk = DiskWatch(roots, quota, self.kill, views=lambda: self._views(mounts))
+
+    @property
+    def disk_hit(self) -> bool:
+        return self.disk is not None and self.disk.hit
+
+    def _views(self, mounts: Sequence[str]) -> list[str]:
+        """``mounts`` as seen by a process of the group inside its sandbox (the first one
+        in another mount namespace than this process's), through ``/proc/<pid>/root``."""
+        with contextlib.suppress(OSError):
+            own = os.readlink("/proc/self/ns/mnt")
+            for d in self.dirs:
+                for pid in _procs(d):
+                    with contextlib.suppress(OSError):
+                        if os.readlink(f"/proc/{pid}/ns/mnt") != own:
+                            return [f"/proc/{pid}/root{m}" for m in mounts]
+        return []
+
+    def kill(self) -> None:
+        """Kill every process of the group now (it stays, to be closed)."""
+        for d in self.dirs:
+            for pid in _procs(d):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
     def memory_killed(self) -> bool:
         """Whether the memory limit killed a process of the group."""
         return self._counted(("memory.events", "memory.oom_control"), "oom_kill")
@@ -142,6 +183,8 @@ class Group:
 
     def close(self) -> None:
         """Kill what is left in the group, then remove it."""
+        if self.disk is not None:
+            self.disk.close()
         for d in self.dirs:
             _remove(d)
 

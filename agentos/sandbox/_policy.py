@@ -1,13 +1,14 @@
 """What one confined process may see and do: a :class:`Policy`, made for an agent or a check
 from the workspace's and the package's settings.
 
-The system is visible read-only. Hidden (an empty directory in their place): the workspace
-(hub, cards, receipts, state.db, agentos.yaml, ``.agentos/``), the target repository's main
-working tree and the user's real home. Visible again inside them, read-only: what the
-process needs to run (the package, the git common directory, the interpreters and tools on
-its PATH, AgentOS itself). Writable: the agent's worktree, the files of its own run (its
-wrapper, exit status, heartbeat, log) and a private ``/tmp``; a check gets the worktree
-read-only unless it says ``writes: true``.
+Nothing is visible that the policy does not name (:mod:`agentos.sandbox._view` builds the
+view): the system directories read-only; readable, exactly, what the process needs to run
+(the package, the git common directory, the interpreters and tools on its PATH, AgentOS
+itself, ``sandbox.read``); writable, the agent's worktree and the files of its own run (its
+io directory, log), and a private ``/tmp`` and home. Hidden again where one of those holds
+them: the workspace (hub, cards, receipts, state.db, agentos.yaml, ``.agentos/``) and the
+target repository's main working tree. A check gets the worktree read-only unless it says
+``writes: true``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Policy:
 
 def resolve_limits(settings: SandboxSettings, *overrides: Limits | None) -> Resolved:
     """The workspace's limits, each replaced by the first override that sets it."""
-    values = {k: getattr(settings, k) for k in ("memory", "cpu", "processes", "file_size")}
+    values = {k: getattr(settings, k) for k in ("memory", "cpu", "processes", "file_size", "disk")}
     for override in overrides:
         if override is None:
             continue
@@ -70,7 +71,8 @@ def runtime_paths(path_env: str, home: Path, extra: Iterable[Path] = ()) -> list
 def _runtime_paths(path_env: str, home: Path, extra: tuple[Path, ...]) -> tuple[Path, ...]:
     found: list[Path] = []
     candidates = [
-        *(Path(p) for p in path_env.split(":") if p),
+        # Absolute entries only: "." or "bin" would show whatever the caller's directory is.
+        *(Path(p) for p in path_env.split(":") if p.startswith("/") and p != "/"),
         Path(sys.prefix),
         Path(sys.base_prefix),
         Path(sys.executable).parent,
@@ -78,7 +80,7 @@ def _runtime_paths(path_env: str, home: Path, extra: tuple[Path, ...]) -> tuple[
         *extra,
     ]
     for path in candidates:
-        for p in (path, path.resolve(), *_tool_root(path, home)):
+        for p in (path, path.resolve(), *tool_root(path, home)):
             if p.exists() and p not in found:
                 found.append(p)
     return tuple(found)
@@ -90,19 +92,26 @@ _BIN_NAMES = ("bin", ".bin", "sbin", "shims")
 _HOME_TOOLS = (".pyenv", ".rbenv", ".nodenv", ".volta", ".bun", ".deno", ".nvm")
 
 
-def _tool_root(path: Path, home: Path) -> list[Path]:
+def tool_root(path: Path, home: Path) -> list[Path]:
     """What a bin directory's programs load from beside it: ``node_modules`` for
-    ``node_modules/.bin``, the prefix for ``prefix/bin``, ``~/.pyenv`` for
+    ``node_modules/.bin``, the venv for ``venv/bin``, the installation for ``prefix/bin``
+    (a directory holding ``lib`` and no checkout or workspace), ``~/.pyenv`` for
     ``~/.pyenv/shims``; at the top of the home only for known tool directories (never
-    ``~/.cargo``, which keeps credentials; for ``~/.local/bin``, only ``~/.local/lib``)."""
+    ``~/.cargo``, which keeps credentials; for ``~/.local/bin``, only ``~/.local/lib``).
+    Anything else: the bin directory alone."""
     if path.name not in _BIN_NAMES:
         return []
     parent = path.parent
+    if parent.name in _HOME_TOOLS:
+        return [parent]
     if parent.parent == home:
-        if parent.name == ".local":
-            return [parent / "lib"]
-        return [parent] if parent.name in _HOME_TOOLS else []
-    return [] if parent == home or parent == Path("/") else [parent]
+        return [parent / "lib"] if parent.name == ".local" else []
+    if parent in (home, Path("/")):
+        return []
+    if parent.name == "node_modules" or (parent / "pyvenv.cfg").is_file():
+        return [parent]
+    holds_work = any((parent / name).exists() for name in (".git", ".agentos", "agentos.yaml"))
+    return [parent] if (parent / "lib").is_dir() and not holds_work else []
 
 
 def inside_any(path: Path, roots: Sequence[Path]) -> bool:
@@ -121,16 +130,15 @@ def policy(
     cwd: Path,
     limits: Limits | None = None,
 ) -> Policy:
-    """A policy: ``readable`` paths are kept only where something hidden covers them (the
-    rest of the system is visible read-only anyway)."""
+    """A policy: what it may read and write, exactly (nothing else is there, see
+    :mod:`agentos.sandbox._view`), and what is hidden again inside what it may read."""
     pkg = package or PackageSandbox()
     network = pkg.network if pkg.network is not None else settings.network
     egress = tuple(network) if isinstance(network, list) else ()
     # What is shown again whole needs no hiding (the tree a check judges may be the main
     # checkout itself).
     hidden = [h for h in hidden if h not in writable and h not in readable]
-    covered = [*hidden, home, Path("/tmp")]  # /tmp is private (empty) in every sandbox
-    reads = tuple(dict.fromkeys(p for p in readable if inside_any(p, covered) and p.exists()))
+    reads = tuple(dict.fromkeys(p for p in readable if p.exists()))
     home_reads = tuple(
         home / entry.removeprefix("~/") for entry in pkg.read if (home / entry[2:]).exists()
     )

@@ -45,6 +45,9 @@ class Limits(StrictModel):
     cpu: float | None = Field(default=None, gt=0)  # CPU seconds, per process
     processes: int | None = Field(default=None, gt=0)  # processes and threads at once
     file_size: Size | None = None  # the largest file a process may write
+    # All the files an agent writes together: its worktree, its run's files, its /tmp and
+    # its home (see agentos.sandbox._disk).
+    disk: Size | None = None
 
 
 class SandboxSettings(Limits):
@@ -64,6 +67,7 @@ class SandboxSettings(Limits):
     cpu: float | None = Field(default=3600, gt=0)
     processes: int | None = Field(default=1024, gt=0)
     file_size: Size | None = 4 << 30
+    disk: Size | None = 8 << 30
 
     @field_validator("read")
     @classmethod
