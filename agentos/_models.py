@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 from agentos._hub_versions import version_key as version_key
 from agentos._yaml import parse_yaml
 from agentos.errors import ValidationFailed
+from agentos.limits import Limit, read_within
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -71,11 +72,12 @@ def all_errors(exc: ValidationError) -> list[tuple[str, str]]:
     return out
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file; a syntax error or a key given twice becomes a one-line
+def read_yaml(path: Path, limit: Limit) -> Any:
+    """Parse a YAML file of at most ``limit`` bytes (:mod:`agentos.limits`: a larger one is
+    refused before it is read); a syntax error or a key given twice becomes a one-line
     :class:`ValidationFailed`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_within(path, limit).decode("utf-8")
     except FileNotFoundError:
         raise ValidationFailed("file not found", file=path) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -96,5 +98,6 @@ def validate(model: type[M], data: Any, *, file: Path | str) -> M:
         raise ValidationFailed(message, file=file, field=field) from None
 
 
-def load_yaml_model(model: type[M], path: Path) -> M:
-    return validate(model, read_yaml(path), file=path)
+def load_yaml_model(model: type[M], path: Path, limit: Limit) -> M:
+    """The ``model`` in YAML file ``path``, of at most ``limit`` bytes."""
+    return validate(model, read_yaml(path, limit), file=path)

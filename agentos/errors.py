@@ -38,6 +38,11 @@ class ValidationFailed(BadInput):
     """A YAML file or value does not fit its schema."""
 
 
+class TooLarge(ValidationFailed):
+    """A file or value is over the size AgentOS reads of its kind (:mod:`agentos.limits`):
+    refused before it is parsed."""
+
+
 class NotFound(BadInput):
     """A named thing (package, card, receipt, run, file) does not exist."""
 

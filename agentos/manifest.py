@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from agentos import limits
 from agentos._models import Name, SemVer, StrictModel, load_yaml_model
 from agentos.checks import CheckSpec
 from agentos.errors import ValidationFailed
@@ -143,6 +144,6 @@ class Manifest(StrictModel):
 def load_manifest(package_dir: Path) -> Manifest:
     """Read and fully validate the manifest of the package in ``package_dir``."""
     path = package_dir / MANIFEST
-    manifest = load_yaml_model(Manifest, path)
+    manifest = load_yaml_model(Manifest, path, limits.MANIFEST)
     manifest.check_entry(package_dir, file=path)
     return manifest

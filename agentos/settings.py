@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from agentos import limits
 from agentos._models import StrictModel, load_yaml_model
 from agentos.checks import CheckSpec
 from agentos.sandbox._settings import SandboxSettings
@@ -18,6 +19,8 @@ from agentos.sandbox._settings import SandboxSettings
 
 class ReceiptSettings(StrictModel):
     redact: bool = False  # the request as its sha256, free text as its length
+    # A mac on every receipt under .agentos/receipts.key; false: hashes and links only.
+    sign: bool = True
 
 
 Axis = Literal["goal", "constraints", "scope", "context", "success"]
@@ -98,4 +101,4 @@ def load_settings(path: Path) -> Settings:
     """The settings in ``path``; the defaults when it does not exist."""
     if not path.exists():
         return Settings()
-    return load_yaml_model(Settings, path)
+    return load_yaml_model(Settings, path, limits.SETTINGS)

@@ -18,7 +18,8 @@ optional ``evaluator`` of its own. A repo-mode task names its fixture instead: a
 an archive (.tar.gz, .tgz, .tar) in the suite, checked member by member as a hub package
 is (no absolute paths, no ``..``, no links out, no devices, size limits). A line that is
 not JSON, a task without an id, a duplicate id, an evaluator AgentOS does not know, an
-empty split: one line naming the file (and the line), exit code 2.
+empty split: one line naming the file (and the line), exit code 2. So is a ``suite.yaml`` or
+a split over its size limit (:mod:`agentos.limits`), found before it is read.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from agentos import _archive
+from agentos import _archive, limits
 from agentos._models import Name, StrictModel, all_errors, load_yaml_model
 from agentos.checks import CheckSpec
-from agentos.errors import BadInput, ValidationFailed
+from agentos.errors import BadInput, TooLarge, ValidationFailed
 from agentos.evals.evaluators import NORMALISATIONS
 
 SUITE_FILE = "suite.yaml"
@@ -220,17 +221,23 @@ def load_suite(root: Path) -> Suite:
     """The suite in folder ``root`` (its ``suite.yaml``, checked)."""
     if not (root / SUITE_FILE).is_file():
         raise BadInput(f"not an eval suite: no {SUITE_FILE}", file=root)
-    return Suite(root, load_yaml_model(SuiteSpec, root / SUITE_FILE))
+    return Suite(root, load_yaml_model(SuiteSpec, root / SUITE_FILE, limits.SUITE))
 
 
 def read_tasks(path: Path) -> list[Task]:
     """Every task of a split, checked line by line; one line names the first problem."""
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    with path.open("rb") as fh:
-        for number, raw in enumerate(fh, start=1):
+    read = 0
+    with limits.open_within(path, limits.SPLIT) as fh:
+        # A line at a time, never more than MAX_LINE and one byte of it: a file of one huge
+        # line costs no more than a short one.
+        for number, raw in enumerate(iter(lambda: fh.readline(MAX_LINE + 1), b""), start=1):
             if len(raw) > MAX_LINE:
                 raise ValidationFailed(f"line {number}: longer than {MAX_LINE} bytes", file=path)
+            read += len(raw)
+            if read > limits.SPLIT.most:  # one that grew since it was measured
+                raise TooLarge(limits.SPLIT.refusal(), file=path)
             text = raw.decode("utf-8", errors="replace").strip()
             if not text:
                 continue

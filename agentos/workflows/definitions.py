@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from agentos import limits
 from agentos._models import Name, StrictModel, load_yaml_model
 from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, BadInput, ValidationFailed
@@ -214,7 +215,7 @@ class WorkflowDefinition(StrictModel):
 
 def load_workflow(path: Path) -> WorkflowDefinition:
     """A workflow file, checked (its id must be its file's name)."""
-    found = load_yaml_model(WorkflowDefinition, path)
+    found = load_yaml_model(WorkflowDefinition, path, limits.WORKFLOW)
     if found.id != path.stem:
         raise ValidationFailed(
             f"id {found.id!r} is not the file's name {path.stem!r}", file=path, field="id"
