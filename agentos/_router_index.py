@@ -36,7 +36,10 @@ from agentos.text import stem_phrase, stems
 if TYPE_CHECKING:
     from agentos.cards import Card
 
-FORMAT = 3  # 3: regexes matched by RE2 (a cached index of older cards is rebuilt)
+# 3: regexes matched by RE2 (a cached index of older cards is rebuilt). 4: only cards within
+# the limits of agentos.limits are compiled (a cached index of older cards is rebuilt, so a
+# card over them, once accepted, is refused).
+FORMAT = 4
 KEYWORD, PHRASE, REQUIRE, EXCLUDE, REGEX = 0, 1, 2, 3, 4
 _POINTS = {KEYWORD: 1, PHRASE: 3}
 _REGEX_POINTS = 3

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 
-from agentos import _regex
+from agentos import _regex, limits
 from agentos._cardfiles import CARD_SUFFIX, card_files, revision_of
 from agentos._models import Name, StrictModel, all_errors
 from agentos._yaml import parse_yaml
@@ -30,6 +30,11 @@ def _as_text(value: object) -> object:
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
+def _short(value: str) -> str:
+    limits.refuse_count(limits.TRIGGER_CHARS, len(value))
+    return value
+
+
 def _has_words(value: str) -> str:
     if not stem_phrase(value):
         raise ValueError(f"{value!r} has no words to match")
@@ -43,8 +48,9 @@ def _compiles(value: str) -> str:
     return value
 
 
-Term = Annotated[str, BeforeValidator(_as_text), AfterValidator(_has_words)]
-Pattern = Annotated[str, AfterValidator(_compiles)]
+Term = Annotated[str, BeforeValidator(_as_text), AfterValidator(_short), AfterValidator(_has_words)]
+Pattern = Annotated[str, AfterValidator(_short), AfterValidator(_compiles)]
+_TRIGGER_LISTS = ("keywords", "phrases", "regex", "require", "exclude")
 
 
 def _check_constraint(value: str | None) -> str | None:
@@ -67,6 +73,16 @@ class Triggers(StrictModel):
     regex: list[Pattern] = Field(default_factory=list)  # +3 each one matching the raw request
     require: list[Term] = Field(default_factory=list)  # all must be present, or no match
     exclude: list[Term] = Field(default_factory=list)  # any one present rules the card out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_too_many(cls, data: Any) -> Any:
+        """Counted before any trigger is checked (stemmed, compiled): a card of a million
+        keywords is refused at once."""
+        if isinstance(data, dict):
+            found = sum(len(v) for k in _TRIGGER_LISTS if isinstance(v := data.get(k), list))
+            limits.refuse_count(limits.CARD_TRIGGERS, found)
+        return data
 
     @model_validator(mode="after")
     def _something_scores(self) -> Triggers:
@@ -97,13 +113,15 @@ class Card(StrictModel):
 def cards_revision(cards_dir: Path) -> str:
     """sha256 over the card files (each file's name and the sha256 of its content)."""
     return revision_of(
-        (p.name, hashlib.sha256(_read(p)).hexdigest()) for p in card_files(cards_dir)
+        (p.name, hashlib.sha256(read_card(p)).hexdigest()) for p in card_files(cards_dir)
     )
 
 
-def _read(path: Path) -> bytes:
+def read_card(path: Path) -> bytes:
+    """The bytes of card file ``path``; :class:`ValidationFailed` when it cannot be read,
+    :class:`~agentos.errors.TooLarge` (nothing read) when it is over the limit of a card."""
     try:
-        return path.read_bytes()
+        return limits.read_within(path, limits.CARD)
     except OSError as exc:
         raise ValidationFailed(f"cannot read: {exc.strerror or exc}", file=path) from None
 
@@ -150,9 +168,10 @@ def _card_problems(path: Path, data: bytes) -> tuple[Card | None, list[Problem]]
         return None, [Problem(str(path), field, msg) for field, msg in all_errors(exc)]
 
 
-def load_card(path: Path) -> Card:
-    """Read one card file; the first problem is raised as :class:`ValidationFailed`."""
-    card, problems = _card_problems(path, _read(path))
+def load_card(path: Path, data: bytes | None = None) -> Card:
+    """Read one card file (or check ``data``, its bytes as :func:`read_card` read them);
+    the first problem is raised as :class:`ValidationFailed`."""
+    card, problems = _card_problems(path, read_card(path) if data is None else data)
     if card is None:
         raise ValidationFailed(problems[0].message, file=problems[0].file, field=problems[0].field)
     return card
@@ -193,7 +212,7 @@ def load_cards(cards_dir: Path) -> CardSet:
     found: list[tuple[Path, Card]] = []
     digests = []
     for path in card_files(cards_dir):
-        data = _read(path)
+        data = read_card(path)
         digests.append((path.name, hashlib.sha256(data).hexdigest()))
         card, problems = _card_problems(path, data)
         if card is None:
@@ -332,7 +351,7 @@ def lint_cards(path: Path, hub_dir: Path | None) -> LintReport:
     found: list[tuple[Path, Card]] = []
     for file in files:
         try:
-            card, errors = _card_problems(file, _read(file))
+            card, errors = _card_problems(file, read_card(file))
         except ValidationFailed as exc:
             card, errors = None, [Problem(str(file), exc.field or "(root)", exc.message)]
         problems.extend(errors)
@@ -366,5 +385,6 @@ __all__ = [
     "lint_cards",
     "load_card",
     "load_cards",
+    "read_card",
     "revision_of",
 ]

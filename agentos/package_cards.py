@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentos import limits
 from agentos._cardfiles import CARD_SUFFIX, card_files
 from agentos._fs import atomic_write
-from agentos.cards import Card, load_card, load_cards
-from agentos.errors import AgentOSError, BadInput, Conflict
+from agentos.cards import Card, load_card, load_cards, read_card
+from agentos.errors import AgentOSError, BadInput, Conflict, TooLarge
 from agentos.hub import Hub, InstallResult
 from agentos.workspace import Workspace
 
@@ -38,15 +39,19 @@ class CardsChange:
 
 
 def shipped_cards(package_dir: Path, ref: str) -> list[tuple[Path, Card]]:
-    """The cards package ``ref`` (NAME@VERSION) ships in ``package_dir/cards``, each valid
-    and routing to the package itself (else :class:`BadInput` naming the file as
+    """The cards package ``ref`` (NAME@VERSION) ships in ``package_dir/cards``, each valid,
+    within the limits of a card and routing to the package itself, and at most
+    ``limits.PACKAGE_CARDS`` of them (else :class:`BadInput` naming the file as
     ``NAME@VERSION/cards/FILE``, and the field)."""
     name = ref.split("@")[0]
     folder = package_dir / CARDS_DIR
     if not folder.is_dir() or folder.is_symlink():
         return []
+    files = card_files(folder)
+    if len(files) > limits.PACKAGE_CARDS.most:
+        raise TooLarge(limits.PACKAGE_CARDS.refusal(len(files)), file=f"{ref}/{CARDS_DIR}")
     out = []
-    for path in card_files(folder):
+    for path in files:
         where = f"{ref}/{CARDS_DIR}/{path.name}"
         try:
             card = load_card(path)
@@ -94,7 +99,7 @@ def sync_cards(ws: Workspace, name: str) -> CardsChange:
     ws.cards_dir.mkdir(parents=True, exist_ok=True)
     for file_name, (path, _card) in sorted(wanted.items()):
         target = ws.cards_dir / file_name
-        data = path.read_bytes()
+        data = read_card(path)
         if not target.is_file() or target.is_symlink() or target.read_bytes() != data:
             atomic_write(target, data)
             change.written.append(file_name)
@@ -131,7 +136,8 @@ def add_card(ws: Workspace, source: Path, *, force: bool = False) -> tuple[Path,
     one."""
     if not source.is_file():
         raise BadInput("no such card file", file=source)
-    card = load_card(source)
+    data = read_card(source)  # read once: what is checked is what is copied
+    card = load_card(source, data)
     holder = next((p for p, c in _workspace_cards(ws) if c.id == card.id), None)
     owner = next(
         (p.name.split(SEPARATOR)[0] for p in [holder] if p is not None and SEPARATOR in p.name),
@@ -152,7 +158,7 @@ def add_card(ws: Workspace, source: Path, *, force: bool = False) -> tuple[Path,
         )
     target = ws.cards_dir / f"{card.id}{CARD_SUFFIX}"
     ws.cards_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(target, source.read_bytes())
+    atomic_write(target, data)
     if holder is not None and holder != target:
         holder.unlink()
     return target, card, holder is not None

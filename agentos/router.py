@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentos import limits
 from agentos._cardfiles import CARD_SUFFIX, revision_of
 from agentos._dirwatch import DirWatch
 from agentos._fs import atomic_write
@@ -241,6 +242,7 @@ def _scan_revision(ws: Workspace) -> str:
         for name in names:
             try:
                 st = os.stat(name, dir_fd=dir_fd)
+                limits.check_stat(st, limits.CARD, directory / name)  # before it is hashed
                 sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 old = known.get(name)
                 if old is not None and old[:4] == sig and max(sig[1], sig[2]) < old[5] - _RACY_NS:
