@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentos.errors import BadInput
+from agentos.errors import BadInput, check_request
 from agentos.workflows.definitions import (
     LaunchParameter,
     LaunchTemplate,
@@ -157,6 +157,7 @@ class AgentOS:
         from agentos.workflows.executions import create_task, open_execution
 
         self._require_started()
+        check_request(description, field="description")  # before any execution is opened
         with self._lock:
             target = execution or self._execution
             if target is None:

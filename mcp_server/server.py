@@ -51,7 +51,7 @@ from pydantic import Field, ValidationError
 
 from agentos import __version__
 from agentos._address import host_name, listen, serving_address
-from agentos.errors import AgentOSError, BadInput, NotFound
+from agentos.errors import REQUEST_MAX_BYTES, AgentOSError, BadInput, NotFound
 from agentos.workspace import Workspace
 from guardian import SUPERVISOR
 from mcp_server import _models as m
@@ -97,7 +97,9 @@ FOLLOW_POLL = 0.25  # seconds between looks at a run that run_task(wait=true) fo
 # The longest argument each kind of string may be: a request or query is text a person wrote
 # (and a run's request must fit one command-line argument); a path is what the file system
 # takes; a name or id is short. Longer ones are refused with the argument and the limit.
-REQUEST_MAX = 65536
+# A request's limit is the library's (in characters here, a first bound the schema checks;
+# agentos.errors.check_request then counts its bytes).
+REQUEST_MAX = REQUEST_MAX_BYTES
 NAME_MAX = 256
 PATHS_MAX = 1000
 INSTRUCTIONS = (

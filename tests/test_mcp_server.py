@@ -501,6 +501,10 @@ def test_arguments_too_long_for_a_path_or_a_command_line_are_refused_naming_the_
         "interview request": ("interview", {"request": request_128k}),
         "run_task request": ("run_task", {"request": request_128k, "force": True}),
         "run_task request bytes": ("run_task", {"request": "é" * 40_000, "force": True}),
+        "create_task description bytes": (
+            "create_task",
+            {"description": "é" * 40_000, "phase": 1, "execution": "e1"},
+        ),
         "kb_search query": ("kb_search", {"query": request_128k}),
         "task_status run id": ("task_status", {"run_id": huge_path}),
         "run_task agent": ("run_task", {"request": "fix it", "agent": huge_path}),
@@ -517,6 +521,8 @@ def test_arguments_too_long_for_a_path_or_a_command_line_are_refused_naming_the_
         "run_task request": "request: too long (131,072 characters; the limit is 65,536)",
         "run_task request bytes": "request: the request is too long (80,000 bytes; the limit "
         "is 65,536)",
+        "create_task description bytes": "description: the request is too long (80,000 bytes; "
+        "the limit is 65,536)",
         "kb_search query": "query: too long (131,072 characters; the limit is 65,536)",
         "task_status run id": "run_id: too long (100,000 characters; the limit is 256)",
         "run_task agent": "agent: too long (100,000 characters; the limit is 256)",

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentos.errors import BadInput
+from agentos.errors import BadInput, check_request
 from agentos.runs import new_run_id
 from agentos.workflows.definitions import WorkflowDefinition, find_workflow
 from agentos.workflows.store import TaskRecord, WorkflowStore
@@ -38,6 +38,7 @@ def create_execution(
             "--param task=...",
             field="--param",
         )
+    check_request(first, field="--param")  # the first task is its run's request
     execution_id = open_execution(ws, workflow, repo, params)
     store = WorkflowStore(ws)
     try:
@@ -89,6 +90,7 @@ def create_task(
 ) -> TaskRecord:
     """A task for ``phase`` of an execution (by default the one whose run this is),
     deduplicated as its workflow says."""
+    check_request(description, field="description")  # a task's description is a request
     execution_id = execution_id or os.environ.get(EXECUTION_ENV)
     if not execution_id:
         raise BadInput(
