@@ -116,13 +116,29 @@ def field_table(module: str, name: str) -> str:
     return "\n".join(rows)
 
 
+LIMITS = re.compile(r"<!-- limits -->\n.*?<!-- /limits -->", re.DOTALL)
+
+
+def limits_table() -> str:
+    """Every size limit of :mod:`agentos.limits`: what, how much, and why that much."""
+    from agentos import limits
+
+    rows = ["| what | at most | why this much |", "|---|---|---|"]
+    for limit in limits.ALL:
+        what = limit.of if limit.unit == "bytes" else f"{limit.unit} of {limit.of}"
+        rows.append(f"| {what} | {limit.shown} | {limit.why} |")
+    return "\n".join(rows)
+
+
 def update_formats(doc: Path) -> bool:
-    """Rewrite every field table in ``doc``; return whether it changed."""
+    """Rewrite every field table and the limits table in ``doc``; return whether it
+    changed."""
     text = doc.read_text(encoding="utf-8")
     new = FIELDS.sub(
         lambda m: f"<!-- fields: {m[1]}:{m[2]} -->\n{field_table(m[1], m[2])}\n<!-- /fields -->",
         text,
     )
+    new = LIMITS.sub(lambda _m: f"<!-- limits -->\n{limits_table()}\n<!-- /limits -->", new)
     if new != text:
         doc.write_text(new, encoding="utf-8")
     return new != text
