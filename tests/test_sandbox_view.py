@@ -50,9 +50,18 @@ def found(log: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def layout(tmp_path: Path) -> dict[str, Path]:
+def outside() -> Iterator[Path]:
+    """A folder outside /tmp, the home and the workspace (each private or hidden anyway)."""
+    path = Path(tempfile.mkdtemp(prefix="agentos-suite-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.fixture
+def layout(tmp_path: Path, outside: Path) -> dict[str, Path]:
     """A repository with its venv inside it, an untracked .env and an ignored build
-    secret; another checkout with its own venv and secret; another workspace with a key."""
+    secret; another checkout with its own venv and secret; another workspace with a key,
+    outside /tmp and the home (which every sandbox replaces anyway)."""
     repo = make_repo(
         tmp_path / "repo", {"README.md": "# target\n", ".gitignore": "build/\n.venv/\n"}
     )
@@ -66,7 +75,7 @@ def layout(tmp_path: Path) -> dict[str, Path]:
         (root / ".env").write_text(f"SECRET=dotenv-of-{root.name}\n")
     (repo / "build").mkdir()
     (repo / "build" / "secret.txt").write_text("ignored-build-secret\n")
-    ws2, _ = init_workspace(tmp_path / "ws2")
+    ws2, _ = init_workspace(outside / "ws2")
     (ws2.state_dir / "receipts.key").write_text("other-workspace-key 1\n")
     return {"repo": repo, "other": other, "ws2": ws2.root}
 
@@ -166,14 +175,6 @@ for root in roots:
                 pass
 print("FOUND " + " ".join(hits) if hits else "NOT FOUND")
 """
-
-
-@pytest.fixture
-def outside() -> Iterator[Path]:
-    """A folder outside /tmp, the home and the workspace (each private or hidden anyway)."""
-    path = Path(tempfile.mkdtemp(prefix="agentos-suite-", dir="/var/tmp"))
-    yield path
-    shutil.rmtree(path)
 
 
 def search_agent(ws: Workspace, tmp_path: Path, name: str, needle: str, roots: list[str]) -> None:
