@@ -40,6 +40,13 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
     type=click.Path(exists=True, path_type=Path),
     help="A path the command may write (repeatable); everything else is read-only.",
 )
+@click.option(
+    "--env",
+    "passed",
+    multiple=True,
+    metavar="NAME",
+    help="A variable of yours COMMAND gets (repeatable); it gets PATH, HOME, LANG, TERM.",
+)
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
@@ -50,15 +57,20 @@ def run(
     cpu: float | None,
     timeout: float | None,
     writes: tuple[Path, ...],
+    passed: tuple[str, ...],
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Run COMMAND confined as an agent is: the system read-only, the workspace and your
-    home hidden, a private /tmp, no network, the workspace's limits (or these). Exits with
-    COMMAND's exit code; --json prints the exit code, the limit hit if any, wall and CPU
-    time (COMMAND's own output then goes to stderr)."""
+    """Run COMMAND confined as an agent is: nothing of the file system but the system
+    (read-only), the current directory (read-only) and what it needs to run, an empty
+    /tmp and home, no network, none of your variables but those named, the workspace's
+    limits (or these). Exits with COMMAND's exit code; --json prints the exit code, the
+    limit hit if any, wall and CPU time (COMMAND's own output then goes to stderr)."""
     from agentos.sandbox import Limits, PackageSandbox, choose, policy, runtime_paths
     from agentos.sandbox._run import run_confined
+
+    names = ("PATH", "HOME", "LANG", "TERM", *passed)
+    env = {k: os.environ[k] for k in names if k in os.environ}
 
     ws = workspace()
     settings = ws.settings.sandbox
@@ -79,11 +91,13 @@ def run(
         ),
     )
     if as_json:
-        result, output = run_confined(chosen, pol, list(command), timeout=timeout, capture=True)
+        result, output = run_confined(
+            chosen, pol, list(command), timeout=timeout, capture=True, env=env
+        )
         sys.stderr.write(output)
         print_json(result.as_dict())
     else:
-        result, _ = run_confined(chosen, pol, list(command), timeout=timeout)
+        result, _ = run_confined(chosen, pol, list(command), timeout=timeout, env=env)
         if result.limit:
             click.echo(f"agentos sandbox: stopped at its limit: {result.limit}", err=True)
     fail(ctx, result.exit_code if result.exit_code >= 0 else 128 - result.exit_code)
@@ -93,20 +107,30 @@ def run(
 @json_option
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
-    """Which backend confines agents here, and a self-test: the network is blocked, the
-    memory cap kills, a hidden directory is empty and read-only, no capability is held
-    inside (nothing can be unmounted), a double-forked process does not outlive the
-    sandbox. Exit code 1 when a test fails or no backend is usable."""
+    """Which backend confines agents here, what a confined process sees of the file
+    system (every path, and how), and a self-test: the network is blocked, the memory cap
+    kills, a hidden directory is empty and read-only, no capability is held inside
+    (nothing can be unmounted), a double-forked process does not outlive the sandbox.
+    Exit code 1 when a test fails or no backend is usable."""
     from agentos.sandbox import choose
-    from agentos.sandbox._run import self_test
+    from agentos.sandbox._run import self_test, view_here
 
-    chosen = choose(workspace().settings.sandbox)
+    ws = workspace()
+    chosen = choose(ws.settings.sandbox)
+    view = view_here(ws.settings.sandbox, ws.root)
     probes = self_test(chosen)
     ok = chosen.confined and all(p.passed for p in probes)
     if as_json:
-        print_json({**chosen.as_dict(), "ok": ok, "probes": [p.as_dict() for p in probes]})
+        print_json(
+            {**chosen.as_dict(), "ok": ok, "view": view, "probes": [p.as_dict() for p in probes]}
+        )
     else:
         console.print(f"sandbox: {chosen.reason}; control groups: {chosen.as_dict()['cgroups']}")
+        console.print(
+            "what a confined process sees (besides its worktree, its package and its run's "
+            "files; nothing else is there):"
+        )
+        table(None, ["path", "seen as"], [(v["path"], v["seen"]) for v in view])
         table(None, ["test", "passed", "detail"], [(p.name, p.passed, p.detail) for p in probes])
         console.print("the sandbox works here" if ok else "the sandbox does NOT confine here")
     if not ok:

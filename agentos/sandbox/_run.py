@@ -18,6 +18,7 @@ from pathlib import Path
 from agentos.sandbox import Sandbox, limits_hit
 from agentos.sandbox._limits import Group
 from agentos.sandbox._policy import Policy
+from agentos.sandbox._settings import SandboxSettings
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,28 @@ def run_confined(
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     limit = limit or limits_hit(None, code)
     return Confined(code, limit, wall, cpu, sandbox.backend), output
+
+
+def view_here(settings: SandboxSettings, workspace: Path) -> list[dict[str, object]]:
+    """What a process confined here sees of the file system, besides the paths of its
+    own run (see :func:`agentos.sandbox._view.listing`): the system, the tools on this
+    PATH and where they live, ``sandbox.read``; the workspace hidden."""
+    from agentos.sandbox import policy, runtime_paths
+    from agentos.sandbox._view import listing
+
+    home = Path(os.environ.get("HOME", "/"))
+    listed = [Path(p).expanduser() for p in settings.read]
+    pol = policy(
+        settings=settings,
+        package=None,
+        hidden=[workspace],
+        writable=[],
+        readable=runtime_paths(os.environ.get("PATH", ""), home, listed),
+        home=home,
+        home_dir=None,
+        cwd=Path("/"),
+    )
+    return listing(pol)
 
 
 @dataclass(frozen=True)

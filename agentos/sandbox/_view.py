@@ -45,7 +45,7 @@ Kind = Literal["ro", "rw", "link", "tmpfs", "hide", "null"]
 class Mount:
     """One step of the view. ``ro``/``rw``: ``path`` bound from the host; ``link``: a
     symlink to ``source``; ``tmpfs``: an empty writable directory of ``size`` bytes at
-    most; ``hide``: an empty read-only directory; ``null``: a file that reads as empty."""
+    most; ``hide``: an empty read-only directory; ``null``: a file made unreadable (/dev/null bound over it)."""
 
     kind: Kind
     path: Path
@@ -144,7 +144,7 @@ def listing(policy: Policy) -> list[dict[str, object]]:
         "link": "symlink",
         "tmpfs": "empty, private",
         "hide": "hidden (empty)",
-        "null": "hidden (reads empty)",
+        "null": "hidden (unreadable)",
     }
     return [
         {"path": str(m.path), "seen": words[m.kind], **({"from": m.source} if m.source else {})}
