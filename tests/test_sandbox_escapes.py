@@ -1,0 +1,598 @@
+"""Escape attempts in the style of public sandbox-breakout suites (tests/_escape_probes.py),
+each run confined by every backend here (bwrap, unshare), as root and as an unprivileged
+user, against real host processes, a real tmux server, a real pty and real control groups.
+
+Every attempt has its positive control: the same probe, run with ``backend: none`` by the
+same user, gets what it is after. A probe whose control cannot succeed here (no /dev/mem on
+this machine, a cgroup file an unprivileged user may not write even unconfined) proves
+nothing and is skipped, saying why; it never counts as contained.
+
+And the egress allow-list's wildcard: ``*.example.com`` through the real proxy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import platform
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from _escape_probes import PROBES
+from conftest import wait_until
+
+from agentos.errors import MissingTool
+from agentos.sandbox import Group, Sandbox, SandboxSettings, choose, policy
+
+HERE = Path(__file__).resolve().parent
+PYTHON = "/usr/bin/python3"  # the system's: AgentOS's own may live in a home only root enters
+BACKENDS = ("bwrap", "unshare")
+USERS = {"root": 0, "nobody": 65534}
+
+pytestmark = [
+    pytest.mark.skipif(
+        platform.system() != "Linux" or platform.machine() != "x86_64",
+        reason="the probes make x86_64 Linux system calls",
+    ),
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="the battery runs as root and as nobody: only root starts both"
+    ),
+    pytest.mark.skipif(not Path(PYTHON).exists(), reason=f"no {PYTHON} (the probes' interpreter)"),
+]
+
+# Why a positive control cannot succeed, where it is known (else the probe's own error).
+CANNOT = {
+    "dev-mem": "this machine has no /dev/mem",
+    "raw-disk": "this machine refuses to open its disk even to root outside any sandbox "
+    "(the probe mknod-disk still shows that no sandbox can make a node of it)",
+    "kernel-module": "this kernel loads no modules (no /proc/sys/kernel/modprobe)",
+}
+CANNOT_UNPRIVILEGED = (
+    "an unprivileged user cannot do this even without a sandbox (permissions or a "
+    "capability it does not hold), so a refusal inside would prove nothing"
+)
+
+
+def must_work(user: str) -> set[str]:
+    """Controls that work wherever these tests run (their targets are the test's own, and
+    they need nothing of the kernel's configuration): a failure there is a broken probe,
+    not a probe that cannot run here."""
+    needs_nothing = {
+        "proc-environ",
+        "proc-cmdline",
+        "proc-root",
+        "proc-cwd",
+        "signal-host",
+        "keyring-user",
+        "keyring-session",
+        "abstract-socket",
+        "umount-hidden",
+    }
+    yama = Path("/proc/sys/kernel/yama/ptrace_scope")
+    if not yama.exists() or yama.read_text().strip() == "0":
+        needs_nothing |= {"ptrace-host", "ptrace-agent"}
+    if shutil.which("tmux"):
+        needs_nothing |= {"tmux-connect", "tmux-send-keys"}
+    if USERS[user] == 0:
+        needs_nothing |= {"etc-shadow", "system-write"}
+    return needs_nothing
+
+
+# Holes found by this battery, each reported with a reproduction: strict, so that the fix
+# turns them into failures to remove from here.
+CORE_PATTERN = (
+    "bwrap's --proc leaves /proc/sys writable for root (only irq and bus are made "
+    "read-only): with no capability at all, confined root rewrites the host's "
+    "kernel.core_pattern, and a `|program` there is run as root on the host at the next "
+    "crash. Bind /proc/sys read-only after --proc (the unshare backend does)"
+)
+KEYRING = (
+    "the sandbox keeps the caller's session keyring (keyrings are not namespaced): a key "
+    "there, or in the user's keyring linked into it as pam_keyinit links it, reads back "
+    "inside. Give the confined process a new, empty session keyring "
+    "(keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL) before the sandbox starts)"
+)
+TIOCSTI = (
+    "the confined process keeps the pane's terminal as its controlling terminal: TIOCSTI "
+    "types into it (dev.tty.legacy_tiocsti=1 here) and the host reads what it typed "
+    "(CVE-2017-5226). bwrap --new-session; setsid before setpriv for unshare"
+)
+USERNS = (
+    "a nested user namespace can be made inside: the process gets every capability again "
+    "in it and mounts (the kernel's whole user-namespace attack surface; the view held: "
+    "userns-unhide, userns-system-write). bwrap --unshare-user --disable-userns, or "
+    "user.max_user_namespaces=0 inside the sandbox's own user namespace"
+)
+KNOWN_HOLES: dict[tuple[str, str, str], str] = {
+    ("proc-sys-core-pattern", "bwrap", "root"): CORE_PATTERN,
+    ("keyring-user", "bwrap", "root"): KEYRING,
+    ("keyring-user", "unshare", "root"): KEYRING,
+    ("keyring-session", "bwrap", "root"): KEYRING,
+    ("keyring-session", "bwrap", "nobody"): KEYRING,
+    ("keyring-session", "unshare", "root"): KEYRING,
+    ("tiocsti", "bwrap", "root"): TIOCSTI,
+    ("tiocsti", "bwrap", "nobody"): TIOCSTI,
+    ("tiocsti", "unshare", "root"): TIOCSTI,
+    ("userns-mount", "bwrap", "root"): USERNS,
+    ("userns-mount", "bwrap", "nobody"): USERNS,
+    ("userns-mount", "unshare", "root"): USERNS,
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    escaped: bool  # the probe got what it was after
+    detail: str
+    seen: bool | None = None  # what the host saw of it, for probes the host can witness
+
+    @property
+    def worked(self) -> bool:
+        """As a positive control: the probe did it, and the host saw it where it can."""
+        return self.escaped and self.seen is not False
+
+    @property
+    def got_out(self) -> bool:
+        """As an escape: the probe says it did it, or the host saw it."""
+        return self.escaped or bool(self.seen)
+
+
+def as_user(user: str, argv: list[str]) -> list[str]:
+    uid = USERS[user]
+    if uid == 0:
+        return argv
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *argv]
+
+
+def file_handle(path: Path) -> tuple[int, str]:
+    """(handle type, handle bytes in hex) of a file, for open_by_handle_at."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(struct.pack("=Ii", 128, 0) + bytes(128))
+    mount_id = ctypes.c_int()
+    if libc.name_to_handle_at(-100, str(path).encode(), buf, ctypes.byref(mount_id), 0) != 0:
+        return 0, ""
+    size, kind = struct.unpack_from("=Ii", buf.raw)
+    return kind, buf.raw[8 : 8 + size].hex()
+
+
+def whole_disk() -> tuple[str, tuple[int, int]]:
+    """The first whole disk of /proc/partitions and its device numbers."""
+    for line in Path("/proc/partitions").read_text().splitlines()[2:]:
+        major, minor, _, name = line.split()
+        if Path(f"/sys/block/{name}").exists():
+            return name, (int(major), int(minor))
+    return "none", (0, 0)
+
+
+def probes_holding(marker: str) -> list[int]:
+    """Host pids of the probe processes holding ``marker`` (not the sandbox around them,
+    whose command line names it too)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                if argv[0] == PYTHON.encode() and marker.encode() in argv:
+                    found.append(int(entry.name))
+    return found
+
+
+@dataclass(frozen=True)
+class HostSide:
+    """One user's targets on the host."""
+
+    user: str
+    uid: int
+    work: Path  # the confined process's worktree (writable)
+    home: Path
+    signals: Path  # a letter for each SIGUSR1 its process got
+    holder: subprocess.Popen[bytes]  # a process of the user, the secret in its environment
+    marker: str  # in its command line
+    user_key: str  # a key of the user's keyring holding the secret
+    tmux: str  # a tmux server of the user (tmux -L), a session "escape" running cat
+
+    @property
+    def tmux_socket(self) -> str:
+        return f"/tmp/tmux-{self.uid}/{self.tmux}"
+
+
+class Lab:
+    """What the probes aim at, made once per module: a hidden secret, and for each user a
+    host process holding it, a key, a tmux server; an abstract socket; each battery's
+    results, run once."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.id = uuid.uuid4().hex[:10]
+        self.secret = f"agentos-escape-secret-{self.id}"
+        base.chmod(0o755)
+        self.probes = base / "probes"
+        self.probes.mkdir()
+        self.script = str(self.probes / "_escape_probes.py")
+        shutil.copy(HERE / "_escape_probes.py", self.script)
+        self.setuid_cat = self.probes / "setuid-cat"
+        shutil.copy("/usr/bin/cat", self.setuid_cat)
+        os.chown(self.setuid_cat, 0, 0)
+        self.setuid_cat.chmod(0o4755)
+        self.shown = base / "shown"  # readable, with a hidden directory inside
+        self.hidden = self.shown / "hidden"
+        self.hidden.mkdir(parents=True)
+        self.hidden_file = self.hidden / "secret.txt"
+        self.hidden_file.write_text(self.secret + "\n")
+        for p in (self.probes, self.shown, self.hidden):
+            p.chmod(0o755)
+        self.hidden_file.chmod(0o644)
+        self.disk, self.devno = whole_disk()
+        self.system_file = Path(f"/usr/local/agentos-escape-{self.id}")
+        self.abstract = socket.socket(socket.AF_UNIX)  # as the MCP server's or X11's
+        self.abstract.bind(f"\0agentos-escape-{self.id}")
+        self.abstract.listen(64)
+        self.host_pidns = os.readlink("/proc/self/ns/pid")
+        self.sides: dict[str, HostSide] = {}
+        self.results: dict[tuple[str, str], dict[str, Outcome] | str] = {}
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def env(self, user: str) -> dict[str, str]:
+        home = self.base / user / "home"
+        return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(home)}
+
+    def probe_argv(self, user: str, *args: str) -> list[str]:
+        return as_user(user, [PYTHON, "-I", self.script, *args])
+
+    def side(self, user: str) -> HostSide:
+        """That user's targets on the host, started once."""
+        if user in self.sides:
+            return self.sides[user]
+        uid = USERS[user]
+        top = self.base / user
+        work, home = top / "work", top / "home"
+        (work / "mnt").mkdir(parents=True)
+        home.mkdir()
+        signals = top / "signals"
+        signals.touch()
+        for p in (top, work, work / "mnt", home, signals):
+            os.chown(p, uid, uid)
+        marker = f"agentos-escape-host-{self.id}-{user}"
+        holder = subprocess.Popen(
+            self.probe_argv(user, "hold", marker, str(signals)),
+            cwd=self.hidden,
+            env={**self.env(user), "AGENTOS_ESCAPE_SECRET": self.secret},
+            stdout=subprocess.PIPE,
+        )
+        self.procs.append(holder)
+        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        user_key = f"agentos-escape-user-key-{self.id}"
+        subprocess.run(self.probe_argv(user, "key", "add", user_key, self.secret), check=True)
+        tmux = f"agentos-escape-{self.id}-{user}"
+        if shutil.which("tmux"):  # (else the tmux probes' controls fail: they are skipped)
+            subprocess.run(
+                as_user(user, ["tmux", "-L", tmux, "new-session", "-d", "-s", "escape", "cat"]),
+                env={**self.env(user), "TERM": "xterm", "SHELL": "/bin/sh"},  # nobody's: nologin
+                check=True,
+            )
+        self.sides[user] = HostSide(user, uid, work, home, signals, holder, marker, user_key, tmux)
+        return self.sides[user]
+
+    def battery(self, backend: str, user: str) -> dict[str, Outcome]:
+        """Every probe, in one process confined by ``backend``, run by ``user``."""
+        key = (backend, user)
+        if key not in self.results:
+            try:
+                self.results[key] = self._run(backend, user)
+            except MissingTool as exc:
+                self.results[key] = f"{backend} does not work here: {exc}"
+        found = self.results[key]
+        if isinstance(found, str):
+            pytest.skip(found)
+        return found
+
+    def _sandbox(self, backend: str, user: str) -> Sandbox:
+        if backend == "none":
+            return Sandbox("none", None, "the positive control")
+        if backend == "unshare" and USERS[user] != 0:
+            out = subprocess.run(
+                as_user(user, ["unshare", "--mount", "--pid", "--fork", "--", "/bin/true"]),
+                capture_output=True,
+                text=True,
+            )
+            assert out.returncode != 0, "unshare made namespaces for an unprivileged user"
+            raise MissingTool(
+                f"as {user}: {out.stderr.strip()} (util-linux unshare makes a mount "
+                "namespace only as root: an unprivileged AgentOS gets bwrap, which uses a "
+                "user namespace)"
+            )
+        return choose(SandboxSettings(backend=backend))
+
+    def _run(self, backend: str, user: str) -> dict[str, Outcome]:
+        sandbox = self._sandbox(backend, user)
+        side = self.side(user)
+        pol = policy(
+            settings=SandboxSettings(memory=512 << 20, processes=256),
+            package=None,
+            hidden=[self.hidden],
+            writable=[side.work],
+            readable=[self.probes, self.shown],
+            home=side.home,
+            home_dir=None,
+            cwd=side.work,
+        )
+        tag = f"{self.id}-{backend}-{user}"
+        # Another agent, confined the same way, beside this one.
+        agent_marker = f"agentos-escape-agent-{tag}"
+        inner = [PYTHON, "-I", self.script, "hold", agent_marker, "/dev/null"]
+        agent = subprocess.Popen(
+            as_user(user, sandbox.command(pol, inner)),
+            cwd=side.work,
+            env=self.env(user),
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.procs.append(agent)
+        assert agent.stdout is not None and agent.stdout.readline() == b"ready\n"
+        (agent_pid,) = probes_holding(agent_marker)
+        group = Group(pol.limits)
+        for d in group.dirs:  # delegated to the user: the user could write it, unconfined
+            for p in (d, *d.iterdir()):
+                os.chown(p, side.uid, side.uid)
+        cfg = {
+            "uid": side.uid,
+            "gid": side.uid,
+            "secret": self.secret,
+            "host_pid": side.holder.pid,
+            "host_marker": side.marker,
+            "agent_pid": agent_pid,
+            "hidden_dir": str(self.hidden),
+            "hidden_file": str(self.hidden_file),
+            "work": str(side.work),
+            "mountpoint": str(side.work / "mnt"),
+            "disk": self.disk,
+            "disk_devno": self.devno,
+            "system_file": str(self.system_file),
+            "setuid_cat": str(self.setuid_cat),
+            "memory_group": str(next((d for d in group.dirs if "memory" in d.parts), "")),
+            "user_key": side.user_key,
+            "session_key": f"agentos-escape-session-{tag}",
+            "abstract": f"agentos-escape-{self.id}",
+            "tmux_socket": side.tmux_socket,
+            "tmux_keys": f"agentos-tmux-{tag}",
+            "tiocsti_keys": f"echo agentos-tiocsti-{tag}\n",
+            "kmsg_line": f"agentos escape test {tag}: a probe of tests/test_sandbox_escapes.py\n",
+            "handle": file_handle(self.hidden_file),
+        }
+        confined = sandbox.command(pol, [PYTHON, "-I", self.script, "battery", json.dumps(cfg)])
+        # A session keyring holding a key (the user's keyring linked in), and the pane's
+        # terminal: a real pty, the controlling terminal of what starts the sandbox, as
+        # tmux makes it for the shell of a pane.
+        launch = ["launch", str(cfg["session_key"]), self.secret, "--", *confined]
+        argv = ["setsid", "--ctty", *self.probe_argv(user, *launch)]
+        master, slave = os.openpty()
+        signals = len(side.signals.read_text())
+        try:
+            proc = subprocess.run(
+                group.enter_command(argv),
+                stdin=slave,
+                capture_output=True,
+                cwd=side.work,
+                env=self.env(user),
+                timeout=120,
+            )
+        finally:
+            group.close()
+            agent.kill()
+            agent.wait()
+        try:
+            found = self._read(proc, backend)
+            self._witness(found, side, cfg, (master, slave), signals)
+        finally:
+            os.close(master)
+            os.close(slave)
+        return found
+
+    def _read(self, proc: subprocess.CompletedProcess[bytes], backend: str) -> dict[str, Outcome]:
+        lines = [json.loads(x) for x in proc.stdout.decode().splitlines() if x.startswith("{")]
+        where = next((x["pidns"] for x in lines if x["probe"] == "where"), None)
+        assert where is not None, proc.stderr.decode()
+        # Confined means another pid namespace: the battery ran where it says it did.
+        assert (where == self.host_pidns) == (backend == "none"), (backend, where)
+        found = {
+            x["probe"]: Outcome(x["escaped"], x["detail"]) for x in lines if x["probe"] != "where"
+        }
+        assert list(found) == list(PROBES), proc.stderr.decode()
+        return found
+
+    def _witness(
+        self,
+        found: dict[str, Outcome],
+        side: HostSide,
+        cfg: dict[str, object],
+        pty: tuple[int, int],
+        signals_before: int,
+    ) -> None:
+        """What the host saw: the signals its process got, the keys its tmux pane got,
+        the line typed into the pty (echoed on its master side, waiting to be read on the
+        side the pane's programs read)."""
+
+        def seen(probe: str, check: Callable[[], bool]) -> None:
+            said = found[probe]
+            try:  # what was not sent cannot arrive later: one look then
+                saw = bool(wait_until(check, timeout=5 if said.escaped else 0, what=probe))
+            except AssertionError:
+                saw = False
+            found[probe] = Outcome(said.escaped, said.detail, saw)
+
+        seen("signal-host", lambda: len(side.signals.read_text()) > signals_before)
+
+        def pane() -> bool:
+            capture = ["tmux", "-L", side.tmux, "capture-pane", "-p", "-t", "escape"]
+            out = subprocess.run(
+                as_user(side.user, capture),
+                capture_output=True,
+                text=True,
+                env=self.env(side.user),
+            )
+            return str(cfg["tmux_keys"]) in out.stdout
+
+        seen("tmux-send-keys", pane)
+        typed = b""
+        for fd in pty:
+            os.set_blocking(fd, False)
+
+        def arrived() -> bool:
+            nonlocal typed
+            for fd in pty:
+                with contextlib.suppress(OSError):
+                    typed += os.read(fd, 65536)
+            return str(cfg["tiocsti_keys"]).strip().encode() in typed
+
+        seen("tiocsti", arrived)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+        for user, side in self.sides.items():
+            subprocess.run(
+                as_user(user, ["tmux", "-L", side.tmux, "kill-server"]),
+                capture_output=True,
+                env=self.env(user),
+            )
+            Path(side.tmux_socket).unlink(missing_ok=True)  # (kill-server leaves it)
+            subprocess.run(self.probe_argv(user, "key", "drop", side.user_key))
+        self.abstract.close()
+        self.system_file.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    base = Path(tempfile.mkdtemp(prefix="agentos-escapes-", dir="/tmp"))  # others may enter
+    made = Lab(base)
+    try:
+        yield made
+    finally:
+        made.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def cases() -> Iterator[object]:
+    for backend in BACKENDS:
+        for user in USERS:
+            for probe in PROBES:
+                why = KNOWN_HOLES.get((probe, backend, user))
+                marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+                yield pytest.param(
+                    probe, backend, user, id=f"{backend}-{user}-{probe}", marks=marks
+                )
+
+
+@pytest.mark.parametrize(("probe", "backend", "user"), list(cases()))
+def test_an_escape_attempt_is_contained(lab: Lab, probe: str, backend: str, user: str) -> None:
+    control = lab.battery("none", user)[probe]
+    if not control.worked:
+        assert probe not in must_work(user), f"the control of {probe} failed: {control.detail}"
+        why = CANNOT.get(probe) or (CANNOT_UNPRIVILEGED if USERS[user] else "")
+        pytest.skip(f"{probe} as {user} fails even without a sandbox: {control.detail}. {why}")
+    outcome = lab.battery(backend, user)[probe]
+    assert not outcome.got_out, f"{probe} escaped {backend} as {user}: {outcome.detail}" + (
+        " (the host saw it)" if outcome.seen else ""
+    )
+
+
+# The egress allow-list's wildcard.
+
+WILDCARD = [
+    ("a.example.com", True),
+    ("deep.a.example.com", True),
+    ("A.Example.COM", True),
+    ("evilexample.com", False),  # the suffix without its dot
+    ("example.com.evil.net", False),  # the name inside another
+    ("example.com", False),  # the domain itself: `*.` names its subdomains only
+]
+
+
+def test_a_wildcard_admits_subdomains_only(tmp_path: Path) -> None:
+    from agentos.sandbox._egress import Egress
+
+    egress = Egress(tmp_path / "egress.sock", ["*.example.com"])
+    try:
+        admitted = {host: egress.permits(host, 443) for host, _ in WILDCARD}
+    finally:
+        egress.close()
+    assert admitted == dict(WILDCARD)
+
+
+@pytest.fixture
+def echo_server() -> Iterator[tuple[int, list[str]]]:
+    """A TCP server on loopback that echoes; the list names each connection it got."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    got: list[str] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                got.append("connection")
+                with contextlib.suppress(OSError):
+                    while data := conn.recv(4096):
+                        conn.sendall(data)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], got
+    with contextlib.suppress(OSError):
+        server.shutdown(socket.SHUT_RDWR)  # wakes the accept
+    server.close()
+    thread.join(timeout=5)
+
+
+def test_the_proxy_lets_a_wildcard_through_to_subdomains_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo_server: tuple[int, list[str]]
+) -> None:
+    """Every name resolves to a live server (the DNS is faked: it is outside), so that
+    only the allow-list decides what gets through."""
+    from agentos.sandbox._egress import Egress
+
+    port, got = echo_server
+    real = socket.getaddrinfo
+
+    def resolve(host: object, *args: object, **kwargs: object) -> object:
+        if isinstance(host, str) and host.lower().rstrip(".").endswith(("example.com", ".net")):
+            host = "127.0.0.1"
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    egress = Egress(tmp_path / "egress.sock", ["*.example.com"])
+    answers = {}
+    try:
+        for host, _ in WILDCARD:
+            with socket.socket(socket.AF_UNIX) as conn:
+                conn.settimeout(10)
+                conn.connect(str(tmp_path / "egress.sock"))
+                conn.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+                status = conn.recv(4096).split(b"\r\n")[0].decode()
+                if status.endswith("200 Connection established"):
+                    conn.sendall(b"ping")
+                    status += " / " + conn.recv(4).decode()
+                answers[host] = status
+    finally:
+        egress.close()
+    through = "HTTP/1.1 200 Connection established / ping"
+    refused = "HTTP/1.1 403 Forbidden"
+    assert answers == {host: through if ok else refused for host, ok in WILDCARD}
+    assert egress.denied == [f"{host.lower()}:{port}" for host, ok in WILDCARD if not ok]
+    assert len(got) == sum(ok for _, ok in WILDCARD)  # nothing refused reached the server
