@@ -34,7 +34,7 @@ from agentos.repos import RepoProfile, check_profile, prepare_worktree
 from agentos.runs import AgentStatus, RunStore, process_start
 from agentos.runtimes import AgentTask, egress_hosts
 from agentos.sandbox import Group, Sandbox, limits_hit
-from agentos.sandbox._confine import INSIDE, CheckConfiner, Scene, agent_policy
+from agentos.sandbox._confine import INSIDE, CheckConfiner, Scene, agent_policy, watch_writes
 from agentos.sandbox._egress import Egress
 from agentos.sessions import Sessions
 from agentos.stormbreaker import (
@@ -438,10 +438,7 @@ def confine_agent(
     )
     pol.extra_env[INSIDE] = sandbox.backend
     group = Group(pol.limits)
-    if pol.limits.disk:  # all it writes: its paths on disk, its /tmp and home (tmpfs)
-        on_disk = [*pol.writable, *([pol.home_dir] if pol.home_dir else [])]
-        tmpfs = ["/tmp"] if pol.home_dir is not None else ["/tmp", str(pol.home)]
-        group.watch_disk(on_disk, pol.limits.disk, tmpfs if sandbox.confined else [])
+    watch_writes(group, pol, confined=sandbox.confined)
     return sandbox.command(pol, argv, group), group, {"backend": sandbox.backend, **pol.as_dict()}
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import struct
 import threading
@@ -47,8 +48,9 @@ _MASK = (
 )
 
 
+@functools.lru_cache(maxsize=1)
 def libc() -> ctypes.CDLL | None:
-    """The C library, when it offers inotify."""
+    """The C library, when it offers inotify (found once: finding it runs ldconfig)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from agentos import _checks_run as cr
-from agentos.sandbox import Group, SandboxSettings, choose
-from agentos.sandbox._confine import CheckConfiner, Scene, agent_policy
+from agentos.sandbox import Group, Sandbox, SandboxSettings, choose
+from agentos.sandbox._confine import CheckConfiner, Scene, agent_policy, watch_writes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,6 +83,7 @@ def main() -> None:
                 persistent_home=None,
             )
             group = Group(pol.limits)
+            watch_writes(group, pol, confined=sandbox.confined)
             subprocess.run(sandbox.command(pol, ["/bin/true"], group), check=True)
             group.close()
             confined.append(time.perf_counter() - t0)
@@ -116,6 +117,52 @@ def main() -> None:
                 f"{p50(boxed) * 1000:.1f} ms = {p50(boxed) / p50(plain):.2f}x, "
                 f"+{(p50(boxed) - p50(plain)) * 1000:.1f} ms (target <= 1.2x)"
             )
+
+        overshoot(sandbox, scene, package, worktree, run_dir, log, path_env)
+
+
+def overshoot(
+    sandbox: Sandbox,
+    scene: Scene,
+    package: Path,
+    worktree: Path,
+    run_dir: Path,
+    log: Path,
+    path_env: str,
+) -> None:
+    """How far past its disk quota an agent writing as fast as it can gets: 1 MB writes
+    into its worktree, under a 20 MB quota, until it is killed."""
+    from agentos.sandbox import PackageSandbox
+
+    quota = 20 << 20
+    pol = agent_policy(
+        scene,
+        package=PackageSandbox(disk=quota, file_size=quota),
+        package_dir=package,
+        worktree=worktree,
+        own_files=[run_dir, log],
+        path_env=path_env,
+        persistent_home=None,
+    )
+    sizes = []
+    for round_ in range(5):
+        target = worktree / f"fill{round_}"
+        group = Group(pol.limits)
+        watch_writes(group, pol, confined=sandbox.confined)
+        writer = f"for i in $(seq 200); do head -c 1M /dev/zero > {target}$i; done"
+        subprocess.run(sandbox.command(pol, ["/bin/sh", "-c", writer], group), check=False)
+        hit = group.disk_hit
+        group.close()
+        written = sum(p.stat().st_blocks * 512 for p in worktree.glob(f"fill{round_}*"))
+        for p in worktree.glob(f"fill{round_}*"):
+            p.unlink()
+        sizes.append(written - quota if hit else float("nan"))
+    over = p50(sizes) / (1 << 20)
+    print(
+        f"disk quota 20 MB, 1 MB files written as fast as possible: stopped "
+        f"{sum(s == s for s in sizes)}/5 times, p50 {over:.1f} MB past the quota "
+        f"(file_size 20 MB)"
+    )
 
 
 if __name__ == "__main__":

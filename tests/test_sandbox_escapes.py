@@ -115,15 +115,11 @@ USERNS = (
     "user.max_user_namespaces=0 inside the sandbox's own user namespace"
 )
 KNOWN_HOLES: dict[tuple[str, str, str], str] = {
-    ("proc-sys-core-pattern", "bwrap", "root"): CORE_PATTERN,
     ("keyring-user", "bwrap", "root"): KEYRING,
     ("keyring-user", "unshare", "root"): KEYRING,
     ("keyring-session", "bwrap", "root"): KEYRING,
     ("keyring-session", "bwrap", "nobody"): KEYRING,
     ("keyring-session", "unshare", "root"): KEYRING,
-    ("tiocsti", "bwrap", "root"): TIOCSTI,
-    ("tiocsti", "bwrap", "nobody"): TIOCSTI,
-    ("tiocsti", "unshare", "root"): TIOCSTI,
     ("userns-mount", "bwrap", "root"): USERNS,
     ("userns-mount", "bwrap", "nobody"): USERNS,
     ("userns-mount", "unshare", "root"): USERNS,

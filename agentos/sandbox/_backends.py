@@ -33,7 +33,13 @@ def bwrap_argv(bwrap: str, policy: Policy, argv: list[str]) -> list[str]:
     ]
     if not policy.network:
         args.append("--unshare-net")
+    # A session of its own: its terminal (a tmux pane's) is not its controlling terminal,
+    # so TIOCSTI cannot type into it (CVE-2017-5226).
+    args.append("--new-session")
     args += ["--dev", "/dev", "--proc", "/proc"]
+    for part in _PROC_RO:  # as the unshare backend makes them: kernel.core_pattern & co
+        if Path("/proc", part).exists():
+            args += ["--ro-bind", f"/proc/{part}", f"/proc/{part}"]
     hidden: list[str] = []
     for m in plan(policy):
         where = str(m.path)
@@ -141,10 +147,11 @@ def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
         f"cd {q(str(policy.cwd))}",
         "export TMPDIR=/tmp",
         *(f"export {k}={q(v)}" for k, v in policy.extra_env.items()),
-        'setpriv=$(command -v setpriv); PATH="$orig_path"',
+        'setpriv=$(command -v setpriv); setsid=$(command -v setsid); PATH="$orig_path"',
         # No capabilities past this point, even for root (see bwrap_argv).
+        # A session of its own (see bwrap_argv).
         'exec "$setpriv" --inh-caps=-all --ambient-caps=-all '
-        '--bounding-set=-all --no-new-privs -- "$@"',
+        '--bounding-set=-all --no-new-privs -- "$setsid" "$@"',
     ]
     namespaces = ["--mount", "--pid", "--fork", "--kill-child", "--ipc", "--uts"]
     if not policy.network:

@@ -165,6 +165,16 @@ def agent_policy(
     )
 
 
+def watch_writes(group: Group, policy: Policy, *, confined: bool) -> None:
+    """The agent's disk quota, kept by ``group``: all it writes together, its paths on
+    disk and (in a sandbox) its /tmp and empty home, which are tmpfs."""
+    if not policy.limits.disk:
+        return
+    on_disk = [*policy.writable, *([policy.home_dir] if policy.home_dir else [])]
+    tmpfs = ["/tmp"] if policy.home_dir is not None else ["/tmp", str(policy.home)]
+    group.watch_disk(on_disk, policy.limits.disk, tmpfs if confined else [])
+
+
 class CheckConfiner:
     """Confines each shell check of a gate: the tree read-only (writable for a check that
     ``writes``), no network (unless the check needs it), its own control group."""
@@ -251,4 +261,5 @@ __all__ = [
     "agent_policy",
     "python_check_env",
     "venv_paths",
+    "watch_writes",
 ]

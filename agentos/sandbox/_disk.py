@@ -73,6 +73,7 @@ class DiskWatch:
         self.tmpfs = 0  # what its tmpfs mounts held at the last look
         self.hit = False
         self._stop = threading.Event()
+        self._closing = threading.Lock()
         self._wake_r, self._wake_w = os.pipe()
         self._libc = _dirwatch.libc()
         self._fd = -1
@@ -123,19 +124,29 @@ class DiskWatch:
             self._add(root)
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            watched = [self._wake_r] + ([self._fd] if self._fd >= 0 else [])
-            ready, _, _ = select.select(watched, [], [], POLL)
-            if self._stop.is_set():
-                return
-            if self._fd in ready:
-                self._events()
-            elif self._fd < 0:
-                self._rescan()
-            if not ready or self._fd < 0:
-                self._look_at_views()
-            if self._check():
-                return
+        try:
+            while not self._stop.is_set():
+                watched = [self._wake_r] + ([self._fd] if self._fd >= 0 else [])
+                ready, _, _ = select.select(watched, [], [], POLL)
+                if self._stop.is_set():
+                    return
+                if self._fd in ready:
+                    self._events()
+                elif self._fd < 0:
+                    self._rescan()
+                if not ready or self._fd < 0:
+                    self._look_at_views()
+                if self._check():
+                    return
+        finally:
+            # Closed here, not by close(): closing an inotify descriptor waits for the
+            # kernel (~15 ms), which an agent's attempt need not wait for.
+            with self._closing:
+                self._stop.set()
+                for fd in (self._fd, self._wake_r, self._wake_w):
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
 
     def _events(self) -> None:
         try:
@@ -184,14 +195,8 @@ class DiskWatch:
         return self.hit
 
     def close(self) -> None:
-        """Stop watching (idempotent)."""
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        for fd in (self._fd, self._wake_r, self._wake_w):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self._fd = self._wake_r = self._wake_w = -1
+        """Stop watching (idempotent); the watch's thread ends on its own at once."""
+        with self._closing:
+            if not self._stop.is_set():  # (else the thread has closed the pipe, or will)
+                self._stop.set()
+                os.write(self._wake_w, b"x")

@@ -45,7 +45,8 @@ Kind = Literal["ro", "rw", "link", "tmpfs", "hide", "null"]
 class Mount:
     """One step of the view. ``ro``/``rw``: ``path`` bound from the host; ``link``: a
     symlink to ``source``; ``tmpfs``: an empty writable directory of ``size`` bytes at
-    most; ``hide``: an empty read-only directory; ``null``: a file made unreadable (/dev/null bound over it)."""
+    most; ``hide``: an empty read-only directory; ``null``: a file made unreadable
+    (``/dev/null`` bound over it)."""
 
     kind: Kind
     path: Path
