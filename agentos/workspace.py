@@ -250,7 +250,7 @@ def init_workspace(directory: Path) -> tuple[Workspace, list[str]]:
 
 _DEFAULT_SETTINGS = """\
 # AgentOS workspace settings. Every key is optional; these are the defaults.
-receipts: {redact: false}
+receipts: {redact: false, sign: true}
 interview: {threshold: 0.4}
 run: {retries: 2, guardian: true}
 checks: []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import itertools
 import json
 import math
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 from conftest import CliRunner, make_repo, needs_tmux, write_package
 
-from agentos.errors import NotFound
+from agentos.errors import BadInput, NotFound
 from agentos.hub import Hub
 from agentos.orchestrator import start_run
 from agentos.receipts import (
@@ -31,10 +32,11 @@ from agentos.receipts import (
     read_receipt,
     receipt_id,
     verify_chain,
+    verify_receipts,
     write_receipt,
 )
 from agentos.receipts.format import render, render_fields
-from agentos.workspace import Workspace
+from agentos.workspace import Workspace, init_workspace
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 SHA = re.compile(r"\b[0-9a-f]{64}\b")
@@ -103,6 +105,7 @@ tags:
   - a
   - "b: c"
 empty: {}
+signed_from: 00000001
 previous: none
 sha256: <sha256>
 mac: <sha256>
@@ -238,6 +241,11 @@ def _r(ws: Workspace, n: int) -> Path:
     return ws.receipts_dir / f"{receipt_id(n)}.txt"
 
 
+_STRIPPED = (
+    "{}: carries no signature, though receipts here are signed from 00000001 on: its mac was "
+    "stripped, or it was written outside AgentOS"
+)
+
 TAMPER: list[tuple[str, Callable[[Workspace], None], list[str]]] = [
     (
         "edit-middle",
@@ -258,7 +266,7 @@ TAMPER: list[tuple[str, Callable[[Workspace], None], list[str]]] = [
         "edit-and-rehash-middle",
         lambda ws: _edit_and_rehash(_r(ws, 5)),
         [
-            "00000005: carries no signature of the workspace's key: written outside AgentOS",
+            _STRIPPED.format("00000005"),
             "00000006: does not follow 00000005: one of them was changed, or receipts were "
             "reordered",
         ],
@@ -277,7 +285,7 @@ TAMPER: list[tuple[str, Callable[[Workspace], None], list[str]]] = [
         "edit-and-rehash-last",
         lambda ws: _edit_and_rehash(_r(ws, 10)),
         [
-            "00000010: carries no signature of the workspace's key: written outside AgentOS",
+            _STRIPPED.format("00000010"),
             "00000010: changed after it was written (the chain's head records another sha256)",
             "00000010: changed after it was written (AgentOS's record of the newest receipt "
             "holds another sha256)",
@@ -353,9 +361,7 @@ def test_a_well_chained_receipt_appended_without_the_key_is_named(ws: Workspace)
     chain(ws, 5)
     last = load_receipt(ws, "5")
     _forge_next(ws, 6, f"00000005 {last.sha256}")
-    assert verify_chain(ws) == [
-        "00000006: carries no signature of the workspace's key: written outside AgentOS"
-    ]
+    assert verify_chain(ws) == [_STRIPPED.format("00000006")]
     # Even with the head moved to it, and a mac line copied from another receipt.
     forged = load_receipt(ws, "6")
     (ws.receipts_dir / HEAD_FILE).write_text(f"00000006 {forged.sha256}\n")
@@ -380,8 +386,8 @@ def test_receipts_removed_from_the_end_with_the_head_rewritten_are_named(ws: Wor
     anchor = ws.state_dir / "receipts.anchor"
     anchor.write_text(f"00000006 {six.sha256} {'0' * 64}\n")
     assert verify_chain(ws) == [
-        "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is missing or "
-        "forged: receipts removed from the chain's end cannot be told"
+        "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is forged (its "
+        "signature does not match the key): receipts removed from the chain's end cannot be told"
     ]
 
 
@@ -395,19 +401,6 @@ def test_receipts_cut_from_the_end_stay_named_after_the_next_receipt(ws: Workspa
         "00000004: missing (deleted or renamed)",
         "00000005: missing (deleted or renamed)",
     ]
-
-
-def test_a_lost_key_is_not_replaced_by_a_new_one(cli: CliRunner, ws: Workspace) -> None:
-    chain(ws, 2)
-    (ws.state_dir / "receipts.key").unlink()
-    result = cli("route", "fix the lint errors")
-    assert result.returncode == 2
-    assert result.stderr == (
-        f"error: {ws.state_dir / 'receipts.key'}: is missing or unreadable, and receipts were "
-        "signed with it: restore it from a backup (a new key would make every signed receipt "
-        "fail verify)\n"
-    )
-    assert len(list_receipts(ws)) == 2
 
 
 @pytest.mark.parametrize("what", ["fifo", "directory", "dangling link"])
@@ -432,27 +425,430 @@ def test_a_tail_rewritten_with_recomputed_hashes_is_named(ws: Workspace) -> None
     (ws.receipts_dir / HEAD_FILE).write_text(previous + "\n")
     assert path.read_text().count("forged") == 1
     assert verify_chain(ws) == [
-        *(
-            f"0000000{seq}: carries no signature of the workspace's key: written outside AgentOS"
-            for seq in (4, 5, 6)
-        ),
+        *(_STRIPPED.format(f"0000000{seq}") for seq in (4, 5, 6)),
         "00000006: changed after it was written (AgentOS's record of the newest receipt "
         "holds another sha256)",
     ]
 
 
-def test_receipts_written_before_the_workspace_had_a_key_still_verify(ws: Workspace) -> None:
+# --- signing: downgrades, a lost key, rekey, another writer, signing off ------------------
+
+KEY = "receipts.key"
+ANCHOR = "receipts.anchor"
+
+
+def _problems(*lines: str) -> str:
+    return "".join(f"problem: {line}\n" for line in lines)
+
+
+def _key_missing() -> str:
+    return (
+        "the receipts key (.agentos/receipts.key) is missing, but receipts here are signed: "
+        "restore it from a backup or `agentos receipts key import FILE` (`agentos receipts "
+        "verify --hashes-only` checks all else without it)"
+    )
+
+
+ANCHOR_MISSING = (
+    "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is missing: receipts "
+    "removed from the chain's end cannot be told"
+)
+HASHES_ONLY = (
+    "note: hashes only: MACs and the anchor were not checked (no key was read); hashes, links "
+    "and signed_from lines were\n"
+)
+
+
+def _downgrade(ws: Workspace) -> None:
+    """What issue 32 found: strip the mac line from every receipt, edit the bodies, recompute
+    the sha256 chain and .head, delete the key and the anchor."""
+    previous = "none"
+    for info in list_receipts(ws):
+        text = info.path.read_text()
+        content = text[: text.index("sha256: ")].replace("check ", "FORGED ")
+        content = re.sub(r"\nprevious: [^\n]*\n\Z", f"\nprevious: {previous}\n", content)
+        digest = hashlib.sha256(content.encode()).hexdigest()
+        info.path.write_text(content + f"sha256: {digest}\n")
+        previous = f"{info.id} {digest}"
+    (ws.receipts_dir / HEAD_FILE).write_text(previous + "\n")
+    (ws.state_dir / KEY).unlink()
+    (ws.state_dir / ANCHOR).unlink()
+
+
+def test_a_downgrade_with_macs_stripped_and_key_and_anchor_deleted_fails_verify(
+    cli: CliRunner, ws: Workspace
+) -> None:
     chain(ws, 3)
-    for seq in (1, 2, 3):  # as an older AgentOS wrote them: no mac line, no key, no anchor
-        text = _r(ws, seq).read_text()
-        _r(ws, seq).write_text(text[: text.index("mac: ")])
-    (ws.state_dir / "receipts.key").unlink()
-    (ws.state_dir / "receipts.anchor").unlink()
+    _downgrade(ws)
+    assert "FORGED 0" in _r(ws, 1).read_text() and "mac: " not in _r(ws, 3).read_text()
+    result = cli("receipts", "verify")
+    assert (result.returncode, result.stdout) == (
+        1,
+        _problems(
+            _key_missing(),
+            ANCHOR_MISSING,
+            *(_STRIPPED.format(receipt_id(seq)) for seq in (1, 2, 3)),
+        ),
+    )
+    # Without the key the verdict is the same: the receipts say that they were signed.
+    hashes = cli("receipts", "verify", "--hashes-only")
+    assert (hashes.returncode, hashes.stdout) == (
+        1,
+        _problems(*(_STRIPPED.format(receipt_id(seq)) for seq in (1, 2, 3))) + HASHES_ONLY,
+    )
+    # And the next write makes no new key that would bless the rewritten receipts.
+    write = cli("route", "fix the lint errors")
+    assert (write.returncode, write.stdout) == (2, "")
+    assert write.stderr == (
+        f"error: {ws.state_dir / KEY}: is missing, and this workspace's receipts were signed "
+        "(receipt 00000003 is signed): restore it from a backup or `agentos receipts key "
+        "import FILE`; `agentos receipts rekey --reason TEXT` starts a new key (none is made "
+        "silently)\n"
+    )
+    assert not (ws.state_dir / KEY).exists() and len(list_receipts(ws)) == 3
+
+
+@pytest.mark.parametrize("lost", ["key", "anchor"])
+def test_a_missing_key_or_anchor_alone_is_named_by_verify(
+    cli: CliRunner, ws: Workspace, lost: str
+) -> None:
+    chain(ws, 2)
+    (ws.state_dir / {"key": KEY, "anchor": ANCHOR}[lost]).unlink()
+    result = cli("receipts", "verify")
+    expected = {"key": _key_missing(), "anchor": ANCHOR_MISSING}[lost]
+    assert (result.returncode, result.stdout) == (1, _problems(expected))
+    as_json = json.loads(cli("receipts", "verify", "--json").stdout)
+    assert as_json == {
+        "ok": False,
+        "receipts": 2,
+        "macs_checked": lost == "anchor",
+        "problems": [expected],
+        "notes": [],
+    }
+
+
+def test_the_write_after_a_lost_key_is_refused_until_rekey_which_says_so(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    chain(ws, 3)
+    (ws.state_dir / KEY).unlink()
+    refused = cli("route", "fix the lint errors")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        f"error: {ws.state_dir / KEY}: is missing, and this workspace's receipts were signed "
+        "(.agentos/receipts.anchor exists): restore it from a backup or `agentos receipts key "
+        "import FILE`; `agentos receipts rekey --reason TEXT` starts a new key (none is made "
+        "silently)\n"
+    )
+    assert len(list_receipts(ws)) == 3 and not (ws.state_dir / KEY).exists()
+
+    done = cli("receipts", "rekey", "--reason", "the laptop's disk died")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (
+        "new receipts key: it signs from receipt 00000004 (kind rekey) on\n"
+        "receipts 00000001-00000003 were signed with the previous key (lost): they verify by "
+        "hash and link only\n"
+    )
+    rekeyed = load_receipt(ws, "4")
+    assert (rekeyed.kind, rekeyed.signed_from, rekeyed.mac is not None) == (
+        "rekey",
+        "00000004",
+        True,
+    )
+    assert rekeyed.fields == {
+        "reason": "the laptop's disk died",
+        "previous_key": "lost",
+        "previously_signed": "00000001-00000003",
+        "problems": [],
+    }
+    key = ws.state_dir / KEY
+    assert key.stat().st_mode & 0o777 == 0o600 and key.read_text().endswith(" 4\n")
+    verified = cli("receipts", "verify")
+    assert (verified.returncode, verified.stdout) == (
+        0,
+        "receipts verified: 4 receipts, chain intact\n"
+        "note: 00000001-00000003: signed with a previous key, not verifiable (the key was "
+        "replaced by rekey 00000004; their hashes and links are checked)\n",
+    )
+    assert cli("route", "fix the lint errors").returncode == 0
+    assert load_receipt(ws, "5").signed_from == "00000004"
+    assert cli("receipts", "verify").returncode == 0
+    # Those receipts are still pinned by the rekey receipt's signed link.
+    _edit(_r(ws, 2))
+    assert verify_chain(ws) == [
+        "00000002: changed after it was written (content does not match its sha256)"
+    ]
+
+
+def test_rekey_replaces_a_valid_key_only_with_force(cli: CliRunner, ws: Workspace) -> None:
+    chain(ws, 2)
+    before = (ws.state_dir / KEY).read_text()
+    refused = cli("receipts", "rekey", "--reason", "it leaked")
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        f"error: {ws.state_dir / KEY}: holds a valid key: `receipts rekey` starts a new one when "
+        "it is lost or unreadable; --force replaces it (receipts it signed then verify by hash "
+        "and link only)\n",
+    )
+    assert (ws.state_dir / KEY).read_text() == before
+    done = json.loads(cli("receipts", "rekey", "--reason", "it leaked", "--force", "--json").stdout)
+    assert done == {
+        "receipt": "00000003",
+        "signed_from": "00000003",
+        "previous_key": "replaced",
+        "previously_signed": "00000001-00000002",
+        "problems": [],
+    }
+    assert (ws.state_dir / KEY).read_text() != before
     assert verify_chain(ws) == []
-    write_receipt(ws, "gate", {"after": "upgrade"})
-    assert load_receipt(ws, "4").mac is not None
+
+
+def test_a_key_replaced_by_hand_without_a_rekey_receipt_fails_verify(ws: Workspace) -> None:
+    chain(ws, 2)
+    (ws.state_dir / KEY).write_text(f"{'ab' * 32} 3\n")
+    assert verify_chain(ws) == [
+        "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is forged (its "
+        "signature does not match the key): receipts removed from the chain's end cannot be told",
+        *(
+            f"{rid}: signed with another key than the workspace's, and 00000003, where its key "
+            "begins, is no rekey receipt: forged, or the key was replaced by hand"
+            for rid in ("00000001", "00000002")
+        ),
+    ]
+
+
+def test_an_exported_key_imported_into_a_copy_lets_it_verify_macs_and_write(
+    cli: CliRunner, ws: Workspace, tmp_path: Path
+) -> None:
+    chain(ws, 3)
+    exported = tmp_path / "receipts.key"
+    out = cli("receipts", "key", "export", "--out", str(exported))
+    assert (out.returncode, out.stdout) == (0, f"receipts key written to {exported} (mode 0600)\n")
+    assert exported.stat().st_mode & 0o777 == 0o600
+    assert exported.read_text() == (ws.state_dir / KEY).read_text()
+    printed = cli("receipts", "key", "export")
+    assert printed.stdout == exported.read_text()
+
+    copy = tmp_path / "copy"  # another machine: the chain, and none of the first one's state
+    init_workspace(copy)
+    shutil.copytree(ws.receipts_dir, copy / "receipts", dirs_exist_ok=True)
+    other = Workspace(copy)
+    no_key = cli("receipts", "verify", workspace=copy)
+    assert (no_key.returncode, no_key.stdout) == (1, _problems(_key_missing(), ANCHOR_MISSING))
+    hashes = cli("receipts", "verify", "--hashes-only", workspace=copy)
+    assert (hashes.returncode, hashes.stdout) == (
+        0,
+        "receipts verified: 3 receipts, chain intact\n" + HASHES_ONLY,
+    )
+
+    imported = cli("receipts", "key", "import", str(exported), workspace=copy)
+    assert (imported.returncode, imported.stdout) == (
+        0,
+        f"receipts key imported into {other.state_dir / KEY} (first signed 00000001; it signs "
+        "receipt 00000003)\n",
+    )
+    assert (other.state_dir / KEY).stat().st_mode & 0o777 == 0o600
+    again = cli("receipts", "key", "import", str(exported), workspace=copy)
+    assert again.stdout == f"{other.state_dir / KEY}: already this key\n"
+    verified = cli("receipts", "verify", workspace=copy)
+    assert (verified.returncode, verified.stdout) == (
+        0,
+        "receipts verified: 3 receipts, chain intact\n",
+    )
+    # The copy writes to the chain with the same key, and checks MACs: a forgery is named.
+    assert write_receipt(other, "gate", {"check": "check by a second writer"}).id == "00000004"
+    assert load_receipt(other, "4").signed_from == "00000001"
+    _edit_and_rehash_keeping_the_mac(other.receipts_dir / "00000004.txt")
+    assert verify_chain(other) == [
+        "00000004: its signature does not match the workspace's key: forged, or rewritten "
+        "with recomputed hashes",
+        "00000004: changed after it was written (the chain's head records another sha256)",
+        "00000004: changed after it was written (AgentOS's record of the newest receipt "
+        "holds another sha256)",
+    ]
+
+
+def test_key_import_and_export_refuse_what_they_should_in_one_line(
+    cli: CliRunner, ws: Workspace, tmp_path: Path
+) -> None:
+    chain(ws, 2)
+    junk = tmp_path / "junk"
+    junk.write_text("not a key\n")
+    other = tmp_path / "other.key"
+    other.write_text(f"{'cd' * 32} 1\n")
+    exported = tmp_path / "exported.key"
+    assert cli("receipts", "key", "export", "--out", str(exported)).returncode == 0
+    key_file = ws.state_dir / KEY
+    cases = [
+        (
+            ("import", str(junk)),
+            f"{junk}: is not a receipts key (64 hex digits and the first receipt it signed, as "
+            "`agentos receipts key export` writes it)",
+        ),
+        (("import", str(tmp_path / "nowhere")), f"{tmp_path / 'nowhere'}: cannot be read: "),
+        (
+            ("import", str(other)),
+            f"{key_file}: holds another key: --force replaces it (receipts it signed then fail "
+            "verify)",
+        ),
+        (("export", "--out", str(junk)), f"{junk}: exists: remove it or choose another --out"),
+    ]
+    for args, message in cases:
+        result = cli("receipts", "key", *args)
+        assert (result.returncode, result.stdout) == (2, ""), args
+        assert result.stderr.startswith(f"error: {message}"), result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr
+    assert cli("receipts", "key", "export", "--out", str(exported)).returncode == 0  # same key
+    # Another workspace's key does not sign this chain: refused even where there is no key.
+    key_file.unlink()
+    wrong = cli("receipts", "key", "import", str(other))
+    assert (wrong.returncode, wrong.stderr) == (
+        2,
+        f"error: {other}: does not sign this workspace's receipts (receipt 00000002's "
+        "signature does not match it: another workspace's key?): --force imports it anyway\n",
+    )
+    assert cli("receipts", "key", "import", str(exported)).returncode == 0
     assert verify_chain(ws) == []
-    assert (ws.state_dir / "receipts.key").stat().st_mode & 0o777 == 0o600
+    key_file.unlink()
+    no_key = cli("receipts", "key", "export")
+    assert (no_key.returncode, no_key.stderr) == (
+        2,
+        f"error: {key_file}: is missing: there is no key to export (the first signed receipt "
+        "makes it)\n",
+    )
+
+
+def test_hashes_only_without_a_key_says_macs_were_not_checked(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    chain(ws, 2)
+    (ws.state_dir / KEY).unlink()
+    result = cli("receipts", "verify", "--hashes-only")
+    assert (result.returncode, result.stdout) == (
+        0,
+        "receipts verified: 2 receipts, chain intact\n" + HASHES_ONLY,
+    )
+    as_json = json.loads(cli("receipts", "verify", "--hashes-only", "--json").stdout)
+    assert (as_json["ok"], as_json["macs_checked"]) == (True, False)
+    assert as_json["notes"] == [HASHES_ONLY.removeprefix("note: ").rstrip("\n")]
+
+
+def _old_chain(ws: Workspace, count: int, key: bytes | None) -> None:
+    """Receipts as older AgentOS versions wrote them: before signing (no key, no anchor, no
+    mac), or the first signing version's (a mac and an anchor, no signed_from line)."""
+    previous = "none"
+    for seq in range(1, count + 1):
+        rid = receipt_id(seq)
+        content = (
+            f"receipt: {rid}\nkind: gate\ntime: 2026-11-01T00:00:00.000000Z\n"
+            f"check: check {seq}\nprevious: {previous}\n"
+        )
+        digest = hashlib.sha256(content.encode()).hexdigest()
+        mac = ""
+        if key is not None:
+            mac = f"mac: {hmac.new(key, f'{rid} {digest}'.encode(), 'sha256').hexdigest()}\n"
+        _r(ws, seq).write_text(content + f"sha256: {digest}\n" + mac)
+        previous = f"{rid} {digest}"
+    (ws.receipts_dir / HEAD_FILE).write_text(previous + "\n")
+    if key is not None:
+        (ws.state_dir / KEY).write_text(f"{key.hex()} 1\n")
+        rid, digest = previous.split()
+        anchor_mac = hmac.new(key, f"anchor {rid} {digest}".encode(), "sha256").hexdigest()
+        (ws.state_dir / ANCHOR).write_text(f"{previous} {anchor_mac}\n")
+
+
+def test_a_chain_written_before_signing_still_verifies_and_its_next_write_makes_the_key(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    _old_chain(ws, 3, key=None)
+    result = cli("receipts", "verify")
+    assert (result.returncode, result.stdout) == (
+        0,
+        "receipts verified: 3 receipts, chain intact\n",
+    )
+    assert not (ws.state_dir / KEY).exists()
+    assert write_receipt(ws, "gate", {"after": "upgrade"}).id == "00000004"
+    assert load_receipt(ws, "4").signed_from == "00000004"
+    assert (ws.state_dir / KEY).stat().st_mode & 0o777 == 0o600
+    assert verify_chain(ws) == []
+    # From there on, a receipt in the old unsigned form is a stripped or forged one.
+    _forge_next(ws, 5, f"00000004 {load_receipt(ws, '4').sha256}")
+    assert verify_chain(ws) == [
+        "00000005: carries no signature, though receipts here are signed from 00000004 on: its "
+        "mac was stripped, or it was written outside AgentOS"
+    ]
+
+
+def test_a_chain_of_the_first_signing_version_verifies_and_its_stripped_macs_are_named(
+    ws: Workspace,
+) -> None:
+    secret = bytes(range(32))
+    _old_chain(ws, 3, key=secret)
+    assert verify_chain(ws) == []
+    assert write_receipt(ws, "gate", {}).id == "00000004"
+    assert load_receipt(ws, "4").signed_from == "00000001"
+    assert verify_chain(ws) == []
+    # Its older receipts carry no signed_from, but the newer ones say signing began at 1.
+    text = _r(ws, 2).read_text()
+    _r(ws, 2).write_text(text[: text.index("mac: ")])
+    (ws.state_dir / KEY).unlink()
+    (ws.state_dir / ANCHOR).unlink()
+    assert verify_receipts(ws, hashes_only=True).problems == (_STRIPPED.format("00000002"),)
+
+
+def test_signing_off_writes_unsigned_receipts_that_verify_and_verify_says_so(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {sign: false}\n")
+    ws = Workspace(ws.root)
+    chain(ws, 2)
+    parsed = load_receipt(ws, "2")
+    assert (parsed.signed_from, parsed.mac) == ("off", None)
+    assert not (ws.state_dir / KEY).exists() and not (ws.state_dir / ANCHOR).exists()
+    result = cli("receipts", "verify")
+    assert (result.returncode, result.stdout) == (
+        0,
+        "receipts verified: 2 receipts, chain intact\n"
+        "note: signing is off (agentos.yaml: receipts: {sign: false}): new receipts carry no "
+        "mac, and only their hashes and links are checked\n"
+        "note: 2 receipts written with signing off: no mac, only hashes and links\n",
+    )
+    refused = cli("receipts", "rekey", "--reason", "why not")
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        f"error: {ws.settings_file}: receipts.sign: is false: receipts are not signed here, so "
+        "there is no key to replace\n",
+    )
+    # Turned on again: the workspace was never signed, so its first key is made.
+    ws.settings_file.write_text("run: {guardian: false}\n")
+    ws = Workspace(ws.root)
+    assert write_receipt(ws, "gate", {}).id == "00000003"
+    assert load_receipt(ws, "3").signed_from == "00000003"
+    assert verify_receipts(ws).notes == (
+        "2 receipts written with signing off: no mac, only hashes and links",
+    )
+    # Signed, then off, with the key gone meanwhile: turned on again, no key is made silently.
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {sign: false}\n")
+    ws = Workspace(ws.root)
+    (ws.state_dir / KEY).unlink()
+    (ws.state_dir / ANCHOR).unlink()
+    assert write_receipt(ws, "gate", {}).id == "00000004"
+    ws.settings_file.write_text("run: {guardian: false}\n")
+    ws = Workspace(ws.root)
+    with pytest.raises(BadInput, match=r"\(receipt 00000003 is signed\)"):
+        write_receipt(ws, "gate", {})
+
+
+def test_a_bad_sign_setting_is_one_line_naming_file_and_field(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    ws.settings_file.write_text("receipts: {sign: maybe}\n")
+    result = cli("receipts", "verify")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"error: {ws.settings_file}: receipts.sign: Input should be a valid boolean, unable to "
+        "interpret input\n"
+    )
 
 
 def test_a_head_that_is_a_directory_is_one_line(cli: CliRunner, ws: Workspace) -> None:
@@ -530,7 +926,7 @@ def test_verify_cli_exits_1_and_names_the_receipt(cli: CliRunner, ws: Workspace)
     result = cli("receipts", "verify")
     assert (result.returncode, result.stdout) == (
         1,
-        "tampered: 00000002: changed after it was written (content does not match its sha256)\n",
+        "problem: 00000002: changed after it was written (content does not match its sha256)\n",
     )
 
 
@@ -564,7 +960,12 @@ def _rebuilt(parsed: ParsedReceipt) -> str:
     elif parsed.request is not None:
         render("request", parsed.request, "", lines)
     lines += render_fields(parsed.fields)
-    lines += [f"previous: {parsed.previous}", f"sha256: {parsed.sha256}", f"mac: {parsed.mac}"]
+    lines += [
+        f"signed_from: {parsed.signed_from}",
+        f"previous: {parsed.previous}",
+        f"sha256: {parsed.sha256}",
+        f"mac: {parsed.mac}",
+    ]
     return "".join(f"{line}\n" for line in lines)
 
 
@@ -796,6 +1197,7 @@ def test_receipts_show_json_prints_the_parsed_fields_and_the_text(
             "passed": False,
             "checks": [{"name": "tests", "exit": 1, "tail": "FAILED\nx: y"}],
         },
+        "signed_from": "00000001",
         "previous": "none",
         "sha256": written.sha256,
         "mac": parse_receipt(written.path.read_text()).mac,

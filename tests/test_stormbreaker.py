@@ -576,6 +576,7 @@ def test_gate_run_writes_a_gate_receipt_in_the_chain(cli: Any, ws: Workspace, re
         "    result: pass\n"
         "    duration: X\n"
         f"    digest: {readme_digest}\n"
+        "signed_from: 00000001\n"
         "previous: none\n"
         "sha256: X\n"
         "mac: X\n"

@@ -107,12 +107,12 @@ def receipts(ws: Workspace, run_id: str | None = None, last: int | None = None) 
     return {"receipts": [r.as_dict() for r in found]}
 
 
-def receipts_verified(ws: Workspace) -> dict[str, Any]:
-    """``agentos receipts verify --json``: whether the chain is intact, and what is not."""
-    from agentos.receipts import verify_chain
+def receipts_verified(ws: Workspace, hashes_only: bool = False) -> dict[str, Any]:
+    """``agentos receipts verify --json``: whether the chain is intact, what is not, and
+    what else is true of it (signing off, macs not checked, a replaced key)."""
+    from agentos.receipts import verify_receipts
 
-    problems = verify_chain(ws)
-    return {"ok": not problems, "problems": problems}
+    return verify_receipts(ws, hashes_only=hashes_only).as_dict()
 
 
 def guardian(ws: Workspace) -> dict[str, Any]:

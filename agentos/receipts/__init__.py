@@ -11,6 +11,7 @@ The file is ``key: value`` lines a person reads with ``cat``::
     request: fix the lint errors           (or request_sha256: ... when redacted)
     decision: route
     ...the kind's own fields...
+    signed_from: 00000001                  (from which receipt on receipts here are signed)
     previous: 00000041 <sha256 of receipt 00000041>
     sha256: <sha256 of every line above this one>
     mac: <HMAC-SHA256 of "00000042 <sha256>" under the workspace's key>
@@ -27,18 +28,24 @@ files.
 and fields, the same mappings, lists and scalars that were written: how fields are written
 and read is :mod:`agentos.receipts.format`, the one owner of the format.
 
-:func:`verify_chain` recomputes every receipt's hash, link and mac, and compares the
-newest receipt with the head, so an edited, removed, reordered or moved receipt is
-reported by id.
+The chain is keyed. The key is ``.agentos/receipts.key`` (32 random bytes and the first
+receipt it signed, mode 0600, made with the first signed receipt), outside the receipts
+folder and hidden from every sandbox. Each receipt's ``mac`` line signs its id and sha256,
+and every append also records the newest receipt, signed, in ``.agentos/receipts.anchor``.
+Each receipt says, in its hashed body, from which receipt on the workspace's receipts are
+signed (``signed_from``; ``off`` when ``receipts: {sign: false}`` turns signing off), so a
+receipt whose mac was stripped is told even with the key and the anchor deleted. Once
+receipts were signed, a lost key is an error, never silently replaced: restore it, import
+it (:func:`import_key`, from :func:`export_key` on another writer) or start a new one with
+:func:`rekey`, whose receipt says so.
 
-The chain is keyed. The key is ``.agentos/receipts.key`` (32 random bytes, mode 0600,
-made with the first receipt), outside the receipts folder and hidden from every sandbox.
-Each receipt's ``mac`` line signs its id and sha256, and every append also records the
-newest receipt, signed, in ``.agentos/receipts.anchor``. So a receipt appended by hand
-(however well chained), a tail rewritten with recomputed hashes, and receipts removed
-from the end with ``.head`` rewritten to match are each detected and named: the first two
-carry no valid mac, the last leaves the anchor ahead of the files. Receipts written before
-a workspace had a key (before the first signed one) are accepted unsigned.
+:func:`verify_receipts` (and :func:`verify_chain`, its problems alone) recomputes every
+receipt's hash, link and mac, checks ``signed_from``, and compares the newest receipt with
+the head and the anchor, so an edited, removed, reordered, moved, forged or stripped
+receipt is reported by id, and a missing key or anchor by name (see
+:mod:`agentos.receipts.verify` for what each finding means, and what no check on disk can
+tell). Receipts written before AgentOS signed them (no ``signed_from``, no mac) verify as
+they did.
 
 Its parts: :mod:`~agentos.receipts.chain` (ids, files, the head and its lock),
 :mod:`~agentos.receipts.sign` (the key and the anchor), :mod:`~agentos.receipts.write`,
@@ -59,9 +66,17 @@ from agentos.receipts.read import (
     receipt_path,
 )
 from agentos.receipts.redact import redact
-from agentos.receipts.sign import ANCHOR_FILE, KEY_FILE, STATE_ANCHOR, STATE_KEY
-from agentos.receipts.verify import verify_chain
-from agentos.receipts.write import Receipt, write_receipt
+from agentos.receipts.sign import (
+    ANCHOR_FILE,
+    KEY_FILE,
+    STATE_ANCHOR,
+    STATE_KEY,
+    KeyImport,
+    export_key,
+    import_key,
+)
+from agentos.receipts.verify import ChainReport, verify_chain, verify_receipts
+from agentos.receipts.write import Receipt, Rekeyed, rekey, write_receipt
 
 __all__ = [
     "ANCHOR_FILE",
@@ -72,9 +87,14 @@ __all__ = [
     "STATE_ANCHOR",
     "STATE_KEY",
     "SUFFIX",
+    "ChainReport",
+    "KeyImport",
     "ParsedReceipt",
     "Receipt",
     "ReceiptInfo",
+    "Rekeyed",
+    "export_key",
+    "import_key",
     "list_receipts",
     "load_receipt",
     "parse_receipt",
@@ -82,6 +102,8 @@ __all__ = [
     "receipt_id",
     "receipt_path",
     "redact",
+    "rekey",
     "verify_chain",
+    "verify_receipts",
     "write_receipt",
 ]

@@ -1,8 +1,13 @@
-"""The chain on disk: receipt ids and files, and ``receipts/.head``, both the lock and the
-record of the newest receipt.
+"""The chain on disk: receipt ids and files, ``receipts/.head`` (both the lock and the
+record of the newest receipt), and the lines that close every receipt.
 
 Everything goes through a directory fd: no path is looked up twice. A receipt that is not a
 regular file (a FIFO, a directory, a link) is read as empty, never waited on.
+
+A receipt ends with ``signed_from: ID`` (the receipt from which the workspace's receipts
+are signed; ``off`` when its settings turn signing off; absent in receipts written before
+AgentOS signed them), ``previous: ID SHA256``, ``sha256:`` of everything above, and
+``mac:`` when it is signed.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentos.errors import BadInput
@@ -26,11 +32,59 @@ FIRST = "none"  # what the first receipt records as its previous
 NAME_RE = re.compile(rf"^(\d{{{ID_DIGITS},}})\.txt$")
 TRAILER_RE = re.compile(rb"(?:^|\n)sha256: ([0-9a-f]{64})\n(?:mac: ([0-9a-f]{64})\n)?\Z")
 PREVIOUS_RE = re.compile(rb"\nprevious: ([^\n]*)\n\Z")
+SIGNED_FROM_RE = re.compile(rb"(?:^|\n)signed_from: ([^\n]*)\nprevious: [^\n]*\n\Z")
 SHA_RE = re.compile(r"[0-9a-f]{64}")
+OFF = "off"  # signed_from of a receipt written with signing turned off
 
 
 def receipt_id(seq: int) -> str:
     return f"{seq:0{ID_DIGITS}d}"
+
+
+def parse_id(text: str) -> int | None:
+    """The position ``text`` names when it is a receipt id as written (``00000042``)."""
+    if not text.isdigit() or receipt_id(int(text)) != text or int(text) == 0:
+        return None
+    return int(text)
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A receipt's closing lines: the sha256 it declares over ``content`` (everything above
+    that line), its mac ("" when unsigned), and its ``signed_from`` (None when it has none:
+    written before AgentOS signed receipts)."""
+
+    content: bytes
+    sha256: str
+    mac: str
+    signed_from: str | None
+
+    @property
+    def signing_starts(self) -> int | None:
+        """The receipt from which, this one says, every receipt is signed."""
+        if self.signed_from is None or self.signed_from == OFF:
+            return None
+        return parse_id(self.signed_from)
+
+    @property
+    def claims_signed(self) -> bool:
+        """Signed, or saying so (a ``signed_from`` other than ``off``)."""
+        return bool(self.mac) or self.signed_from not in (None, OFF)
+
+
+def sealed(data: bytes) -> Sealed | None:
+    """The closing lines of a receipt's bytes; None when its sha256 line is gone."""
+    found = TRAILER_RE.search(data)
+    if found is None:
+        return None
+    content = data[: found.start() + (1 if found.group(0).startswith(b"\n") else 0)]
+    marker = SIGNED_FROM_RE.search(content)
+    return Sealed(
+        content,
+        found.group(1).decode(),
+        (found.group(2) or b"").decode(),
+        None if marker is None else marker.group(1).decode("utf-8", "replace"),
+    )
 
 
 def read_regular(name: str | Path, dir_fd: int | None = None) -> bytes:
@@ -106,6 +160,22 @@ class Chain:
         data = f"{rid} {digest}\n".encode()
         os.pwrite(self.head_fd, data, 0)
         os.ftruncate(self.head_fd, len(data))
+
+    def sealed(self, seq: int) -> Sealed | None:
+        return sealed(self.read(f"{receipt_id(seq)}{SUFFIX}"))
+
+    def newest_signed(self, seq: int) -> tuple[int, Sealed] | None:
+        """The newest receipt up to ``seq`` that is signed or says it is, passing over those
+        written with signing off and those that cannot be read; None when a receipt written
+        before signing existed (or the chain's start) comes first."""
+        while seq > 0:
+            found = self.sealed(seq)
+            if found is not None and found.claims_signed:
+                return seq, found
+            if found is not None and found.signed_from is None:
+                return None
+            seq -= 1
+        return None
 
     def declared(self, name: str) -> str:
         """The sha256 a receipt declares on its last line (of its raw bytes when it has none)."""

@@ -23,7 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 HEADER = ("receipt", "kind", "time", "run")
-RESERVED = frozenset({*HEADER, "request", "request_sha256", "previous", "sha256", "mac"})
+RESERVED = frozenset(
+    {*HEADER, "request", "request_sha256", "signed_from", "previous", "sha256", "mac"}
+)
 KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _JSON_ESCAPE = re.compile(r"[\x7f-\x9f\u2028\u2029]")  # json.dumps leaves these raw

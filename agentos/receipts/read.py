@@ -89,9 +89,9 @@ def read_receipt(ws: Workspace, id: str) -> str:
 @dataclass(frozen=True)
 class ParsedReceipt:
     """A receipt read back: its header, its request, its fields as they were written (the
-    same mappings, lists and scalars, see :mod:`agentos.receipts.format`), its chain link,
-    and its text. ``problem`` names the first line that could not be read (a receipt edited
-    by hand); the fields before it are kept."""
+    same mappings, lists and scalars, see :mod:`agentos.receipts.format`), its chain link
+    and signature lines, and its text. ``problem`` names the first line that could not be
+    read (a receipt edited by hand); the fields before it are kept."""
 
     id: str
     kind: str
@@ -106,6 +106,7 @@ class ParsedReceipt:
     text: str
     path: Path | None = None
     mac: str | None = None
+    signed_from: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -117,6 +118,7 @@ class ParsedReceipt:
             "request": self.request,
             "request_sha256": self.request_sha256,
             "fields": self.fields,
+            "signed_from": self.signed_from,
             "previous": self.previous,
             "sha256": self.sha256,
             "mac": self.mac,
@@ -140,7 +142,7 @@ def parse_receipt(text: str, path: Path | None = None) -> ParsedReceipt:
         start += 1
     end = len(lines)
     trailer: dict[str, str] = {}
-    for key in ("mac", "sha256", "previous"):
+    for key in ("mac", "sha256", "previous", "signed_from"):
         if end > start and lines[end - 1].startswith(f"{key}: "):
             trailer[key] = lines[end - 1][len(key) + 2 :]
             end -= 1
@@ -164,6 +166,7 @@ def parse_receipt(text: str, path: Path | None = None) -> ParsedReceipt:
         text=text,
         path=path,
         mac=trailer.get("mac"),
+        signed_from=trailer.get("signed_from"),
     )
 
 
