@@ -128,6 +128,34 @@ def _finder_tables() -> list[tuple[str, dict[Any, Any]]]:
     return tables
 
 
+def _pth_paths() -> list[str]:
+    """The directories the ``.pth`` files of this interpreter's site directories name, as
+    ``site`` reads them: ``site`` leaves out those that do not exist, and in a sandbox the
+    main checkout does not (only its worktree does)."""
+    import site
+
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    if site.ENABLE_USER_SITE and hasattr(site, "getusersitepackages"):
+        dirs.append(site.getusersitepackages())
+    found: list[str] = []
+    for sitedir in dirs:
+        try:
+            names = sorted(n for n in os.listdir(sitedir) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(sitedir, name), encoding="utf-8") as fh:
+                    lines = fh.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for line in lines:
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    found.append(os.path.join(sitedir, line))
+    return found
+
+
 def _plan(pairs: Pairs) -> tuple[list[str], list[tuple[dict[Any, Any], dict[Any, Any]]], list[str]]:
     """What to change: the new sys.path, each finder table's new content, and a log."""
     protected = _protected()
@@ -138,6 +166,13 @@ def _plan(pairs: Pairs) -> tuple[list[str], list[tuple[dict[Any, Any], dict[Any,
         if moved is not None:
             log.append("sys.path " + entry + " -> " + moved)
         new_path.append(moved or entry)
+    for entry in _pth_paths():  # a .pth entry site left out: its main checkout is hidden
+        if entry in sys.path:
+            continue
+        moved = _moved(entry, pairs, protected, True)
+        if moved is not None and moved not in new_path:
+            log.append(".pth " + entry + " -> " + moved)
+            new_path.append(moved)
     updates: list[tuple[dict[Any, Any], dict[Any, Any]]] = []
     for label, table in _finder_tables():
         new_table = _moved_dict(table, pairs, protected)
