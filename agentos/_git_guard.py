@@ -7,7 +7,7 @@ what it chose. In a sandbox the repository's git directory is read-only to the a
 ``sandbox.backend: none`` it is not, so a run takes a :class:`GitGuard` of the repository
 before its agents start and calls :meth:`GitGuard.restore` after each attempt and at its
 end: what changed is put back and named, for the receipt. (AgentOS's own git commands
-also run with hooks and the file-system monitor off, see :func:`agentos.worktrees._git`.)
+also run with hooks and the file-system monitor off, see :func:`agentos.worktrees.git_result`.)
 
 Watched: the repository's ``config`` (compared entry by entry; git's own
 ``extensions.worktreeConfig``, which sparse worktrees set, is not the agent's), its

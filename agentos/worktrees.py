@@ -13,7 +13,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,13 +68,15 @@ def git_env() -> dict[str, str]:
 def run_git(repo_dir: Path, *args: str) -> str:
     """A git command of AgentOS's own in ``repo_dir`` (see :func:`_git`); its output.
     A failure is :class:`OperationFailed` naming the command."""
-    return _git(repo_dir, *args).stdout
+    return git_result(repo_dir, *args).stdout
 
 
-def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def git_result(
+    repo_dir: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run a git command in ``repo_dir``: no hooks, no file-system monitor, no signing
     program, with :func:`git_env` (so a filter or program a configuration names does not
-    get the secrets of the run)."""
+    get the secrets of the run) and ``env`` added to it."""
     argv = [
         "git",
         "-c",
@@ -93,7 +95,7 @@ def _git(repo_dir: Path, *args: str, check: bool = True) -> subprocess.Completed
         result = subprocess.run(
             argv,
             cwd=repo_dir,
-            env=git_env(),
+            env={**git_env(), **(env or {})},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -175,7 +177,7 @@ def git_dir(repo_dir: Path) -> Path:
     dot_git = repo_dir / ".git"
     if dot_git.is_dir() and not dot_git.is_symlink():
         return dot_git.resolve()
-    out = _git(repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout
+    out = git_result(repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout
     return Path(out.strip()).resolve()
 
 
@@ -221,7 +223,7 @@ def refuse_uncommitted(repo_dir: Path, where: str = "") -> None:
 
 def log_grep(repo_dir: Path, revs: str, text: str) -> list[str]:
     """Commits in ``revs`` whose message holds ``text`` (a fixed string), newest first."""
-    out = _git(
+    out = git_result(
         repo_dir, "log", "--format=%H", "--fixed-strings", f"--grep={text}", revs, check=False
     )
     return out.stdout.split() if out.returncode == 0 else []
@@ -229,7 +231,7 @@ def log_grep(repo_dir: Path, revs: str, text: str) -> list[str]:
 
 def tracked_changes(repo_dir: Path) -> list[str]:
     """Tracked files with uncommitted changes."""
-    out = _git(repo_dir, "status", "--porcelain", "--untracked-files=no").stdout
+    out = git_result(repo_dir, "status", "--porcelain", "--untracked-files=no").stdout
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
@@ -248,14 +250,16 @@ def add_worktree(
     path.parent.mkdir(parents=True, exist_ok=True)
     sparse = bool(sparse_paths) and _file_count(repo_dir, base) >= SPARSE_MIN_FILES
     with repo_lock(repo_dir):
-        _git(repo_dir, "worktree", "add", "-q", "--no-checkout", "-b", branch, str(path), base)
+        git_result(
+            repo_dir, "worktree", "add", "-q", "--no-checkout", "-b", branch, str(path), base
+        )
         if sparse:
-            _git(path, "sparse-checkout", "set", "--no-cone", *(sparse_paths or []))
-    _git(path, "checkout", "-q", branch)
+            git_result(path, "sparse-checkout", "set", "--no-cone", *(sparse_paths or []))
+    git_result(path, "checkout", "-q", branch)
 
 
 def _file_count(repo_dir: Path, rev: str) -> int:
-    out = _git(repo_dir, "ls-tree", "-r", "--name-only", rev).stdout
+    out = git_result(repo_dir, "ls-tree", "-r", "--name-only", rev).stdout
     return out.count("\n")
 
 
@@ -273,7 +277,9 @@ def restore_gitfile(repo_dir: Path, worktree: Path) -> bool:
     of the worktree (its admin directory, which the agent cannot write). True when it had
     changed (or could not be verified and was left alone: False)."""
     common = Path(
-        _git(repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip()
+        git_result(
+            repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir"
+        ).stdout.strip()
     )
     dot_git = worktree / ".git"
     admin = next(
@@ -307,12 +313,12 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
     """Commit everything the agent changed; returns the commit, or None when nothing changed."""
     if not worktree.is_dir():
         return None
-    sparse = _git(worktree, "sparse-checkout", "list", check=False).returncode == 0
+    sparse = git_result(worktree, "sparse-checkout", "list", check=False).returncode == 0
     # In a sparse worktree, new files outside the sparse paths are the agent's work too.
-    _git(worktree, "add", "-A", *(["--sparse"] if sparse else []))
-    if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
+    git_result(worktree, "add", "-A", *(["--sparse"] if sparse else []))
+    if git_result(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return None
-    _git(
+    git_result(
         worktree,
         "-c",
         f"user.name={author}",
@@ -324,7 +330,7 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
         "-m",
         message,
     )
-    return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+    return git_result(worktree, "rev-parse", "HEAD").stdout.strip()
 
 
 def to_commit(worktree: Path) -> list[str]:
@@ -332,10 +338,10 @@ def to_commit(worktree: Path) -> list[str]:
     changes dropped, and every file that is not in the commit removed, those git ignores
     included (build output, caches, ``__pycache__``), but AgentOS's own ``AGENTOS_*.md``.
     Returns the paths removed."""
-    _git(worktree, "reset", "-q", "--hard", check=False)
+    git_result(worktree, "reset", "-q", "--hard", check=False)
     keep = ("-e", AGENT_FILES_GLOB)
-    listed = _git(worktree, "clean", "-ffdxn", *keep, check=False).stdout
-    _git(worktree, "clean", "-ffdxq", *keep, check=False)
+    listed = git_result(worktree, "clean", "-ffdxn", *keep, check=False).stdout
+    git_result(worktree, "clean", "-ffdxq", *keep, check=False)
     return [
         line.removeprefix("Would remove ").rstrip("/")
         for line in listed.splitlines()
@@ -345,7 +351,7 @@ def to_commit(worktree: Path) -> list[str]:
 
 def touches(repo_dir: Path, base: str, commit: str, path: str) -> bool:
     """Whether ``commit`` changes ``path`` against ``base``."""
-    out = _git(repo_dir, "diff", "--name-only", base, commit, "--", path, check=False).stdout
+    out = git_result(repo_dir, "diff", "--name-only", base, commit, "--", path, check=False).stdout
     return bool(out.strip())
 
 
@@ -353,7 +359,7 @@ def new_gitlinks(worktree: Path, base: str) -> list[str]:
     """Paths that HEAD records as a nested repository (a gitlink) and ``base`` did not: a
     repository an agent made inside its worktree lands as a pointer to a commit the target
     does not have, never as its files."""
-    out = _git(worktree, "diff", "--raw", "--no-renames", base, "HEAD", check=False).stdout
+    out = git_result(worktree, "diff", "--raw", "--no-renames", base, "HEAD", check=False).stdout
     found = []
     for line in out.splitlines():
         meta, _, path = line.partition("\t")
@@ -365,16 +371,16 @@ def new_gitlinks(worktree: Path, base: str) -> list[str]:
 
 def reset_to_head(worktree: Path) -> None:
     """Drop what is not committed (not ignored files): what a gate's checks left behind."""
-    _git(worktree, "reset", "-q", "--hard", check=False)
-    _git(worktree, "clean", "-fdq", check=False)
+    git_result(worktree, "reset", "-q", "--hard", check=False)
+    git_result(worktree, "clean", "-fdq", check=False)
 
 
 def remove_worktree(repo_dir: Path, path: Path) -> None:
     """Remove a worktree and its registration (its work must be committed first)."""
     with repo_lock(repo_dir):
         if path.exists():
-            _git(repo_dir, "worktree", "remove", "--force", "--force", str(path), check=False)
-        _git(repo_dir, "worktree", "prune", check=False)
+            git_result(repo_dir, "worktree", "remove", "--force", "--force", str(path), check=False)
+        git_result(repo_dir, "worktree", "prune", check=False)
 
 
 def commits_ahead(repo_dir: Path, branch: str, base: str) -> int:
@@ -382,13 +388,13 @@ def commits_ahead(repo_dir: Path, branch: str, base: str) -> int:
     cannot tell (callers must then treat the branch as holding work)."""
     if not branch_exists(repo_dir, branch):
         return 0
-    result = _git(repo_dir, "rev-list", "--count", f"{base}..{branch}", check=False)
+    result = git_result(repo_dir, "rev-list", "--count", f"{base}..{branch}", check=False)
     return int(result.stdout.strip()) if result.returncode == 0 else -1
 
 
 def branch_exists(repo_dir: Path, branch: str) -> bool:
     return (
-        _git(
+        git_result(
             repo_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False
         ).returncode
         == 0
@@ -398,13 +404,13 @@ def branch_exists(repo_dir: Path, branch: str) -> bool:
 def delete_branch(repo_dir: Path, *branches: str) -> None:
     if branches:
         with repo_lock(repo_dir):
-            _git(repo_dir, "branch", "-D", *branches, check=False)
+            git_result(repo_dir, "branch", "-D", *branches, check=False)
 
 
 def head(repo_dir: Path) -> tuple[str | None, str]:
     """(the checked-out branch or None when detached, the HEAD commit)."""
-    branch = _git(repo_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
-    commit = _git(repo_dir, "rev-parse", "HEAD").stdout.strip()
+    branch = git_result(repo_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    commit = git_result(repo_dir, "rev-parse", "HEAD").stdout.strip()
     return (branch.stdout.strip() or None) if branch.returncode == 0 else None, commit
 
 
@@ -491,7 +497,7 @@ def integrate(
     with repo_lock(repo_dir):
         result = _integrated(repo_dir, onto, landings, run_id, scratch, "run", keep=False)
         if result.merged:
-            _git(repo_dir, "update-ref", ref, result.commit or onto)
+            git_result(repo_dir, "update-ref", ref, result.commit or onto)
             result.commit = result.commit or onto
         return result
 
@@ -510,17 +516,19 @@ def _integrated(
     branch; with ``keep`` the worktree stays for the caller (it removes it)."""
     integration = integration_branch(run_id)
     delete_branch(repo_dir, integration)
-    _git(repo_dir, "worktree", "add", "-q", "-b", integration, str(scratch), onto)
+    git_result(repo_dir, "worktree", "add", "-q", "-b", integration, str(scratch), onto)
     landed: list[str] = []
     merged = ""
     try:
         for item in landings:
-            result = _git(scratch, "merge", "--squash", "--no-commit", item.commit, check=False)
-            conflicts = _git(
+            result = git_result(
+                scratch, "merge", "--squash", "--no-commit", item.commit, check=False
+            )
+            conflicts = git_result(
                 scratch, "diff", "--name-only", "--diff-filter=U", check=False
             ).stdout.split()
             if result.returncode != 0 or conflicts:
-                _git(scratch, "reset", "-q", "--hard", check=False)
+                git_result(scratch, "reset", "-q", "--hard", check=False)
                 return MergeResult(
                     False,
                     conflicts=conflicts,
@@ -536,7 +544,7 @@ def _integrated(
             authors = ", ".join(dict.fromkeys(item.author for item in landings))
             landed.append(_commit_staged(scratch, message, authors))
         landed = [c for c in landed if c]
-        merged = _git(scratch, "rev-parse", "HEAD").stdout.strip()
+        merged = git_result(scratch, "rev-parse", "HEAD").stdout.strip()
         return MergeResult(True, merged if landed else None, commits=landed, onto=onto)
     finally:
         if not keep or not merged:
@@ -556,7 +564,7 @@ def _land(
     todo = [item for item in landings if _changes_something(repo_dir, target, item.commit)]
     if not todo:
         return MergeResult(True, None, message="no agent changed anything; nothing to merge")
-    tip = _git(repo_dir, "rev-parse", f"refs/heads/{target}").stdout.strip()
+    tip = git_result(repo_dir, "rev-parse", f"refs/heads/{target}").stdout.strip()
     result = _integrated(repo_dir, tip, todo, run_id, scratch, squash, keep=True)
     if not result.merged:
         result.message = result.message.replace("the target", target)
@@ -600,9 +608,9 @@ def _judge_integration(
 ) -> IntegrationVerdict:
     """The integration gate, or why it need not run: the integrated tree is exactly one an
     agent's gate passed (one agent onto the target it started from)."""
-    tree = _git(repo_dir, "rev-parse", f"{merged}^{{tree}}").stdout.strip()
+    tree = git_result(repo_dir, "rev-parse", f"{merged}^{{tree}}").stdout.strip()
     for item in todo:
-        gated = _git(repo_dir, "rev-parse", f"{item.commit}^{{tree}}").stdout.strip()
+        gated = git_result(repo_dir, "rev-parse", f"{item.commit}^{{tree}}").stdout.strip()
         if gated == tree:
             return IntegrationVerdict(
                 True,
@@ -614,15 +622,15 @@ def _judge_integration(
 
 def _changes_something(repo_dir: Path, target: str, commit: str) -> bool:
     """Whether ``commit`` holds work that is not on ``target`` yet."""
-    result = _git(repo_dir, "merge-base", "--is-ancestor", commit, target, check=False)
+    result = git_result(repo_dir, "merge-base", "--is-ancestor", commit, target, check=False)
     return result.returncode != 0
 
 
 def _commit_staged(worktree: Path, message: str, author: str) -> str:
     """Commit what is staged (nothing staged: no commit, ""); return the commit."""
-    if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
+    if git_result(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
         return ""
-    _git(
+    git_result(
         worktree,
         "-c",
         f"user.name={author}",
@@ -634,7 +642,7 @@ def _commit_staged(worktree: Path, message: str, author: str) -> str:
         "-m",
         message,
     )
-    return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+    return git_result(worktree, "rev-parse", "HEAD").stdout.strip()
 
 
 def integration_branch(run_id: str) -> str:
@@ -659,13 +667,13 @@ def archive_branch(repo_dir: Path, branch: str, ref: str) -> None:
     """Move ``branch`` to the hidden ``ref`` (and delete the branch)."""
     with repo_lock(repo_dir):
         if branch_exists(repo_dir, branch):
-            _git(repo_dir, "update-ref", ref, f"refs/heads/{branch}")
+            git_result(repo_dir, "update-ref", ref, f"refs/heads/{branch}")
             delete_branch(repo_dir, branch)
 
 
 def refs_under(repo_dir: Path, prefix: str) -> list[tuple[str, float]]:
     """Every ref under ``prefix`` with its commit time (seconds since the epoch)."""
-    out = _git(
+    out = git_result(
         repo_dir,
         "for-each-ref",
         "--format=%(refname)%09%(committerdate:unix)",
@@ -682,20 +690,22 @@ def refs_under(repo_dir: Path, prefix: str) -> list[tuple[str, float]]:
 def delete_refs(repo_dir: Path, *refs: str) -> None:
     with repo_lock(repo_dir):
         for ref in refs:
-            _git(repo_dir, "update-ref", "-d", ref, check=False)
+            git_result(repo_dir, "update-ref", "-d", ref, check=False)
 
 
 def diff(repo_dir: Path, base: str, commit: str, *, stat: bool = False) -> str:
     """``git diff base commit`` (``--stat`` with ``stat``), as text."""
     args = ["--stat"] if stat else []
-    return _git(
+    return git_result(
         repo_dir, "-c", "core.quotepath=off", "diff", "--no-ext-diff", *args, base, commit
     ).stdout
 
 
 def rev(repo_dir: Path, name: str) -> str | None:
     """The commit ``name`` names, or None."""
-    result = _git(repo_dir, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False)
+    result = git_result(
+        repo_dir, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False
+    )
     return result.stdout.strip() or None if result.returncode == 0 else None
 
 
@@ -706,7 +716,7 @@ def _advance(repo_dir: Path, target: str, merged: str, tip: str) -> None:
     if checked_out == target:
         # The user's checkout is on the target: a fast-forward keeps their working tree
         # right, and refuses when the branch is no longer at the judged commit.
-        result = _git(repo_dir, "merge", "--ff-only", "--no-edit", merged, check=False)
+        result = git_result(repo_dir, "merge", "--ff-only", "--no-edit", merged, check=False)
         if result.returncode != 0:
             raise OperationFailed(
                 f"could not merge into {target} in {repo_dir}: "
@@ -714,7 +724,7 @@ def _advance(repo_dir: Path, target: str, merged: str, tip: str) -> None:
                 "(the agent branches are kept)"
             )
         return
-    result = _git(repo_dir, "update-ref", f"refs/heads/{target}", merged, tip, check=False)
+    result = git_result(repo_dir, "update-ref", f"refs/heads/{target}", merged, tip, check=False)
     if result.returncode != 0:
         raise OperationFailed(
             f"{target} moved while the work was being integrated and judged; nothing "
@@ -724,14 +734,16 @@ def _advance(repo_dir: Path, target: str, merged: str, tip: str) -> None:
 
 def prune(repo_dir: Path) -> None:
     with repo_lock(repo_dir):
-        _git(repo_dir, "worktree", "prune", check=False)
+        git_result(repo_dir, "worktree", "prune", check=False)
 
 
 def common_repo(worktree: Path) -> Path | None:
     """The main repository a worktree belongs to, or None when it is not a worktree."""
     if not (worktree / ".git").exists():
         return None
-    result = _git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
+    result = git_result(
+        worktree, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False
+    )
     if result.returncode != 0:
         return None
     return Path(result.stdout.strip()).parent

@@ -45,7 +45,8 @@ from agentos import _checks_run as cr
 from agentos._fs import atomic_write
 from agentos.gate import findings as fd
 from agentos.gate.records import FAILING, PASSING, Records, new_nonce, read_records
-from agentos.gate.trees import Entry, Scratch, commit_tree, compose, entries, git, tree_of
+from agentos.gate.trees import Entry, Scratch, commit_tree, compose, entries, tree_of
+from agentos.worktrees import git_result as git
 
 if TYPE_CHECKING:
     from agentos.repos import RepoProfile

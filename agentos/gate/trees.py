@@ -11,7 +11,6 @@ agent's worktree.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -20,51 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentos import worktrees as wt
-from agentos.errors import MissingTool, OperationFailed
+from agentos.errors import OperationFailed
+from agentos.worktrees import git_result as git  # AgentOS's own git commands
 
 EMPTY_MODE = "0" * 6
 NULL_SHA = "0" * 40
-
-
-def git(
-    repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """A git command of AgentOS's own (no hooks, no filters' secrets: see
-    :func:`agentos.worktrees._git`), with ``env`` added to its environment."""
-    argv = [
-        "git",
-        "-c",
-        f"core.hooksPath={os.devnull}",
-        "-c",
-        "core.fsmonitor=false",
-        "-c",
-        "user.name=AgentOS",
-        "-c",
-        "user.email=agentos@localhost",
-        "-c",
-        "commit.gpgSign=false",
-        *args,
-    ]
-    try:
-        out = subprocess.run(
-            argv,
-            cwd=repo,
-            env={**wt.git_env(), **(env or {})},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="surrogateescape",
-            check=False,
-        )
-    except FileNotFoundError:
-        raise MissingTool("git is not installed", field="git") from None
-    if check and out.returncode != 0:
-        detail = (out.stderr or out.stdout).strip().splitlines()
-        raise OperationFailed(
-            f"git {args[0]} failed in {repo}: {detail[-1] if detail else out.returncode}"
-        )
-    return out
 
 
 def _index_file(tree_dir: Path) -> Path | None:
