@@ -109,7 +109,8 @@ def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
         ),
     ]
     hidden: list[str] = []
-    for m in plan(policy):
+    view = plan(policy)
+    for m in view:
         dest = at(m.path)
         if m.kind == "link":
             lines.append(f"mkdir -p {at(m.path.parent)} && ln -s {q(m.source)} {dest}")
@@ -129,7 +130,7 @@ def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
             if m.kind == "hide":
                 hidden.append(dest)
     lines += [f"mount -o remount,ro {d}" for d in hidden]
-    writable = [str(m.path) for m in plan(policy) if m.kind in ("rw", "tmpfs")]
+    writable = [str(m.path) for m in view if m.kind in ("rw", "tmpfs")]
     keep = " ".join(q(p) for p in writable)
     lines += [
         f"mkdir {r}/.old",

@@ -69,7 +69,8 @@ def system_mounts() -> tuple[Mount, ...]:
 @lru_cache(maxsize=1)
 def kept_from_others() -> tuple[tuple[Path, bool], ...]:
     """What the system directories hold that other users may not read (a file or a
-    directory without the world's read bit), as (path, is a directory)."""
+    directory without the world's read bit), as (path, is a directory); what lies inside
+    such a directory is not looked at."""
     found: list[tuple[Path, bool]] = []
     for root in _GUARDED:
         for parent, dirs, files in os.walk(root):
@@ -81,16 +82,18 @@ def kept_from_others() -> tuple[tuple[Path, bool], ...]:
                     continue
                 if stat.S_ISLNK(st.st_mode) or st.st_mode & stat.S_IROTH:
                     continue
-                is_dir = stat.S_ISDIR(st.st_mode)
-                if is_dir or stat.S_ISREG(st.st_mode):
-                    found.append((Path(path), is_dir))
-            dirs[:] = [d for d in dirs if (Path(parent) / d, True) not in found]
+                if stat.S_ISDIR(st.st_mode):
+                    found.append((Path(path), True))
+                    dirs.remove(name)
+                elif stat.S_ISREG(st.st_mode):
+                    found.append((Path(path), False))
     return tuple(found)
 
 
-def _system_roots() -> list[Path]:
+@lru_cache(maxsize=1)
+def _system_roots() -> tuple[Path, ...]:
     """Where the system directories really are (``/usr`` for ``/bin`` on a merged /usr)."""
-    return [Path(name).resolve() for name in SYSTEM if Path(name).exists()]
+    return tuple(Path(name).resolve() for name in SYSTEM if Path(name).exists())
 
 
 def plan(policy: Policy) -> list[Mount]:
