@@ -95,6 +95,16 @@ def _sandbox_check(ws: Workspace) -> Check:
     return Check("sandbox", "tool", True, chosen.reason, required=True)
 
 
+def _keyring_check() -> Check:
+    """Whether each sandbox gets a session keyring of its own (keyutils' keyctl)."""
+    from agentos.sandbox import KEYRING_HINT, keyctl
+
+    program = keyctl()
+    if program is None:
+        return Check("keyctl", "tool", False, "not installed", KEYRING_HINT)
+    return Check("keyctl", "tool", True, f"{program}: each sandbox has a keyring of its own")
+
+
 def _tool(name: str, fix: str) -> Check:
     path = shutil.which(name)
     if path is None:
@@ -249,6 +259,7 @@ def diagnose(
         checks.append(settings)
         if settings.ready:
             checks.append(_sandbox_check(ws))
+            checks.append(_keyring_check())
             checks += _models(ws, server)
             checks += _keys(ws)
     if repo is not None:

@@ -51,6 +51,7 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Pa
         ("crewai", "runtime", False, "pip install 'agentos-kit[crewai]'"),
         ("settings", "workspace", True, ""),
         ("sandbox", "tool", True, ""),
+        ("keyctl", "tool", True, ""),
         # the bundled ollama/langchain/crewai examples all use this model
         (f"model {MODEL}", "model", True, ""),
     ]

@@ -90,38 +90,18 @@ def must_work(user: str) -> set[str]:
 
 
 # Holes found by this battery, each reported with a reproduction: strict, so that the fix
-# turns them into failures to remove from here.
-CORE_PATTERN = (
-    "bwrap's --proc leaves /proc/sys writable for root (only irq and bus are made "
-    "read-only): with no capability at all, confined root rewrites the host's "
-    "kernel.core_pattern, and a `|program` there is run as root on the host at the next "
-    "crash. Bind /proc/sys read-only after --proc (the unshare backend does)"
-)
-KEYRING = (
-    "the sandbox keeps the caller's session keyring (keyrings are not namespaced): a key "
-    "there, or in the user's keyring linked into it as pam_keyinit links it, reads back "
-    "inside. Give the confined process a new, empty session keyring "
-    "(keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL) before the sandbox starts)"
-)
-TIOCSTI = (
-    "the confined process keeps the pane's terminal as its controlling terminal: TIOCSTI "
-    "types into it (dev.tty.legacy_tiocsti=1 here) and the host reads what it typed "
-    "(CVE-2017-5226). bwrap --new-session; setsid before setpriv for unshare"
-)
+# turns them into failures to remove from here. Fixed since: /proc/sys writable under bwrap
+# (kernel.core_pattern), TIOCSTI on the pane's terminal (a session of its own), the
+# caller's session keyring (a new one before the sandbox starts), nested user namespaces
+# under bwrap (--unshare-user --disable-userns).
 USERNS = (
-    "a nested user namespace can be made inside: the process gets every capability again "
-    "in it and mounts (the kernel's whole user-namespace attack surface; the view held: "
-    "userns-unhide, userns-system-write). bwrap --unshare-user --disable-userns, or "
-    "user.max_user_namespaces=0 inside the sandbox's own user namespace"
+    "a nested user namespace can be made inside the unshare backend: the process gets "
+    "every capability again in it and mounts (the kernel's whole user-namespace attack "
+    "surface; the view held: userns-unhide, userns-system-write). bwrap closes it with "
+    "--disable-userns; unshare would need a user namespace of its own with "
+    "user.max_user_namespaces=0 in it"
 )
 KNOWN_HOLES: dict[tuple[str, str, str], str] = {
-    ("keyring-user", "bwrap", "root"): KEYRING,
-    ("keyring-user", "unshare", "root"): KEYRING,
-    ("keyring-session", "bwrap", "root"): KEYRING,
-    ("keyring-session", "bwrap", "nobody"): KEYRING,
-    ("keyring-session", "unshare", "root"): KEYRING,
-    ("userns-mount", "bwrap", "root"): USERNS,
-    ("userns-mount", "bwrap", "nobody"): USERNS,
     ("userns-mount", "unshare", "root"): USERNS,
 }
 

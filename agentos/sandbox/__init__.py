@@ -14,6 +14,7 @@ A :class:`Policy` (:mod:`agentos.sandbox._policy`) says what one process may see
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from agentos.sandbox._policy import Policy, policy, resolve_limits, runtime_path
 from agentos.sandbox._settings import Limits, PackageSandbox, SandboxSettings, parse_size
 
 __all__ = [
+    "KEYRING_HINT",
     "Group",
     "Limits",
     "PackageSandbox",
@@ -34,6 +36,7 @@ __all__ = [
     "Sandbox",
     "SandboxSettings",
     "choose",
+    "keyctl",
     "limits_hit",
     "parse_size",
     "policy",
@@ -58,8 +61,8 @@ class Sandbox:
         return self.backend != "none"
 
     def command(self, policy: Policy, argv: list[str], group: Group | None = None) -> list[str]:
-        """``argv`` confined by ``policy``: inside the control group (when ``group``), with
-        its rlimits, in the sandbox."""
+        """``argv`` confined by ``policy``: with a session keyring of its own, inside the
+        control group (when ``group``), with its rlimits, in the sandbox."""
         if self.backend == "bwrap":
             assert self.program is not None
             inner = bwrap_argv(self.program, policy, argv)
@@ -68,7 +71,12 @@ class Sandbox:
             inner = unshare_argv(self.program, policy, argv)
         else:
             inner = argv
-        return group.enter_command(inner) if group is not None else inner
+        first = _fresh_keyring() if self.confined else ()
+        if group is not None:
+            return group.enter_command(inner, first)
+        if first:
+            return ["/bin/sh", "-c", f'{first[0]}; exec "$@"', "agentos-sandbox", *inner]
+        return inner
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -76,7 +84,29 @@ class Sandbox:
             "program": self.program,
             "reason": self.reason,
             "cgroups": cgroup_mode(),
+            "keyring": "its own" if self.confined and keyctl() else "the caller's",
         }
+
+
+@lru_cache(maxsize=1)
+def keyctl() -> str | None:
+    """keyutils' ``keyctl``, when installed."""
+    return shutil.which("keyctl", path="/usr/local/bin:/usr/bin:/bin")
+
+
+def _fresh_keyring() -> tuple[str, ...]:
+    """The shell step that gives the shell starting the sandbox a new, empty session
+    keyring (``keyctl new_session`` gives one to its parent): keyrings are not namespaced,
+    and a confined process would read the keys of the one it inherits (a login's links the
+    user's keyring)."""
+    program = keyctl()
+    return (f"{shlex.quote(program)} new_session >/dev/null 2>&1 || true",) if program else ()
+
+
+KEYRING_HINT = (
+    "install keyutils (apt-get install keyutils; scripts/setup does it as root): without "
+    "it a confined process can read the keys of the session keyring it was started from"
+)
 
 
 @lru_cache(maxsize=8)

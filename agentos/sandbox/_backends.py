@@ -26,6 +26,11 @@ def bwrap_argv(bwrap: str, policy: Policy, argv: list[str]) -> list[str]:
         # remount the view writable, or leave its control group.
         "--cap-drop",
         "ALL",
+        # A user namespace of its own, in which no other can be made: the kernel's user
+        # namespace surface stays closed, and keyrings (per user namespace) are not the
+        # caller's.
+        "--unshare-user",
+        "--disable-userns",
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",

@@ -109,10 +109,12 @@ class Group:
         if self.limits.processes:
             (pids / "pids.max").write_text(str(self.limits.processes))
 
-    def enter_command(self, argv: list[str]) -> list[str]:
-        """``argv`` run by a shell that first moves itself into the group and sets the
-        rlimits, then execs ``argv`` (so its whole tree is inside)."""
-        steps = [f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in self.dirs]
+    def enter_command(self, argv: list[str], first: Sequence[str] = ()) -> list[str]:
+        """``argv`` run by a shell that first runs the shell steps ``first``, moves itself
+        into the group and sets the rlimits, then execs ``argv`` (so its whole tree is
+        inside)."""
+        steps = [*first]
+        steps += [f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in self.dirs]
         ulimits = []
         if self.limits.cpu:
             ulimits.append(f"-t {max(1, round(self.limits.cpu))}")
