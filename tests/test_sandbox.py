@@ -355,6 +355,20 @@ def test_sandbox_run_and_doctor_from_the_cli(ws: Workspace, cli: CliRunner, tmp_
         cli("sandbox", "run", "--json", "--timeout", "1", "--", "sleep", "30").stdout
     )
     assert timed["limit"] == "time" and timed["wall"] < 10
+    # Of your variables, only PATH, HOME, LANG, TERM and those named with --env.
+    seen = cli(
+        "sandbox",
+        "run",
+        "--env",
+        "AGENTOS_TEST_NAMED",
+        "--",
+        "sh",
+        "-c",
+        "env",
+        env={"AGENTOS_TEST_NAMED": "named", "AGENTOS_TEST_SECRET": "secret"},
+    )
+    assert "AGENTOS_TEST_NAMED=named" in seen.stdout.splitlines()
+    assert "secret" not in seen.stdout
     doctor = cli("sandbox", "doctor", "--json")
     report = json.loads(doctor.stdout)
     assert doctor.returncode == 0, report
@@ -366,6 +380,10 @@ def test_sandbox_run_and_doctor_from_the_cli(ws: Workspace, cli: CliRunner, tmp_
         "no capabilities",
         "no escape of a double fork",
     ]
+    view = {v["path"]: v["seen"] for v in report["view"]}
+    assert view["/usr"] == "read-only" and view["/tmp"] == "empty, private"
+    assert view[str(ws.root)] == "hidden (empty)" and view["/etc/shadow"] == "hidden (unreadable)"
+    assert report["keyring"] == "its own"
 
 
 def test_unshare_confines_agents_where_bubblewrap_is_missing(
