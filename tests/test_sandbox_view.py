@@ -301,3 +301,26 @@ def test_an_agent_writing_past_its_disk_quota_is_stopped_there(
     # most one file_size: no second file was begun).
     assert "wrote 1" not in log, log
     assert report["status"] == "failed"
+
+
+def test_a_file_grown_through_a_memory_map_held_open_still_counts(tmp_path: Path) -> None:
+    """Pages written through a shared memory map make no inotify event until the file is
+    closed: the watch measures every file it saw again each second."""
+    import mmap
+    import threading
+
+    from agentos.sandbox._disk import RESTAT, DiskWatch
+
+    over = threading.Event()
+    watch = DiskWatch([tmp_path], 20 << 20, over.set)
+    try:
+        with open(tmp_path / "mapped", "wb+") as fh:
+            fh.truncate(50 << 20)  # sparse: nothing on disk yet
+            mapped = mmap.mmap(fh.fileno(), 50 << 20)
+            for offset in range(0, 50 << 20, mmap.PAGESIZE):
+                mapped[offset] = 1
+            assert over.wait(RESTAT * 3), f"not stopped: {watch.used} bytes counted"
+            mapped.close()
+    finally:
+        watch.close()
+    assert watch.hit and watch.used > 20 << 20

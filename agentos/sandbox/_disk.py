@@ -16,8 +16,11 @@ agent costs far more than the sandbox's start budget. So:
 The overshoot. The kill follows the write that crossed the quota, not precedes it: what the
 agent writes between that write and the kill (a few milliseconds, measured by
 ``benchmarks/sandbox_bench.py``) lands too, and no single file can hold more than one
-``file_size``. Where inotify is not to be had, the paths are measured every
-:data:`POLL` seconds instead, and the overshoot is what the agent writes in that time.
+``file_size``. A file written through a shared memory map grows without an event until it
+is closed: every file seen is measured again every :data:`RESTAT` seconds, and what such a
+file gains in that time is the overshoot. Where inotify is not to be had, the paths are
+measured every :data:`POLL` seconds instead, and the overshoot is what the agent writes in
+that time.
 """
 
 from __future__ import annotations
@@ -26,12 +29,16 @@ import contextlib
 import os
 import select
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from agentos import _dirwatch
 
 POLL = 0.1  # seconds between two looks at the tmpfs (and at everything without inotify)
+# Seconds between two looks at the size of every file it may have written: a file written
+# through a shared memory map grows with no inotify event until it is closed.
+RESTAT = 1.0
 _IN_ISDIR = 0x40000000
 _MASK = (
     _dirwatch.IN_MODIFY
@@ -123,7 +130,12 @@ class DiskWatch:
         for root in self.roots:
             self._add(root)
 
+    def _restat(self) -> None:
+        for path in list(self.sizes):
+            self._set(path, _usage(path))
+
     def _loop(self) -> None:
+        restat_at = time.monotonic() + RESTAT
         try:
             while not self._stop.is_set():
                 watched = [self._wake_r] + ([self._fd] if self._fd >= 0 else [])
@@ -136,6 +148,9 @@ class DiskWatch:
                     self._rescan()
                 if not ready or self._fd < 0:
                     self._look_at_views()
+                if self._fd >= 0 and time.monotonic() >= restat_at:
+                    self._restat()
+                    restat_at = time.monotonic() + RESTAT
                 if self._check():
                     return
         finally:
