@@ -18,9 +18,11 @@ agent writes between that write and the kill (a few milliseconds, measured by
 ``benchmarks/sandbox_bench.py``) lands too, and no single file can hold more than one
 ``file_size``. A file written through a shared memory map grows without an event until it
 is closed: every file seen is measured again every :data:`RESTAT` seconds, and what such a
-file gains in that time is the overshoot. Where inotify is not to be had, the paths are
-measured every :data:`POLL` seconds instead, and the overshoot is what the agent writes in
-that time.
+file gains in that time is the overshoot. Where inotify is not to be had (out of watches,
+say), the paths are measured every :data:`POLL` seconds instead, and the overshoot is what
+the agent writes in that time. A tree so large that measuring it takes time is measured
+less often (never more than a tenth of the time), so that no agent can make the
+orchestrator spend its time measuring.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ class DiskWatch:
             self._set(path, _usage(path))
 
     def _loop(self) -> None:
-        restat_at = time.monotonic() + RESTAT
+        measure_at = time.monotonic() + (RESTAT if self._fd >= 0 else POLL)
         try:
             while not self._stop.is_set():
                 watched = [self._wake_r] + ([self._fd] if self._fd >= 0 else [])
@@ -144,13 +146,19 @@ class DiskWatch:
                     return
                 if self._fd in ready:
                     self._events()
-                elif self._fd < 0:
-                    self._rescan()
-                if not ready or self._fd < 0:
+                if not ready:
                     self._look_at_views()
-                if self._fd >= 0 and time.monotonic() >= restat_at:
-                    self._restat()
-                    restat_at = time.monotonic() + RESTAT
+                if time.monotonic() >= measure_at:  # every file again (all, without inotify)
+                    started = time.monotonic()
+                    if self._fd >= 0:
+                        self._restat()
+                    else:
+                        self._rescan()
+                    took = time.monotonic() - started
+                    # A tree so large that measuring it takes time is measured less often,
+                    # so that it never takes more than a tenth of this process's time.
+                    every = RESTAT if self._fd >= 0 else POLL
+                    measure_at = time.monotonic() + max(every, 10 * took)
                 if self._check():
                     return
         finally:
