@@ -89,21 +89,13 @@ def must_work(user: str) -> set[str]:
     return needs_nothing
 
 
-# Holes found by this battery, each reported with a reproduction: strict, so that the fix
-# turns them into failures to remove from here. Fixed since: /proc/sys writable under bwrap
-# (kernel.core_pattern), TIOCSTI on the pane's terminal (a session of its own), the
-# caller's session keyring (a new one before the sandbox starts), nested user namespaces
-# under bwrap (--unshare-user --disable-userns).
-USERNS = (
-    "a nested user namespace can be made inside the unshare backend: the process gets "
-    "every capability again in it and mounts (the kernel's whole user-namespace attack "
-    "surface; the view held: userns-unhide, userns-system-write). bwrap closes it with "
-    "--disable-userns; unshare would need a user namespace of its own with "
-    "user.max_user_namespaces=0 in it"
-)
-KNOWN_HOLES: dict[tuple[str, str, str], str] = {
-    ("userns-mount", "unshare", "root"): USERNS,
-}
+# Holes found by this battery, each reported with a reproduction: strict xfails, so that
+# the fix turns them into failures to remove from here. None is open. Fixed since: /proc/sys
+# writable under bwrap (kernel.core_pattern), TIOCSTI on the pane's terminal (a session of
+# its own), the caller's session keyring (a new one before the sandbox starts), nested user
+# namespaces (bwrap --disable-userns; for unshare, a user namespace of its own whose limit
+# of further ones is 0).
+KNOWN_HOLES: dict[tuple[str, str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,16 @@ _DEV_LINKS = {
 }
 # Parts of /proc that change the machine, read-only as bubblewrap makes them.
 _PROC_RO = ("sys", "sysrq-trigger", "irq", "bus")
+# The last step of the unshare backend, as root of a user namespace of its own (and a mount
+# namespace it owns): that namespace's limit of further user namespaces set to 0 (a limit
+# per user namespace, not the host's), then /proc/sys made read-only (the outer script
+# leaves it writable for this write alone).
+_NO_MORE_USERNS = (
+    "echo 0 > /proc/sys/user/max_user_namespaces"
+    " && PATH=/usr/sbin:/usr/bin:/sbin:/bin mount --bind /proc/sys /proc/sys"
+    " && PATH=/usr/sbin:/usr/bin:/sbin:/bin mount -o remount,bind,ro /proc/sys"
+    ' && exec "$@"'
+)
 
 
 def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
@@ -111,6 +121,7 @@ def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
             f"{{ mount --bind {r}/proc/{p} {r}/proc/{p} && "
             f"mount -o remount,bind,ro {r}/proc/{p}; }}"
             for p in _PROC_RO
+            if p != "sys"  # (made read-only at the last step, see _NO_MORE_USERNS)
         ),
     ]
     hidden: list[str] = []
@@ -146,17 +157,20 @@ def unshare_argv(unshare: str, policy: Policy, argv: list[str]) -> list[str]:
         # Whatever came along under a bound path (a submount) is read-only too, but what
         # the process may write.
         "for mp in $(awk '{print $2}' /proc/self/mounts); do "
+        'case "$mp" in /proc|/proc/*|/dev|/dev/*) continue ;; esac; '
         f'case " {keep} " in *" $mp "*) ;; '
-        "/proc|/proc/*|/dev|/dev/*) ;; "
         '*) mount -o remount,bind,ro "$mp" 2>/dev/null || true ;; esac; done',
         "ip link set lo up 2>/dev/null || true",
         f"cd {q(str(policy.cwd))}",
         "export TMPDIR=/tmp",
         *(f"export {k}={q(v)}" for k, v in policy.extra_env.items()),
-        'setpriv=$(command -v setpriv); setsid=$(command -v setsid); PATH="$orig_path"',
-        # No capabilities past this point, even for root (see bwrap_argv).
-        # A session of its own (see bwrap_argv).
-        'exec "$setpriv" --inh-caps=-all --ambient-caps=-all '
+        "setpriv=$(command -v setpriv); setsid=$(command -v setsid)",
+        'unshare=$(command -v unshare); PATH="$orig_path"',
+        # A user namespace of its own in which no further one can be made (see
+        # _NO_MORE_USERNS); then no capabilities, even for root, and a session of its own
+        # (see bwrap_argv).
+        f'exec "$unshare" --user --map-root-user --mount /bin/sh -c {q(_NO_MORE_USERNS)} '
+        'agentos-sandbox "$setpriv" --inh-caps=-all --ambient-caps=-all '
         '--bounding-set=-all --no-new-privs -- "$setsid" "$@"',
     ]
     namespaces = ["--mount", "--pid", "--fork", "--kill-child", "--ipc", "--uts"]
