@@ -18,6 +18,7 @@ import configparser
 import fnmatch
 import re
 import sys
+import threading
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -226,11 +227,19 @@ def may_add_tests(
 # --- test modules ---------------------------------------------------------------------------
 
 
+# One parse at a time in this process: CPython 3.11 keeps the AST constructor's recursion
+# depth in interpreter-wide state, so two threads parsing at once (the gates of a run's
+# agents run in parallel) can fail with "SystemError: AST constructor recursion depth
+# mismatch" (python/cpython#106905).
+_PARSING = threading.Lock()
+
+
 def _parse(text: str | None) -> ast.Module | None:
     if text is None:
         return None
     try:
-        return ast.parse(text)
+        with _PARSING:
+            return ast.parse(text)
     except (SyntaxError, ValueError):
         return None
 
