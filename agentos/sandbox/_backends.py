@@ -42,7 +42,7 @@ def bwrap_argv(bwrap: str, policy: Policy, argv: list[str]) -> list[str]:
     # so TIOCSTI cannot type into it (CVE-2017-5226).
     args.append("--new-session")
     args += ["--dev", "/dev", "--proc", "/proc"]
-    for part in _PROC_RO:  # as the unshare backend makes them: kernel.core_pattern & co
+    for part in ("sys", "sysrq-trigger"):  # kernel.core_pattern & co (irq and bus: bwrap's)
         if Path("/proc", part).exists():
             args += ["--ro-bind", f"/proc/{part}", f"/proc/{part}"]
     hidden: list[str] = []
