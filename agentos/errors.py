@@ -39,7 +39,7 @@ class ValidationFailed(BadInput):
 
 
 class TooLarge(ValidationFailed):
-    """A file or value is over the size AgentOS reads of its kind (:mod:`agentos.limits`):
+    """A file or value is over the size AgentOS reads of its kind (:mod:`agentos.shared.limits`):
     refused before it is parsed."""
 
 

@@ -40,7 +40,7 @@ from agentos.workflows.definitions import (
 )
 from agentos.workflows.similarity import DEFAULT_THRESHOLD
 from agentos.workflows.store import ExecutionStatus, TaskRecord, WorkflowStore
-from agentos.workspace import find_workspace
+from agentos.workspace.layout import find_workspace
 
 __all__ = [
     "AgentOS",

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agentos.hub import Hub
-from agentos.workspace import Workspace, init_workspace
+from agentos.hub.store import Hub
+from agentos.workspace.layout import Workspace, init_workspace
 
 
 @contextmanager

@@ -34,10 +34,10 @@ from pathlib import Path
 import yaml
 from _writer import writer_workspace
 
-from agentos.hub import Hub
-from agentos.orchestrator import RunOptions, start_run
+from agentos.hub.store import Hub
+from agentos.run.orchestrator import RunOptions, start_run
 from agentos.runtimes.claude_code import TOOLS
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from scripted_model import KEY, Call, ScriptedModel

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from route_bench import make_workspace
 from route_bench import timed as in_process
 
-from agentos.router import decide
-from agentos.runs import RunStatus, RunStore, new_run_id
-from agentos.workspace import Workspace, init_workspace
+from agentos.routing.router import decide
+from agentos.run.store import RunStatus, RunStore, new_run_id
+from agentos.workspace.layout import Workspace, init_workspace
 
 AGENTOS = [str(Path(sys.executable).parent / "agentos")]
 TARGETS = {"--version": 60.0}

@@ -33,8 +33,8 @@ from typing import Any
 
 from _writer import writer_workspace
 
-from agentos import orchestrator
-from agentos._run_types import RunOptions
+from agentos.run import orchestrator
+from agentos.run.values import RunOptions
 
 LISTEN = """
 window.arrivals = [];
@@ -115,8 +115,8 @@ def sse_latency(count: int) -> None:
         return
     from playwright.sync_api import sync_playwright
 
-    from agentos.runs import RunStore
-    from agentos.workspace import init_workspace
+    from agentos.run.store import RunStore
+    from agentos.workspace.layout import init_workspace
 
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         ws, _ = init_workspace(Path(tmp) / "ws")

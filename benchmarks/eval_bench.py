@@ -23,14 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentos._run_files import AgentFiles
 from agentos.evals.harness import find_suite, run_eval
-from agentos.hub import Hub
+from agentos.hub.store import Hub
 from agentos.runtimes import AgentTask, get_runtime
 from agentos.sandbox import choose
-from agentos.sandbox._confine import Scene, agent_policy
-from agentos.sandbox._run import run_confined
-from agentos.workspace import init_workspace
+from agentos.sandbox.confine import Scene, agent_policy
+from agentos.sandbox.probe import run_confined
+from agentos.workspace.files import AgentFiles
+from agentos.workspace.layout import init_workspace
 
 
 def main() -> None:

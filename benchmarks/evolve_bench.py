@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from agentos.evolve.loop import Evolver, create
-from agentos.hub import Hub
-from agentos.workspace import init_workspace
+from agentos.hub.store import Hub
+from agentos.workspace.layout import init_workspace
 
 TOY = (
     'grep -m1 "^$AGENTOS_REQUEST=" "$AGENTOS_PACKAGE_DIR/answers.txt" | cut -d= -f2'

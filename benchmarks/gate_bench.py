@@ -38,13 +38,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from _projects import PROJECTS, build_project_repo  # noqa: E402
 
-from agentos import _checks_run as cr  # noqa: E402
-from agentos.checks import CheckSpec  # noqa: E402
-from agentos.repos import repo_profile  # noqa: E402
+from agentos.gate import runner as cr  # noqa: E402
+from agentos.gate.gate import gate_environment, run_gate, run_judging  # noqa: E402
+from agentos.gate.repo import repo_profile  # noqa: E402
 from agentos.sandbox import choose  # noqa: E402
-from agentos.sandbox._confine import CheckConfiner, Scene, venv_paths  # noqa: E402
-from agentos.stormbreaker import gate_environment, run_gate, run_judging  # noqa: E402
-from agentos.workspace import init_workspace  # noqa: E402
+from agentos.sandbox.confine import CheckConfiner, Scene, venv_paths  # noqa: E402
+from agentos.shared.checks import CheckSpec  # noqa: E402
+from agentos.workspace.layout import init_workspace  # noqa: E402
 
 
 def p50(samples: list[float]) -> float:
@@ -88,7 +88,7 @@ def main() -> None:
             tree = ws.worktrees_dir / "bench" / name
             tree.parent.mkdir(parents=True, exist_ok=True)
             git(proj.repo, "worktree", "add", "-q", "-b", f"bench/{name}", str(tree), base)
-            from agentos.repos import prepare_worktree
+            from agentos.gate.repo import prepare_worktree
 
             prepare_worktree(profile, tree)
             path = tree / project.code.path

@@ -58,14 +58,14 @@ def main() -> None:
 
 
 def run_bench(tmp: Path, socket: str, n_agents: int, n_cycles: int) -> None:
-    from agentos._launch import prepare
-    from agentos._run_files import RunFiles
-    from agentos.hub import Hub
-    from agentos.runs import RunStore, new_run_id
+    from agentos.guardian.daemon import Guardian
+    from agentos.hub.store import Hub
+    from agentos.run.launch import prepare
+    from agentos.run.sessions import Sessions, session_name
+    from agentos.run.store import RunStore, new_run_id
     from agentos.runtimes import AgentTask
-    from agentos.sessions import Sessions, session_name
-    from agentos.workspace import init_workspace
-    from guardian.daemon import Guardian
+    from agentos.workspace.files import RunFiles
+    from agentos.workspace.layout import init_workspace
 
     ws, _ = init_workspace(tmp / "ws")
     pkg = tmp / "pkg"

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import yaml
 
-from agentos import hub as hub_module
-from agentos._package_digests import RACY_NS
-from agentos.hub import Hub
-from agentos.workspace import init_workspace
+from agentos.hub import store as hub_module
+from agentos.hub.digests import RACY_NS
+from agentos.hub.store import Hub
+from agentos.workspace.layout import init_workspace
 
 
 def p50_ms(
@@ -104,7 +104,7 @@ def main() -> None:
         def forget_lock() -> None:
             hub_module._PARSED_LOCKS.clear()
 
-        # Old enough that the cache may trust what it records (see agentos._package_digests).
+        # Old enough that the cache may trust what it records (see agentos.hub.digests).
         newest = max(p.lstat().st_ctime_ns for p in installed.rglob("*"))
         while time.time_ns() <= newest + RACY_NS:
             time.sleep(0.05)

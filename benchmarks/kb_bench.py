@@ -32,9 +32,9 @@ from pathlib import Path
 
 import apsw
 
-from agentos import _kb_tokenizer
-from agentos.knowledge import KnowledgeStore
-from agentos.state import connect
+from agentos.knowledge import tokenizer
+from agentos.knowledge.store import KnowledgeStore
+from agentos.state.database import connect
 
 QUERIES = [
     "parse command line arguments",
@@ -81,7 +81,7 @@ QUERIES = [
 
 def _fresh_db(directory: Path, name: str) -> apsw.Connection:
     con = connect(directory / name, [])
-    _kb_tokenizer.register(con)
+    tokenizer.register(con)
     return con
 
 
@@ -127,7 +127,7 @@ def main() -> int:
 
     same_sql = (
         "CREATE VIRTUAL TABLE raw USING fts5(path, symbols, body, "
-        f"tokenize = '{_kb_tokenizer.TOKENIZE}')"
+        f"tokenize = '{tokenizer.TOKENIZE}')"
     )
     plain_sql = "CREATE VIRTUAL TABLE raw USING fts5(path, symbols, body)"
     say(f"ingesting {root} ...")

@@ -36,9 +36,9 @@ import anyio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from agentos.knowledge import open_store
-from agentos.router import route
-from agentos.workspace import Workspace, init_workspace
+from agentos.knowledge.store import open_store
+from agentos.routing.router import route
+from agentos.workspace.layout import Workspace, init_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.3

@@ -33,14 +33,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentos import _regex
-from agentos._fs import atomic_write
-from agentos._router_index import Hit, Index, reference_match
-from agentos.cards import Card, load_cards
 from agentos.receipts import write_receipt
-from agentos.router import _resolver, decide, decide_hits, decide_with, load_index
-from agentos.text import stem_phrase, stems
-from agentos.workspace import Workspace, init_workspace
+from agentos.routing.cards import Card, load_cards
+from agentos.routing.index import Hit, Index, reference_match
+from agentos.routing.router import _resolver, decide, decide_hits, decide_with, load_index
+from agentos.shared import patterns
+from agentos.shared.fs import atomic_write
+from agentos.shared.text import stem_phrase, stems
+from agentos.workspace.layout import Workspace, init_workspace
 
 AGENTS = [
     ("ruff-fixer", ">=1.0,<2"),
@@ -145,7 +145,7 @@ class Naive:
             (
                 [(stem_phrase(k), k) for k in c.triggers.keywords],
                 [(stem_phrase(p), p) for p in c.triggers.phrases],
-                [(_regex.compile(r), r) for r in c.triggers.regex],  # the router's engine
+                [(patterns.compile(r), r) for r in c.triggers.regex],  # the router's engine
                 [stem_phrase(r) for r in c.triggers.require],
                 [(stem_phrase(x), x) for x in c.triggers.exclude],
             )
@@ -311,8 +311,8 @@ def bench_process(tmp: Path, repeat: int = 15) -> None:
         "import agentos.cli._common\n"
         "from pathlib import Path\n"
         "t0 = time.process_time()\n"
-        "from agentos.router import route\n"
-        "from agentos.workspace import Workspace\n"
+        "from agentos.routing.router import route\n"
+        "from agentos.workspace.layout import Workspace\n"
         "t1 = time.process_time()\n"
         "route(Workspace(Path(sys.argv[1])), sys.argv[2])\n"
         "t2 = time.process_time()\n"
@@ -357,8 +357,8 @@ def bench_hostile(tmp: Path, repeat: int = 50) -> None:
     for label, text in (("agentos route REQUEST:", request), ("  a 3-word request:", "fix lint")):
         walls = timed(lambda t=text: subprocess.run([*exe, t], capture_output=True, env=env), 10)
         print(f"{label:28}{ms(walls)}   (a whole process)")
-    data = _regex.encode(request)
-    rx = _regex.compile(CATASTROPHIC)
+    data = patterns.encode(request)
+    rx = patterns.compile(CATASTROPHIC)
     print(f"{'raw RE2 search, 10,000 ch:':28}{ms(timed(lambda: rx.search(data), repeat * 20))}")
     backtracker = re.compile(CATASTROPHIC)
     last = 0.0

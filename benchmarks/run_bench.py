@@ -30,9 +30,9 @@ from pathlib import Path
 
 import yaml
 
-from agentos.hub import Hub
-from agentos.orchestrator import start_run
-from agentos.workspace import Workspace, init_workspace
+from agentos.hub.store import Hub
+from agentos.run.orchestrator import start_run
+from agentos.workspace.layout import Workspace, init_workspace
 
 
 def sh(*argv: str, cwd: Path | None = None) -> None:

@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentos import _checks_run as cr
+from agentos.gate import runner as cr
 from agentos.sandbox import Group, Sandbox, SandboxSettings, choose
-from agentos.sandbox._confine import CheckConfiner, Scene, agent_policy, watch_writes
+from agentos.sandbox.confine import CheckConfiner, Scene, agent_policy, watch_writes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +45,7 @@ def main() -> None:
     settings = SandboxSettings()
     sandbox = choose(settings)
     home = Path(os.environ.get("HOME", "/"))
-    # An agent's PATH, as agentos._launch makes it: AgentOS's own bin, then the system's.
+    # An agent's PATH, as agentos.run.launch makes it: AgentOS's own bin, then the system's.
     path_env = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -25,7 +25,7 @@ from pathlib import Path
 from _writer import writer_workspace
 
 from agentos.workflows.store import WorkflowStore
-from agentos.workspace import init_workspace
+from agentos.workspace.layout import init_workspace
 
 VERBS = ["Add", "Fix", "Remove", "Update", "Document", "Refactor", "Test", "Speed up", "Validate"]
 THINGS = ["the parser", "the cache", "the login form", "the exporter", "the scheduler", "the API"]
@@ -40,8 +40,8 @@ def task_text(rng: random.Random, i: int) -> str:
 
 
 def scheduler_vs_runs(tasks: int) -> None:
-    from agentos._run_types import RunOptions
-    from agentos.orchestrator import start_run
+    from agentos.run.orchestrator import start_run
+    from agentos.run.values import RunOptions
     from agentos.workflows.definitions import WorkflowDefinition
     from agentos.workflows.executions import create_task, open_execution
     from agentos.workflows.scheduler import Scheduler

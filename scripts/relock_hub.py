@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentos._models import version_key
-from agentos.hub import Hub, LockedPackage, LockedVersion, content_digest
-from agentos.manifest import load_manifest
+from agentos.hub.manifest import load_manifest
+from agentos.hub.store import Hub, LockedPackage, LockedVersion, content_digest
+from agentos.shared.models import version_key
 
 ROOT = Path(__file__).resolve().parent.parent / "hub"
 BUNDLED_TIME = "2026-11-22T00:00:00Z"

@@ -14,13 +14,13 @@ import apsw
 import yaml
 from conftest import write_package
 
-from agentos._launch import AgentFiles, prepare
-from agentos._run_files import RunFiles
-from agentos.hub import Hub
-from agentos.runs import RunStore, new_run_id
+from agentos.hub.store import Hub
+from agentos.run.launch import AgentFiles, prepare
+from agentos.run.sessions import Sessions, session_name
+from agentos.run.store import RunStore, new_run_id
 from agentos.runtimes import AgentTask
-from agentos.sessions import Sessions, session_name
-from agentos.workspace import Workspace
+from agentos.workspace.files import RunFiles
+from agentos.workspace.layout import Workspace
 
 # Small numbers so that the whole ladder takes seconds (the interval's floor is 0.05 s).
 FAST = {

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agentos.hub import Hub
-from agentos.workspace import Workspace, init_workspace
+from agentos.hub.store import Hub
+from agentos.workspace.layout import Workspace, init_workspace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
-"""The MCP server one agent of a run gets (mcp_server.agents, agentos.agent_tools), met as
-the agent meets it: through its pipe (agentos/_mcp_pipe.py) with the real MCP client, and
-as an adversary on its Unix socket."""
+"""The MCP server one agent of a run gets (agentos.mcp_server.agents,
+agentos.runtimes.agent_tools), met as the agent meets it: through its pipe
+(agentos/runtimes/mcp_pipe.py) with the real MCP client, and as an adversary on its Unix socket."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import anyio
 import pytest
 from conftest import make_repo, wait_until
 
-from agentos._run_files import AgentFiles
-from agentos.agent_tools import AgentToolServer, bridge_argv
-from agentos.manifest import Manifest
+from agentos.hub.manifest import Manifest
 from agentos.receipts import write_receipt
-from agentos.workspace import Workspace
+from agentos.runtimes.agent_tools import AgentToolServer, bridge_argv
+from agentos.workspace.files import AgentFiles
+from agentos.workspace.layout import Workspace
 
 
 @pytest.fixture
@@ -140,7 +140,7 @@ def test_an_agent_that_never_reads_its_answers_stops_being_read(served: AgentFil
         for p in Path("/proc").iterdir()
         if p.name.isdigit()
         and str(served.mcp_socket).encode() in _read(p / "cmdline")
-        and b"mcp_server.agents" in _read(p / "cmdline")
+        and b"agentos.mcp_server.agents" in _read(p / "cmdline")
     ]
 
     def rss() -> int:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import CliRunner
 
-from agentos.cards import cards_revision, lint_cards, load_card, load_cards
 from agentos.errors import ValidationFailed
-from agentos.workspace import Workspace, init_workspace
+from agentos.routing.cards import cards_revision, lint_cards, load_card, load_cards
+from agentos.workspace.layout import Workspace, init_workspace
 
 # The first five bundled cards; other parts of AgentOS add theirs to routing_cards/, so these
 # tests pin the set they check against.

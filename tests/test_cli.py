@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import REPO_ROOT, CliRunner
 
 from agentos.cli import COMMANDS, _docs
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 GROUPS = sorted(COMMANDS)
 
@@ -58,11 +58,11 @@ def test_the_layers_keep_to_themselves() -> None:
     """The library imports no adapter and starts no `python -m agentos`; SQL is written only
     in the store modules (docs/architecture.md)."""
     stores = {
-        "agentos/runs.py",
-        "agentos/state.py",
-        "agentos/knowledge.py",
+        "agentos/run/store.py",
+        "agentos/state/database.py",
+        "agentos/knowledge/store.py",
         "agentos/workflows/store.py",
-        "guardian/_store.py",
+        "agentos/guardian/store.py",
     }
     for path in sorted(REPO_ROOT.glob("agentos/**/*.py")):
         text = path.read_text()
@@ -70,7 +70,7 @@ def test_the_layers_keep_to_themselves() -> None:
         if not name.startswith("agentos/cli/"):
             assert "import guardian" not in text and "from guardian" not in text, name
             assert not re.search(r"\bmcp_server\b", text), name  # (Codex's mcp_servers is not it)
-        if name != "agentos/stormbreaker.py":  # the Stop hook's command line, for Claude Code
+        if name != "agentos/gate/gate.py":  # the Stop hook's command line, for Claude Code
             assert '"-m", "agentos"' not in text, name
     for path in sorted(REPO_ROOT.glob("*/**/*.py")):
         name = str(path.relative_to(REPO_ROOT))

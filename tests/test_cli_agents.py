@@ -36,7 +36,7 @@ from scripted_model import KEY, Call, ScriptedModel
 from test_mcp_clients import needs, npm_bin_dir
 
 from agentos.receipts import list_receipts, load_receipt, verify_chain
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import install_variant, make_repo, needs_tmux
 
-from agentos.orchestrator import start_run
-from agentos.workspace import Workspace
+from agentos.run.orchestrator import start_run
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket", "model_api")]
 
@@ -155,7 +155,7 @@ def test_a_cli_agent_cannot_point_its_outbox_or_config_home_at_files_of_the_host
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
-    from agentos.orchestrator import RunOptions
+    from agentos.run.orchestrator import RunOptions
 
     victim_dir = tmp_path / "victim-dir"
     (victim_dir / "claude").mkdir(parents=True)
@@ -278,9 +278,9 @@ def test_the_key_check_never_follows_a_redirect_with_the_key(
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from agentos.errors import MissingTool
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
     from agentos.runtimes import get_runtime
-    from agentos.runtimes._cli_agent import CliAgent
+    from agentos.runtimes.cli_agent import CliAgent
 
     seen: list[str] = []
 
@@ -331,7 +331,7 @@ def test_a_configuration_home_an_agent_made_unreadable_is_still_made_anew() -> N
     base.chmod(0o777)
     tree = base / "home"
     script = (
-        "from pathlib import Path; from agentos._fs import remove_tree\n"
+        "from pathlib import Path; from agentos.shared.fs import remove_tree\n"
         f"top = Path({str(tree)!r}); (top / 'claude' / 'locked' / 'deep').mkdir(parents=True)\n"
         "(top / 'claude' / 'locked').chmod(0); remove_tree(top); print(top.exists())\n"
     )

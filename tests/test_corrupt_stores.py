@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from conftest import CliRunner, add_agent, make_repo, needs_tmux
 
-from agentos import state
-from agentos._db_errors import inode, set_aside
-from agentos.knowledge import open_store
-from agentos.runs import RunStore
-from agentos.workspace import Workspace
+from agentos.knowledge.store import open_store
+from agentos.run.store import RunStore
+from agentos.state import database
+from agentos.state.errors import inode, set_aside
+from agentos.workspace.layout import Workspace
 
 PAGE = 4096
 WRITER = 'echo "written by $AGENTOS_AGENT" >> notes.txt\n'
@@ -78,7 +78,7 @@ def filled_state_db(ws: Workspace) -> Path:
 
 def filled_knowledge_db(ws: Workspace) -> Path:
     with open_store(ws) as store:
-        store.add([Path(state.__file__).parent])
+        store.add([Path(database.__file__).parent])
     assert ws.knowledge_db.stat().st_size > 8 * PAGE
     return ws.knowledge_db
 
@@ -328,7 +328,7 @@ def test_a_store_another_process_set_aside_first_is_not_moved_again(ws: Workspac
     seen = inode(path)
     assert set_aside(path, seen) == path.with_name("knowledge.db.broken")
     with open_store(ws) as store:  # the other process's new store
-        store.add([Path(state.__file__)])
+        store.add([Path(database.__file__)])
 
     assert set_aside(path, seen) is None
     with open_store(ws) as store:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from conftest import add_agent, make_repo, needs_tmux, wait_until, write_package
 
-from agentos.orchestrator import start_run
+from agentos.run.orchestrator import start_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_browser = pytest.mark.skipif(
@@ -149,7 +149,7 @@ def test_in_a_browser_a_live_run_shows_its_output_and_ends_succeeded_without_a_r
     from playwright.sync_api import expect
     from test_evals import ADDER, SUMS, make_suite
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     shots = tmp_path / "screenshots"
     shots.mkdir()

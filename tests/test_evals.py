@@ -183,7 +183,7 @@ SUMS = [
 def adder(ws: Any, tmp_path: Path) -> Path:
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     Hub(ws.hub_dir).install(
         str(write_package(tmp_path / "src" / "adder", name="adder", files={"run.sh": ADDER}))
@@ -214,7 +214,7 @@ def test_a_scripted_agent_that_answers_three_of_four_scores_0_75(
     (receipt,) = [r for r in list_receipts(ws, run_id=report["id"])]
     text = read_receipt(ws, receipt.id)
     assert "kind: eval" in text and "average: 0.75" in text
-    from agentos._fs import sha256_file
+    from agentos.shared.fs import sha256_file
 
     assert f"report_sha256: {sha256_file(kept / 'report.json')}" in text
     assert not (kept / "run").exists()  # the agents' env files are gone
@@ -259,7 +259,7 @@ def test_two_evals_of_a_suite_compare_task_by_task_and_other_suites_do_not(
 ) -> None:
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     better = ADDER.replace("echo 15", "echo 14")
     src = write_package(tmp_path / "src2", name="adder", version="1.1.0", files={"run.sh": better})
@@ -311,7 +311,7 @@ def test_a_command_evaluator_reads_the_answer_on_stdin_confined(
     # would import it from: the evaluator never runs there.
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     planter = ADDER + "printf 'import sys\\nsys.exit(0)\\n' > json.py\n"
     src = write_package(adder.parent / "src" / "planter", name="planter", files={"run.sh": planter})
@@ -349,7 +349,7 @@ PY
 def test_a_judge_package_scores_each_answer(cli: Any, ws: Any, adder: Path, tmp_path: Path) -> None:
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     Hub(ws.hub_dir).install(
         str(write_package(tmp_path / "src" / "judge", name="judge", files={"run.sh": JUDGE}))
@@ -380,7 +380,7 @@ def test_a_staged_suite_runs_the_rest_only_when_the_sample_clears_min_score(
 ) -> None:
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     Hub(ws.hub_dir).install(
         str(
@@ -479,7 +479,7 @@ def test_repo_mode_scores_the_suites_checks_on_the_agents_work(
 ) -> None:
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     hub = Hub(ws.hub_dir)
     half = "echo fixed > a.txt\n"
@@ -558,7 +558,7 @@ def test_the_bundled_repo_suite_ruff_fixer_fixes_the_lint_and_not_the_failing_te
 def test_an_answer_that_is_a_link_or_a_fifo_is_no_answer(cli: Any, ws: Any, tmp_path: Path) -> None:
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     secret = tmp_path / "secret.txt"
     secret.write_text("42\n")  # a file of the host: the right answer, if it were read
@@ -592,7 +592,7 @@ def test_tokens_and_cost_the_agent_reports_are_dimensions_against_the_suites_bud
 ) -> None:
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
     script = (
         'echo $(( $AGENTOS_REQUEST )) > "$AGENTOS_OUTPUT_FILE"\n'
@@ -645,7 +645,7 @@ def test_the_agent_cannot_read_the_suites_expected_answers(
 
     from conftest import write_package
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
     from agentos.sandbox import choose
 
     if not choose(ws.settings.sandbox).confined:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from conftest import add_agent, make_repo, needs_tmux, wait_until
 
-from agentos.events import read_events
-from agentos.orchestrator import start_run
-from agentos.runs import RunStore
+from agentos.run.events import read_events
+from agentos.run.orchestrator import start_run
+from agentos.run.store import RunStore
 
 
 @needs_tmux
@@ -73,7 +73,7 @@ def test_evals_evolutions_synthesis_and_workflows_write_to_the_stream(
     from conftest import write_package
     from test_evals import ADDER, SUMS, make_suite
 
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
     from agentos.workflows.definitions import WorkflowDefinition
     from agentos.workflows.executions import create_task, open_execution
 

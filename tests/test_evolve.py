@@ -16,7 +16,7 @@ import pytest
 from conftest import wait_until, write_package
 
 from agentos.evolve.selection import Candidate, select_parent, weights
-from agentos.hub import Hub
+from agentos.hub.store import Hub
 
 # --- selection -------------------------------------------------------------------------------
 

@@ -30,10 +30,7 @@ from _projects import (  # noqa: F401 -- fixtures
 )
 from conftest import add_agent, git, make_repo, needs_tmux
 
-from agentos.checks import CheckSpec
-from agentos.orchestrator import RunOptions, start_run
-from agentos.receipts import load_receipt
-from agentos.stormbreaker import (
+from agentos.gate.gate import (
     CheckResult,
     gate_confiner,
     gate_environment,
@@ -41,7 +38,10 @@ from agentos.stormbreaker import (
     run_gate,
     tree_profile,
 )
-from agentos.workspace import Workspace
+from agentos.receipts import load_receipt
+from agentos.run.orchestrator import RunOptions, start_run
+from agentos.shared.checks import CheckSpec
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket"), pytest.mark.slow]
 

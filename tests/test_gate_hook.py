@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import git, make_repo, write_package
 
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 
 def stop_input(cwd: Path, *, active: bool = False) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from conftest import add_agent, make_repo, needs_tmux, write_package
 
-from agentos.hub import Hub
-from agentos.orchestrator import start_run
+from agentos.hub.store import Hub
+from agentos.run.orchestrator import start_run
 
 
 @needs_tmux

@@ -16,12 +16,12 @@ import pytest
 from _guardian_fixtures import FAST, configure, interventions, launch
 from conftest import needs_tmux, tmux_sessions, wait_until
 
+from agentos.guardian.daemon import CycleReport, Guardian, run
+from agentos.guardian.monitor import last_health
 from agentos.receipts import read_receipt, verify_chain
-from agentos.runs import RunStore
-from agentos.sessions import Sessions
-from agentos.workspace import Workspace
-from guardian.daemon import CycleReport, Guardian, run
-from guardian.monitor import last_health
+from agentos.run.sessions import Sessions
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
@@ -360,8 +360,8 @@ def test_a_real_run_whose_agent_hangs_fails_with_the_agent_killed(
 ) -> None:
     from conftest import make_repo, write_package
 
-    from agentos.hub import Hub
-    from agentos.orchestrator import start_run
+    from agentos.hub.store import Hub
+    from agentos.run.orchestrator import start_run
 
     ws = configure(ws, run={"retries": 0, "guardian": False})
     Hub(ws.hub_dir).install(

@@ -16,9 +16,9 @@ import pytest
 from _guardian_fixtures import configure, interventions, launch
 from conftest import CliRunner, needs_tmux, wait_until
 
-from agentos.runs import RunStore
-from agentos.workspace import Workspace
-from guardian import daemon
+from agentos.guardian import daemon
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
@@ -172,7 +172,7 @@ def test_a_guardian_that_crashes_and_restarts_keeps_the_intervention_history(
 
 
 def test_a_deleted_workspace_ends_its_guardian(tmp_path: Path, cli: CliRunner) -> None:
-    from agentos.workspace import init_workspace
+    from agentos.workspace.layout import init_workspace
 
     other, _ = init_workspace(tmp_path / "doomed")
     configure(other, {"interval": 0.1})

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from agentos.errors import ValidationFailed
-from agentos.manifest import GuardianOverrides, load_manifest
-from agentos.settings import GuardianSettings
-from guardian._prompts import detect_prompt
-from guardian.monitor import _is_suffix, screen_lines
-from guardian.policy import Action, Health, Policy, Signals, decide
+from agentos.guardian.monitor import _is_suffix, screen_lines
+from agentos.guardian.policy import Action, Health, Policy, Signals, decide
+from agentos.guardian.prompts import detect_prompt
+from agentos.hub.manifest import GuardianOverrides, load_manifest
+from agentos.workspace.settings import GuardianSettings
 
 POLICY = Policy(
     interval=60, stuck_after=300, nudge="Are you stuck?", max_restarts=1, kill_after=900

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import CliRunner, add_agent, git, make_repo, needs_tmux
 
-from agentos._checks_run import file_contains
-from agentos.workspace import Workspace
+from agentos.gate.runner import file_contains
+from agentos.workspace.layout import Workspace
 
 LATIN1 = os.fsdecode(b"caf\xe9.txt")  # "café.txt" written in Latin-1: not UTF-8
 NEW = os.fsdecode(b"n\xffw.txt")

@@ -23,10 +23,10 @@ from conftest import (
     wait_until,
 )
 
-from agentos.orchestrator import start_run
 from agentos.receipts import load_receipt
-from agentos.runs import RunStore
-from agentos.workspace import Workspace
+from agentos.run.orchestrator import start_run
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
@@ -169,7 +169,7 @@ git update-ref "$branch" "$commit" && touch /tmp/{marker}-moved
 
 
 def test_landing_takes_the_gated_commit_whatever_its_branch_says_later(tmp_path: Path) -> None:
-    from agentos import worktrees as wt
+    from agentos.worktrees import repo as wt
 
     repo = make_repo(tmp_path / "repo")
     git(repo, "switch", "-q", "-c", "agentos/r1/a")

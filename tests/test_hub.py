@@ -16,10 +16,10 @@ import pytest
 import yaml
 from conftest import git, make_repo, tree_listing, write_package
 
-from agentos._package_digests import RACY_NS
 from agentos.errors import NotFound, Tampered
-from agentos.hub import Hub, IntactCheck, split_git_source
-from agentos.workspace import Workspace, init_workspace
+from agentos.hub.digests import RACY_NS
+from agentos.hub.store import Hub, IntactCheck, split_git_source
+from agentos.workspace.layout import Workspace, init_workspace
 
 
 def _lock(ws: Workspace) -> dict:
@@ -643,7 +643,7 @@ def test_an_unchanged_package_passes_and_is_not_read_again_even_by_another_proce
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from agentos.hub import Hub; "
+            "import sys; from pathlib import Path; from agentos.hub.store import Hub; "
             "c = Hub(Path(sys.argv[1]), cache=Path(sys.argv[2])).check_intact('unchanged', "
             "'1.0.0'); print(c.files, c.hashed)",
             str(hub.root),
@@ -747,8 +747,8 @@ def test_an_edited_lock_entry_a_missing_directory_and_an_unknown_version_are_ref
 
 
 def test_the_package_walk_finds_the_files_a_package_archive_holds(tmp_path: Path) -> None:
-    from agentos._archive import package_files
-    from agentos._package_digests import walk
+    from agentos.hub.archive import package_files
+    from agentos.hub.digests import walk
 
     root = write_package(tmp_path / "pkg", files={"a/b/c.txt": "c\n", ".hidden": "h\n"})
     for junk in ("__pycache__/x.cpython-311.pyc", ".git/HEAD", "a/.DS_Store", "mod.pyc"):

@@ -15,13 +15,13 @@ import pytest
 from _projects import ProjectRepo, _built_projects, project_repo  # noqa: F401 -- fixtures
 from conftest import CliRunner, add_agent, branches, git, make_repo, needs_tmux, write_package
 
-from agentos.hub import Hub
-from agentos.orchestrator import RunOptions, start_run
+from agentos.hub.store import Hub
 from agentos.receipts import load_receipt
-from agentos.review import prune
-from agentos.router import decide
-from agentos.runs import RunStatus, RunStore
-from agentos.workspace import Workspace
+from agentos.routing.router import decide
+from agentos.run.orchestrator import RunOptions, start_run
+from agentos.run.review import prune
+from agentos.run.store import RunStatus, RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 

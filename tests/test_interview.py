@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agentos import _interview_checks
-from agentos.interview import (
+from agentos.interview import checks as interview_checks
+from agentos.interview.engine import (
     AXES,
     SUCCESS_KINDS,
     UNCHECKED_SUCCESS,
@@ -35,9 +35,9 @@ from agentos.interview import (
     interview_in,
     with_rewrite,
 )
-from agentos.settings import InterviewSettings
-from agentos.text import words
-from agentos.workspace import Workspace
+from agentos.shared.text import words
+from agentos.workspace.layout import Workspace
+from agentos.workspace.settings import InterviewSettings
 
 # --- the labelled set ---------------------------------------------------------------------
 # Clear requests say what, where, within which limits and when it is done; vague ones do
@@ -48,7 +48,7 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "router-keyerror",
         "pass",
-        "Fix the KeyError raised by route() in agentos/router.py when the card list is"
+        "Fix the KeyError raised by route() in agentos/routing/router.py when the card list is"
         " empty: it should return an empty decision instead. Do not change the public"
         " signature. Done when tests/test_router.py passes.",
     ),
@@ -103,7 +103,7 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "fs-typehints",
         "pass",
-        "Add type hints to every function in agentos/_fs.py so that mypy --strict passes on"
+        "Add type hints to every function in agentos/shared/fs.py so that mypy --strict passes on"
         " that file. No runtime changes.",
     ),
     (
@@ -123,7 +123,7 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "parse-version-test",
         "pass",
-        "Add a unit test for parse_version() in agentos/hub.py covering '1.2.3', '1.2'"
+        "Add a unit test for parse_version() in agentos/hub/store.py covering '1.2.3', '1.2'"
         " (invalid) and 'v1.2.3' (invalid). Only add tests/test_versions.py; don't change"
         " hub.py. Done when pytest tests/test_versions.py passes.",
     ),
@@ -143,14 +143,14 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "extract-retry",
         "pass",
-        "Extract the retry loop from Orchestrator.run in agentos/orchestrator.py into a"
+        "Extract the retry loop from Orchestrator.run in agentos/run/orchestrator.py into a"
         " function retry_agent(agent, failures). Pure refactor: behaviour and receipts"
         " unchanged, all existing tests green.",
     ),
     (
         "guardian-interval",
         "pass",
-        "Change the default guardian interval from 60 to 30 seconds in agentos/workspace.py"
+        "Change the default guardian interval from 60 to 30 seconds in agentos/workspace/layout.py"
         " (GuardianSettings.interval) and update the SPEC example. Nothing else changes;"
         " tests pass.",
     ),
@@ -159,7 +159,7 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
         "pass",
         "Make `agentos kb search` treat an empty query as 'no results' instead of raising"
         ' an FTS5 syntax error: currently `agentos kb search ""` prints a traceback. Fix in'
-        " agentos/knowledge.py, exit 0 with an empty list, add a test.",
+        " agentos/knowledge/store.py, exit 0 with an empty list, add a test.",
     ),
     (
         "pydantic-2",
@@ -171,7 +171,7 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "max-diff-lines",
         "pass",
-        "Implement the `max_diff_lines` check in agentos/stormbreaker.py: fail when git"
+        "Implement the `max_diff_lines` check in agentos/gate/gate.py: fail when git"
         " diff --numstat against the base branch adds up to more than the limit. Don't"
         " change the other check kinds. Done when"
         " tests/test_stormbreaker.py::test_max_diff_lines passes.",
@@ -227,8 +227,8 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "split-router",
         "pass",
-        "Split agentos/router.py (720 lines) into router.py and _scoring.py, moving"
-        " score_card() and its helpers. Public imports from agentos.router keep working."
+        "Split agentos/routing/router.py (720 lines) into router.py and _scoring.py, moving"
+        " score_card() and its helpers. Public imports from agentos.routing.router keep working."
         " Lint clean, tests pass.",
     ),
     (
@@ -241,14 +241,14 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "card-ties",
         "pass",
-        "sort_cards() in agentos/cards.py orders ties by file modification time, so routing"
+        "sort_cards() in agentos/routing/cards.py orders ties by file modification time, so routing"
         " differs between machines. Order ties by card name instead. Add a test with two"
         " tied cards; no other change.",
     ),
     (
         "sigterm",
         "pass",
-        "Handle SIGTERM in guardian/daemon.py: remove the pidfile and exit 0. Currently a"
+        "Handle SIGTERM in agentos/guardian/daemon.py: remove the pidfile and exit 0. Currently a"
         " killed daemon leaves guardian.pid behind and `guardian start` then refuses to"
         " start. Test: start, send SIGTERM, pidfile is gone.",
     ),
@@ -261,7 +261,7 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "manifest-timeout",
         "pass",
-        "Validate the `timeout` field in agentos/manifest.py: reject values <= 0 or > 86400"
+        "Validate the `timeout` field in agentos/hub/manifest.py: reject values <= 0 or > 86400"
         " with 'timeout: must be between 1 and 86400'. Keep other fields as they are; tests"
         " pass.",
     ),
@@ -291,7 +291,7 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
     (
         "hostile-symlink",
         "pass",
-        "In agentos/hub.py, install() accepts a tarball with a symlink pointing outside the"
+        "In agentos/hub/store.py, install() accepts a tarball with a symlink pointing outside the"
         " package (../../etc/passwd) and extracts it. It must refuse such archives with"
         " HostileArchive and write nothing. Don't change the archive format.",
     ),
@@ -300,7 +300,7 @@ DEV_CLEAR: list[tuple[str, str, str]] = [
         "pass",
         "Title: crash on empty config\nSteps: create an empty agentos.yaml, run `agentos"
         " status`.\nActual: TypeError: 'NoneType' object is not subscriptable in"
-        " agentos/workspace.py.\nExpected: defaults are used.\nAcceptance: a test with an"
+        " agentos/workspace/layout.py.\nExpected: defaults are used.\nAcceptance: a test with an"
         " empty agentos.yaml passes; no other settings behaviour changes.",
     ),
 ]
@@ -344,7 +344,7 @@ DEV_VAGUE: list[tuple[str, str, str]] = [
     ("receipts-wrong", "block", "Something is wrong with receipts, look at it"),
     ("dark-mode", "block", "Add dark mode"),
     ("fix-router-tests", "block", "Fix the tests in tests/test_router.py"),
-    ("cache-kb", "block", "Add a cache to agentos/knowledge.py"),
+    ("cache-kb", "block", "Add a cache to agentos/knowledge/store.py"),
     ("improve-readme", "block", "Improve the README"),
     ("search-better", "block", "Make search better in kb"),
     ("errors-properly", "block", "Handle errors properly in the API so things don't crash"),
@@ -358,7 +358,7 @@ HOLDOUT_CLEAR: list[tuple[str, str, str]] = [
         "pass",
         "pytest tests/test_cards.py::test_lint_reports_unknown_field fails with"
         " AssertionError since commit 3f2a1c; the lint message changed from 'unknown field'"
-        " to 'extra field'. Restore the old message in agentos/cards.py; don't touch the"
+        " to 'extra field'. Restore the old message in agentos/routing/cards.py; don't touch the"
         " tests.",
     ),
     (
@@ -373,21 +373,21 @@ HOLDOUT_CLEAR: list[tuple[str, str, str]] = [
         "h-snippet-cap",
         "pass",
         "Cap the knowledge store snippet at 300 characters in kb search output"
-        " (agentos/knowledge.py, function snippet()). Longer snippets currently flood the"
+        " (agentos/knowledge/store.py, function snippet()). Longer snippets currently flood the"
         " terminal. JSON output keeps the full snippet. Test with a 1000-character line.",
     ),
     (
         "h-mcp-route-json",
         "pass",
         "The MCP tool route returns a Python repr instead of structured JSON (see"
-        " mcp_server/server.py, route_tool). Return the decision as a dict matching the"
+        " agentos/mcp_server/server.py, route_tool). Return the decision as a dict matching the"
         " receipt schema; the MCP inspector should show the fields. Other tools stay as"
         " they are; tests/test_mcp.py passes.",
     ),
     (
         "h-check-timeout",
         "pass",
-        "Set the default timeout for shell checks to 300 seconds in agentos/checks.py"
+        "Set the default timeout for shell checks to 300 seconds in agentos/shared/checks.py"
         " (CheckSpec.timeout) - it is None today, so a hanging check blocks the gate"
         " forever. Keep explicit timeouts working. Add a test with a check that sleeps past"
         " a 1 second timeout and fails.",
@@ -403,7 +403,7 @@ HOLDOUT_CLEAR: list[tuple[str, str, str]] = [
         "h-attach-tty",
         "pass",
         "On macOS, `agentos attach RUN` fails with 'open terminal failed: not a terminal'"
-        " when stdout is piped. Detect a non-TTY stdout in agentos/sessions.py and exit 2"
+        " when stdout is piped. Detect a non-TTY stdout in agentos/run/sessions.py and exit 2"
         " with 'attach needs a terminal'. No change on Linux; add a test that pipes stdout.",
     ),
     (
@@ -424,7 +424,7 @@ HOLDOUT_CLEAR: list[tuple[str, str, str]] = [
     (
         "h-receipts-index",
         "pass",
-        "Add an index on receipts(run_id) in the state.db migrations (agentos/state.py) as"
+        "Add an index on receipts(run_id) in the state.db migrations (agentos/state/database.py) as"
         " a new named migration '0003_receipts_run_id'. Existing databases migrate in"
         " place; `agentos runs show` on 10k receipts should take under 100 ms.",
     ),
@@ -463,7 +463,7 @@ HOLDOUT_CLEAR: list[tuple[str, str, str]] = [
         "pass",
         "Make `agentos hub verify` also check that every active version's directory exists;"
         " today a deleted hub/<name>/<version>/ directory makes it crash with"
-        " FileNotFoundError. Report it as drift and exit 1. Fix in agentos/hub.py with a"
+        " FileNotFoundError. Report it as drift and exit 1. Fix in agentos/hub/store.py with a"
         " test.",
     ),
 ]
@@ -534,7 +534,7 @@ FRESH_CLEAR: list[tuple[str, str, str]] = [
     (
         "f-manifest-pydantic",
         "pass",
-        "Replace the hand-written YAML parsing in agentos/manifest.py with pydantic's"
+        "Replace the hand-written YAML parsing in agentos/hub/manifest.py with pydantic's"
         " model_validate on yaml.safe_load output. Error messages must keep the 'file:"
         " field: message' format; tests/test_manifest.py passes unchanged.",
     ),
@@ -570,14 +570,14 @@ FRESH_CLEAR: list[tuple[str, str, str]] = [
     (
         "f-router-prints",
         "pass",
-        "Remove the print debugging left in agentos/router.py (lines 40-60 print the scores"
+        "Remove the print debugging left in agentos/routing/router.py (lines 40-60 print the scores"
         ' on every route). Nothing else changes; ruff check passes and `agentos route "fix'
         ' lint"` prints only the decision.',
     ),
     (
         "f-busy-timeout",
         "pass",
-        "Make the SQLite connection in agentos/state.py use a 5000 ms busy timeout;"
+        "Make the SQLite connection in agentos/state/database.py use a 5000 ms busy timeout;"
         " concurrent `agentos run` calls currently fail with 'database is locked'. Keep WAL"
         " mode. Add a test that opens two connections and writes from both.",
     ),
@@ -592,7 +592,7 @@ FRESH_VAGUE: list[tuple[str, str, str]] = [
     ("g-caching", "block", "Implement caching"),
     ("g-friendly-errors", "block", "Make the error messages more user friendly"),
     ("g-deploy-broke", "block", "Something broke after the last deploy"),
-    ("g-refactor-orch", "block", "Refactor agentos/orchestrator.py"),
+    ("g-refactor-orch", "block", "Refactor agentos/run/orchestrator.py"),
     ("g-settings-page", "block", "Add a settings page"),
     ("g-cli-faster", "block", "Make the CLI faster"),
     ("g-failing-tests", "block", "Fix the failing tests"),
@@ -651,7 +651,7 @@ def test_requests_never_tuned_on_agree_at_least_90_percent() -> None:
         ("make it better", False),
         ("fix the bug", False),
         ("refactor everything", False),
-        ("Add a cache to agentos/knowledge.py", False),
+        ("Add a cache to agentos/knowledge/store.py", False),
         (DEV_CLEAR[0][2], True),
         (HOLDOUT_CLEAR[0][2], True),
     ],
@@ -756,8 +756,8 @@ def test_an_empty_request_is_bad_input() -> None:
 
 _SCORE_ALL = """\
 import json, sys
-from agentos.interview import interview
-from agentos.settings import InterviewSettings
+from agentos.interview.engine import interview
+from agentos.workspace.settings import InterviewSettings
 requests = json.load(sys.stdin)
 print(json.dumps([interview(r, InterviewSettings()).as_dict() for r in requests],
                  sort_keys=True))
@@ -823,7 +823,11 @@ def test_each_question_names_one_weak_axis_and_every_weak_axis_gets_one() -> Non
             "scope",
             "You mention “router”",
         ),
-        ("Add a cache to agentos/knowledge.py", "constraints", "Besides agentos/knowledge.py"),
+        (
+            "Add a cache to agentos/knowledge/store.py",
+            "constraints",
+            "Besides agentos/knowledge/store.py",
+        ),
         ("the app is broken, please fix", "context", "what did you expect instead"),
         ("add a feature for users to export data", "context", "Why is this needed"),
         ("improve performance", "success", "target"),
@@ -880,18 +884,18 @@ def test_candidates_are_not_looked_up_when_scope_is_clear(tmp_path: Path) -> Non
         calls.append(request)
         return ["src/router.py"]
 
-    interview("Add a cache to agentos/knowledge.py", DEFAULTS, candidates=candidates)
+    interview("Add a cache to agentos/knowledge/store.py", DEFAULTS, candidates=candidates)
     assert calls == []
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("agentos.knowledge") is None,
+    importlib.util.find_spec("agentos.knowledge.store") is None,
     reason="the knowledge store is not built yet",
 )
 def test_candidates_from_the_knowledge_store_are_real_indexed_paths(
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentos.knowledge import open_store
+    from agentos.knowledge.store import open_store
 
     repo = tmp_path / "shop"
     (repo / "shop").mkdir(parents=True)
@@ -909,7 +913,7 @@ def test_candidates_from_the_knowledge_store_are_real_indexed_paths(
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("agentos.knowledge") is None
+    importlib.util.find_spec("agentos.knowledge.store") is None
     or importlib.util.find_spec("agentos.cli.kb") is None,
     reason="the knowledge store and `agentos kb` are not built yet",
 )
@@ -1480,7 +1484,7 @@ def test_the_shell_checks_the_interview_writes_hold_only_when_their_criterion_do
 def test_every_test_command_proposal_goes_through_one_function() -> None:
     # "tests pass" is the repository's own test command (a `tests` check, resolved per
     # repository at gate time); only _tests_check builds one, and nothing names pytest.
-    tree = ast.parse(Path(_interview_checks.__file__).read_text())
+    tree = ast.parse(Path(interview_checks.__file__).read_text())
     builders = {
         fn.name
         for fn in ast.walk(tree)
@@ -1501,7 +1505,7 @@ READ_ONLY: list[tuple[str, str]] = [
     ("which-fail", "which tests fail?"),
     ("review-and-list", "review src/api.py and list the problems"),
     ("explain", "explain how routing works"),
-    ("summarise", "Summarise what agentos/router.py does"),
+    ("summarise", "Summarise what agentos/routing/router.py does"),
     ("find-where", "Find where the retry limit is set"),
     ("tell-me", "Tell me which tests are slow"),
     ("show-me", "Show me which packages are installed"),
@@ -1512,9 +1516,9 @@ READ_ONLY: list[tuple[str, str]] = [
     ("check-whether", "Check whether `agentos gc` removes orphan worktrees"),
     ("negated-fix", "Don't fix anything, just list the failing tests"),
     ("without-changing", "Run ruff check and report the errors without changing any code"),
-    ("audit", "Audit agentos/hub.py for unsafe archive extraction"),
+    ("audit", "Audit agentos/hub/store.py for unsafe archive extraction"),
     ("count", "Count the TODOs in agentos/"),
-    ("profile", "Profile search() in agentos/knowledge.py and report where the time goes"),
+    ("profile", "Profile search() in agentos/knowledge/store.py and report where the time goes"),
     ("can-you-check", "Can you check why the build fails?"),
     ("vague", "look at stuff"),
 ]
@@ -1560,7 +1564,7 @@ def test_a_request_for_a_change_is_not_read_only_even_with_read_verbs(request_te
 def test_a_read_only_request_is_never_asked_which_files_to_change_or_what_must_stay(
     request_text: str,
 ) -> None:
-    result = interview(request_text, DEFAULTS, candidates=lambda _: ["agentos/router.py"])
+    result = interview(request_text, DEFAULTS, candidates=lambda _: ["agentos/routing/router.py"])
     assert "constraints" not in result.weak
     for q in result.questions:
         assert "should change" not in q.text and "must stay" not in q.text, q.text
@@ -1614,13 +1618,13 @@ def test_a_whole_interview_document_for_a_read_only_request() -> None:
 
 def test_a_blocked_read_only_request_asks_where_to_look_and_what_to_report() -> None:
     result = interview(
-        "explain how routing works", DEFAULTS, candidates=lambda _: ["agentos/router.py"]
+        "explain how routing works", DEFAULTS, candidates=lambda _: ["agentos/routing/router.py"]
     )
     assert [q.as_dict() for q in result.questions] == [
         {
             "axis": "scope",
             "text": "You mention “routing”: which files or modules should be looked at? "
-            "Candidates: agentos/router.py.",
+            "Candidates: agentos/routing/router.py.",
         },
         {
             "axis": "context",

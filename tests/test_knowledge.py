@@ -16,13 +16,13 @@ import apsw
 import pytest
 from conftest import CliRunner, make_repo
 
-from agentos import _kb_files, _kb_ingest, _kb_tokenizer
-from agentos._chunking import MAX_LINES, chunk_text, language_of
-from agentos._kb_query import prior
 from agentos.cli import main as cli_main
 from agentos.errors import BadInput, NotFound
-from agentos.knowledge import KnowledgeStore, estimate_tokens
-from agentos.workspace import Workspace
+from agentos.knowledge import files, ingest, tokenizer
+from agentos.knowledge.chunking import MAX_LINES, chunk_text, language_of
+from agentos.knowledge.fts import prior
+from agentos.knowledge.store import KnowledgeStore, estimate_tokens
+from agentos.workspace.layout import Workspace
 
 # --- helpers ------------------------------------------------------------------------------
 
@@ -171,8 +171,8 @@ def test_language_comes_from_the_file_name(name: str, language: str) -> None:
 
 def _tokenizer() -> apsw.FTS5Tokenizer:
     con = apsw.Connection(":memory:")
-    _kb_tokenizer.register(con)
-    return con.fts5_tokenizer("porter", [_kb_tokenizer.NAME, *_kb_tokenizer.BASE])
+    tokenizer.register(con)
+    return con.fts5_tokenizer("porter", [tokenizer.NAME, *tokenizer.BASE])
 
 
 @pytest.mark.parametrize(
@@ -200,7 +200,7 @@ def test_identifiers_are_split_into_their_stemmed_parts(text: str, tokens: list[
 
 def test_indexing_and_snippet_tokenization_give_the_same_tokens() -> None:
     tok = _tokenizer()
-    plain = tok.connection.fts5_tokenizer("porter", _kb_tokenizer.BASE)
+    plain = tok.connection.fts5_tokenizer("porter", tokenizer.BASE)
     rnd = random.Random(4)
     alphabet = "aAbBzZ09_ .-éÉß中🎉\n"
     for _ in range(2000):
@@ -210,7 +210,7 @@ def test_indexing_and_snippet_tokenization_give_the_same_tokens() -> None:
         )
         spans = tok(text, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False)
         assert fast == [t for _, _, t in spans], text
-        if not _kb_tokenizer.case_cuts(text):  # snippets then skip the Python tokenizer
+        if not tokenizer.case_cuts(text):  # snippets then skip the Python tokenizer
             assert spans == plain(text, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False), text
 
 
@@ -524,9 +524,9 @@ def test_a_large_add_prepared_by_a_worker_process_is_exact(
     body = "".join(
         f"def function_{j}(value):\n    return value + {j}\n\n\n" for j in range(400)
     )  # about 20 KB
-    n = max(_kb_ingest.PARALLEL_FILES, _kb_ingest.PARALLEL_BYTES // len(body) + 1)
+    n = max(ingest.PARALLEL_FILES, ingest.PARALLEL_BYTES // len(body) + 1)
     src = write(tmp_path / "src", {f"pkg/mod_{i}.py": f"# module {i}\n" + body for i in range(n)})
-    assert sum(p.stat().st_size for p in src.rglob("*.py")) >= _kb_ingest.PARALLEL_BYTES
+    assert sum(p.stat().st_size for p in src.rglob("*.py")) >= ingest.PARALLEL_BYTES
     stats = store.add([src])
     assert (stats.seen, stats.read, stats.added, stats.errors) == (n, n, n, [])
     assert_index_exact(store)
@@ -640,7 +640,7 @@ def test_vcs_tool_and_virtualenv_directories_binary_and_huge_files_are_skipped(
         },
     )
     (src / "blob.dat2").write_bytes(b"needle\x00\x01\x02")
-    (src / "huge.txt").write_text("needle\n" * (_kb_files.MAX_FILE_BYTES // 7 + 1))
+    (src / "huge.txt").write_text("needle\n" * (files.MAX_FILE_BYTES // 7 + 1))
     stats = store.add([src])
     assert paths_of(store.search("needle")) == ["main.py"]
     assert (stats.added, stats.skipped) == (1, 1)  # blob.dat2 was read, found binary
@@ -878,7 +878,7 @@ def test_docs_indexer_feeds_the_target_repository_into_the_workspace_store(
     argv = [
         sys.executable,
         "-m",
-        "agentos.runtimes._entry",
+        "agentos.runtimes.entry",
         str(package),
         "indexer:main",
         str(tmp_path / "no-context.md"),
@@ -913,7 +913,7 @@ def test_the_bundled_hub_lock_records_the_docs_indexer(cli: CliRunner) -> None:
 def test_the_index_docs_card_routes_indexing_requests_only(
     ws: Workspace, request_text: str, routed: bool
 ) -> None:
-    from agentos.router import decide
+    from agentos.routing.router import decide
 
     decision = decide(ws, request_text)
     chosen = {s.card: s.agent for s in decision.selected}

@@ -14,7 +14,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from agentos.knowledge import KnowledgeStore
+from agentos.knowledge.store import KnowledgeStore
 
 pytestmark = pytest.mark.slow
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from conftest import CliRunner, make_repo, tree_listing, write_package
 
-from agentos import limits
 from agentos.cli import _docs
 from agentos.errors import BadInput
-from agentos.limits import KB, MB
-from agentos.workspace import Workspace
+from agentos.shared import limits
+from agentos.shared.limits import KB, MB
+from agentos.workspace.layout import Workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from conftest import make_repo
 
-from agentos.workspace import Workspace
-from mcp_server.server import TOOL_NAMES
+from agentos.mcp_server.server import TOOL_NAMES
+from agentos.workspace.layout import Workspace
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 INSTALL_HINT = "run scripts/install-mcp-clients (CI does) to install it from npm"

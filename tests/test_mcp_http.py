@@ -23,9 +23,9 @@ from conftest import CliRunner
 from test_mcp_clients import client_env, needs, npm_bin_dir, npm_tool, run_client
 from test_mcp_server import server_argv, wait_for_url
 
-from agentos.workspace import Workspace
-from mcp_server._token import token_file
-from mcp_server.server import TOOL_NAMES
+from agentos.mcp_server.auth import token_file
+from agentos.mcp_server.server import TOOL_NAMES
+from agentos.workspace.layout import Workspace
 
 INITIALIZE = {
     "jsonrpc": "2.0",

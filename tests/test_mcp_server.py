@@ -30,11 +30,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, TextResourceContents
 
 from agentos.errors import AgentOSError, BadInput
-from agentos.hub import Hub
-from agentos.workspace import Workspace
-from mcp_server._paths import Confinement
-from mcp_server._token import token_file
-from mcp_server.server import TOOL_NAMES
+from agentos.hub.store import Hub
+from agentos.mcp_server.auth import token_file
+from agentos.mcp_server.paths import Confinement
+from agentos.mcp_server.server import TOOL_NAMES
+from agentos.workspace.layout import Workspace
 
 READ_ONLY_TOOLS = {
     "interview",
@@ -52,7 +52,7 @@ READ_ONLY_TOOLS = {
     "hub_search",
     "get_tasks",
 }
-GUARDIAN = importlib.util.find_spec("guardian.daemon") is not None
+GUARDIAN = importlib.util.find_spec("agentos.guardian.daemon") is not None
 HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0
 
 
@@ -685,16 +685,16 @@ def test_nothing_heavy_is_imported_before_initialize(ws: Workspace, tmp_path: Pa
         for line in errlog.read_text().splitlines()
         if line.startswith("import time:")
     }
-    assert "mcp_server.server" in imported
+    assert "agentos.mcp_server.server" in imported
     heavy = {
         "langchain",
         "langchain_core",
         "crewai",
         "ollama",
-        "agentos.orchestrator",
-        "agentos.router",
-        "agentos.knowledge",
-        "agentos.interview",
+        "agentos.run.orchestrator",
+        "agentos.routing.router",
+        "agentos.knowledge.store",
+        "agentos.interview.engine",
         "git",
     }
     assert heavy & imported == set()
@@ -743,11 +743,11 @@ def test_serve_refuses_bad_options_with_one_line(
 def test_completions_offer_card_ids_receipt_ids_and_agent_names(ws: Workspace) -> None:
     from mcp.types import PromptReference, ResourceTemplateReference
 
-    from agentos.cards import load_cards
+    from agentos.routing.cards import load_cards
 
     cards = ResourceTemplateReference(type="ref/resource", uri="agentos://cards/{id}")
     receipts = ResourceTemplateReference(type="ref/resource", uri="agentos://receipts/{id}")
-    from agentos.router import route
+    from agentos.routing.router import route
 
     route(ws, "fix the lint errors")  # one receipt
 

@@ -23,10 +23,10 @@ from conftest import (
     worktrees,
 )
 
-from agentos.orchestrator import start_run
 from agentos.receipts import read_receipt
-from agentos.runs import RunStore
-from agentos.workspace import Workspace
+from agentos.run.orchestrator import start_run
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
@@ -389,7 +389,7 @@ def test_success_criteria_stated_in_the_request_become_checks_of_the_run(
 def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names(
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("agentos.worktrees.SPARSE_MIN_FILES", 3)
+    monkeypatch.setattr("agentos.worktrees.repo.SPARSE_MIN_FILES", 3)
     files = {f"vendor/big{i}.txt": "x\n" for i in range(5)}
     repo = make_repo(tmp_path / "big", {**files, "src/app.py": "print('hi')\n"})
     add_agent(
@@ -460,7 +460,7 @@ def test_a_detached_run_can_be_followed_and_cancelled_from_the_cli(
 def test_a_run_starts_the_workspace_guardian_when_none_is_running(
     ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
-    from guardian import daemon
+    from agentos.guardian import daemon
 
     add_agent(ws, tmp_path, "watched", "echo ok > watched.txt\n")
     ws.settings_file.write_text("run: {guardian: true}\nguardian: {interval: 0.2}\n")

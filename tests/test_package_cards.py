@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from conftest import CliRunner, tree_listing, write_package
 
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 
 def card(card_id: str, agent: str, *keywords: str) -> str:

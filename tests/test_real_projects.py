@@ -19,10 +19,10 @@ import pytest
 from _projects import ProjectRepo, _built_projects, project_repo  # noqa: F401 -- fixtures
 from conftest import CliRunner, add_agent, branches, git, needs_tmux
 
-from agentos.orchestrator import start_run
+from agentos.gate.repo import prepare_worktree, repo_profile
 from agentos.receipts import load_receipt, read_receipt
-from agentos.repos import prepare_worktree, repo_profile
-from agentos.workspace import Workspace
+from agentos.run.orchestrator import start_run
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket"), pytest.mark.slow]
 

@@ -21,8 +21,7 @@ import pytest
 from conftest import CliRunner, make_repo, needs_tmux, write_package
 
 from agentos.errors import BadInput, NotFound
-from agentos.hub import Hub
-from agentos.orchestrator import start_run
+from agentos.hub.store import Hub
 from agentos.receipts import (
     HEAD_FILE,
     ParsedReceipt,
@@ -36,7 +35,8 @@ from agentos.receipts import (
     write_receipt,
 )
 from agentos.receipts.format import render, render_fields
-from agentos.workspace import Workspace, init_workspace
+from agentos.run.orchestrator import start_run
+from agentos.workspace.layout import Workspace, init_workspace
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 SHA = re.compile(r"\b[0-9a-f]{64}\b")
@@ -866,7 +866,7 @@ def _writer_script(ws: Workspace, count: int, tag: str) -> list[str]:
         "import sys\n"
         "from pathlib import Path\n"
         "from agentos.receipts import write_receipt\n"
-        "from agentos.workspace import Workspace\n"
+        "from agentos.workspace.layout import Workspace\n"
         "ws = Workspace(Path(sys.argv[1]))\n"
         "for i in range(int(sys.argv[2])):\n"
         "    write_receipt(ws, 'route', {'writer': sys.argv[3], 'n': i}, request=f'req {i}')\n"

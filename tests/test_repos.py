@@ -25,7 +25,7 @@ from _projects import (  # noqa: F401 -- fixtures
 from conftest import CliRunner, git, make_repo
 
 from agentos.errors import NotFound, ValidationFailed
-from agentos.repos import (
+from agentos.gate.repo import (
     SITE_DIR,
     SITE_MAP_VARIABLE,
     RepoProfile,
@@ -33,7 +33,7 @@ from agentos.repos import (
     prepare_worktree,
     repo_profile,
 )
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 HINT = "set `python:` or `test:` for it (`repos:` in agentos.yaml, or .agentos.yaml)"
 

@@ -18,13 +18,13 @@ import re2
 import yaml
 from conftest import CliRunner, write_package
 
-from agentos import _regex
-from agentos._router_index import Index, necessary_keys, normalize, reference_match
-from agentos.cards import Card, cards_revision, load_cards
-from agentos.hub import Hub
+from agentos.hub.store import Hub
 from agentos.receipts import read_receipt, verify_chain
-from agentos.router import cache_dir, current_revision, decide, route
-from agentos.workspace import Workspace, init_workspace
+from agentos.routing.cards import Card, cards_revision, load_cards
+from agentos.routing.index import Index, necessary_keys, normalize, reference_match
+from agentos.routing.router import cache_dir, current_revision, decide, route
+from agentos.shared import patterns
+from agentos.workspace.layout import Workspace, init_workspace
 
 # The first five bundled cards; other parts of AgentOS add theirs to routing_cards/, so these
 # tests pin the set they check against.
@@ -481,7 +481,7 @@ SAMPLES = [
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_regex_prefilter_never_skips_a_regex_that_matches(pattern: str) -> None:
     keys = necessary_keys(pattern)
-    regex = _regex.compile(pattern)  # the engine the router matches with
+    regex = patterns.compile(pattern)  # the engine the router matches with
     for sample in SAMPLES:
         if regex.search(sample) and keys is not None:
             text = normalize(sample)
@@ -569,7 +569,7 @@ def _replace_folder(ws: Workspace) -> None:
 def test_a_process_that_routes_again_sees_every_kind_of_card_change(
     bare: Workspace, change: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentos import router
+    from agentos.routing import router
 
     write_card(bare, "a", {"keywords": ["lint"]})
     first = decide(bare, "lint ruff")
@@ -592,7 +592,7 @@ def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(ws: Workspace) -> None:
     before = decide(ws, "run the tests and fix the lint").as_dict()
     for path in cache_dir(ws).iterdir():
         path.write_bytes(b"garbage")
-    from agentos import router
+    from agentos.routing import router
 
     router._INDEXES.clear()
     router._STATS.clear()
@@ -663,7 +663,7 @@ def test_agentos_route_with_a_catastrophic_card_answers(cli: CliRunner, bare: Wo
 def test_card_regexes_keep_pythons_anchors_and_never_fail_on_text(
     pattern: str, request_text: str, matches: bool
 ) -> None:
-    assert _regex.compile(pattern).search(request_text) is matches
+    assert patterns.compile(pattern).search(request_text) is matches
 
 
 @pytest.mark.parametrize(
@@ -858,7 +858,7 @@ def test_cards_load_in_file_order_but_decide_in_id_order(bare: Workspace) -> Non
 
 
 def test_a_process_routing_in_many_workspaces_keeps_few_watches(tmp_path: Path) -> None:
-    from agentos import router
+    from agentos.routing import router
 
     for i in range(12):
         ws, _ = init_workspace(tmp_path / f"ws{i}")

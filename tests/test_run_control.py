@@ -1,4 +1,4 @@
-"""A run as callers see it through the library (agentos.run_control, agentos.events): its
+"""A run as callers see it through the library (agentos.run.control, agentos.run.events): its
 events as it goes, its status before it is recorded, and cancelling it at any point."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from conftest import add_agent, make_repo, needs_tmux, tmux_sessions, wait_until
 
-from agentos import run_control
-from agentos._run_files import RunFiles
 from agentos.errors import BadInput, NotFound
-from agentos.events import EventKind, read_events
-from agentos.orchestrator import start_run
-from agentos.runs import AgentStatus, RunStatus, process_start
-from agentos.workspace import Workspace
+from agentos.run import control
+from agentos.run.events import EventKind, read_events
+from agentos.run.orchestrator import start_run
+from agentos.run.store import AgentStatus, RunStatus, process_start
+from agentos.workspace.files import RunFiles
+from agentos.workspace.layout import Workspace
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_a_runs_events_tell_its_phases_and_each_agents_steps_in_order(
     steps = [(e.agent, e.status) for e in written if e.kind is EventKind.AGENT]
     assert steps == [("writer", "running"), ("writer", "gating"), ("writer", "passed")]
     # A follower asks from where it stopped: nothing new once the run ended.
-    assert run_control.events(ws, report.run_id, offset) == ([], offset)
+    assert control.events(ws, report.run_id, offset) == ([], offset)
 
 
 def test_events_are_read_whole_lines_only_and_a_damaged_line_is_skipped(tmp_path: Path) -> None:
@@ -78,13 +78,13 @@ def test_a_background_run_not_recorded_yet_is_starting_and_cancelling_it_ends_it
         ws, "run-early", [sys.executable, "-c", "import time; time.sleep(60)"]
     )
     try:
-        before = run_control.status(ws, "run-early")
+        before = control.status(ws, "run-early")
         assert (before.status, before.request) == (RunStatus.STARTING, "fix it")
 
-        assert run_control.cancel(ws, "run-early", wait=10) is RunStatus.CANCELLED
+        assert control.cancel(ws, "run-early", wait=10) is RunStatus.CANCELLED
 
         assert proc.wait(10) == -15  # SIGTERM
-        after = run_control.status(ws, "run-early")
+        after = control.status(ws, "run-early")
         assert (after.status, after.message) == (
             RunStatus.CANCELLED,
             "cancelled before it started",
@@ -100,20 +100,20 @@ def test_a_background_run_whose_process_died_unrecorded_failed_with_its_last_wor
     proc.wait()
     RunFiles.of(ws, "run-dead").orchestrator_log.write_text("starting\nerror: no tmux here\n")
 
-    record = run_control.status(ws, "run-dead")
+    record = control.status(ws, "run-dead")
 
     assert (record.status, record.message) == (
         RunStatus.FAILED,
         "the run's process ended before the run started: error: no tmux here",
     )
     with pytest.raises(BadInput, match="already failed"):
-        run_control.cancel(ws, "run-dead")
+        control.cancel(ws, "run-dead")
 
 
 @pytest.mark.parametrize("run_id", ["no-such-run", "../../etc", "a/b", ""])
 def test_an_unknown_or_path_like_run_id_is_not_found(ws: Workspace, run_id: str) -> None:
     with pytest.raises(NotFound):
-        run_control.status(ws, run_id)
+        control.status(ws, run_id)
 
 
 @needs_tmux
@@ -122,23 +122,21 @@ def test_a_live_run_cancelled_through_the_library_keeps_its_work(
 ) -> None:
     add_agent(ws, tmp_path, "longhaul", "echo underway > progress.txt\nsleep 120\n")
 
-    run_id, _log = run_control.start_detached(
-        ws, "longhaul-task", repo, run_control.RunOptions(force=True)
-    )
+    run_id, _log = control.start_detached(ws, "longhaul-task", repo, control.RunOptions(force=True))
     wait_until(
         lambda: (
-            run_control.status(ws, run_id).status is RunStatus.RUNNING
+            control.status(ws, run_id).status is RunStatus.RUNNING
             and (ws.worktrees_dir / run_id / "longhaul" / "progress.txt").exists()
         ),
         what="the agent at work",
     )
 
-    assert run_control.cancel(ws, run_id) is RunStatus.CANCELLED
+    assert control.cancel(ws, run_id) is RunStatus.CANCELLED
 
-    record = run_control.status(ws, run_id)
+    record = control.status(ws, run_id)
     assert [(a.agent, a.status) for a in record.agents] == [("longhaul", AgentStatus.CANCELLED)]
     assert tmux_sessions(tmux_socket) == []
-    events, _ = run_control.events(ws, run_id)
+    events, _ = control.events(ws, run_id)
     assert [e.status for e in events if e.kind is EventKind.PHASE][-1] == "cancelled"
     assert [(e.agent, e.status) for e in events if e.kind is EventKind.AGENT][-1] == (
         "longhaul",

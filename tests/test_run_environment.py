@@ -19,8 +19,8 @@ from conftest import (
 )
 
 from agentos.receipts import list_receipts
-from agentos.runs import RunStore
-from agentos.workspace import Workspace
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 

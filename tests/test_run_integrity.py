@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import CliRunner, add_agent, branches, git, make_repo, needs_tmux
 
-from agentos.gc import collect_garbage
-from agentos.orchestrator import RunOptions, start_run
-from agentos.review import merge_run
-from agentos.runs import RunStore
-from agentos.workspace import Workspace
+from agentos.run.gc import collect_garbage
+from agentos.run.orchestrator import RunOptions, start_run
+from agentos.run.review import merge_run
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 

@@ -13,10 +13,10 @@ import apsw
 import pytest
 from conftest import CliRunner, add_agent, agent_started, branches, git, make_repo, needs_tmux
 
-from agentos.orchestrator import RunOptions, start_run
 from agentos.receipts import list_receipts, read_receipt
-from agentos.runs import RunStore
-from agentos.workspace import Workspace
+from agentos.run.orchestrator import RunOptions, start_run
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 

@@ -16,8 +16,8 @@ import pytest
 from conftest import add_agent, git, make_repo, needs_tmux
 
 from agentos.receipts import list_receipts, read_receipt
-from agentos.runs import RunStore
-from agentos.workspace import Workspace
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 

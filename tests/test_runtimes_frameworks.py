@@ -16,9 +16,9 @@ import yaml
 from conftest import git, make_repo, needs_tmux, tmux_sessions, write_package
 from fake_ollama import FakeOllama
 
-from agentos.hub import Hub
+from agentos.hub.store import Hub
 from agentos.receipts import read_receipt
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
@@ -419,7 +419,7 @@ def _entry(
         [
             sys.executable,
             "-m",
-            "agentos.runtimes._framework_entry",
+            "agentos.runtimes.framework_entry",
             framework,
             str(package),
             entry,

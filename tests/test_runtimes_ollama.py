@@ -16,11 +16,11 @@ import yaml
 from conftest import git, make_repo, needs_tmux, tmux_sessions, write_package
 from fake_ollama import FakeOllama
 
-from agentos.hub import Hub
+from agentos.hub.store import Hub
 from agentos.receipts import read_receipt
-from agentos.runtimes._frameworks import parse_host
-from agentos.runtimes._worktree_tools import WorktreeTools
-from agentos.workspace import Workspace
+from agentos.runtimes.frameworks import parse_host
+from agentos.runtimes.worktree_tools import WorktreeTools
+from agentos.workspace.layout import Workspace
 
 pytestmark = pytest.mark.usefixtures("tmux_socket")
 
@@ -335,7 +335,7 @@ def test_the_agent_program_streams_text_and_tool_results_to_stdout(tmp_path: Pat
     ]
     with FakeOllama(script) as fake:
         proc = subprocess.run(
-            [sys.executable, "-m", "agentos.runtimes._ollama_agent", str(prompt), MODEL],
+            [sys.executable, "-m", "agentos.runtimes.ollama_agent", str(prompt), MODEL],
             cwd=work,
             capture_output=True,
             text=True,

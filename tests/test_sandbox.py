@@ -25,7 +25,7 @@ from conftest import (
 )
 
 from agentos.receipts import list_receipts, read_receipt
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup does it)"
@@ -209,7 +209,7 @@ def test_network_and_home_files_are_opened_only_to_what_a_package_asks(
 def test_a_check_cannot_change_the_tree_it_judges_unless_it_writes(
     ws: Workspace, tmp_path: Path
 ) -> None:
-    from agentos.orchestrator import start_run
+    from agentos.run.orchestrator import start_run
 
     repo = make_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
     add_agent(
@@ -410,7 +410,7 @@ def test_unshare_confines_agents_where_bubblewrap_is_missing(
 def test_an_agent_cannot_point_agentos_git_at_the_main_branch(
     ws: Workspace, tmp_path: Path
 ) -> None:
-    from agentos.orchestrator import start_run
+    from agentos.run.orchestrator import start_run
 
     repo = make_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
     # The worktree's .git file is the agent's to write; its admin directory (HEAD: the
@@ -439,7 +439,7 @@ def test_an_agent_cannot_point_agentos_git_at_the_main_branch(
 def test_links_an_agent_plants_never_make_agentos_write_outside(
     ws: Workspace, tmp_path: Path
 ) -> None:
-    from agentos.orchestrator import start_run
+    from agentos.run.orchestrator import start_run
 
     repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
     script = (
@@ -465,7 +465,7 @@ def test_links_an_agent_plants_never_make_agentos_write_outside(
 def test_a_repository_made_inside_the_worktree_fails_the_gate(
     ws: Workspace, tmp_path: Path
 ) -> None:
-    from agentos.orchestrator import start_run
+    from agentos.run.orchestrator import start_run
 
     repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
     script = (  # a repository of its own, out of reach of the git AgentOS gives it
@@ -497,7 +497,7 @@ def test_an_agents_egress_proxy_serves_a_bounded_number_of_connections(tmp_path:
     end (the proxy's socket is in its reach) gets no more than MAX_CONNECTIONS at once."""
     import socket as _socket
 
-    from agentos.sandbox._egress import MAX_CONNECTIONS, Egress
+    from agentos.sandbox.egress import MAX_CONNECTIONS, Egress
 
     egress = Egress(tmp_path / "egress.sock", ["api.example.com"])
     held = []

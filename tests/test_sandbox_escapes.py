@@ -489,7 +489,7 @@ WILDCARD = [
 
 
 def test_a_wildcard_admits_subdomains_only(tmp_path: Path) -> None:
-    from agentos.sandbox._egress import Egress
+    from agentos.sandbox.egress import Egress
 
     egress = Egress(tmp_path / "egress.sock", ["*.example.com"])
     try:
@@ -533,7 +533,7 @@ def test_the_proxy_lets_a_wildcard_through_to_subdomains_only(
 ) -> None:
     """Every name resolves to a live server (the DNS is faked: it is outside), so that
     only the allow-list decides what gets through."""
-    from agentos.sandbox._egress import Egress
+    from agentos.sandbox.egress import Egress
 
     port, got = echo_server
     real = socket.getaddrinfo

@@ -23,8 +23,8 @@ import yaml
 from conftest import CliRunner, add_agent, make_repo, needs_tmux, write_package
 
 from agentos.evals.suite import BUNDLED
-from agentos.hub import Hub
-from agentos.workspace import Workspace, init_workspace
+from agentos.hub.store import Hub
+from agentos.workspace.layout import Workspace, init_workspace
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup does it)"
@@ -309,7 +309,7 @@ def test_a_file_grown_through_a_memory_map_held_open_still_counts(tmp_path: Path
     import mmap
     import threading
 
-    from agentos.sandbox._disk import RESTAT, DiskWatch
+    from agentos.sandbox.disk import RESTAT, DiskWatch
 
     over = threading.Event()
     watch = DiskWatch([tmp_path], 20 << 20, over.set)

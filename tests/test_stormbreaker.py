@@ -16,12 +16,8 @@ import pytest
 import yaml
 from conftest import git, make_repo, wait_until, write_package
 
-from agentos._checks_run import TAIL_BYTES, glob_regex
-from agentos._models import validate
-from agentos.checks import CheckSpec
 from agentos.errors import BadInput, NotFound, ValidationFailed
-from agentos.manifest import load_manifest
-from agentos.stormbreaker import (
+from agentos.gate.gate import (
     FEEDBACK_FILE,
     GateResult,
     collect_checks,
@@ -30,7 +26,11 @@ from agentos.stormbreaker import (
     select_checks,
     write_feedback,
 )
-from agentos.workspace import Workspace
+from agentos.gate.runner import TAIL_BYTES, glob_regex
+from agentos.hub.manifest import load_manifest
+from agentos.shared.checks import CheckSpec
+from agentos.shared.models import validate
+from agentos.workspace.layout import Workspace
 
 
 def check(**fields: Any) -> CheckSpec:

@@ -11,7 +11,7 @@ import pytest
 from conftest import add_agent, git, make_repo, needs_tmux, tmux_sessions
 
 from agentos.receipts import verify_chain
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket"), pytest.mark.slow]
 
@@ -69,7 +69,7 @@ def test_three_concurrent_runs_of_four_agents_on_one_repository_twenty_times(
 _STARTER = """
 import sys
 from pathlib import Path
-from agentos.sessions import Sessions
+from agentos.run.sessions import Sessions
 sessions = Sessions(Path("/tmp"))
 for n in range(int(sys.argv[1])):
     sessions.start(f"agentos-{sys.argv[2]}-{n}", ["true"], Path("/tmp"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import write_package
 
-from agentos.hub import Hub
+from agentos.hub.store import Hub
 from agentos.receipts import list_receipts, parse_receipt
 
 SPEC = {

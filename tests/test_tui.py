@@ -14,9 +14,9 @@ from _guardian_fixtures import configure
 from conftest import add_agent, git, make_repo, needs_tmux, wait_until
 from test_dashboard import add_fix_it_workflow
 
-from agentos import run_control
-from agentos.runs import AgentStatus, RunStatus
-from agentos.workspace import Workspace
+from agentos.run import control
+from agentos.run.store import AgentStatus, RunStatus
+from agentos.workspace.layout import Workspace
 
 pytest.importorskip("textual", reason="the tui extra is not installed (scripts/setup does)")
 
@@ -32,7 +32,7 @@ TICKER = "echo underway > progress.txt\nfor i in $(seq 1 300); do echo tick $i; 
 @pytest.fixture
 def guarded(ws: Workspace) -> Iterator[Workspace]:
     """The workspace with a fast guardian, stopped after the test."""
-    from guardian.daemon import stop
+    from agentos.guardian.daemon import stop
 
     ws = configure(ws, run={"guardian": True})
     try:
@@ -60,13 +60,13 @@ def rows(app: AgentOSApp) -> list[list[str]]:
 def test_the_tui_shows_a_live_run_its_agent_and_health_and_the_cancel_key_cancels_it(
     guarded: Workspace, tmp_path: Path
 ) -> None:
-    from guardian import SUPERVISOR
+    from agentos.guardian import SUPERVISOR
 
     ws = guarded
     add_agent(ws, tmp_path, "ticker", TICKER)
     repo = make_repo(tmp_path / "repo")
-    run_id, _ = run_control.start_detached(
-        ws, "ticker-task", repo, run_control.RunOptions(force=True), supervisor=SUPERVISOR
+    run_id, _ = control.start_detached(
+        ws, "ticker-task", repo, control.RunOptions(force=True), supervisor=SUPERVISOR
     )
     wait_until(
         lambda: (ws.worktrees_dir / run_id / "ticker" / "progress.txt").exists(),
@@ -96,7 +96,7 @@ def test_the_tui_shows_a_live_run_its_agent_and_health_and_the_cancel_key_cancel
 
     shown = asyncio.run(drive())
 
-    record = run_control.status(ws, run_id)
+    record = control.status(ws, run_id)
     assert record.status is RunStatus.CANCELLED
     assert [(a.agent, a.status) for a in record.agents] == [("ticker", AgentStatus.CANCELLED)]
     assert [r[:4] for r in shown if r[0] == run_id] == [

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import add_agent, make_repo, needs_tmux
 
-from agentos.orchestrator import start_run
 from agentos.receipts import read_receipt
-from agentos.usage import Usage, parse_usage, take_usage
-from agentos.workspace import Workspace
+from agentos.run.orchestrator import start_run
+from agentos.runtimes.usage import Usage, parse_usage, take_usage
+from agentos.workspace.layout import Workspace
 
 
 @pytest.mark.parametrize(

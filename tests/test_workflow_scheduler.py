@@ -236,7 +236,7 @@ def test_a_validated_result_with_stop_all_stops_the_rest_and_keeps_their_branche
 
 
 def test_a_duplicate_task_starts_no_run(ws: Any, repo: Path, tmp_path: Path) -> None:
-    from agentos.runs import RunStore
+    from agentos.run.store import RunStore
     from agentos.workflows.executions import create_task
 
     execution, first = create_execution(ws, two_phases(), repo, {"bug": "uploads time out"})

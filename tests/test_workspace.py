@@ -12,10 +12,10 @@ import apsw
 import pytest
 from conftest import REPO_ROOT
 
-from agentos import state
 from agentos.errors import NotFound
-from agentos.hub import Hub
-from agentos.workspace import Workspace, find_workspace, init_workspace, locate_workspace
+from agentos.hub.store import Hub
+from agentos.state import database
+from agentos.workspace.layout import Workspace, find_workspace, init_workspace, locate_workspace
 
 
 def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(cli, tmp_path: Path) -> None:
@@ -181,25 +181,25 @@ def test_settings_defaults_match_the_spec(ws: Workspace) -> None:
 
 def test_migrations_apply_once_in_order_and_are_recorded(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
-    extra = [*state.STATE_MIGRATIONS, state.Migration("999_extra", "CREATE TABLE extra (x)")]
-    con = state.connect(db)
+    extra = [*database.STATE_MIGRATIONS, database.Migration("999_extra", "CREATE TABLE extra (x)")]
+    con = database.connect(db)
     names = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY rowid")]
-    assert names == [m.name for m in state.STATE_MIGRATIONS]
+    assert names == [m.name for m in database.STATE_MIGRATIONS]
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     con.close()
-    con = state.connect(db, extra)
-    assert state.migrate(con, extra) == []
+    con = database.connect(db, extra)
+    assert database.migrate(con, extra) == []
     names = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY rowid")]
     assert names[-1] == "999_extra" and len(names) == len(extra)
 
 
 def test_a_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None:
     bad = [
-        state.Migration("001_ok", "CREATE TABLE a (x)"),
-        state.Migration("002_bad", "CREATE TABLE b (x); CREATE TABLE a (y)"),
+        database.Migration("001_ok", "CREATE TABLE a (x)"),
+        database.Migration("002_bad", "CREATE TABLE b (x); CREATE TABLE a (y)"),
     ]
     with pytest.raises(apsw.SQLError):
-        state.connect(tmp_path / "s.db", bad)
+        database.connect(tmp_path / "s.db", bad)
     con = apsw.Connection(str(tmp_path / "s.db"))
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "b" not in tables and "a" in tables
@@ -209,7 +209,7 @@ def test_a_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None
 def test_a_run_store_shared_by_threads_waits_out_another_writer(ws) -> None:
     import threading
 
-    from agentos.runs import RunStore
+    from agentos.run.store import RunStore
 
     store = RunStore(ws)
     store.create("r1", "request", ws.root)

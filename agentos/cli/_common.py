@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from agentos.workspace import Located, Workspace, locate_workspace
+from agentos.workspace.layout import Located, Workspace, locate_workspace
 
 if TYPE_CHECKING:
     from rich.console import Console

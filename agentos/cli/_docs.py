@@ -120,8 +120,8 @@ LIMITS = re.compile(r"<!-- limits -->\n.*?<!-- /limits -->", re.DOTALL)
 
 
 def limits_table() -> str:
-    """Every size limit of :mod:`agentos.limits`: what, how much, and why that much."""
-    from agentos import limits
+    """Every size limit of :mod:`agentos.shared.limits`: what, how much, and why that much."""
+    from agentos.shared import limits
 
     rows = ["| what | at most | why this much |", "|---|---|---|"]
     for limit in limits.ALL:

@@ -35,9 +35,9 @@ from textual.widgets import (
 
 from agentos.cli import views
 from agentos.errors import AgentOSError
-from agentos.events import event_line
-from agentos.runs import ACTIVE
-from agentos.workspace import Workspace
+from agentos.run.events import event_line
+from agentos.run.store import ACTIVE
+from agentos.workspace.layout import Workspace
 
 REFRESH = 0.5  # seconds between looks at state.db
 OUTPUT_TAIL = 8 * 1024  # bytes of the selected agent's output shown
@@ -202,7 +202,7 @@ class AgentOSApp(App[None]):
 
     @work(thread=True, exclusive=True, group="cancel")
     def _cancel(self, run_id: str) -> None:
-        from agentos.run_control import cancel
+        from agentos.run.control import cancel
 
         try:
             status = cancel(self.ws, run_id)
@@ -216,7 +216,7 @@ class AgentOSApp(App[None]):
         if selected is None or not selected[2]:
             self.notify("this agent has no tmux session", severity="warning")
             return
-        from agentos.sessions import Sessions
+        from agentos.run.sessions import Sessions
 
         sessions = Sessions(self.ws.root)
         if not sessions.exists(selected[2]):

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from agentos.cards import lint_cards, load_cards
 from agentos.cli._common import fail, json_option, print_json, table, workspace
+from agentos.routing.cards import lint_cards, load_cards
 
 
 @click.group()
@@ -86,7 +86,7 @@ def add(file: Path, force: bool, as_json: bool) -> None:
     """Add a hand-written card: FILE is checked as `cards lint` checks a card, then copied
     into the workspace's routing_cards/ as ID.yaml. A card id already in use is refused
     (--force replaces that card, unless a package's cards hold it)."""
-    from agentos.package_cards import add_card
+    from agentos.routing.package_cards import add_card
 
     target, card, replaced = add_card(workspace(), file, force=force)
     if as_json:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from agentos._address import host_name, listen, serving_address
 from agentos.cli._common import err_console, workspace
+from agentos.shared.address import host_name, listen, serving_address
 
 DEFAULT_HTTP = "127.0.0.1:8766"
 

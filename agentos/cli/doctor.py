@@ -8,7 +8,7 @@ import click
 
 from agentos.cli._common import console, fail, json_option, located, print_json, table
 from agentos.errors import AgentOSError
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 
 def _workspace(ctx: click.Context) -> Workspace | None:
@@ -38,11 +38,11 @@ def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
     Exit code 1 when tmux or git is missing (no run can start) or, with --repo, when the
     repository's tests cannot run (one line per problem, naming the fix); a missing runtime
     only matters to the packages that use it."""
-    from agentos.doctor import diagnose
+    from agentos.run.doctor import diagnose
 
     top = None
     if repo is not None:
-        from agentos.repos import repo_root
+        from agentos.gate.repo import repo_root
 
         top = repo_root(repo)
     result = diagnose(_workspace(ctx), repo=top)

@@ -8,7 +8,7 @@ import time
 import click
 
 from agentos.cli._common import workspace
-from agentos.events import event_line
+from agentos.run.events import event_line
 
 FOLLOW_POLL = 0.2  # seconds between looks for new events
 
@@ -23,7 +23,7 @@ def events(run_id: str | None, follow: bool, limit: int, as_json: bool) -> None:
     """Events, oldest first: runs (phases, agents, notes) and whatever else writes to the
     stream. With --follow, new ones are printed as they are written (Ctrl-C stops)."""
     from agentos.cli import views
-    from agentos.runs import RunStore
+    from agentos.run.store import RunStore
 
     if not follow:
         for event in views.events(workspace(), run=run_id, limit=limit):

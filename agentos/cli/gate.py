@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from agentos.cli._common import console, fail, json_option, print_json, workspace
 from agentos.errors import AgentOSError
-from agentos.stormbreaker import (
+from agentos.gate.gate import (
     GateResult,
     HookOutcome,
     describe,
@@ -31,7 +31,7 @@ from agentos.stormbreaker import (
     tree_profile,
     write_gate_receipt,
 )
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 _repo_option = click.option(
     "--repo",

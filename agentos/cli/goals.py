@@ -28,7 +28,7 @@ def propose(repo: Path | None, suite: str | None, limit: int, as_json: bool) -> 
     failing in the newest receipts, TODO and FIXME lines in the knowledge store. Each says
     what to fix, where, and when it is done; only those the interview lets through are
     shown. The same state gives the same list."""
-    from agentos.goals import propose as propose_goals
+    from agentos.evolve.goals import propose as propose_goals
 
     found = propose_goals(workspace(), repo=repo, suite=suite, limit=limit)
     if as_json:

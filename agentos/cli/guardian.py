@@ -37,8 +37,8 @@ def run(interval: float | None, once: bool, idle_exit: float | None, as_json: bo
     """Watch every live agent in the foreground until Ctrl-C: each interval, check that
     its process lives, how long its output has been still, its heartbeat and its run's
     timeout; then nudge, restart or kill it per the policy. Each intervention is a receipt."""
-    from guardian.daemon import CycleReport
-    from guardian.daemon import run as run_guardian
+    from agentos.guardian.daemon import CycleReport
+    from agentos.guardian.daemon import run as run_guardian
 
     def on_cycle(report: CycleReport) -> None:
         if once:
@@ -63,7 +63,7 @@ def run(interval: float | None, once: bool, idle_exit: float | None, as_json: bo
 @json_option
 def start(as_json: bool) -> None:
     """Start the guardian in the background (refused when one is running)."""
-    from guardian.daemon import start as start_guardian
+    from agentos.guardian.daemon import start as start_guardian
 
     result = start_guardian(workspace())
     if as_json:
@@ -78,7 +78,7 @@ def start(as_json: bool) -> None:
 @json_option
 def stop(as_json: bool) -> None:
     """Stop the background guardian (nothing to do when none is running)."""
-    from guardian.daemon import stop as stop_guardian
+    from agentos.guardian.daemon import stop as stop_guardian
 
     result = stop_guardian(workspace())
     if as_json:

@@ -10,11 +10,11 @@ import click
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
 
 if TYPE_CHECKING:
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
 
 
 def _hub() -> Hub:
-    from agentos.hub import Hub  # the lock's schema: not for `hub list`
+    from agentos.hub.store import Hub  # the lock's schema: not for `hub list`
 
     return Hub(workspace().hub_dir)
 
@@ -32,7 +32,7 @@ def install(source: str, as_json: bool) -> None:
     URL with an optional @ref (e.g. file:///srv/agents/fixer.git@v1.2.0).
     The installed version becomes the active one, and the routing cards it ships (its
     cards/ folder) go into the workspace's cards as PACKAGE--FILE."""
-    from agentos.package_cards import install_package
+    from agentos.routing.package_cards import install_package
 
     result, cards = install_package(workspace(), source)
     if as_json:
@@ -154,7 +154,7 @@ def _sandbox_line(manifest: Any) -> str:
 def search(query: str, k: int, threshold: float, as_json: bool) -> None:
     """Installed packages that can do QUERY, best first: its words looked up in each
     package's name, capabilities, card triggers and description; a score of 0..1."""
-    from agentos.capabilities import search as search_packages
+    from agentos.routing.capabilities import search as search_packages
 
     found = search_packages(workspace(), query, k=k, threshold=threshold)
     if as_json:
@@ -176,7 +176,7 @@ def search(query: str, k: int, threshold: float, as_json: bool) -> None:
 def use(ref: str, as_json: bool) -> None:
     """Make NAME@VERSION the active version (this is how you roll back); the workspace gets
     that version's cards."""
-    from agentos.package_cards import sync_cards
+    from agentos.routing.package_cards import sync_cards
 
     info = _hub().use(ref)
     cards = sync_cards(workspace(), info.name)
@@ -193,8 +193,8 @@ def use(ref: str, as_json: bool) -> None:
 def remove(ref: str, as_json: bool) -> None:
     """Remove an installed version. When it was active, the highest remaining one is (and
     its cards replace the removed version's)."""
-    from agentos._hub_versions import parse_ref
-    from agentos.package_cards import sync_cards
+    from agentos.hub.versions import parse_ref
+    from agentos.routing.package_cards import sync_cards
 
     active = _hub().remove(ref)
     cards = sync_cards(workspace(), parse_ref(ref)[0])

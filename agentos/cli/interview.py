@@ -16,8 +16,8 @@ from agentos.cli._common import (
     table,
     workspace,
 )
-from agentos.interview import AXES, Interview, amend, interview_in
-from agentos.workspace import Workspace
+from agentos.interview.engine import AXES, Interview, amend, interview_in
+from agentos.workspace.layout import Workspace
 
 MAX_ROUNDS = 3
 

@@ -18,7 +18,7 @@ from rich.progress import (
 )
 
 from agentos.cli._common import console, err_console, json_option, print_json, workspace
-from agentos.knowledge import SNIPPET_MARKS, AddStats, KnowledgeStore, open_store
+from agentos.knowledge.store import SNIPPET_MARKS, AddStats, KnowledgeStore, open_store
 
 # Ingests with at least this many files to read get a progress bar.
 PROGRESS_AFTER = 200

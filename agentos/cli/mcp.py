@@ -16,7 +16,7 @@ _REPO_HELP = (
 
 
 def _repos(given: tuple[Path, ...]) -> list[Path]:
-    from mcp_server._paths import roots_from_env
+    from agentos.mcp_server.paths import roots_from_env
 
     return [*given, *roots_from_env()]
 
@@ -57,7 +57,7 @@ def serve(
     """Serve the workspace over MCP: stdio by default (what clients spawn), or streamable
     HTTP with --http, which needs the workspace's token (made once, kept in
     .agentos/mcp-token). Logs go to stderr; stdout is the protocol."""
-    from mcp_server.server import serve as run_server
+    from agentos.mcp_server.server import serve as run_server
 
     run_server(
         workspace(),
@@ -122,7 +122,7 @@ def install(
     through `claude mcp add` / `gemini mcp add` when that CLI is installed, else by
     writing the client's config file, keeping what is there. With --url, the HTTP
     server at URL and its token."""
-    from mcp_server._clients import install_server
+    from agentos.mcp_server.clients import install_server
 
     result = install_server(
         client,
@@ -162,7 +162,7 @@ def doctor(ctx: click.Context, project: Path | None, timeout: float, as_json: bo
     """Check the MCP wiring: the server starts and answers initialize and tools/list with
     every tool, and each Claude Code / Gemini CLI registration of it connects.
     Exit 1 when a check fails."""
-    from mcp_server._clients import doctor as run_doctor
+    from agentos.mcp_server.clients import doctor as run_doctor
 
     report = run_doctor(workspace(), project=project or Path.cwd(), timeout=timeout)
     if as_json:

@@ -31,7 +31,7 @@ def show(path: Path | None, as_json: bool) -> None:
     Detection order: a .venv/venv in the repository, uv, Poetry, Hatch, PDM; then pytest in
     that environment, tox, nox, a Makefile `test` target, or plain pytest.
     `agentos doctor --repo PATH` also checks that the suite can start."""
-    from agentos.repos import python_version, repo_profile, repo_root
+    from agentos.gate.repo import python_version, repo_profile, repo_root
 
     profile = repo_profile(workspace(), repo_root(path or Path.cwd()))
     version = python_version(profile.python)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
-from agentos.router import ROUTE, Decision
-from agentos.router import route as route_request
+from agentos.routing.router import ROUTE, Decision
+from agentos.routing.router import route as route_request
 
 
 @click.command()

@@ -13,13 +13,13 @@ import click
 from agentos.cli._common import console, err_console, fail, json_option, print_json, table
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
-from agentos.events import event_line
-from agentos.runs import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore
-from agentos.workspace import Workspace
+from agentos.run.events import event_line
+from agentos.run.store import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore
+from agentos.workspace.layout import Workspace
 
 if TYPE_CHECKING:
-    from agentos._run_types import RunReport
-    from agentos.events import RunEvent
+    from agentos.run.events import RunEvent
+    from agentos.run.values import RunReport
 
 
 def escape(text: str) -> str:
@@ -31,7 +31,7 @@ def escape(text: str) -> str:
 
 def ensure_guardian(ws: Workspace) -> bool:
     """The guardian watches a run's agents: the library is handed it, never imports it."""
-    from guardian.daemon import ensure_running
+    from agentos.guardian.daemon import ensure_running
 
     return ensure_running(ws)
 
@@ -102,7 +102,7 @@ def run(
     agent's checks passed and the work merged (or, with --no-merge, waits for review);
     1 when the run failed or the request is blocked; 2 for bad input or an environment
     that cannot run the repository's tests."""
-    from agentos.orchestrator import RunOptions, start_run
+    from agentos.run.orchestrator import RunOptions, start_run
 
     ws = current_workspace()
     if not force and not as_json and not no_input and run_id is None and sys.stdin.isatty():
@@ -116,8 +116,8 @@ def run(
     )
     if detach:
         from agentos.errors import RequestBlocked
-        from agentos.run_control import start_detached
-        from guardian import SUPERVISOR
+        from agentos.guardian import SUPERVISOR
+        from agentos.run.control import start_detached
 
         try:
             run_id, log = start_detached(ws, request, repo, options, supervisor=SUPERVISOR)
@@ -150,7 +150,7 @@ def _interview_in_terminal(ctx: click.Context, ws: Workspace, request: str) -> s
     """Ask a blocked request's questions; return the request with the answers. A request
     still blocked after the conversation ends the command (exit 1)."""
     from agentos.cli.interview import converse
-    from agentos.interview import interview_in
+    from agentos.interview.engine import interview_in
 
     result = interview_in(ws, request)
     if result.passed:
@@ -245,7 +245,7 @@ def list_(limit: int, as_json: bool) -> None:
 def show(run_id: str, as_json: bool) -> None:
     """Show a run: status, agents, branches, exit codes, receipts."""
     from agentos.cli import views
-    from agentos.run_control import status as run_status
+    from agentos.run.control import status as run_status
 
     ws = current_workspace()
     record = run_status(ws, run_id)
@@ -286,7 +286,7 @@ def diff(run_id: str, agent: str | None, stat: bool, as_json: bool) -> None:
     """Show what a run's agents changed (every agent's, unless AGENT is given): the commit
     their passing gate judged, else the last state of their branch, against the run's
     base."""
-    from agentos.review import run_diff
+    from agentos.run.review import run_diff
 
     diffs = run_diff(current_workspace(), run_id, agent)
     if as_json:
@@ -317,7 +317,7 @@ def merge(ctx: click.Context, run_id: str, agents: tuple[str, ...], as_json: boo
     run). A conflict, or checks that fail on the combination, merge nothing (exit 1).
     With --agent, a ready, conflict or failed run lands only the agents named, and the run
     is then marked succeeded."""
-    from agentos.review import merge_run
+    from agentos.run.review import merge_run
 
     outcome = merge_run(current_workspace(), run_id, agents)
     if as_json:
@@ -338,7 +338,7 @@ def merge(ctx: click.Context, run_id: str, agents: tuple[str, ...], as_json: boo
 def discard(run_id: str, as_json: bool) -> None:
     """Drop a finished run's kept work: its branches go (their commits stay reachable
     under refs/agentos/runs/ID/ until `agentos runs prune`)."""
-    from agentos.review import discard_run
+    from agentos.run.review import discard_run
 
     dropped = discard_run(current_workspace(), run_id)
     if as_json:
@@ -362,7 +362,7 @@ def discard(run_id: str, as_json: bool) -> None:
 def prune(days: float | None, as_json: bool) -> None:
     """Remove the branches and hidden refs that finished runs kept, once the run ended
     more than DAYS ago. Younger work, and live runs, are never touched."""
-    from agentos.review import prune as prune_runs
+    from agentos.run.review import prune as prune_runs
 
     report = prune_runs(current_workspace(), older_than_days=days)
     if as_json:
@@ -387,8 +387,8 @@ def prune(days: float | None, as_json: bool) -> None:
 def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
     """Cancel a running run: its orchestrator tears down and keeps the agents' work on
     their branches. A run whose orchestrator is gone is marked aborted by gc."""
-    from agentos.run_control import cancel as cancel_run
-    from agentos.run_control import status as run_status
+    from agentos.run.control import cancel as cancel_run
+    from agentos.run.control import status as run_status
 
     ws = current_workspace()
     run_id = run_status(ws, run_id).id
@@ -469,7 +469,7 @@ def status(as_json: bool) -> None:
 def attach(run_id: str, agent: str | None) -> None:
     """Attach this terminal to an agent's tmux session, to watch or take over
     (detach with the tmux prefix, then d)."""
-    from agentos.sessions import Sessions
+    from agentos.run.sessions import Sessions
 
     ws = current_workspace()
     record = RunStore(ws).get(run_id)
@@ -496,13 +496,13 @@ def attach(run_id: str, agent: str | None) -> None:
 def gc(branches: bool, as_json: bool) -> None:
     """Clean up after crashed runs: abort runs whose orchestrator died (their work is kept
     on branches), end orphaned tmux sessions, remove orphaned worktrees."""
-    from agentos.gc import collect_garbage
+    from agentos.run.gc import collect_garbage
 
     ws = current_workspace()
     report = collect_garbage(ws)
     pruned: list[str] = []
     if branches:
-        from agentos.review import prune as prune_runs
+        from agentos.run.review import prune as prune_runs
 
         pruned = prune_runs(ws).removed
     if as_json:

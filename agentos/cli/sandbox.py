@@ -67,7 +67,7 @@ def run(
     limits (or these). Exits with COMMAND's exit code; --json prints the exit code, the
     limit hit if any, wall and CPU time (COMMAND's own output then goes to stderr)."""
     from agentos.sandbox import Limits, PackageSandbox, choose, policy, runtime_paths
-    from agentos.sandbox._run import run_confined
+    from agentos.sandbox.probe import run_confined
 
     names = ("PATH", "HOME", "LANG", "TERM", *passed)
     env = {k: os.environ[k] for k in names if k in os.environ}
@@ -113,7 +113,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     (nothing can be unmounted), a double-forked process does not outlive the sandbox.
     Exit code 1 when a test fails or no backend is usable."""
     from agentos.sandbox import choose
-    from agentos.sandbox._run import self_test, view_here
+    from agentos.sandbox.probe import self_test, view_here
 
     ws = workspace()
     chosen = choose(ws.settings.sandbox)

@@ -26,7 +26,7 @@ def create(
     is recorded as its duplicate and never runs. Inside a task's run (where the workspace
     is out of reach) the request goes to the run's outbox and is added, deduplicated,
     when the attempt ends."""
-    from agentos import outbox
+    from agentos.run import outbox
     from agentos.workflows.executions import create_task
 
     if outbox.in_a_run() and execution_id is None:
@@ -217,7 +217,7 @@ def submit(summary: str, execution_id: str | None, as_json: bool) -> None:
     """Submit the workflow's result. It counts only once the workflow's result_checks
     pass on the repository as the task left it; inside a run it is checked when the run
     ends and its gate passed."""
-    from agentos import outbox
+    from agentos.run import outbox
 
     if outbox.in_a_run() and execution_id is None:
         _require_task_run()

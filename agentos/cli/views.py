@@ -10,17 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 if TYPE_CHECKING:
-    from agentos.runs import RunRecord
+    from agentos.run.store import RunRecord
 
 LOG_CHUNK = 256 * 1024  # the most of an agent's log one read hands back
 
 
 def runs(ws: Workspace, limit: int = 20) -> dict[str, Any]:
     """``agentos runs list --json``: recent runs, newest first."""
-    from agentos.runs import RunStore
+    from agentos.run.store import RunStore
 
     store = RunStore(ws)
     try:
@@ -31,7 +31,7 @@ def runs(ws: Workspace, limit: int = 20) -> dict[str, Any]:
 
 def run(ws: Workspace, run_id: str) -> dict[str, Any]:
     """``agentos runs show ID --json``: a run, its agents and its receipts' ids."""
-    from agentos.run_control import status
+    from agentos.run.control import status
 
     return run_of(ws, status(ws, run_id))
 
@@ -47,8 +47,8 @@ def run_of(ws: Workspace, record: RunRecord) -> dict[str, Any]:
 def live(ws: Workspace) -> dict[str, Any]:
     """``agentos status --json``: the runs in progress and each agent's health from the
     guardian's last cycle."""
-    from agentos.runs import ACTIVE, RunStore
-    from guardian._store import last_health
+    from agentos.guardian.store import last_health
+    from agentos.run.store import ACTIVE, RunStore
 
     store = RunStore(ws)
     try:
@@ -67,9 +67,9 @@ def live(ws: Workspace) -> dict[str, Any]:
 def agent_log(ws: Workspace, run_id: str, agent: str, offset: int = 0) -> dict[str, Any]:
     """What agent ``agent`` of run ``run_id`` printed from byte ``offset`` of its pane log
     (at most :data:`LOG_CHUNK`), and the offset to read from next time."""
-    from agentos._fs import read_regular
     from agentos.errors import BadInput
-    from agentos.run_control import RUN_ID
+    from agentos.run.control import RUN_ID
+    from agentos.shared.fs import read_regular
 
     if not RUN_ID.fullmatch(run_id):
         raise BadInput(f"not a run id: {run_id!r}", field="run")
@@ -89,7 +89,7 @@ def agent_log(ws: Workspace, run_id: str, agent: str, offset: int = 0) -> dict[s
 
 def packages(ws: Workspace) -> dict[str, Any]:
     """``agentos hub list --json``: every installed version, and which is active."""
-    from agentos._hub_versions import hub_versions, installed_versions
+    from agentos.hub.versions import hub_versions, installed_versions
 
     versions = installed_versions(
         ws.hub_dir, hub_versions(ws.hub_dir / "hub.lock", ws.state_dir / "cache")[1]
@@ -117,14 +117,14 @@ def receipts_verified(ws: Workspace, hashes_only: bool = False) -> dict[str, Any
 
 def guardian(ws: Workspace) -> dict[str, Any]:
     """``agentos guardian status --json``."""
-    from guardian.daemon import status
+    from agentos.guardian.daemon import status
 
     return status(ws)
 
 
 def knowledge(ws: Workspace, query: str, k: int = 10, under: Path | None = None) -> dict[str, Any]:
     """``agentos kb search QUERY --json``: ranked chunks with their marked snippets."""
-    from agentos.knowledge import open_store
+    from agentos.knowledge.store import open_store
 
     with open_store(ws) as store:
         hits = store.search(query, k=k, under=under)
@@ -203,7 +203,7 @@ def events(
     """``agentos events --json`` (one object per line there): the stream's events with an
     id over ``after``, oldest first; without ``after``, the newest ``limit`` (of run
     ``run``: its first ``limit``, the run's story from its start)."""
-    from agentos.runs import RunStore
+    from agentos.run.store import RunStore
 
     store = RunStore(ws)
     try:

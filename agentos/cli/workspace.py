@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from agentos.cli._common import console, json_option, print_json
-from agentos.workspace import init_workspace
+from agentos.workspace.layout import init_workspace
 
 
 @click.command()

@@ -24,7 +24,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from agentos import _regex
+from agentos.shared import patterns
 
 NORMALISATIONS = ("strip", "case", "whitespace", "punctuation")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -66,7 +66,7 @@ def contains(answer: str, expected: str, normalise_with: tuple[str, ...] = ()) -
 
 
 def regex(answer: str, pattern: str) -> Grade:
-    if _regex.compile(pattern, multiline=True).search(answer):
+    if patterns.compile(pattern, multiline=True).search(answer):
         return Grade(1.0, f"matches {pattern!r}")
     return Grade(0.0, f"does not match {pattern!r}")
 

@@ -38,21 +38,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentos._fs import atomic_write, sha256_bytes
-from agentos._oneshot import read_output, run_once
-from agentos._run_files import AgentFiles
 from agentos.errors import BadInput
 from agentos.evals import evaluators as ev
 from agentos.evals.suite import BUNDLED, DEFAULT_SPLIT, EvaluatorSpec, Suite, Task, load_suite
-from agentos.hub import Hub
-from agentos.manifest import Manifest
+from agentos.hub.manifest import Manifest
+from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
-from agentos.runs import new_run_id
+from agentos.run.oneshot import read_output, run_once
+from agentos.run.store import new_run_id
 from agentos.runtimes import ready_package
+from agentos.runtimes.usage import Usage
 from agentos.sandbox import Sandbox, choose
-from agentos.sandbox._confine import Scene
-from agentos.usage import Usage
-from agentos.workspace import Workspace
+from agentos.sandbox.confine import Scene
+from agentos.shared.fs import atomic_write, sha256_bytes
+from agentos.workspace.files import AgentFiles
+from agentos.workspace.layout import Workspace
 
 ANSWER_MAX = 1 << 20  # bytes of an answer that are read
 GRADED_HERE = ("exact", "contains", "regex", "numeric", "json_equal", "command", "judge")
@@ -239,7 +239,7 @@ def run_eval(
     report.seconds = round(time.monotonic() - started, 3)
     report.started_at = started_at
     _write(ws, base, report)
-    from agentos.events import record
+    from agentos.run.events import record
 
     record(
         ws,
@@ -344,11 +344,11 @@ class _Runner:
         """A repo-mode task: the fixture as a fresh repository, the request run on it by
         the agent as any run is (worktree, tmux, sandbox, its own gate), nothing merged;
         then the suite's checks (never the worktree's) on the agent's last commit."""
-        from agentos import worktrees as wt
-        from agentos._run_types import RunOptions
-        from agentos.orchestrator import start_run
-        from agentos.sandbox._confine import CheckConfiner
-        from agentos.stormbreaker import check_env, run_gate
+        from agentos.gate.gate import check_env, run_gate
+        from agentos.run.orchestrator import start_run
+        from agentos.run.values import RunOptions
+        from agentos.sandbox.confine import CheckConfiner
+        from agentos.worktrees import repo as wt
 
         name = f"{index:04d}"
         repo = self.base / "repos" / name
@@ -430,7 +430,7 @@ class _Runner:
         read-only), in a folder of its own holding only the answer (never the agent's
         scratch folder, where a planted ``json.py`` would be what ``python3 -c`` imports),
         with the answer on its stdin: exit 0 is right."""
-        from agentos.sandbox._confine import CheckConfiner
+        from agentos.sandbox.confine import CheckConfiner
 
         folder = self.base / "grade" / name
         folder.mkdir(parents=True)
@@ -468,7 +468,7 @@ def grade_answer(spec: EvaluatorSpec, answer: str, expected: Any) -> ev.Grade:
 
 
 def _changed_lines(repo: Path, base: str, commit: str) -> int:
-    from agentos import worktrees as wt
+    from agentos.worktrees import repo as wt
 
     out = wt.run_git(repo, "diff", "--numstat", base, commit)
     total = 0

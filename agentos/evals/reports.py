@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agentos.errors import BadInput, NotFound, ValidationFailed
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 

@@ -19,7 +19,7 @@ an archive (.tar.gz, .tgz, .tar) in the suite, checked member by member as a hub
 is (no absolute paths, no ``..``, no links out, no devices, size limits). A line that is
 not JSON, a task without an id, a duplicate id, an evaluator AgentOS does not know, an
 empty split: one line naming the file (and the line), exit code 2. So is a ``suite.yaml`` or
-a split over its size limit (:mod:`agentos.limits`), found before it is read.
+a split over its size limit (:mod:`agentos.shared.limits`), found before it is read.
 """
 
 from __future__ import annotations
@@ -31,11 +31,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from agentos import _archive, limits
-from agentos._models import Name, StrictModel, all_errors, load_yaml_model
-from agentos.checks import CheckSpec
 from agentos.errors import BadInput, TooLarge, ValidationFailed
 from agentos.evals.evaluators import NORMALISATIONS
+from agentos.hub import archive
+from agentos.shared import limits
+from agentos.shared.checks import CheckSpec
+from agentos.shared.models import Name, StrictModel, all_errors, load_yaml_model
 
 SUITE_FILE = "suite.yaml"
 DEFAULT_SPLIT = "tasks"
@@ -188,7 +189,7 @@ class Suite:
                 field="repo",
             )
         if fixture not in self._checked:
-            _archive.check(fixture, "fixture")
+            archive.check(fixture, "fixture")
             self._checked.add(fixture)
 
     def lay_out(self, task: Task, dest: Path) -> None:
@@ -203,7 +204,7 @@ class Suite:
         unpacked = dest.with_name(dest.name + ".unpacked")
         unpacked.mkdir(parents=True)
         try:
-            _archive.extract(fixture, unpacked, "fixture")
+            archive.extract(fixture, unpacked, "fixture")
             entries = list(unpacked.iterdir())
             one = entries[0] if len(entries) == 1 else None
             top = one if one is not None and one.is_dir() and not one.is_symlink() else unpacked

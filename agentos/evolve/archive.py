@@ -20,10 +20,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from agentos._fs import atomic_write
-from agentos._models import Name, StrictModel
 from agentos.errors import ValidationFailed
 from agentos.evolve.selection import Method
+from agentos.shared.fs import atomic_write
+from agentos.shared.models import Name, StrictModel
 
 Verdict = Literal["initial", "accept", "refine", "reject"]
 

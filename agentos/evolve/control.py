@@ -16,16 +16,16 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from agentos import worktrees as wt
-from agentos._archive import package_files
-from agentos._models import SemVer, all_errors
 from agentos.errors import BadInput, NotFound, OperationFailed
 from agentos.evolve.archive import Generation
 from agentos.evolve.loop import Evolution
-from agentos.hub import Hub, InstallResult
-from agentos.manifest import MANIFEST
+from agentos.hub.archive import package_files
+from agentos.hub.manifest import MANIFEST
+from agentos.hub.store import Hub, InstallResult
 from agentos.receipts import write_receipt
-from agentos.runs import pid_alive
+from agentos.run.store import pid_alive
+from agentos.shared.models import SemVer, all_errors
+from agentos.worktrees import repo as wt
 
 CANCEL_WAIT = 60.0  # seconds `cancel` waits for the process to stop
 BAR = 30  # characters of a full bar in the chart
@@ -38,7 +38,7 @@ def start_detached(evo: Evolution) -> Path:
     log = evo.root / "evolve.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agentos.evolve._detached", str(evo.ws.root), evo.id],
+            [sys.executable, "-m", "agentos.evolve.detached", str(evo.ws.root), evo.id],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,

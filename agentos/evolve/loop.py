@@ -46,11 +46,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from agentos import worktrees as wt
-from agentos._archive import package_files
-from agentos._fs import atomic_write, sha256_bytes
-from agentos._oneshot import run_once
-from agentos._run_files import AgentFiles
 from agentos.errors import AgentOSError, BadInput, Conflict, NotFound, OperationFailed
 from agentos.evals.harness import EvalCancelled, EvalReport, find_suite, run_eval
 from agentos.evals.suite import BUNDLED, Suite, load_suite
@@ -63,14 +58,19 @@ from agentos.evolve.archive import (
     write_json_model,
 )
 from agentos.evolve.selection import METHODS, Candidate, select_parent
-from agentos.hub import Hub
-from agentos.manifest import Manifest, load_manifest
+from agentos.hub.archive import package_files
+from agentos.hub.manifest import Manifest, load_manifest
+from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
-from agentos.runs import new_run_id, process_start
+from agentos.run.oneshot import run_once
+from agentos.run.store import new_run_id, process_start
 from agentos.runtimes import get_runtime, ready_package
 from agentos.sandbox import choose
-from agentos.sandbox._confine import Scene
-from agentos.workspace import Workspace
+from agentos.sandbox.confine import Scene
+from agentos.shared.fs import atomic_write, sha256_bytes
+from agentos.workspace.files import AgentFiles
+from agentos.workspace.layout import Workspace
+from agentos.worktrees import repo as wt
 
 VAL_SPLIT = "val"
 PYTHON_RUNTIMES = ("python", "langchain", "crewai")
@@ -556,7 +556,7 @@ class Evolver:
             return f"the meta agent changed the suite's files (put back): {', '.join(tampered[:5])}"
         if commit is None:
             return "the meta agent changed nothing"
-        from agentos import _checks_run as cr
+        from agentos.gate import runner as cr
 
         # Stormbreaker's no_changes_outside check, on what the commit changed.
         outcome = cr.no_changes_outside(
@@ -591,7 +591,7 @@ class Evolver:
 
     def _import_check(self, tree: Path, entry: str) -> str | None:
         """The entry's module imports and names a callable, confined as a gate check."""
-        from agentos.sandbox._confine import CheckConfiner, python_check_env
+        from agentos.sandbox.confine import CheckConfiner, python_check_env
 
         module, _, attr = entry.partition(":")
         code = (
@@ -666,7 +666,7 @@ class Evolver:
 
     def _decide(self, gen: Generation) -> Generation:
         """The generation's metadata and receipt: from here on it is decided."""
-        from agentos.events import record
+        from agentos.run.events import record
 
         folder = self.evo.gen_dir(gen.gen)
         folder.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ SWE-bench's rule, kept deterministic and local. For a tree to judge (an agent's 
 working tree with ``agentos gate run``) and the commit it started from (the base):
 
 1. **The base's collection** is the list of expected tests: the repository's own test command
-   at the base, in a scratch worktree, with the recorder (``agentos/_site/_agentos_gate.py``)
+   at the base, in a scratch worktree, with the recorder (``agentos/gate/site/_agentos_gate.py``)
    listing what it would run and running nothing. No code of the agent has run in that
    process. It is kept in the workspace's cache by base commit and test command.
 2. **Findings**: the diff from base to tree, read for what weakens the tests
@@ -41,15 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from agentos import _checks_run as cr
-from agentos._fs import atomic_write
 from agentos.gate import findings as fd
+from agentos.gate import runner as cr
 from agentos.gate.records import FAILING, PASSING, Records, new_nonce, read_records
 from agentos.gate.trees import Entry, Scratch, commit_tree, compose, entries, tree_of
-from agentos.worktrees import git_result as git
+from agentos.shared.fs import atomic_write
+from agentos.worktrees.repo import git_result as git
 
 if TYPE_CHECKING:
-    from agentos.repos import RepoProfile
+    from agentos.gate.repo import RepoProfile
 
 RECORDER = "_agentos_gate"
 CACHE_VERSION = 4
@@ -59,7 +59,7 @@ _SHOWN = 10  # tests listed by name in a message before "and N more"
 
 # (command, tree, env, timeout, writable paths, network) -> what it did, confined.
 Shell = Callable[[str, Path, dict[str, str], float, Sequence[Path], bool], cr.Outcome]
-# The environment the repository's tests get in a tree (agentos.stormbreaker.gate_environment).
+# The environment the repository's tests get in a tree (agentos.gate.gate.gate_environment).
 Environment = Callable[[Path], dict[str, str]]
 
 
@@ -331,7 +331,7 @@ class TestsJudge:
         self._runs += 1
         scratch = Scratch(self.repo, self.dir / f"{name}-{self._runs}", commit)
         self._scratches.append(scratch)
-        from agentos.repos import prepare_worktree
+        from agentos.gate.repo import prepare_worktree
 
         prepare_worktree(self.profile, scratch.path)
         return scratch
@@ -844,7 +844,7 @@ def _changes(repo: Path, base_tree: str, agent_tree: str) -> list[fd.Change]:
 
 def reported_outcome(info: BaseInfo) -> cr.Outcome:
     """The base collection's command as an outcome: how it exited, what it printed (the
-    collection errors first), for :func:`agentos.repos.collection_problems`."""
+    collection errors first), for :func:`agentos.gate.repo.collection_problems`."""
     errors = "".join(f"ERROR collecting {e}\n" for e in info.collect_errors)
     return cr.Outcome(
         info.exit_code == 0 and not info.collect_errors,

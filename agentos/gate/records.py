@@ -1,4 +1,4 @@
-"""What the recorder (``agentos/_site/_agentos_gate.py``) wrote about one test run, read back.
+"""What the recorder (``agentos/gate/site/_agentos_gate.py``) wrote about one test run, read back.
 
 Each process that ran tests left ``<runner>-<pid>.jsonl``: a start line, the tests it
 collected, each test's outcome, what it found tampered with, and a seal whose HMAC proves

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentos import worktrees as wt
 from agentos.errors import OperationFailed
-from agentos.worktrees import git_result as git  # AgentOS's own git commands
+from agentos.worktrees import repo as wt
+from agentos.worktrees.repo import git_result as git  # AgentOS's own git commands
 
 EMPTY_MODE = "0" * 6
 NULL_SHA = "0" * 40

@@ -10,7 +10,7 @@ from pathlib import Path
 from agentos.errors import NotFound
 from agentos.receipts.chain import NAME_RE, SUFFIX, receipt_id
 from agentos.receipts.format import HEADER, parse_fields
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agentos.errors import BadInput
 from agentos.receipts.chain import SHA_RE, Chain, open_chain, read_regular, receipt_id
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 KEY_FILE = "receipts.key"  # in the state directory (.agentos/), mode 0600
 ANCHOR_FILE = "receipts.anchor"  # in the state directory: the newest receipt, signed

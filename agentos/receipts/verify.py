@@ -51,7 +51,7 @@ from agentos.receipts.sign import (
     load_key,
     read_anchor,
 )
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 
 @dataclass(frozen=True)

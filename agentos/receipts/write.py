@@ -35,7 +35,7 @@ from agentos.receipts.sign import (
     write_anchor,
 )
 from agentos.receipts.verify import check, snapshot
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 _KIND_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 _RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")

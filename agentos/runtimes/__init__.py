@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from agentos._run_files import AgentFiles
-from agentos.manifest import Manifest
+from agentos.hub.manifest import Manifest
+from agentos.workspace.files import AgentFiles
 
 if TYPE_CHECKING:
-    from agentos.hub import Hub, InstalledVersion
+    from agentos.hub.store import Hub, InstalledVersion
 
 CONTEXT_FILE = "AGENTOS_CONTEXT.md"
 FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
@@ -109,7 +109,7 @@ def egress_hosts(manifest: Manifest) -> list[str] | None:
     network = manifest.sandbox.network if manifest.sandbox is not None else None
     if not isinstance(network, list):
         return None
-    from agentos.runtimes._cli_agent import CliAgent
+    from agentos.runtimes.cli_agent import CliAgent
 
     runtime = get_runtime(manifest.runtime)
     extra = [runtime.api_host(manifest)] if isinstance(runtime, CliAgent) else []

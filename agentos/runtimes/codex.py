@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 
-from agentos._fs import atomic_write
-from agentos.agent_tools import bridge_argv
 from agentos.runtimes import AgentTask
-from agentos.runtimes._cli_agent import MCP_SERVER, CliAgent
-from agentos.runtimes._model_api import OPENAI
+from agentos.runtimes.agent_tools import bridge_argv
+from agentos.runtimes.cli_agent import MCP_SERVER, CliAgent
+from agentos.runtimes.model_api import OPENAI
+from agentos.shared.fs import atomic_write
 
 PROVIDER = "agentos"
 

@@ -1,7 +1,7 @@
 """``ollama``: a coding agent on a local model served by Ollama.
 
 The package's ``entry`` is its prompt file and ``model`` the Ollama model. The pane runs
-:mod:`agentos.runtimes._ollama_agent`, which chats through the official ``ollama`` client
+:mod:`agentos.runtimes.ollama_agent`, which chats through the official ``ollama`` client
 with a small tool loop inside the worktree. Before anything starts, preflight checks that
 the ``ollama`` client is installed, that the server the agent will use answers, and that
 it has the model. The agent sees OLLAMA_HOST only when the package lists it in ``env``.
@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from agentos.errors import ValidationFailed
-from agentos.manifest import MANIFEST, Manifest
+from agentos.hub.manifest import MANIFEST, Manifest
 from agentos.runtimes import AgentTask
-from agentos.runtimes._frameworks import require_model_field, require_modules, require_server
+from agentos.runtimes.frameworks import require_model_field, require_modules, require_server
 
 
 class OllamaRuntime:
@@ -37,7 +37,7 @@ class OllamaRuntime:
         return [
             sys.executable,
             "-m",
-            "agentos.runtimes._ollama_agent",
+            "agentos.runtimes.ollama_agent",
             str(task.package_dir / task.manifest.entry),
             task.manifest.model,
         ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agentos.manifest import Manifest
+from agentos.hub.manifest import Manifest
 from agentos.runtimes import AgentTask
 
 
@@ -21,7 +21,7 @@ class PythonRuntime:
         return [
             sys.executable,
             "-m",
-            "agentos.runtimes._entry",
+            "agentos.runtimes.entry",
             str(task.package_dir),
             task.manifest.entry,
             str(task.context_file),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentos.manifest import Manifest
+from agentos.hub.manifest import Manifest
 from agentos.runtimes import AgentTask
 
 

@@ -7,9 +7,9 @@ runs through here, and nothing else starts such code.
 here; with neither, it refuses (:class:`~agentos.errors.MissingTool`, exit 2) unless
 ``sandbox.required: false``, and then every receipt says ``sandbox: none``.
 
-A :class:`Policy` (:mod:`agentos.sandbox._policy`) says what one process may see and do;
+A :class:`Policy` (:mod:`agentos.sandbox.policy`) says what one process may see and do;
 :meth:`Sandbox.command` turns an argv into the confined argv, with its resource limits
-(:mod:`agentos.sandbox._limits`) applied before the sandbox starts.
+(:mod:`agentos.sandbox.limits`) applied before the sandbox starts.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentos.errors import MissingTool
-from agentos.sandbox._backends import bwrap_argv, unshare_argv
-from agentos.sandbox._limits import Group, Resolved, cgroup_mode
-from agentos.sandbox._policy import Policy, policy, resolve_limits, runtime_paths
-from agentos.sandbox._settings import Limits, PackageSandbox, SandboxSettings, parse_size
+from agentos.sandbox.backends import bwrap_argv, unshare_argv
+from agentos.sandbox.limits import Group, Resolved, cgroup_mode
+from agentos.sandbox.policy import Policy, policy, resolve_limits, runtime_paths
+from agentos.sandbox.settings import Limits, PackageSandbox, SandboxSettings, parse_size
 
 __all__ = [
     "KEYRING_HINT",

@@ -38,19 +38,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentos._fs import atomic_write, sha256_file
-from agentos._oneshot import run_once
-from agentos._run_files import AgentFiles
 from agentos.errors import AgentOSError, Conflict, OperationFailed, RequestBlocked
-from agentos.hub import Hub
-from agentos.manifest import Manifest
+from agentos.hub.manifest import Manifest
+from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
-from agentos.runs import new_run_id
+from agentos.run.oneshot import run_once
+from agentos.run.store import new_run_id
 from agentos.runtimes import ready_package
 from agentos.sandbox import choose
-from agentos.sandbox._confine import Scene
+from agentos.sandbox.confine import Scene
+from agentos.shared.fs import atomic_write, sha256_file
 from agentos.synthesis.spec import SPEC_FILE, TEST_FILE, TESTS_DIR, TOOL_FILE, ToolSpec, load_spec
-from agentos.workspace import Workspace
+from agentos.workspace.files import AgentFiles
+from agentos.workspace.layout import Workspace
 
 TOOL_VERSION = "0.1.0"
 RUNNER = "run_tool.py"
@@ -95,8 +95,8 @@ class SynthesisResult:
 
 def vague_words(request: str) -> list[str]:
     """The words of a tool request that say what it does (empty: it says nothing)."""
-    from agentos._interview_lexicon import PRONOUNS, STOPWORDS, VAGUE, WEAK_VERBS
-    from agentos.text import words
+    from agentos.interview.lexicon import PRONOUNS, STOPWORDS, VAGUE, WEAK_VERBS
+    from agentos.shared.text import words
 
     empty = _EMPTY | set(STOPWORDS) | set(VAGUE) | set(PRONOUNS) | set(WEAK_VERBS)
     return [w for w in words(request) if w not in empty and not w.isdigit()]
@@ -112,8 +112,8 @@ def synthesize(
     on_step: Callable[[str, str], None] | None = None,
 ) -> SynthesisResult:
     """Find or build the tool ``request`` asks for (see the module docstring)."""
-    from agentos.capabilities import search
     from agentos.errors import check_request
+    from agentos.routing.capabilities import search
 
     check_request(request)
     say = on_step or (lambda _step, _line: None)
@@ -316,7 +316,7 @@ class _Builder:
             shutil.copyfile(self.pkg / name, staged / name)
         if self.card:
             _copy_regular(self.pkg / "cards", staged / "cards")
-        from agentos.package_cards import install_package
+        from agentos.routing.package_cards import install_package
 
         installed, _ = install_package(self.ws, str(staged))  # its card too, checked
         self.result.package = f"{installed.name}@{installed.version}"
@@ -360,7 +360,7 @@ class _Builder:
         read-only), in a folder holding only the tests, the spec, AgentOS's stand-in for
         tool.py and the implementation behind it (run in a process of its own per call,
         see ``_verify_shim.py``): nothing else the agents left there takes part."""
-        from agentos.sandbox._confine import CheckConfiner, python_check_env
+        from agentos.sandbox.confine import CheckConfiner, python_check_env
 
         verify = self.base / "verify"
         shutil.rmtree(verify, ignore_errors=True)
@@ -403,7 +403,7 @@ class _Builder:
             request=self.result.request,
         )
         self.result.steps.append({"step": step, "status": status, "receipt": receipt.id, **fields})
-        from agentos.events import record
+        from agentos.run.events import record
 
         record(
             self.ws,
@@ -428,7 +428,7 @@ def _step_agent(hub: Hub, ref: str, field: str) -> tuple[Manifest, Path]:
 
 def _regular_text(path: Path) -> str | None:
     """A file an agent wrote, when it is a regular file (never read through a link)."""
-    from agentos._oneshot import read_output
+    from agentos.run.oneshot import read_output
 
     return read_output(path, 1 << 20)
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from agentos._models import StrictModel, all_errors
 from agentos.errors import BadInput, ValidationFailed
+from agentos.shared.models import StrictModel, all_errors
 
 SPEC_FILE = "spec.json"
 TOOL_FILE = "tool.py"

@@ -17,18 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentos._oneshot import read_output, run_once
-from agentos._run_files import AgentFiles
-from agentos._run_types import tail
 from agentos.errors import BadInput, OperationFailed
-from agentos.hub import Hub
-from agentos.manifest import Manifest
-from agentos.runs import new_run_id
+from agentos.hub.manifest import Manifest
+from agentos.hub.store import Hub
+from agentos.run.oneshot import read_output, run_once
+from agentos.run.store import new_run_id
+from agentos.run.values import tail
 from agentos.sandbox import choose
-from agentos.sandbox._confine import Scene
+from agentos.sandbox.confine import Scene
 from agentos.synthesis.spec import SPEC_FILE, ToolSpec, check_args, is_tool_package, load_spec
 from agentos.synthesis.spec import matches as type_matches
-from agentos.workspace import Workspace
+from agentos.workspace.files import AgentFiles
+from agentos.workspace.layout import Workspace
 
 RESULT_MAX = 1 << 20  # bytes of a result that are read
 

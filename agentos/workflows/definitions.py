@@ -43,10 +43,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from agentos import limits
-from agentos._models import Name, StrictModel, load_yaml_model
-from agentos.checks import CheckSpec
 from agentos.errors import AgentOSError, BadInput, ValidationFailed
+from agentos.shared import limits
+from agentos.shared.checks import CheckSpec
+from agentos.shared.models import Name, StrictModel, load_yaml_model
 from agentos.workflows.similarity import DEFAULT_THRESHOLD
 
 BUNDLED = Path(__file__).resolve().parent / "_bundled"
@@ -226,8 +226,8 @@ def load_workflow(path: Path) -> WorkflowDefinition:
 def check_references(ws: Any, workflow: WorkflowDefinition, path: Path) -> None:
     """Every phase's agent is in the hub, every card in the workspace (one line naming the
     phase's field)."""
-    from agentos.cards import load_cards
-    from agentos.hub import Hub
+    from agentos.hub.store import Hub
+    from agentos.routing.cards import load_cards
 
     hub = Hub(ws.hub_dir)
     cards: set[str] | None = None

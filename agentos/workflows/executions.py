@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from agentos.errors import BadInput, check_request
-from agentos.runs import new_run_id
+from agentos.run.store import new_run_id
 from agentos.workflows.definitions import WorkflowDefinition, find_workflow
 from agentos.workflows.store import TaskRecord, WorkflowStore
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 EXECUTION_ENV = "AGENTOS_EXECUTION_ID"
 TASK_ENV = "AGENTOS_TASK_ID"
@@ -56,7 +56,7 @@ def launch(
     """``agentos workflows launch``: workflow ``workflow_id`` (the workspace's or a
     bundled one) on the git repository ``repo``, a new execution and its first task (see
     :func:`create_execution`); the caller runs its scheduler or :func:`start_detached`."""
-    from agentos._run_start import check_repo
+    from agentos.run.preflight import check_repo
 
     workflow, _ = find_workflow(ws, workflow_id)
     repo = repo.expanduser().resolve()
@@ -133,7 +133,7 @@ def start_detached(ws: Workspace, execution_id: str) -> Path:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         subprocess.Popen(
-            [sys.executable, "-m", "agentos.workflows._detached", str(ws.root), execution_id],
+            [sys.executable, "-m", "agentos.workflows.detached", str(ws.root), execution_id],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
@@ -148,8 +148,8 @@ def cancel_execution(ws: Workspace, execution_id: str, wait: float = 60.0) -> st
     import signal
     import time
 
-    from agentos.runs import pid_alive
-    from agentos.workflows._detached import pid_file
+    from agentos.run.store import pid_alive
+    from agentos.workflows.detached import pid_file
     from agentos.workflows.store import ExecutionStatus, TaskStatus
 
     store = WorkflowStore(ws)

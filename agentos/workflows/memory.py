@@ -9,9 +9,9 @@ import re
 import time
 from pathlib import Path
 
-from agentos._fs import atomic_write
 from agentos.errors import BadInput
-from agentos.workspace import Workspace
+from agentos.shared.fs import atomic_write
+from agentos.workspace.layout import Workspace
 
 MEMORY_DIR = "memory"
 MAX_CHARS = 20_000
@@ -19,7 +19,7 @@ MAX_CHARS = 20_000
 
 def save_memory(ws: Workspace, text: str, title: str | None = None) -> Path:
     """Write the note and index it; its file."""
-    from agentos.knowledge import open_store
+    from agentos.knowledge.store import open_store
 
     if not text.strip():
         raise BadInput("a memory needs some text", field="text")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agentos.workflows.definitions import WorkflowDefinition
 from agentos.workflows.store import ResultRecord
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 
 def validate_result(ws: Workspace, workflow: WorkflowDefinition, repo: Path) -> tuple[bool, str]:
@@ -18,7 +18,7 @@ def validate_result(ws: Workspace, workflow: WorkflowDefinition, repo: Path) -> 
         return True, "no result checks: the task's passing gate stands for it"
     import shutil
 
-    from agentos.stormbreaker import (
+    from agentos.gate.gate import (
         gate_confiner,
         gate_environment,
         gate_judging,

@@ -3,7 +3,7 @@ merge, receipts) whose gate adds the phase's checks, at most ``max_concurrent`` 
 
 A task's request carries the task, its phase's description, the done definitions as a
 checklist and the checks that decide it; the agent may say it is done, only the gate makes
-it ``done``. What the agent posted to its outbox (:mod:`agentos.outbox`) is read when its
+it ``done``. What the agent posted to its outbox (:mod:`agentos.run.outbox`) is read when its
 run ends: new tasks (deduplicated, the task as their parent) and a result.
 
 A result is validated by the workflow's ``result_checks`` on the repository as the task
@@ -21,9 +21,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agentos._run_types import RunOptions, RunReport
 from agentos.errors import AgentOSError
-from agentos.runs import RunStatus, new_run_id
+from agentos.run.store import RunStatus, new_run_id
+from agentos.run.values import RunOptions, RunReport
 from agentos.workflows.definitions import Phase, WorkflowDefinition
 from agentos.workflows.executions import EXECUTION_ENV, TASK_ENV
 from agentos.workflows.store import (
@@ -32,7 +32,7 @@ from agentos.workflows.store import (
     TaskStatus,
     WorkflowStore,
 )
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 POLL = 0.1  # seconds between looks for new tasks
 DESCRIPTION_MAX = 4000  # characters of a task an agent posts
@@ -150,7 +150,7 @@ class Scheduler:
         self._read_outboxes(task, report, done)
 
     def _start(self, task: TaskRecord, phase: Phase, run_id: str) -> RunReport:
-        from agentos.orchestrator import start_run
+        from agentos.run.orchestrator import start_run
 
         options = RunOptions(
             force=True,  # the workflow, not the interview, decided this task is wanted
@@ -167,7 +167,7 @@ class Scheduler:
         if phase.agent:
             return phase.agent
         if phase.card:
-            from agentos.cards import load_cards
+            from agentos.routing.cards import load_cards
 
             for card in load_cards(self.ws.cards_dir).cards:
                 if card.id == phase.card:
@@ -175,9 +175,9 @@ class Scheduler:
         return None  # routing decides
 
     def _read_outboxes(self, task: TaskRecord, report: RunReport, done: bool) -> None:
-        from agentos._run_files import kept_outbox
-        from agentos.outbox import read_outbox
+        from agentos.run.outbox import read_outbox
         from agentos.workflows.executions import create_task
+        from agentos.workspace.files import kept_outbox
 
         for agent in report.agents:
             entries, problems = read_outbox(kept_outbox(agent.log))

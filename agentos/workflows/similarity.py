@@ -105,8 +105,8 @@ class Features:
 
 
 def features(text: str) -> Features:
-    from agentos._interview_lexicon import STOPWORDS
-    from agentos.text import stems, words
+    from agentos.interview.lexicon import STOPWORDS
+    from agentos.shared.text import stems, words
 
     names = frozenset(m.group().lower().rstrip("()") for m in _NAME.finditer(text))
     name_words = {w for n in names for w in re.split(r"[^a-z0-9]+", n) if w}

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from agentos import state
 from agentos.errors import BadInput, NotFound
+from agentos.state import database
 from agentos.workflows.similarity import (
     DEFAULT_THRESHOLD,
     ONE_SIDED_NAMES,
@@ -28,7 +28,7 @@ from agentos.workflows.similarity import (
     features,
     similarity,
 )
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 
 class TaskStatus(StrEnum):
@@ -111,8 +111,8 @@ _TASK_COLUMNS = (
 )
 
 
-class WorkflowStore(state.Store):
-    """state.db's executions and tasks (see :class:`agentos.state.Store`)."""
+class WorkflowStore(database.Store):
+    """state.db's executions and tasks (see :class:`agentos.state.database.Store`)."""
 
     def __init__(self, ws: Workspace) -> None:
         super().__init__(ws.state_db)

@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentos.cli import views
 from agentos.errors import AgentOSError, BadInput, NotFound
-from agentos.workspace import Workspace
+from agentos.workspace.layout import Workspace
 
 STATIC = Path(__file__).with_name("static")
 TOKEN_HEADER = "x-agentos-token"
@@ -231,7 +231,7 @@ def _offsets(value: str | None) -> dict[str, int]:
 
 
 def _cancel(ws: Workspace, run_id: str) -> dict[str, Any]:
-    from agentos.run_control import cancel
+    from agentos.run.control import cancel
 
     return {"run": run_id, "status": cancel(ws, run_id)}
 
@@ -279,7 +279,7 @@ async def _stream(
     """The events written after event ``after`` as they are written (``after`` 0: from
     now on; with ``run``, only that run's, and 0 is from its start); with ``run``, its
     agents' output too, as ``log`` messages, from ``offsets``."""
-    from agentos.runs import RunStore
+    from agentos.run.store import RunStore
 
     store = await run_in_threadpool(RunStore, ws)
     agents: list[str] = []

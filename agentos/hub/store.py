@@ -1,0 +1,531 @@
+"""The hub: versioned agent packages, installed once and never modified.
+
+Layout: ``hub/<name>/<version>/`` holds a package; ``hub/hub.lock`` (YAML) records, for
+every installed version, its source, the sha256 of its content (and of each file, so drift
+can be named), its install time and which version of each package is active.
+
+Every change takes a file lock (``hub/.lock``) and rewrites ``hub.lock`` atomically, so
+concurrent installs leave a consistent lock. Installs stage the package in a temporary
+directory inside the hub, validate it, then move it into place with one rename.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentos.hub import archive
+from agentos.shared.fs import atomic_write, sha256_bytes
+from agentos.hub.versions import InstalledVersion as InstalledVersion
+from agentos.hub.versions import Versions, installed_versions, version_key
+from agentos.hub.versions import parse_ref as parse_ref
+from agentos.hub.versions import resolve as resolve_version
+from agentos.shared.models import validate
+from agentos.hub.digests import (
+    LOCK_FILE,
+    DigestCache,
+    drift,
+    file_digest,
+    read_all,
+    tree_digest,
+    walk,
+)
+from agentos.shared.yaml import parse_yaml
+from agentos.errors import (
+    AgentOSError,
+    BadInput,
+    Conflict,
+    HostileArchive,
+    NotFound,
+    Tampered,
+    ValidationFailed,
+)
+from agentos.hub.manifest import MANIFEST, Manifest, load_manifest
+from agentos.workspace.layout import STATE_DIR
+
+DIGEST_CACHE = "hub-digests.json"  # in the workspace's .agentos/cache/
+_STAGING = ".staging"
+_LOCK_HEADER = "# Written by agentos; do not edit by hand. `agentos hub verify` checks it.\n"
+
+
+# --- hub.lock -----------------------------------------------------------------------------
+
+
+class _LockModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LockedVersion(_LockModel):
+    sha256: str  # of the package's content (every file's path and sha256)
+    source: str  # where it was installed from
+    installed: str  # when, UTC
+    files: dict[str, str] = Field(default_factory=dict)  # each file's sha256
+
+
+class LockedPackage(_LockModel):
+    active: str | None = None  # the version runs use
+    versions: dict[str, LockedVersion] = Field(default_factory=dict)
+
+
+class LockFile(_LockModel):
+    version: int = 1  # of the format
+    packages: dict[str, LockedPackage] = Field(default_factory=dict)
+
+
+def lock_versions(lock: LockFile) -> Versions:
+    """What routing and ``hub list`` need of a lock, as plain data."""
+    return {
+        name: (pkg.active, {v: (e.sha256, e.source, e.installed) for v, e in pkg.versions.items()})
+        for name, pkg in sorted(lock.packages.items())
+    }
+
+
+def parse_lock(path: Path, data: bytes) -> LockFile:
+    """``hub.lock``'s bytes, validated; a problem names the file and field."""
+    text = data.decode("utf-8", errors="replace")
+    return validate(LockFile, parse_yaml(text, path) if text.strip() else {}, file=path)
+
+
+# --- what the hub returns -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntactCheck:
+    """An installed version found exactly as installed: ``files`` files, ``hashed`` of them
+    read (the others' signatures had not changed since they were last hashed)."""
+
+    name: str
+    version: str
+    files: int
+    hashed: int
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    name: str
+    version: str
+    sha256: str
+    source: str
+    changed: bool  # False when the same content was already installed
+
+
+def content_digest(package_dir: Path) -> tuple[str, dict[str, str]]:
+    """The sha256 of a package's content and of each of its files (paths are posix)."""
+    files = {rel: file_digest(package_dir / rel, st) for rel, st in walk(package_dir)}
+    return tree_digest(files), files
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_GIT_URL = re.compile(r"^(?P<head>[a-z][a-z0-9+.-]*://[^/]*|[\w.-]+@[\w.-]+:)(?P<tail>.+)$")
+
+
+def split_git_source(source: str) -> tuple[str, str | None] | None:
+    """``(url, ref)`` when ``source`` is a git URL, optionally ending in ``@ref``; else None."""
+    match = _GIT_URL.match(source.removeprefix("git+"))
+    if not match:
+        return None
+    tail, ref = match["tail"], None
+    if "@" in tail:
+        tail, _, ref = tail.rpartition("@")
+    return match["head"] + tail, ref or None
+
+
+class Hub:
+    """The hub at ``root``.
+
+    ``cache`` is where :meth:`check_intact` keeps per-file digests between processes; by
+    default ``.agentos/cache/hub-digests.json`` of the workspace holding the hub (when the hub
+    is a workspace's ``hub/``), else only in memory, for this object.
+    """
+
+    def __init__(self, root: Path, *, cache: Path | None = None) -> None:
+        self.root = root
+        self.lock_path = root / LOCK_FILE
+        self._filelock = FileLock(str(root / ".lock"))
+        if cache is None and (root.parent / STATE_DIR).is_dir():
+            cache = root.parent / STATE_DIR / "cache" / DIGEST_CACHE
+        self._digests = DigestCache(cache)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_lock(self) -> LockFile:
+        try:
+            data = self.lock_path.read_bytes()
+        except FileNotFoundError:
+            return LockFile()
+        return parse_lock(self.lock_path, data)
+
+    def revision(self) -> str:
+        """sha256 of hub.lock: what receipts record as the hub's revision."""
+        try:
+            return sha256_bytes(self.lock_path.read_bytes())
+        except FileNotFoundError:
+            return sha256_bytes(b"")
+
+    def versions(self) -> list[InstalledVersion]:
+        """Every installed version, by name then version."""
+        lock = self.read_lock()
+        return installed_versions(
+            self.root,
+            {
+                name: (
+                    pkg.active,
+                    {v: (e.sha256, e.source, e.installed) for v, e in pkg.versions.items()},
+                )
+                for name, pkg in lock.packages.items()
+            },
+        )
+
+    def active(self) -> list[tuple[InstalledVersion, Manifest]]:
+        """The active version of every package with its manifest, by name (the lock read
+        once); one whose manifest does not load is left out (`hub verify` names it)."""
+        out = []
+        for info in self.versions():
+            if info.active:
+                try:
+                    out.append((info, load_manifest(info.path)))
+                except BadInput:
+                    continue
+        return out
+
+    def get(self, ref: str) -> tuple[InstalledVersion, Manifest]:
+        """The installed package ``name[@version]`` (the active version by default)."""
+        name, version = parse_ref(ref)
+        pkg = self.read_lock().packages.get(name)
+        if pkg is None or not pkg.versions:
+            raise NotFound(f"no package {name!r} in the hub", field="package")
+        version = version or pkg.active
+        if version is None or version not in pkg.versions:
+            known = ", ".join(sorted(pkg.versions, key=version_key))
+            raise NotFound(
+                f"{name}@{version} is not installed (installed: {known})", field="package"
+            )
+        v = pkg.versions[version]
+        path = self.root / name / version
+        info = InstalledVersion(
+            name, version, version == pkg.active, v.sha256, v.source, v.installed, path
+        )
+        return info, load_manifest(path)
+
+    def resolve(self, name: str, constraint: str | None) -> str:
+        """The version of ``name`` a card asks for: the active one, or the highest that fits.
+
+        Raises :class:`NotFound` naming why nothing fits.
+        """
+        return resolve_version(lock_versions(self.read_lock()), name, constraint)
+
+    # -- changing --------------------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[LockFile]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._filelock:
+            lock = self.read_lock()
+            yield lock
+            self._write_lock(lock)
+
+    def _write_lock(self, lock: LockFile) -> None:
+        data = lock.model_dump(mode="json")
+        for pkg in data["packages"].values():
+            pkg["versions"] = dict(
+                sorted(pkg["versions"].items(), key=lambda kv: version_key(kv[0]))
+            )
+        data["packages"] = dict(sorted(data["packages"].items()))
+        text = _LOCK_HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+        atomic_write(self.lock_path, text)
+
+    def install(self, source: str) -> InstallResult:
+        """Install a package from a directory, a .tar.gz made by ``pack`` or a git URL."""
+        git = split_git_source(source)
+        path = Path(source).expanduser()
+        if git is not None and not path.exists():
+            return self._install_git(*git)
+        if path.is_dir():
+            return self._install_staged(
+                lambda stage: _copy_package(path, stage), f"dir:{path.resolve()}"
+            )
+        if path.is_file():
+            if not path.name.endswith((".tar.gz", ".tgz")):
+                raise BadInput("expected a package directory, a .tar.gz or a git URL", file=path)
+            # Validate every member before anything is written to the hub.
+            with tempfile.TemporaryDirectory() as probe:
+                archive.extract(path, Path(probe))
+                _package_root(Path(probe), path)
+            return self._install_staged(
+                lambda stage: archive.extract(path, stage), f"archive:{path.resolve()}"
+            )
+        raise NotFound("no such package directory, archive or git URL", file=source)
+
+    def _install_git(self, url: str, ref: str | None) -> InstallResult:
+        import git  # gitpython; imported here because only git installs need it
+
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                repo = git.Repo.clone_from(url, tmp, no_checkout=ref is not None)
+                if ref:
+                    repo.git.checkout(ref)
+            except git.GitCommandError as exc:
+                detail = (exc.stderr or str(exc)).strip().splitlines()
+                raise BadInput(
+                    f"git: {detail[-1] if detail else exc}", file=f"{url}@{ref}" if ref else url
+                ) from None
+            commit = repo.head.commit.hexsha
+            checkout = Path(tmp)
+            return self._install_staged(
+                lambda stage: _copy_package(checkout, stage), f"git+{url}@{commit}"
+            )
+
+    def _install_staged(self, fill: Callable[[Path], None], source: str) -> InstallResult:
+        staging_root = self.root / _STAGING
+        staging_root.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(dir=staging_root))
+        try:
+            with _named_after_source(stage, source):
+                fill(stage)
+                pkg_dir = _package_root(stage, Path(_origin(source)))
+                _refuse_links_out(pkg_dir, source)
+                manifest = load_manifest(pkg_dir)
+                digest, files = content_digest(pkg_dir)
+            with self._locked() as lock:
+                pkg = lock.packages.setdefault(manifest.name, LockedPackage())
+                existing = pkg.versions.get(manifest.version)
+                if existing is not None:
+                    if existing.sha256 != digest:
+                        raise Conflict(
+                            f"{manifest.ref} is already installed with different content "
+                            f"(sha256 {existing.sha256[:12]}, new {digest[:12]}); "
+                            "bump the version to publish a change",
+                            field="version",
+                        )
+                    return InstallResult(
+                        manifest.name, manifest.version, digest, existing.source, changed=False
+                    )
+                target = self.root / manifest.name / manifest.version
+                if target.exists():
+                    raise Conflict(
+                        f"{target} exists but is not in {LOCK_FILE}; remove it "
+                        "or run `agentos hub verify`",
+                        field="version",
+                    )
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _make_read_only(pkg_dir)
+                pkg_dir.rename(target)
+                pkg.versions[manifest.version] = LockedVersion(
+                    sha256=digest, source=source, installed=_now(), files=files
+                )
+                pkg.active = manifest.version
+            return InstallResult(manifest.name, manifest.version, digest, source, changed=True)
+        finally:
+            if stage.exists():
+                shutil.rmtree(stage)
+            _remove_if_empty(staging_root)
+
+    def use(self, ref: str) -> InstalledVersion:
+        """Make ``name@version`` the active version (this is rollback)."""
+        name, version = parse_ref(ref)
+        if version is None:
+            raise BadInput(f"{ref!r}: give the version to use, as NAME@VERSION", field="package")
+        with self._locked() as lock:
+            pkg = lock.packages.get(name)
+            if pkg is None or version not in pkg.versions:
+                raise NotFound(f"{name}@{version} is not installed", field="package")
+            pkg.active = version
+        return self.get(f"{name}@{version}")[0]
+
+    def remove(self, ref: str) -> str | None:
+        """Remove ``name@version``; returns the version now active (if any remains)."""
+        name, version = parse_ref(ref)
+        if version is None:
+            raise BadInput(f"{ref!r}: give the version to remove, as NAME@VERSION", field="package")
+        with self._locked() as lock:
+            pkg = lock.packages.get(name)
+            if pkg is None or version not in pkg.versions:
+                raise NotFound(f"{name}@{version} is not installed", field="package")
+            del pkg.versions[version]
+            if pkg.active == version:
+                pkg.active = max(pkg.versions, key=version_key) if pkg.versions else None
+            if not pkg.versions:
+                del lock.packages[name]
+            target = self.root / name / version
+            if target.exists():
+                shutil.rmtree(target)
+            _remove_if_empty(self.root / name)
+            return pkg.active
+
+    def pack(self, package_dir: Path, out: Path | None) -> tuple[Path, Manifest]:
+        manifest = load_manifest(package_dir)
+        out = out or Path(f"{manifest.name}-{manifest.version}.tar.gz")
+        archive.pack(package_dir, f"{manifest.name}-{manifest.version}", out)
+        return out, manifest
+
+    def verify(self) -> list[str]:
+        """Recompute every installed version's hashes; return the drift found, one line each.
+
+        Reads every file (no cache): this is the check that trusts nothing on disk but
+        ``hub.lock``.
+        """
+        problems: list[str] = []
+        lock = self.read_lock()
+        for name, pkg in sorted(lock.packages.items()):
+            if pkg.active is not None and pkg.active not in pkg.versions:
+                problems.append(f"{name}: active version {pkg.active} is not installed")
+            for version, locked in sorted(pkg.versions.items()):
+                where = self.root / name / version
+                files = read_all(where) if where.is_dir() else None
+                problems.extend(drift(f"{name}@{version}", locked, where, files))
+        for pkg_dir in sorted(p for p in self.root.glob("*/*") if p.is_dir()):
+            name, version = pkg_dir.parent.name, pkg_dir.name
+            if name.startswith(".") or (pkg_dir / MANIFEST).exists() is False:
+                continue
+            if version not in lock.packages.get(name, LockedPackage()).versions:
+                problems.append(f"{name}@{version}: installed but not in {LOCK_FILE}")
+        return problems
+
+    def check_intact(self, name: str, version: str) -> IntactCheck:
+        """Refuse (:class:`Tampered`) unless ``name@version`` is exactly what was installed.
+
+        The check a run makes for each of its packages before any agent starts: the same
+        comparison as :meth:`verify`, for one version, with the same one-line problems; but
+        a file whose stat signature is unchanged since it was last hashed is not read again
+        (see :mod:`agentos.hub.digests`), so an unchanged package costs a directory walk.
+        """
+        lock = self._lock_snapshot()
+        pkg = lock.packages.get(name)
+        locked = pkg.versions.get(version) if pkg is not None else None
+        if locked is None:
+            raise NotFound(f"{name}@{version} is not installed", field="package")
+        where = self.root / name / version
+        scan = self._digests.scan(where) if where.is_dir() else None
+        problems = drift(f"{name}@{version}", locked, where, None if scan is None else scan.files)
+        if problems:
+            raise Tampered(problems)
+        assert scan is not None
+        return IntactCheck(name, version, len(scan.files), scan.hashed)
+
+    def _lock_snapshot(self) -> LockFile:
+        """``hub.lock`` as it is now, parsed once per content (shared: never change it)."""
+        try:
+            data = self.lock_path.read_bytes()
+        except FileNotFoundError:
+            return LockFile()
+        digest = sha256_bytes(data)
+        known = _PARSED_LOCKS.get(self.lock_path)
+        if known is not None and known[0] == digest:
+            return known[1]
+        try:
+            raw = yaml.load(data, Loader=_YAML_LOADER)
+        except yaml.YAMLError:
+            return self.read_lock()  # the one-line error naming the line
+        lock = validate(LockFile, raw, file=self.lock_path)
+        _PARSED_LOCKS[self.lock_path] = (digest, lock)
+        return lock
+
+
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_PARSED_LOCKS: dict[Path, tuple[str, LockFile]] = {}
+
+
+def _origin(source: str) -> str:
+    """The path or URL a person gave, from a lock ``source`` (``dir:``/``archive:`` path)."""
+    return source.split(":", 1)[1] if source.startswith(("dir:", "archive:")) else source
+
+
+@contextmanager
+def _named_after_source(stage: Path, source: str) -> Iterator[None]:
+    """Errors about the staged copy name the file where the person wrote it (the source
+    directory, or the archive or git URL and the path inside it), never the staging copy."""
+    origin = _origin(source)
+
+    def where(path: str) -> str:
+        inside = Path(path).relative_to(stage)
+        if source.startswith("dir:"):
+            return str(Path(origin) / inside)
+        return f"{origin}: {archive.shown(str(inside))}"
+
+    try:
+        yield
+    except AgentOSError as exc:
+        if exc.file is None or not Path(exc.file).is_relative_to(stage):
+            raise
+        raise type(exc)(exc.message, file=where(exc.file), field=exc.field) from None
+    except shutil.Error as exc:  # copying a directory: (source, copy, why) for each file
+        problems = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        why = str(problems[0][2]) if problems else str(exc)
+        raise BadInput(f"cannot copy the package: {why}", file=origin) from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, before 3.13
+        name = getattr(exc, "filename", None)
+        detail = getattr(exc, "strerror", None) or exc.__class__.__name__
+        if name and Path(str(name)).is_relative_to(stage):
+            raise BadInput(detail, file=where(str(name))) from None
+        raise BadInput(f"cannot install: {detail}", file=origin) from None
+
+
+def _copy_package(src: Path, dest: Path) -> None:
+    shutil.copytree(
+        src,
+        dest,
+        dirs_exist_ok=True,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(*archive.IGNORED_PARTS, "*.pyc"),
+    )
+
+
+def _package_root(extracted: Path, source: Path) -> Path:
+    """The directory holding agent.yaml: the root, or its single top-level directory."""
+    if (extracted / MANIFEST).is_file():
+        return extracted
+    entries = [p for p in extracted.iterdir()]
+    if len(entries) == 1 and entries[0].is_dir() and (entries[0] / MANIFEST).is_file():
+        return entries[0]
+    raise ValidationFailed(f"no {MANIFEST} at the package root", file=source, field=MANIFEST)
+
+
+def _refuse_links_out(pkg_dir: Path, source: str) -> None:
+    """No link in a package may point outside it, or be a loop. A package whose file
+    names are not UTF-8 is refused too: ``hub.lock`` records every file by name."""
+    root = pkg_dir.resolve()
+    origin = _origin(source)
+    for path in pkg_dir.rglob("*"):
+        rel = path.relative_to(pkg_dir)
+        if not archive.is_utf8(str(rel)):
+            raise BadInput(f"file name '{archive.shown(str(rel))}' is not UTF-8", file=origin)
+        if not path.is_symlink():
+            continue
+        try:
+            target = path.resolve()
+        except (RuntimeError, OSError):  # RuntimeError until 3.13, OSError (ELOOP) after
+            raise HostileArchive(
+                f"symlink {rel} -> {os.readlink(path)} is a loop", file=origin
+            ) from None
+        if not target.is_relative_to(root):
+            raise HostileArchive(
+                f"symlink {rel} -> {os.readlink(path)} points outside the package", file=origin
+            )
+
+
+def _make_read_only(root: Path) -> None:
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            mode = path.stat().st_mode
+            path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _remove_if_empty(path: Path) -> None:
+    with suppress(OSError):
+        path.rmdir()

@@ -1,0 +1,471 @@
+"""The deterministic router: routing cards in, a decision and its receipt out.
+
+The card set is compiled once into an index (see :mod:`agentos.routing.index`) and cached
+under ``.agentos/cache/`` by the card set's revision, so a fresh process reads the index
+instead of parsing YAML; the index is also kept in memory for the life of the process.
+
+A decision depends only on the request, the card files and ``hub/hub.lock``: same inputs,
+same decision, in any process. Ties are broken by rule (score, then priority), never by
+order, and a tie those cannot break is a ``clarify``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import marshal
+import os
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentos.errors import NotFound, check_request
+from agentos.hub.versions import hub_versions, parse_ref
+from agentos.hub.versions import resolve as resolve_version
+from agentos.receipts import Receipt, write_receipt
+from agentos.routing.cardfiles import CARD_SUFFIX, revision_of
+from agentos.routing.index import Hit, Index, cache_name
+from agentos.shared import limits
+from agentos.shared.dirwatch import DirWatch
+from agentos.shared.fs import atomic_write
+from agentos.workspace.layout import Workspace
+
+if TYPE_CHECKING:
+    from agentos.shared.checks import CheckSpec
+
+log = logging.getLogger(__name__)
+
+ROUTE, CLARIFY, NO_MATCH = "route", "clarify", "no_match"
+# The card group of agents that only verify (run the tests, report): they change nothing,
+# and run after the agents that change code, on their integrated work.
+VERIFY_GROUP = "verify"
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A card chosen for the task force, with the agent version the hub resolved."""
+
+    card: str
+    agent: str
+    version: str
+    score: int
+    fired: list[str]
+    priority: int
+    group: str
+    checks: list[CheckSpec] = field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.agent}@{self.version}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "card": self.card,
+            "agent": self.agent,
+            "version": self.version,
+            "score": self.score,
+            "fired": list(self.fired),
+            "priority": self.priority,
+            "group": self.group,
+            "checks": [c.model_dump(mode="json", exclude_none=True) for c in self.checks],
+        }
+
+
+@dataclass(frozen=True)
+class Rejected:
+    card: str
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"card": self.card, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``route``: ``selected`` is the task force, strongest card first.
+    ``clarify``: some group's best cards tie; ``tied`` names them (``selected`` keeps the
+    other groups' winners). ``no_match``: nothing matched.
+
+    ``rejected`` lists the cards that fired a trigger but were ruled out (exclude, require,
+    min_score, the hub, or a better card in their group) with the reason; cards that fired
+    nothing are not listed.
+    """
+
+    decision: str
+    selected: list[Selected]
+    rejected: list[Rejected]
+    tied: list[str]
+    cards_revision: str
+    hub_revision: str
+    # Who chose the task force: the routing cards, `run --agent`, or (when no card matched)
+    # the workspace's `run.default_agent`.
+    decided_by: str = "cards"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "decision": self.decision,
+            "decided_by": self.decided_by,
+            "selected": [s.as_dict() for s in self.selected],
+            "rejected": [r.as_dict() for r in self.rejected],
+            "tied": list(self.tied),
+            "cards_revision": self.cards_revision,
+            "hub_revision": self.hub_revision,
+        }
+
+    def receipt_fields(self) -> dict[str, object]:
+        selected = []
+        for s in self.selected:
+            entry: dict[str, object] = {
+                "card": s.card,
+                "agent": s.ref,
+                "score": s.score,
+                "priority": s.priority,
+                "group": s.group,
+                "fired": s.fired,
+            }
+            if s.checks:
+                entry["checks"] = [c.name for c in s.checks]
+            selected.append(entry)
+        return {
+            "decision": self.decision,
+            "decided_by": self.decided_by,
+            "selected": selected,
+            "tied": self.tied,
+            "rejected": [r.as_dict() for r in self.rejected],
+            "cards_revision": self.cards_revision,
+            "hub_revision": self.hub_revision,
+        }
+
+
+# --- the compiled card set ----------------------------------------------------------------
+
+_INDEXES: dict[Path, Index] = {}
+
+
+def cache_dir(ws: Workspace) -> Path:
+    return ws.state_dir / "cache"
+
+
+def compile_cards(ws: Workspace) -> Index:
+    """Load, validate and compile the workspace's cards, and cache the index on disk."""
+    from agentos.routing.cards import load_cards  # the card schema, only needed to compile
+
+    cards = load_cards(ws.cards_dir)
+    index = Index.build(cards.cards, cards.revision)
+    directory = cache_dir(ws)
+    target = directory / cache_name(cards.revision)
+    try:
+        atomic_write(target, index.dumps())
+        for old in directory.glob("router-*.idx"):
+            if old != target:
+                old.unlink(missing_ok=True)
+    except OSError as exc:  # a read-only workspace still routes, just without the cache
+        log.warning("cannot cache the compiled cards in %s: %s", directory, exc)
+    return index
+
+
+# The card set's revision without reading every card on every route: a file whose size,
+# mtime, ctime and inode are those recorded when it was hashed keeps its hash, provided it
+# was last changed well before that hashing (git's "racy clean" rule, so an edit within the
+# file system's timestamp granularity is never missed). Anything else is hashed again.
+_RACY_NS = 2_000_000_000
+_STAT_FILE = "cards.stat"
+_STATS: dict[Path, dict[str, tuple[int, int, int, int, str, int]]] = {}
+# In a process that routes more than once, a watch on the cards folder (agentos.shared.dirwatch)
+# says whether any card changed since the last look: when none did, the revision is the
+# last one, with no stat of any card.
+_WATCHES: dict[Path, DirWatch] = {}  # oldest first
+_MAX_WATCHES = 8
+_REVISIONS: dict[Path, str] = {}
+
+
+def current_revision(ws: Workspace) -> str:
+    """``cards.cards_revision(ws.cards_dir)``: the last one when the folder's watch saw
+    no change since, else computed from a stat cache when it can be."""
+    directory = ws.cards_dir
+    watch = _WATCHES.get(directory)
+    if watch is not None and not watch.changed() and directory in _REVISIONS:
+        return _REVISIONS[directory]
+    if watch is None or not watch.active:  # none yet, or the folder it watched went away
+        watch = _watch(directory)  # before the folder is read
+    revision = _scan_revision(ws)
+    if watch.active:
+        _REVISIONS[directory] = revision
+    return revision
+
+
+def _watch(directory: Path) -> DirWatch:
+    """A new watch on ``directory``; a process keeps at most ``_MAX_WATCHES`` (inotify
+    instances are a per-user resource other programs need too), the oldest closed first."""
+    old = _WATCHES.pop(directory, None)
+    if old is not None:
+        old.close()
+    while len(_WATCHES) >= _MAX_WATCHES:
+        _WATCHES.pop(next(iter(_WATCHES))).close()
+    watch = _WATCHES[directory] = DirWatch(directory)
+    return watch
+
+
+def _scan_revision(ws: Workspace) -> str:
+    directory = ws.cards_dir
+    known = _STATS.get(directory)
+    stat_path = cache_dir(ws) / _STAT_FILE
+    if known is None:
+        known = {}
+        with suppress(OSError, ValueError, EOFError, TypeError):
+            loaded = marshal.loads(stat_path.read_bytes())
+            if isinstance(loaded, tuple) and len(loaded) == 2 and loaded[0] == str(directory):
+                known = {
+                    name: entry
+                    for name, entry in dict(loaded[1]).items()
+                    if isinstance(entry, tuple) and len(entry) == 6
+                }
+    now = time.time_ns()
+    fresh: dict[str, tuple[int, int, int, int, str, int]] = {}
+    changed = False
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        dir_fd = None
+    try:  # os with a directory fd, not pathlib: this loop runs for every card on every route
+        names = (
+            []
+            if dir_fd is None
+            else sorted(
+                n for n in os.listdir(dir_fd) if n.endswith(CARD_SUFFIX) and not n.startswith(".")
+            )
+        )
+        for name in names:
+            try:
+                st = os.stat(name, dir_fd=dir_fd)
+                limits.check_stat(st, limits.CARD, directory / name)  # before it is hashed
+                sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                old = known.get(name)
+                if old is not None and old[:4] == sig and max(sig[1], sig[2]) < old[5] - _RACY_NS:
+                    fresh[name] = old
+                    continue
+                with open(os.open(name, os.O_RDONLY, dir_fd=dir_fd), "rb") as fh:
+                    digest = hashlib.file_digest(fh, "sha256").hexdigest()
+            except FileNotFoundError:
+                continue
+            fresh[name] = (*sig, digest, now)
+            changed = True
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
+    if changed or fresh.keys() != known.keys():
+        with suppress(OSError):  # a cache: no fsync; a torn or lost file is rebuilt
+            stat_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stat_path.with_name(f".{_STAT_FILE}.{os.getpid()}.tmp")
+            tmp.write_bytes(marshal.dumps((str(directory), fresh)))
+            os.replace(tmp, stat_path)
+    _STATS[directory] = fresh
+    return revision_of((name, entry[4]) for name, entry in fresh.items())
+
+
+def load_index(ws: Workspace) -> Index:
+    """The compiled index of the workspace's cards as they are now on disk."""
+    revision = current_revision(ws)
+    index = _INDEXES.get(ws.cards_dir)
+    if index is not None and index.revision == revision:
+        return index
+    index = None
+    with suppress(OSError, ValueError, EOFError, TypeError):
+        cached = Index.loads((cache_dir(ws) / cache_name(revision)).read_bytes())
+        if cached.revision == revision:
+            index = cached
+    if index is None:
+        index = compile_cards(ws)
+    _INDEXES[ws.cards_dir] = index
+    return index
+
+
+# --- the hub, read once per decision ------------------------------------------------------
+
+# Resolutions against one hub revision, replaced whole when the hub changes (thread-safe:
+# readers hold on to the pair they got).
+_resolved: tuple[str, dict[tuple[str, str | None], str | NotFound]] = ("", {})
+
+
+def _resolver(ws: Workspace) -> tuple[str, Callable[[str, str | None], str]]:
+    """The hub's revision, and ``resolve(agent, constraint)`` against that revision."""
+    global _resolved
+    rev, versions = hub_versions(ws.hub_dir / "hub.lock", cache_dir(ws))
+    known = _resolved
+    if known[0] != rev:
+        known = _resolved = (rev, {})
+    memo = known[1]
+
+    def resolve(agent: str, constraint: str | None) -> str:
+        key = (agent, constraint)
+        if key not in memo:
+            try:
+                memo[key] = resolve_version(versions, agent, constraint)
+            except NotFound as exc:
+                memo[key] = exc
+        found = memo[key]
+        if isinstance(found, NotFound):
+            raise found
+        return found
+
+    return rev, resolve
+
+
+# --- deciding -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    hit: Hit
+    id: str
+    version: str
+    priority: int
+
+
+def decide_with(
+    index: Index, request: str, hub_revision: str, resolve: Callable[[str, str | None], str]
+) -> Decision:
+    """The decision for ``request`` on a compiled index; ``resolve`` is the hub's."""
+    return decide_hits(index, index.match(request), hub_revision, resolve)
+
+
+def decide_hits(
+    index: Index, hits: list[Hit], hub_revision: str, resolve: Callable[[str, str | None], str]
+) -> Decision:
+    """The decision from the cards that fired (``hits``, in card order): rules, hub, groups."""
+    rejected: list[Rejected] = []
+    groups: dict[str, list[_Candidate]] = {}
+    for hit in hits:
+        card_id, agent, constraint, priority, group = index.card(hit.card)
+        if hit.reason is not None:
+            rejected.append(Rejected(card_id, hit.reason))
+            continue
+        try:
+            version = resolve(agent, constraint)
+        except NotFound as exc:
+            rejected.append(Rejected(card_id, exc.message))
+            continue
+        groups.setdefault(group, []).append(_Candidate(hit, card_id, version, priority))
+    selected: list[Selected] = []
+    tied: list[str] = []
+    for group in sorted(groups):
+        ranked = sorted(groups[group], key=lambda c: (-c.hit.score, -c.priority, c.id))
+        top = ranked[0]
+        best = [c for c in ranked if (c.hit.score, c.priority) == (top.hit.score, top.priority)]
+        if len(best) > 1:
+            tied.extend(c.id for c in best)
+            winner = "the tied cards " + ", ".join(c.id for c in best)
+        else:
+            selected.append(_selected(index, top, group))
+            winner = top.id
+        for c in ranked[len(best) :]:
+            why = (
+                f"score {c.hit.score} < {top.hit.score}"
+                if c.hit.score < top.hit.score
+                else f"same score {c.hit.score}, priority {c.priority} < {top.priority}"
+            )
+            rejected.append(Rejected(c.id, f"lost to {winner} in group {group!r}: {why}"))
+    selected.sort(key=lambda s: (-s.score, -s.priority, s.card))
+    rejected.sort(key=lambda r: r.card)
+    verdict = CLARIFY if tied else ROUTE if selected else NO_MATCH
+    return Decision(verdict, selected, rejected, tied, index.revision, hub_revision)
+
+
+def _selected(index: Index, c: _Candidate, group: str) -> Selected:
+    card_id, agent = index.card(c.hit.card)[:2]
+    checks_json = index.checks_json(c.hit.card)
+    checks = []
+    if checks_json:  # the check schema, only for a card that has checks
+        from agentos.shared.checks import CheckSpec
+
+        checks = [CheckSpec.model_validate(d) for d in json.loads(checks_json)]
+    return Selected(card_id, agent, c.version, c.hit.score, c.hit.fired, c.priority, group, checks)
+
+
+def decide(
+    ws: Workspace, request: str, *, agent: str | None = None, change: bool = False
+) -> Decision:
+    """Route ``request`` on the workspace's cards and hub, as they are now. Writes nothing
+    but the compiled-cards cache.
+
+    ``agent`` (``NAME[@VERSION]``, from ``run --agent``) decides instead of the cards. When
+    no card matches, the workspace's ``run.default_agent`` takes the request, if it names
+    one; when the request asks for a ``change`` and only cards of the ``verify`` group
+    matched (agents that change nothing), the default agent joins them to make the change.
+    A tie stays a tie. The decision says who decided (``decided_by``).
+    """
+    check_request(request)
+    index = load_index(ws)
+    hub_revision, resolve = _resolver(ws)
+    if agent:
+        return _chosen(agent, "--agent", "--agent", index, hub_revision, resolve, [])
+    decision = decide_with(index, request, hub_revision, resolve)
+    default = ws.settings_data["run"]["default_agent"]
+    where = f"{ws.settings_file}: run.default_agent"
+    if decision.decision == NO_MATCH and default:
+        return _chosen(
+            default, "run.default_agent", where, index, hub_revision, resolve, decision.rejected
+        )
+    verifiers_only = all(s.group == VERIFY_GROUP for s in decision.selected)
+    if decision.decision == ROUTE and change and verifiers_only and default:
+        joined = _chosen(default, "run.default_agent", where, index, hub_revision, resolve, [])
+        if all(s.agent != joined.selected[0].agent for s in decision.selected):
+            return replace(
+                decision,
+                selected=[*joined.selected, *decision.selected],
+                decided_by="cards and run.default_agent",
+            )
+    return decision
+
+
+def _chosen(
+    ref: str,
+    decided_by: str,
+    where: str,
+    index: Index,
+    hub_revision: str,
+    resolve: Callable[[str, str | None], str],
+    rejected: list[Rejected],
+) -> Decision:
+    """The task force of one agent named by ``ref`` (``NAME[@VERSION]``), not by a card."""
+    name, version = parse_ref(ref)
+    try:
+        resolved = resolve(name, f"=={version}" if version else None)
+    except NotFound as exc:
+        raise NotFound(exc.message, field=where) from None
+    selected = Selected(f"({decided_by})", name, resolved, 0, [], 0, "default")
+    return Decision(ROUTE, [selected], rejected, [], index.revision, hub_revision, decided_by)
+
+
+def route(
+    ws: Workspace,
+    request: str,
+    *,
+    run_id: str | None = None,
+    agent: str | None = None,
+    change: bool = False,
+) -> tuple[Decision, Receipt]:
+    """Decide, and write the route receipt."""
+    decision = decide(ws, request, agent=agent, change=change)
+    receipt = write_receipt(ws, "route", decision.receipt_fields(), run_id=run_id, request=request)
+    return decision, receipt
+
+
+__all__ = [
+    "CLARIFY",
+    "NO_MATCH",
+    "ROUTE",
+    "VERIFY_GROUP",
+    "Decision",
+    "Rejected",
+    "Selected",
+    "compile_cards",
+    "decide",
+    "decide_with",
+    "load_index",
+    "route",
+]

@@ -1,0 +1,481 @@
+"""Driving one agent of a run: its worktree, then attempts until one passes, the guardian
+stops it or the retries are spent. Each attempt starts the agent in its tmux pane, waits for
+the wrapper's exit file, commits the agent's work, and runs the gate on exactly that commit
+(a receipt naming it). A failure the environment caused, not the agent, ends the run.
+
+The orchestrator (:mod:`agentos.run.orchestrator`) drives the agents of a run in parallel, one
+:class:`AgentDriver` call per thread, over one :class:`RunContext`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentos.errors import AgentOSError, EnvironmentBroken
+from agentos.gate.gate import (
+    GateResult,
+    environment_failure,
+    gate_environment,
+    gate_receipt_fields,
+    run_gate,
+    run_judging,
+    with_failure,
+)
+from agentos.gate.judge import Judging, TestChanges
+from agentos.gate.repo import RepoProfile, check_profile, prepare_worktree
+from agentos.hub.manifest import Manifest
+from agentos.receipts import write_receipt
+from agentos.run.events import EventKind, EventLog
+from agentos.run.launch import prepare
+from agentos.run.outbox import keep_outbox
+from agentos.run.sessions import Sessions
+from agentos.run.store import AgentStatus, RunStore, process_start
+from agentos.run.values import OUTPUT_TAIL, AgentState, Cancelled, tail
+from agentos.runtimes import AgentTask, egress_hosts
+from agentos.runtimes.agent_tools import AgentToolServer
+from agentos.runtimes.usage import take_usage
+from agentos.sandbox import Group, Sandbox, limits_hit
+from agentos.sandbox.confine import INSIDE, CheckConfiner, Scene, agent_policy, watch_writes
+from agentos.sandbox.egress import Egress
+from agentos.shared.fs import atomic_write
+from agentos.workspace.files import AgentFiles
+from agentos.workspace.layout import Workspace
+from agentos.worktrees import repo as wt
+from agentos.worktrees.guard import GitGuard, restore_git_admin
+
+POLL = 0.05
+# Caches a gate run leaves are not worth telling an agent about.
+_CACHE = re.compile(r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache)(/|$)|\.pyc$")
+SESSION_CHECK_EVERY = 0.5
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every agent of one run shares."""
+
+    ws: Workspace
+    run_id: str
+    request: str
+    repo: Path
+    base: str  # the commit every agent branches from
+    profile: RepoProfile
+    sessions: Sessions
+    store: RunStore
+    cancel: threading.Event
+    events: EventLog  # the run's events (agentos.run.events)
+    receipts: list[str]  # the run's receipts, in order: agents append their gate receipts
+    sandbox: Sandbox
+    scene: Scene  # what every agent and check of the run hides
+    guard: GitGuard | None  # the repository's git administration, without a sandbox
+    tampered: list[str]  # what the guard put back during the run: then nothing merges
+    extra_env: dict[str, str]  # RunOptions.env: what every agent of the run gets besides
+    named: tuple[str, ...] = ()  # the paths and symbols the request names
+    allow: TestChanges = field(default_factory=TestChanges)  # the test changes allowed
+
+
+class AgentDriver:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def setup(self, agent: AgentState) -> None:
+        """The agent's worktree on its own branch at the base, with what the repository's
+        environment needs there (see :func:`agentos.gate.repo.prepare_worktree`), and the MCP
+        tools its package asks for (see :mod:`agentos.runtimes.agent_tools`)."""
+        wt.add_worktree(
+            self.ctx.repo,
+            agent.worktree,
+            agent.branch,
+            agent.base or self.ctx.base,
+            sparse_paths=agent.manifest.paths or None,
+        )
+        if self.ctx.guard is not None:
+            self.ctx.guard.watch(wt.admin_dir(agent.worktree) / "config.worktree")
+        for note in prepare_worktree(self.ctx.profile, agent.worktree):
+            self._note(agent, note)
+        # Its MCP tools start now, so that they are up when its CLI asks for them; they
+        # serve every attempt and end at teardown.
+        agent.tools = AgentToolServer.start(self.ctx.ws, self.ctx.repo, agent.manifest, agent.files)
+        agent.egress = open_egress(self.ctx.sandbox, agent.manifest, agent.files)
+
+    def drive(self, agent: AgentState, context: str) -> None:
+        """Attempts until one passes, the guardian stops the agent or the retries are
+        spent. Agents are driven in parallel, one thread each."""
+        # Written by rename: never through a link the agent left in its place.
+        atomic_write(agent.worktree / "AGENTOS_CONTEXT.md", context)
+        # A verifier changes nothing: another attempt would judge the same tree again.
+        retries = 0 if agent.verifier else self.ctx.ws.settings.run.retries
+        agent.started_at = time.time()
+        try:
+            while agent.attempts <= retries and not self.ctx.cancel.is_set():
+                self._attempt(agent)
+                if agent.status in (AgentStatus.PASSED, AgentStatus.KILLED):
+                    break
+                if agent.attempts <= retries:
+                    atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", self._feedback(agent))
+        finally:
+            agent.ended_at = time.time()
+            self.ctx.store.update_agent(
+                self.ctx.run_id,
+                agent.name,
+                status=agent.status,
+                exit_code=agent.exit_code,
+                ended_at=agent.ended_at,
+            )
+
+    def _attempt(self, agent: AgentState) -> None:
+        """One attempt: start the agent, wait for its exit file, commit its work, run the
+        gate on exactly that commit, record it."""
+        agent.attempts += 1
+        self._work(agent)
+        tampered = self._restore_git_admin(agent)
+        if wt.restore_gitfile(self.ctx.repo, agent.worktree):
+            self._note(agent, "its worktree's .git file was rewritten; restored")
+        commit = wt.commit_all(
+            agent.worktree, commit_message(self.ctx.run_id, self.ctx.request, agent), agent.name
+        )
+        if commit:
+            agent.commits.append(commit)
+        if agent.files.stopped.exists():
+            # The guardian killed it: no gate, no retry.
+            reason = agent.files.stopped.read_text().strip()
+            self._set_status(agent, AgentStatus.KILLED, f"stopped by the guardian: {reason}")
+            return
+        self._gate(agent, tampered)
+
+    def _work(self, agent: AgentState) -> None:
+        """The agent in its tmux pane, confined, until its exit file says it ended (or its
+        timeout, or the run's cancel); what it left running dies with the attempt."""
+        task = AgentTask(
+            run_id=self.ctx.run_id,
+            agent=agent.name,
+            manifest=agent.manifest,
+            package_dir=agent.package_dir,
+            worktree=agent.worktree,
+            repo=self.ctx.repo,
+            workspace=self.ctx.ws.root,
+            request=self.ctx.request,
+            files=agent.files,
+            attempt=agent.attempts,
+            confined=self.ctx.sandbox.confined,
+        )
+        groups: list[Group] = []
+        pane, _env = prepare(
+            task,
+            agent.files,
+            environment=self._agent_environment(agent),
+            confine=lambda argv, env: self._confine(agent, argv, env, groups),
+            relay=agent.egress is not None,
+        )
+        self._set_status(
+            agent,
+            AgentStatus.RUNNING,
+            f"attempt {agent.attempts} started in tmux session {agent.session}",
+            attempts=agent.attempts,
+            started_at=agent.started_at,
+        )
+        agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
+        try:
+            agent.exit_code = self._wait_for_exit(agent, groups)
+        finally:
+            for group in groups:  # whatever the agent left running dies with its attempt
+                agent.limit = limits_hit(group, agent.exit_code)
+                group.close()
+        if agent.limit:
+            self._note(agent, f"stopped by its sandbox: limit: {agent.limit}")
+        keep_outbox(agent.files)
+        used, problem = take_usage(agent.files.usage)
+        if used is not None:
+            agent.usage = used if agent.usage is None else agent.usage + used
+        if problem:
+            self._note(agent, f"its usage report was ignored: {problem}")
+
+    def _gate(self, agent: AgentState, tampered: list[str]) -> None:
+        """The gate on the attempt's commit, its receipt, and the agent's verdict."""
+        head = wt.rev(agent.worktree, "HEAD") or agent.base or self.ctx.base
+        self._set_status(
+            agent,
+            AgentStatus.GATING,
+            f"attempt {agent.attempts} exited {agent.exit_code}; the gate checks its work",
+            exit_code=agent.exit_code,
+        )
+        # The gate judges exactly what would land: the commit, not files git ignores.
+        dropped = [p for p in wt.to_commit(agent.worktree) if not _CACHE.search(p)]
+        prepare_worktree(self.ctx.profile, agent.worktree)
+        if dropped:
+            self._note(
+                agent,
+                "files git ignores are not part of the work and were removed "
+                f"before the gate: {', '.join(dropped[:10])}",
+            )
+        gate = self._run_checks(agent)
+        passed = agent.exit_code == 0 and gate.passed
+        fields = {
+            "agent": f"{agent.name}@{agent.manifest.version}",
+            "exit_code": agent.exit_code,
+            "accepted": passed,
+            "commit": head,
+            "sandbox": self.ctx.sandbox.backend,
+            **({"limit": agent.limit} if agent.limit else {}),
+            **({"usage": agent.usage.as_dict()} if agent.usage else {}),
+            **gate_receipt_fields(gate, agent.attempts),
+        }
+        if dropped:
+            fields["ignored_files_removed"] = dropped[:50]
+        if agent.egress is not None and agent.egress.denied:
+            fields["network_denied"] = list(agent.egress.denied)
+        if tampered:
+            fields["git_admin_restored"] = tampered
+        receipt = write_receipt(
+            self.ctx.ws, "gate", fields, run_id=self.ctx.run_id, about=self.ctx.request
+        )
+        self.ctx.receipts.append(receipt.id)
+        agent.receipts.append(receipt.id)
+        agent.gated_commit = head if passed else None
+        self._set_status(
+            agent,
+            AgentStatus.PASSED if passed else AgentStatus.FAILED,
+            f"attempt {agent.attempts} exited {agent.exit_code}; {gate.summary()}",
+            gate=gate.as_dict(),
+            gated_commit=agent.gated_commit,
+            receipts=agent.receipts,
+        )
+        broken = environment_failure(gate)
+        if broken is not None and check_profile(self.ctx.profile, self.ctx.repo):
+            # The test command cannot start on the repository itself either: the
+            # environment broke (an agent deleting its test script is the agent's failure).
+            raise EnvironmentBroken(broken, file=self.ctx.repo, field="tests")
+
+    def _run_checks(self, agent: AgentState) -> GateResult:
+        """The agent's checks on its worktree, confined; then the worktree is put back to
+        the commit (what the checks wrote is not the agent's work)."""
+        gate_env = gate_environment(self.ctx.profile, agent.worktree)
+        gate = run_gate(
+            agent.checks,
+            agent.worktree,
+            base=agent.base or self.ctx.base,
+            env=gate_env,
+            profile=self.ctx.profile,
+            judging=self.judging(agent),
+            confiner=CheckConfiner(
+                self.ctx.sandbox, self.ctx.scene, agent.worktree, gate_env["PATH"]
+            ),
+            stop=self.ctx.cancel,
+            started=lambda pid: atomic_write(
+                agent.files.check_pid, f"{pid} {process_start(pid) or '-'}\n"
+            ),
+        )
+        agent.files.check_pid.unlink(missing_ok=True)
+        wt.reset_to_head(agent.worktree)
+        nested = wt.new_gitlinks(agent.worktree, agent.base or self.ctx.base)
+        if nested:
+            gate = with_failure(
+                gate,
+                "no nested repositories",
+                f"{', '.join(nested)}: a git repository made inside the worktree would land "
+                "as a pointer to a commit the target does not have, not as its files; "
+                "remove its .git so that its files are the work\n",
+            )
+        agent.gate = gate
+        return gate
+
+    def judging(self, agent: AgentState) -> Judging:
+        """What an agent's tests checks judge against: its base, the request's named
+        things and allowed test changes; scratch trees in the workspace (hidden from
+        agents), base collections in its cache."""
+        return run_judging(
+            self.ctx.ws,
+            self.ctx.run_id,
+            agent.name,
+            agent.base or self.ctx.base,
+            self.ctx.named,
+            self.ctx.allow,
+        )
+
+    def _set_status(
+        self, agent: AgentState, status: AgentStatus, message: str, **fields: Any
+    ) -> None:
+        """The agent's new status: in its state, in state.db (with ``fields``), and as an
+        event."""
+        agent.status = status
+        self.ctx.store.update_agent(self.ctx.run_id, agent.name, status=status, **fields)
+        self.ctx.events.emit(
+            EventKind.AGENT, f"{agent.name}: {message}", status=status, agent=agent.name
+        )
+
+    def _note(self, agent: AgentState, message: str) -> None:
+        self.ctx.events.note(f"{agent.name}: {message}", agent=agent.name)
+
+    def _restore_git_admin(self, agent: AgentState) -> list[str]:
+        """Without a sandbox: what changed in the repository's git administration during
+        this attempt, put back. Nothing tells which agent of the run changed it, so it is
+        the run's failure (nothing merges), not this agent's (see agentos.worktrees.guard)."""
+        if self.ctx.guard is None:
+            return []
+        try:
+            tampered = restore_git_admin(self.ctx.guard, self.ctx.repo)
+        except AgentOSError as exc:
+            tampered = [f"could not be checked: {exc}"]
+        if tampered:
+            self.ctx.tampered.extend(tampered)
+            self._note(
+                agent,
+                f"the repository's git administration changed while it ran "
+                f"(no sandbox); put back: {', '.join(tampered)}",
+            )
+        return tampered
+
+    def _confine(
+        self, agent: AgentState, argv: list[str], env: dict[str, str], groups: list[Group]
+    ) -> list[str]:
+        """The agent's wrapper in its sandbox (see :mod:`agentos.sandbox`), its control group
+        kept in ``groups`` for the end of the attempt."""
+        confined, group, described = confine_agent(
+            self.ctx.sandbox,
+            self.ctx.scene,
+            self.ctx.ws,
+            agent.manifest,
+            agent.package_dir,
+            agent.worktree,
+            agent.files,
+            argv,
+            env,
+        )
+        agent.sandbox = described
+        groups.append(group)
+        return confined
+
+    def _agent_environment(self, agent: AgentState) -> Callable[[dict[str, str]], dict[str, str]]:
+        """The agent's scrubbed environment, completed with the repository's (its
+        interpreter first on PATH, the worktree's code imported) and its test command."""
+        profile = self.ctx.profile
+        assert profile is not None
+
+        def complete(env: dict[str, str]) -> dict[str, str]:
+            out = profile.environment(env, agent.worktree)
+            out["AGENTOS_TEST_COMMAND"] = profile.test_command()
+            out.update(self.ctx.extra_env)
+            out["AGENTOS_OUTBOX"] = str(agent.files.outbox)
+            if self.ctx.sandbox.confined:
+                out.update(private_git(agent.worktree, agent.files.io))
+            return out
+
+        return complete
+
+    def _wait_for_exit(self, agent: AgentState, groups: list[Group]) -> int | None:
+        """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124) or
+        when it passed its disk quota (137; its control group, when it has one, was
+        killed at once)."""
+        deadline = time.monotonic() + agent.manifest.timeout
+        next_session_check = time.monotonic() + SESSION_CHECK_EVERY
+        while True:
+            code = agent.files.exit_code()
+            if code is not None:
+                return code
+            if self.ctx.cancel.is_set():
+                raise Cancelled()
+            if any(g.disk_hit for g in groups):
+                self.ctx.sessions.kill(agent.session, agent.pane_pid)
+                return 137
+            now = time.monotonic()
+            if now > deadline:
+                self.ctx.sessions.kill(agent.session, agent.pane_pid)
+                self._note(agent, f"timed out after {agent.manifest.timeout}s; killed")
+                return 124
+            if now >= next_session_check:
+                next_session_check = now + SESSION_CHECK_EVERY
+                if not self.ctx.sessions.exists(agent.session):
+                    code = agent.files.exit_code()
+                    return code if code is not None else 137  # died without a status
+            time.sleep(POLL)
+
+    def _feedback(self, agent: AgentState) -> str:
+        assert agent.gate is not None
+        text = agent.gate.feedback()
+        if agent.exit_code != 0:
+            last = tail(agent.files.log, OUTPUT_TAIL)
+            text += (
+                f"\n## Your process exited with code {agent.exit_code}\n\n"
+                f"Last output:\n\n```text\n{last}\n```\n"
+            )
+        return text
+
+
+def confine_agent(
+    sandbox: Sandbox,
+    scene: Scene,
+    ws: Workspace,
+    manifest: Manifest,
+    package_dir: Path,
+    worktree: Path,
+    files: AgentFiles,
+    argv: list[str],
+    env: dict[str, str],
+) -> tuple[list[str], Group, dict[str, Any]]:
+    """An agent's wrapper (``argv``) in its sandbox: the confined argv, the control group
+    to close when the attempt ends, and what confined it (for receipts). Used for a run's
+    agents and an eval's."""
+    home = ws.state_dir / "homes" / manifest.name
+    pycache = Path(env.get("PYTHONPYCACHEPREFIX") or files.io / "pycache")
+    pycache.mkdir(parents=True, exist_ok=True)
+    pkg = manifest.sandbox
+    if pkg is not None and pkg.home == "persistent":
+        home.mkdir(parents=True, exist_ok=True)
+    pol = agent_policy(
+        scene,
+        package=pkg,
+        package_dir=package_dir,
+        worktree=worktree,
+        own_files=[files.io, files.log, pycache],
+        run_files=files.run_dir,
+        path_env=env.get("PATH", ""),
+        persistent_home=home,
+    )
+    pol.extra_env[INSIDE] = sandbox.backend
+    group = Group(pol.limits)
+    watch_writes(group, pol, confined=sandbox.confined)
+    return sandbox.command(pol, argv, group), group, {"backend": sandbox.backend, **pol.as_dict()}
+
+
+def open_egress(sandbox: Sandbox, manifest: Manifest, files: AgentFiles) -> Egress | None:
+    """The proxy of an agent whose package names the hosts it may reach, when a sandbox
+    confines it (without one nothing keeps it off the rest of the network)."""
+    hosts = egress_hosts(manifest)
+    if hosts is None or not sandbox.confined:
+        return None
+    files.run_dir.mkdir(parents=True, exist_ok=True)
+    return Egress(files.egress_socket, hosts)
+
+
+def private_git(worktree: Path, io: Path) -> dict[str, str]:
+    """The git of a confined agent: its own index and object store (in its io directory),
+    the repository's objects read through alternates. Its worktree's git directory, which
+    names the branch AgentOS commits to, stays read-only; ``git status``, ``diff``,
+    ``checkout -- FILE`` and ``add`` work, and AgentOS's own commit uses the real index."""
+    from agentos.sandbox.confine import git_dirs
+
+    common, own = git_dirs(worktree)
+    if common is None or own is None:
+        return {}
+    index, objects = io / "git-index", io / "git-objects"
+    objects.mkdir(parents=True, exist_ok=True)
+    if (own / "index").is_file():
+        atomic_write(index, (own / "index").read_bytes())
+    return {
+        "GIT_INDEX_FILE": str(index),
+        "GIT_OBJECT_DIRECTORY": str(objects),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(common / "objects"),
+    }
+
+
+def commit_message(run_id: str, request: str, agent: AgentState) -> str:
+    """The message of the commit that saves an agent's work on its branch."""
+    return (
+        f"agentos: {agent.name} attempt {agent.attempts} (run {run_id})\n\n"
+        f"Request: {request}\nAgent: {agent.manifest.ref} via card {agent.card}\n"
+    )

@@ -1,0 +1,832 @@
+"""The ephemeral orchestrator: one run, from a request to merged branches, then gone.
+
+interview -> route (receipt) -> for each selected agent: a worktree on its own branch, the
+knowledge store's context, a tmux session running the agent -> the Stormbreaker gate (failures
+fed back, retried) -> merge, all or nothing -> teardown, always: sessions ended, work
+committed to its branch, worktrees removed. Every step that decides something is a receipt.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, suppress
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from agentos.errors import AgentOSError, BadInput, EnvironmentBroken, check_request
+from agentos.gate.detect import SETTINGS_HINT
+from agentos.gate.gate import (
+    collect_checks,
+    gate_environment,
+    missing_programs,
+    run_judging,
+)
+from agentos.gate.judge import TestChanges, reported_outcome
+from agentos.gate.repo import COLLECT_TIMEOUT, REPO_FILE, RepoProfile, check_profile, repo_profile
+from agentos.hub.manifest import Manifest
+from agentos.hub.store import Hub
+from agentos.receipts import write_receipt
+from agentos.routing.router import VERIFY_GROUP
+from agentos.run import review
+from agentos.run.driver import AgentDriver, RunContext, commit_message
+from agentos.run.events import EventKind, EventLog, Listener, RunEvent
+from agentos.run.preflight import check_agent, check_repo
+from agentos.run.sessions import Sessions, require_tmux, session_name
+from agentos.run.store import ACTIVE, UNFINISHED, AgentStatus, RunStatus, RunStore, new_run_id
+from agentos.run.values import AgentState, Cancelled, RunOptions, RunReport
+from agentos.runtimes import get_runtime
+from agentos.sandbox import Sandbox, choose
+from agentos.sandbox.confine import Scene, venv_paths
+from agentos.shared.checks import CheckSpec
+from agentos.shared.signals import handling
+from agentos.workspace.files import RunFiles
+from agentos.workspace.layout import Workspace
+from agentos.worktrees import repo as wt
+from agentos.worktrees.guard import GitGuard, restore_git_admin
+
+__all__ = [
+    "Orchestrator",
+    "RunOptions",
+    "RunReport",
+    "check_agent",
+    "check_repo",
+    "start_run",
+]
+
+CONTEXT_BUDGET = 3000  # tokens of knowledge-store context per agent
+
+# Called once agents are about to start: makes sure something watches them (the CLI and
+# the MCP server pass the guardian's ``ensure_running``); True when it started a watcher.
+Supervisor = Callable[[Workspace], bool]
+
+
+def start_run(
+    ws: Workspace,
+    request: str,
+    repo: Path,
+    options: RunOptions | None = None,
+    *,
+    force: bool = False,
+    on_event: Listener | None = None,
+    supervise: Supervisor | None = None,
+    stop: threading.Event | None = None,
+) -> RunReport:
+    """Run ``request`` against ``repo`` from start to teardown; the report says how it went.
+    ``force=True`` is short for ``RunOptions(force=True)``. ``on_event`` gets each of the
+    run's events as it happens (they are also in the run's events file, see
+    :mod:`agentos.run.events`); ``supervise`` is called before the agents start, unless
+    ``run.guardian`` is off. Setting ``stop`` cancels the run while its agents work (a run
+    started in a thread of a process that runs several, as the workflow scheduler does)."""
+    options = options or RunOptions(force=force)
+    return Orchestrator(
+        ws, request, repo, options, on_event=on_event, supervise=supervise, stop=stop
+    ).run()
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        ws: Workspace,
+        request: str,
+        repo: Path,
+        options: RunOptions | None = None,
+        *,
+        on_event: Listener | None = None,
+        supervise: Supervisor | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        check_request(request)
+        self.stop = stop
+        self.ws = ws
+        self.request = request
+        self.repo = repo.expanduser().resolve()
+        self.options = options or RunOptions()
+        self.force = self.options.force
+        self.run_id = self.options.run_id or new_run_id()
+        self.files = RunFiles.of(ws, self.run_id)
+        self.events = EventLog(self.run_id, self.files.events, on_event, self._store_event)
+        self.emit = self.events.note
+        self.supervise = supervise
+        self.report = RunReport(self.run_id, RunStatus.PENDING)
+        self._report_lock = threading.Lock()  # teardown threads add notes to the message
+        self.agents: list[AgentState] = []
+        self.cancel = threading.Event()
+        self.request_checks: list[Any] = []  # checks the request's own success criteria imply
+        self.option_checks = _option_checks(self.options.checks)  # e.g. a workflow phase's
+        _check_option_env(self.options.env)
+        self.sessions = Sessions(ws.root)
+        self.store: RunStore | None = None
+        self.base = ""
+        self.target = ""
+        self.profile: RepoProfile | None = None
+        self.sandbox: Sandbox = Sandbox("none", None, "not chosen yet")
+        self.scene: Scene | None = None
+        self.guard: GitGuard | None = None
+        self.git_admin_restored: list[str] = []
+        self.named: tuple[str, ...] = ()  # what the request names (the interview's)
+        self.allow = (  # the test changes the agents may make
+            TestChanges(True, (), "--allow-test-changes")
+            if self.options.allow_test_changes
+            else TestChanges()
+        )
+
+    def _store_event(self, event: RunEvent) -> None:
+        if self.store is not None:
+            self.store.record_event(
+                "run",
+                event.kind,
+                event.message,
+                run=event.run,
+                seq=event.seq,
+                agent=event.agent,
+                status=event.status,
+                at=event.at,
+            )
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self) -> RunReport:
+        from agentos.run.gc import collect_garbage
+
+        collect_garbage(self.ws)
+        self.target, self.base = check_repo(self.repo)
+        check_agent(self.ws, self.options.agent)
+        self.store = RunStore(self.ws)
+        self.store.create(self.run_id, self.request, self.repo)
+        self.store.update(
+            self.run_id,
+            target_branch=self.target,
+            base_commit=self.base,
+            started_at=time.time(),
+            options={
+                "force": self.options.force,
+                "agent": self.options.agent,
+                "merge": self.options.merge,
+            },
+        )
+        try:
+            with _cancel_on_signal(defer=lambda: self.report.status is RunStatus.MERGING):
+                self._run()
+        except (Cancelled, KeyboardInterrupt):
+            self._finish(
+                RunStatus.CANCELLED,
+                "the run was cancelled; agents' work is kept on their branches",
+            )
+        except AgentOSError as exc:
+            self._finish(RunStatus.FAILED, str(exc))
+            raise
+        finally:
+            if self.report.status in ACTIVE:
+                self._finish(RunStatus.FAILED, self.report.message or "the run ended unexpectedly")
+            try:
+                self._teardown()  # always: whatever ended the run
+            finally:
+                self._final_receipt()
+        return self.report
+
+    def _run(self) -> None:
+        if not self._interview():
+            return
+        self.profile = repo_profile(self.ws, self.repo, at=self.base)
+        self.report.repo_profile = self.profile
+        self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
+        if not self._route():
+            return
+        self._confinement()
+        require_tmux()
+        first = self._changers() or self._verifiers()
+        self._in_parallel(self._driver().setup, first)
+        self._check_environment(first[0].worktree)
+        self._ensure_guardian()
+        context = self._context()
+        self._set_status(RunStatus.RUNNING)
+        assert self.store is not None
+        for agent in self.agents:
+            self.store.add_agent(
+                self.run_id,
+                agent.name,
+                agent.manifest.version,
+                card=agent.card,
+                branch=agent.branch,
+                worktree=str(agent.worktree),
+                session=agent.session,
+            )
+        self._store_gate()
+        self._drive_all(context)
+        if not all(a.status is AgentStatus.PASSED for a in self.agents):
+            failed = ", ".join(
+                f"{a.name} ({a.status})" for a in self.agents if a.status is not AgentStatus.PASSED
+            )
+            self._finish(RunStatus.FAILED, f"not done: {failed}; nothing was merged")
+        elif self.git_admin_restored:
+            self._keep_option("no_merge", "its agents changed the repository's git administration")
+            self._finish(
+                RunStatus.FAILED,
+                "the repository's git administration was changed while the agents ran "
+                f"without a sandbox ({', '.join(self.git_admin_restored)}); it was put back "
+                "and nothing was merged",
+            )
+        elif not self.options.merge:
+            self._ready("not merged (--no-merge)")
+        elif touched := [
+            a.name
+            for a in self.agents
+            if a.gated_commit and wt.touches(self.repo, a.base, a.gated_commit, REPO_FILE)
+        ]:
+            # How the repository is tested is not an agent's to change unseen.
+            self._ready(f"not merged: {', '.join(touched)} changed {REPO_FILE}, review it")
+        else:
+            self._merge()
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _interview(self) -> bool:
+        """Score the request; a blocked one stops the run unless forced. The success
+        criteria it states become checks of this run (``proposed_checks``)."""
+        from agentos.interview.engine import interview_in
+
+        result = interview_in(self.ws, self.request)
+        self.report.interview = result
+        self.request_checks = list(result.proposed_checks)
+        self.named = tuple(result.named)
+        if result.test_changes is not None:
+            asked = result.test_changes
+            self.allow = self.allow.joined(
+                TestChanges(not asked.paths, asked.paths, f"the request: {asked.words!r}")
+            )
+            self.emit(f"the request allows test changes ({asked.words!r})")
+        fields = {k: v for k, v in result.as_dict().items() if k != "request"}
+        fields["override"] = "--force" if self.force and not result.passed else "none"
+        receipt = write_receipt(
+            self.ws, "interview", fields, run_id=self.run_id, request=self.request
+        )
+        self.report.receipts.append(receipt.id)
+        if result.passed:
+            return True
+        if self.force:
+            self.emit(f"interview: blocked (ambiguity {result.ambiguity}); --force overrides")
+            return True
+        questions = " ".join(q.text for q in result.questions)
+        self._finish(RunStatus.BLOCKED, f"the request is too vague to start: {questions}")
+        return False
+
+    def _route(self) -> bool:
+        """Decide the task force (the cards, ``--agent`` or ``run.default_agent``) and
+        plan each agent: its package, verified against hub.lock; its runtime's needs;
+        its checks. False when nothing is to run."""
+        from agentos.routing.router import route
+
+        interview = self.report.interview
+        change = interview is not None and not interview.read_only
+        decision, receipt = route(
+            self.ws, self.request, run_id=self.run_id, agent=self.options.agent, change=change
+        )
+        self.report.decision = decision
+        self.report.receipts.append(receipt.id)
+        assert self.store is not None
+        self.store.update(self.run_id, decision=decision.decision, receipt=receipt.id)
+        chosen = (
+            f"{s.agent}@{s.version} (card {s.card}, score {s.score})"
+            if decision.decided_by == "cards"
+            else f"{s.agent}@{s.version}"
+            for s in decision.selected
+        )
+        self.emit(f"decision: {decision.decision} by {decision.decided_by}: " + ", ".join(chosen))
+        if decision.decision != "route":
+            reason = (
+                "cards tie: " + ", ".join(decision.tied)
+                if decision.decision == "clarify"
+                else "no routing card matches the request (set run.default_agent in "
+                "agentos.yaml, or pick one with --agent)"
+            )
+            self._finish(RunStatus(decision.decision), reason)
+            return False
+        hub = Hub(self.ws.hub_dir)
+        for sel in decision.selected:
+            info, manifest = hub.get(f"{sel.agent}@{sel.version}")
+            hub.check_intact(sel.agent, sel.version)
+            get_runtime(manifest.runtime).preflight(manifest, info.path)
+            checks = collect_checks(
+                self.ws,
+                package=manifest,
+                card_checks=[*sel.checks, *self.request_checks, *self.option_checks],
+            )
+            agent = self._plan_agent(sel.card, manifest, info.path, checks)
+            agent.verifier = sel.group == VERIFY_GROUP or not manifest.changes
+            self.agents.append(agent)
+        if change and not self._changers():
+            names = ", ".join(a.name for a in self.agents)
+            self.agents = []  # none starts: an agent that changes nothing cannot do it
+            self._finish(
+                RunStatus.NO_MATCH,
+                f"no agent that changes code matched the request, only {names}, which "
+                "changes nothing: set run.default_agent in agentos.yaml, or pick one with "
+                "--agent",
+            )
+            return False
+        return True
+
+    def _confinement(self) -> None:
+        """The sandbox every agent and check of the run goes through (agentos.sandbox):
+        none usable and required is bad input (exit 2) before anything starts."""
+        assert self.profile is not None
+        settings = self.ws.settings.sandbox
+        self.sandbox = choose(settings)
+        self.scene = Scene(
+            settings,
+            self.ws.root,
+            self.repo,
+            Path(os.environ.get("HOME", "/")),
+            tuple(venv_paths(self.profile.venv, self.profile.python)),
+        )
+        self.emit(f"sandbox: {self.sandbox.reason}")
+        if self.sandbox.backend == "none":
+            # Nothing keeps an agent out of the repository's git directory: what it changes
+            # there is put back after each attempt (agentos.worktrees.guard).
+            self.guard = GitGuard.take(wt.git_dir(self.repo))
+
+    def _changers(self) -> list[AgentState]:
+        """The agents that change code; they work first, in parallel."""
+        return [a for a in self.agents if not a.verifier]
+
+    def _verifiers(self) -> list[AgentState]:
+        """The agents that only verify; with changers, they start on their integrated work."""
+        return [a for a in self.agents if a.verifier]
+
+    def _check_environment(self, tree: Path) -> None:
+        """Prove before any agent starts that the run's checks can run: every shell
+        check's program is installed, and when the checks include the repository's tests,
+        the interpreter exists, the test command starts and the suite collects, in a
+        worktree at the base commit (the repository as committed, before any agent worked
+        on it). What fails here is the environment's fault, never an agent's: the run stops
+        (exit 2) with the fix, and no attempt is spent on it."""
+        assert self.profile is not None
+        checks = [c for agent in self.agents for c in agent.checks]
+        missing = missing_programs(checks, gate_environment(self.profile, tree))
+        if missing:
+            raise EnvironmentBroken(
+                "the run's checks cannot run here, so no agent was started: " + "; ".join(missing),
+                file=self.repo,
+                field="checks",
+            )
+        tests = [c for c in checks if c.kind == "tests"]
+        if not tests:
+            return
+        problems = check_profile(self.profile, tree, collect=False)
+        if not problems:
+            problems = self._collect_base(tree, tests)
+        if problems:
+            raise EnvironmentBroken(
+                "the repository's tests cannot run, so no agent was started: "
+                + "; ".join(problems),
+                file=self.repo,
+                field="tests",
+            )
+
+    def _collect_base(self, tree: Path, tests: list[CheckSpec]) -> list[str]:
+        """The base's tests as its own command collects them, once for every gate of the
+        run (kept in the workspace's cache): a suite that does not start or collect is the
+        environment's problem, said before any agent starts."""
+        from agentos.gate.gate import base_collection, tests_timeout
+        from agentos.gate.repo import collection_problems
+        from agentos.sandbox.confine import CheckConfiner
+
+        assert self.profile is not None and self.scene is not None
+        env = gate_environment(self.profile, tree)
+        judging = run_judging(self.ws, self.run_id, "_base", self.base)
+        timeout = max(tests_timeout(c, self.profile) for c in tests)
+        info = base_collection(
+            self.profile,
+            judging,
+            env,
+            CheckConfiner(self.sandbox, self.scene, tree, env["PATH"]),
+            min(timeout, COLLECT_TIMEOUT),
+            self.cancel,
+        )
+        if info.collected is None:
+            # The recorder saw no Python test runner: the runner's own dry run decides
+            # whether the suite starts; the gate then has the exit code only.
+            problems = check_profile(self.profile, tree)
+            if not problems:
+                self.emit(
+                    "repository: the test command starts; its tests cannot be recorded one by "
+                    "one (the gate has its exit code only)"
+                )
+            return problems
+        collect = f"{self.profile.test} (collecting)"
+        if info.collect_errors or not info.collected:
+            outcome = reported_outcome(info)
+            problems = collection_problems(self.profile, outcome, tree, collect)
+            return problems or [
+                f"the suite collects no tests at the base (`{collect}`): {SETTINGS_HINT}"
+            ]
+        self.emit(
+            f"repository: the suite collects {len(info.collected)} tests at the base "
+            f"({self.base[:12]})"
+        )
+        return []
+
+    def _ensure_guardian(self) -> None:
+        """Start the workspace's guardian unless one runs (``run.guardian``, the default)."""
+        if not self.ws.settings.run.guardian or self.supervise is None:
+            return
+        try:
+            if self.supervise(self.ws):
+                self.emit("guardian: started for this workspace")
+        except AgentOSError as exc:  # the run goes on unwatched rather than not at all
+            self.emit(f"guardian: could not start ({exc}); the run is not watched")
+
+    def _context(self) -> str:
+        from agentos.knowledge.store import open_store
+
+        with open_store(self.ws) as store:
+            stats = store.add([self.repo])
+            self.emit(
+                f"knowledge store: {stats.seen} files, {stats.read} read, {stats.chunks} chunks"
+            )
+            ctx = store.context(self.request, CONTEXT_BUDGET, under=self.repo)
+        header = (
+            f"# Context for run {self.run_id}\n\nRequest: {self.request}\n\n"
+            "The knowledge store found these parts of the repository relevant "
+            "(paths are relative to the repository root).\n\n"
+        )
+        text: str = ctx.text
+        return header + text.replace(str(self.repo) + "/", "")
+
+    def _plan_agent(
+        self, card: str, manifest: Manifest, package_dir: Path, checks: list[CheckSpec]
+    ) -> AgentState:
+        name = manifest.name
+        return AgentState(
+            card=card,
+            manifest=manifest,
+            package_dir=package_dir,
+            checks=checks,
+            branch=wt.branch_name(self.run_id, name),
+            worktree=self.ws.worktrees_dir / self.run_id / name,
+            session=session_name(self.run_id, name),
+            files=self.files.agent(name),
+            base=self.base,
+        )
+
+    def _driver(self) -> AgentDriver:
+        assert self.profile is not None and self.store is not None and self.scene is not None
+        return AgentDriver(
+            RunContext(
+                self.ws,
+                self.run_id,
+                self.request,
+                self.repo,
+                self.base,
+                self.profile,
+                self.sessions,
+                self.store,
+                self.cancel,
+                self.events,
+                self.report.receipts,
+                self.sandbox,
+                self.scene,
+                self.guard,
+                self.git_admin_restored,
+                dict(self.options.env),
+                self.named,
+                self.allow,
+            )
+        )
+
+    def _drive_all(self, context: str) -> None:
+        """The agents that change code, in parallel; then, when they all passed, the
+        verifiers, on the integration of their work (never on the unchanged base)."""
+        driver = self._driver()
+        changers, verifiers = self._changers(), self._verifiers()
+        self._in_parallel(lambda agent: driver.drive(agent, context), changers or verifiers)
+        if not (changers and verifiers):
+            return
+        if not all(a.status is AgentStatus.PASSED for a in changers):
+            for agent in verifiers:
+                agent.status = AgentStatus.CANCELLED
+                self.events.emit(
+                    EventKind.AGENT,
+                    f"{agent.name}: not started: the agents that change code did not pass",
+                    status=agent.status,
+                    agent=agent.name,
+                )
+            return
+        integrated = self._integrate(changers)
+        if integrated is None:
+            return
+        for agent in verifiers:
+            agent.base = integrated
+        self.emit(
+            f"verifiers start on the integrated work of {', '.join(a.name for a in changers)} "
+            f"({integrated[:12]})"
+        )
+        self._in_parallel(driver.setup, verifiers)
+        self._in_parallel(lambda agent: driver.drive(agent, context), verifiers)
+
+    def _integrate(self, changers: list[AgentState]) -> str | None:
+        """The passing work of the agents that change code, squashed onto the base without
+        moving any branch (kept under the run's refs): the verifiers' base. None when their
+        work conflicts (then they do not start)."""
+        landings = [
+            wt.Landing(a.branch, a.gated_commit or a.base, a.name, a.name) for a in changers
+        ]
+        result = wt.integrate(
+            self.repo,
+            self.base,
+            landings,
+            self.run_id,
+            self.ws.worktrees_dir / self.run_id / wt.MERGE_DIR,
+            wt.integrated_ref(self.run_id),
+        )
+        if not result.merged:
+            for agent in self._verifiers():
+                agent.status = AgentStatus.CANCELLED
+            self.emit(f"verifiers not started: {result.message}")
+            return None
+        return result.commit
+
+    def _in_parallel(
+        self, step: Callable[[AgentState], None], agents: list[AgentState] | None = None
+    ) -> None:
+        """``step`` for every agent (of ``agents``), one thread each; the first failure
+        cancels the rest."""
+        todo = self.agents if agents is None else agents
+        if not todo:
+            return
+        with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+            futures = [pool.submit(step, agent) for agent in todo]
+            try:
+                pending = set(futures)
+                while pending:
+                    done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                    for fut in done:
+                        fut.result()
+                    if self.stop is not None and self.stop.is_set():
+                        raise Cancelled()
+            except BaseException:
+                self.cancel.set()
+                raise
+
+    def _merge(self) -> None:
+        """Land exactly the commits the gates passed, squashed, all or nothing, once the
+        checks pass on the tree that lands (the integration gate)."""
+        self._set_status(RunStatus.MERGING)
+        work = [a.work() for a in self.agents if a.lands]
+        result = review.land(
+            self.ws,
+            self.repo,
+            self.target,
+            self.run_id,
+            self.request,
+            work,
+            gate=review.integration_gate(
+                self.ws, self.repo, self.run_id, self._gate_spec(), [w.agent for w in work]
+            ),
+        )
+        if result.gate is not None and result.gate.receipt:
+            self.report.receipts.append(result.gate.receipt)
+        self.report.merge = review.merge_fields(result, self.target, work, "agentos run")
+        receipt = write_receipt(
+            self.ws, "merge", self.report.merge, run_id=self.run_id, about=self.request
+        )
+        self.report.receipts.append(receipt.id)
+        self.emit(f"merge: {result.message}")
+        if result.merged:
+            self._finish(RunStatus.SUCCEEDED, result.message)
+        elif result.gate is not None and not result.gate.passed:
+            self._finish(RunStatus.FAILED, result.message + "; every branch is kept")
+        else:
+            self._finish(RunStatus.CONFLICT, result.message + "; every branch is kept")
+
+    def _gate_spec(self) -> review.GateSpec:
+        """What the integration gate runs: every agent's checks but those that judge one
+        agent's own diff, with the request's named things and allowed test changes."""
+        return review.GateSpec.of([a.checks for a in self.agents], self.named, self.allow)
+
+    def _store_gate(self) -> None:
+        """The integration gate's checks, kept with the run for `runs merge` later."""
+        self._keep_option("gate", self._gate_spec().as_json())
+
+    def _keep_option(self, key: str, value: object) -> None:
+        assert self.store is not None
+        options = dict(self.store.get(self.run_id).options or {})
+        options[key] = value
+        self.store.update(self.run_id, options=options)
+
+    def _ready(self, why: str) -> None:
+        """Every gate passed, and the work waits on its branches for review (``--no-merge``,
+        or a change that must not land unseen)."""
+        for agent in self.agents:
+            assert agent.gated_commit is not None
+            stat = wt.diff(self.repo, agent.base, agent.gated_commit, stat=True)
+            self.report.diffstat[agent.name] = stat
+            self.emit(f"{agent.name}: {agent.branch}\n{stat.rstrip() or '(no changes)'}")
+        self._finish(
+            RunStatus.READY,
+            f"every gate passed; {why}: review with `agentos runs diff "
+            f"{self.run_id}`, then `agentos runs merge {self.run_id}` or `agentos runs "
+            f"discard {self.run_id}`",
+        )
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def _set_status(self, status: RunStatus) -> None:
+        self.report.status = status
+        if self.store is not None:
+            self.store.update(self.run_id, status=status)
+        self.events.emit(EventKind.PHASE, f"run: {status}", status=status)
+
+    def _finish(self, status: RunStatus, message: str) -> None:
+        with self._report_lock:
+            self.report.status = status
+            self.report.message = message
+        if self.store is not None:
+            self.store.update(self.run_id, status=status, message=message, ended_at=time.time())
+        self.events.emit(EventKind.PHASE, f"run: {status}: {message}", status=status)
+
+    def _teardown(self) -> None:
+        """End sessions, keep the work on branches, remove worktrees; always. A step that
+        fails is reported and the others still run; the run's files (env files hold
+        secrets) go whatever happens."""
+        try:
+            self._teardown_steps()
+        finally:
+            _remove_tree(self.files.run_dir)
+            _remove_tree(self.ws.state_dir / "gate" / self.run_id)
+
+    def _teardown_steps(self) -> None:
+        self.cancel.set()
+        if self.agents:
+            with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
+                list(pool.map(self._teardown_agent, self.agents))
+            if self.guard is not None:
+                restored = self._tolerant(
+                    "check git's configuration", restore_git_admin, self.guard, self.repo
+                )
+                if restored:
+                    self.git_admin_restored += restored
+                    self._note(
+                        "an agent changed the repository's git administration; restored: "
+                        + ", ".join(restored)
+                    )
+            self._tolerant("prune worktrees", wt.prune, self.repo)
+            empty = [a for a in self.agents if wt.commits_ahead(self.repo, a.branch, a.base) == 0]
+            self._tolerant(
+                "delete empty branches", wt.delete_branch, self.repo, *(a.branch for a in empty)
+            )
+            if self.report.status is RunStatus.SUCCEEDED:  # merged: attempts kept out of sight
+                self._tolerant(
+                    "archive merged branches",
+                    review.archive_branches,
+                    self.repo,
+                    self.run_id,
+                    [(a.name, a.branch) for a in self.agents if a not in empty],
+                )
+        self.report.agents = [agent.result() for agent in self.agents]
+        with suppress(OSError):  # gone unless a worktree had to be kept
+            (self.ws.worktrees_dir / self.run_id).rmdir()
+
+    def _teardown_agent(self, agent: AgentState) -> None:
+        """End the session, commit what is left, delete the worktree's files (the caller
+        prunes the registrations once, then deletes branches)."""
+        running = agent.files.exit_code() is None
+        self.sessions.kill(agent.session, agent.pane_pid if running else None)
+        if agent.tools is not None:
+            self._tolerant(f"stop {agent.name}'s MCP tools", agent.tools.stop)
+        if agent.egress is not None:
+            agent.egress.close()
+        if agent.status in UNFINISHED:
+            agent.status = (
+                AgentStatus.CANCELLED
+                if self.report.status is RunStatus.CANCELLED
+                else AgentStatus.FAILED
+            )
+            self.events.emit(
+                EventKind.AGENT,
+                f"{agent.name}: {agent.status}",
+                status=agent.status,
+                agent=agent.name,
+            )
+        if agent.worktree.exists():
+            try:
+                wt.restore_gitfile(self.repo, agent.worktree)
+                commit = wt.commit_all(
+                    agent.worktree,
+                    commit_message(self.run_id, self.request, agent) + "(saved at teardown)\n",
+                    agent.name,
+                )
+            except AgentOSError as exc:  # never delete work that is not on its branch
+                self._note(
+                    f"could not commit {agent.name}'s work ({exc}); "
+                    f"its worktree is kept at {agent.worktree}"
+                )
+            else:
+                if commit:
+                    agent.commits.append(commit)
+                _remove_tree(agent.worktree)
+        if self.store is not None:
+            self.store.update_agent(self.run_id, agent.name, status=agent.status)
+
+    def _tolerant(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
+        """Run one teardown step; a failure is noted in the run's message, not raised."""
+        try:
+            return func(*args)
+        except AgentOSError as exc:
+            self._note(f"teardown could not {what}: {exc}")
+            return None
+
+    def _note(self, note: str) -> None:
+        self.emit(note)
+        with self._report_lock:
+            self.report.message = f"{self.report.message}; {note}".lstrip("; ")
+
+    def _final_receipt(self) -> None:
+        fields = {
+            "status": self.report.status,
+            "message": self.report.message,
+            "repo": str(self.repo),
+            "target": self.target,
+            "base": self.base,
+            "sandbox": self.sandbox.backend,
+            "agents": [
+                {
+                    k: v
+                    for k, v in a.as_dict().items()
+                    if k
+                    in (
+                        "agent",
+                        "version",
+                        "card",
+                        "branch",
+                        "status",
+                        "attempts",
+                        "exit_code",
+                        "commits",
+                        "gated_commit",
+                        "receipts",
+                        "sandbox",
+                        "limit",
+                        "output_tail",
+                    )
+                }
+                for a in self.report.agents
+            ],
+            **({"git_admin_restored": self.git_admin_restored} if self.git_admin_restored else {}),
+            "kept_branches": [
+                a.branch for a in self.report.agents if wt.branch_exists(self.repo, a.branch)
+            ],
+        }
+        receipt = write_receipt(self.ws, "run", fields, run_id=self.run_id, about=self.request)
+        self.report.receipts.append(receipt.id)
+        if self.store is not None:
+            self.store.close()
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _cancel_on_signal(defer: Callable[[], bool]) -> AbstractContextManager[None]:
+    """Turn SIGTERM (and SIGHUP) into :class:`Cancelled` while a run is in progress, except
+    while ``defer()`` holds (a merge in progress finishes rather than being cut short)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if not defer():
+            raise Cancelled()
+
+    return handling(handler, signal.SIGTERM, signal.SIGHUP)
+
+
+_OPTION_ENV = re.compile(r"^AGENTOS_[A-Z0-9_]+$")
+
+
+def _option_checks(raw: list[dict[str, Any]]) -> list[CheckSpec]:
+    """The run's extra checks, validated (one line naming the check)."""
+    from pydantic import ValidationError
+
+    from agentos.shared.models import all_errors
+
+    out = []
+    for i, data in enumerate(raw):
+        try:
+            out.append(CheckSpec.model_validate(data))
+        except ValidationError as exc:
+            field, message = all_errors(exc)[0]
+            raise BadInput(f"{field}: {message}", field=f"checks[{i}]") from None
+    return out
+
+
+def _check_option_env(env: dict[str, str]) -> None:
+    for name, value in env.items():
+        if not _OPTION_ENV.match(name) or not isinstance(value, str) or "\x00" in value:
+            raise BadInput(f"{name!r}: only AGENTOS_* variables with text values", field="env")

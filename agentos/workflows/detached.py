@@ -1,0 +1,53 @@
+"""The process that runs an execution's tasks in the background (``agentos workflows
+launch --detach``).
+
+Usage: python -m agentos.workflows.detached WORKSPACE EXECUTION
+
+Writes its pid to ``.agentos/executions/<id>.pid``; SIGTERM (``agentos executions cancel``)
+stops the running tasks (their work stays on their branches) and cancels the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from agentos.errors import AgentOSError
+from agentos.workspace.layout import Workspace
+
+
+def pid_file(ws: Workspace, execution_id: str) -> Path:
+    return ws.state_dir / "executions" / f"{execution_id}.pid"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m agentos.workflows.detached WORKSPACE EXECUTION", file=sys.stderr)
+        return 2
+    from agentos.run.store import process_start
+    from agentos.shared.fs import atomic_write
+    from agentos.workflows.scheduler import Scheduler
+
+    ws = Workspace(Path(argv[0]))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _s, _f: stop.set())
+    signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
+    marker = pid_file(ws, argv[1])
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(marker, f"{os.getpid()} {process_start(os.getpid()) or ''}\n")
+    try:
+        status = Scheduler(ws, argv[1], stop=stop, on_event=lambda m: print(m, flush=True)).run()
+    except AgentOSError as exc:
+        print(f"error: {exc}", flush=True)
+        return exc.exit_code
+    finally:
+        marker.unlink(missing_ok=True)
+    print(f"execution {argv[1]}: {status}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

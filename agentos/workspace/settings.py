@@ -1,0 +1,105 @@
+"""agentos.yaml: the workspace's settings, and the check that they are valid.
+
+Validating them imports pydantic (about 0.1 s):
+:meth:`agentos.workspace.layout.Workspace.check_settings` does it only when the file changed
+since it was last found valid.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from agentos.sandbox.settings import SandboxSettings
+from agentos.shared import limits
+from agentos.shared.checks import CheckSpec
+from agentos.shared.models import StrictModel, load_yaml_model
+
+
+class ReceiptSettings(StrictModel):
+    redact: bool = False  # the request as its sha256, free text as its length
+    # A mac on every receipt under .agentos/receipts.key; false: hashes and links only.
+    sign: bool = True
+
+
+Axis = Literal["goal", "constraints", "scope", "context", "success"]
+
+
+class InterviewSettings(StrictModel):
+    threshold: float = Field(default=0.4, ge=0, le=1)  # the most ambiguity a run starts with
+    floors: dict[Axis, float] = Field(default_factory=dict)  # an axis below its floor blocks
+    weights: dict[Axis, float] = Field(default_factory=dict)  # each axis's share of the score
+    rewrite_model: str | None = None  # an Ollama model that proposes clearer rewrites
+
+    @model_validator(mode="after")
+    def _in_unit_range(self) -> InterviewSettings:
+        for table in (self.floors, self.weights):
+            for axis, value in table.items():
+                if not 0 <= value <= 1:
+                    raise ValueError(f"{axis}: {value} is outside 0..1")
+        return self
+
+
+class RunSettings(StrictModel):
+    retries: int = Field(default=2, ge=0, le=20)  # attempts after the first, gate failures fed back
+    guardian: bool = True  # a run starts the workspace's guardian unless one runs
+    timeout: int = Field(default=1800, gt=0)  # seconds a whole run may take
+    # The agent (NAME or NAME@VERSION) that takes requests no routing card matches.
+    default_agent: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*(@\S+)?$")
+    # What lands on the target branch: one squashed commit per agent, or one for the run.
+    squash: Literal["agent", "run"] = "agent"
+    # Kept branches of finished runs (and the hidden refs of merged ones) older than this
+    # many days are removed by `agentos runs prune` and `agentos gc --branches`.
+    keep_days: float = Field(default=14, ge=0)
+
+
+class GuardianSettings(StrictModel):
+    interval: float = Field(default=60, ge=0.05)  # seconds between cycles
+    stuck_after: float = Field(default=300, gt=0)  # seconds of silence before a nudge
+    nudge: str = "Are you stuck? Continue with the task."  # typed into the agent's terminal
+    max_restarts: int = Field(default=1, ge=0)  # restarts before an agent is stopped
+    kill_after: float = Field(default=900, gt=0)  # seconds of silence before it is stopped
+
+
+class RepoSettings(StrictModel):
+    """How one repository is tested: ``repos:`` in agentos.yaml, or its own .agentos.yaml.
+
+    Every field is optional; what is not set is detected (see :mod:`agentos.gate.repo`)."""
+
+    test: str | None = Field(default=None, min_length=1)  # shell command, run in the tree
+    python: str | None = Field(default=None, min_length=1)  # relative to the repository
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0)  # seconds for the test check
+
+
+class SynthesisSettings(StrictModel):
+    """``synthesis:``: the hub packages that build a tool, step by step (agentos.synthesis)."""
+
+    spec_agent: str = "synth-spec"  # writes spec.json
+    test_agent: str = "synth-tests"  # writes tests/test_tool.py
+    impl_agent: str = "synth-impl"  # writes tool.py
+    retries: int = Field(default=2, ge=0, le=20)  # implementation attempts after the first
+    min_tests: int = Field(default=3, ge=1, le=1000)  # tests the test step must write
+    threshold: float = Field(default=0.75, ge=0, le=1)  # a search score that means "exists"
+    timeout: int = Field(default=120, gt=0)  # seconds the tests may take
+
+
+class Settings(StrictModel):
+    receipts: ReceiptSettings = ReceiptSettings()
+    interview: InterviewSettings = InterviewSettings()
+    run: RunSettings = RunSettings()
+    checks: list[CheckSpec] = Field(default_factory=list)  # checks of every run here
+    guardian: GuardianSettings = GuardianSettings()
+    sandbox: SandboxSettings = SandboxSettings()
+    # repository path (~ expanded; relative to the workspace) -> how it is tested
+    repos: dict[str, RepoSettings] = Field(default_factory=dict)
+    synthesis: SynthesisSettings = SynthesisSettings()
+
+
+def load_settings(path: Path) -> Settings:
+    """The settings in ``path``; the defaults when it does not exist."""
+    if not path.exists():
+        return Settings()
+    return load_yaml_model(Settings, path, limits.SETTINGS)
