@@ -38,11 +38,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from _projects import PROJECTS, build_project_repo  # noqa: E402
 
-from agentos.gate import runner as cr  # noqa: E402
-from agentos.gate.gate import gate_environment, run_gate, run_judging  # noqa: E402
+from agentos.gate.environment import gate_environment  # noqa: E402
 from agentos.gate.repo import repo_profile  # noqa: E402
+from agentos.gate.runner import run_gate, run_judging  # noqa: E402
 from agentos.sandbox import choose  # noqa: E402
 from agentos.sandbox.confine import CheckConfiner, Scene, venv_paths  # noqa: E402
+from agentos.shared import process  # noqa: E402
 from agentos.shared.checks import CheckSpec  # noqa: E402
 from agentos.workspace.layout import init_workspace  # noqa: E402
 
@@ -110,7 +111,7 @@ def main() -> None:
 
         def raw() -> float:
             began = time.perf_counter()
-            out = cr.run_shell(command, fixed, env, timeout)
+            out = process.run_shell(command, fixed, env, timeout)
             assert out.passed, out.tail
             return time.perf_counter() - began
 

@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentos.gate import runner as cr
 from agentos.sandbox import Group, Sandbox, SandboxSettings, choose
 from agentos.sandbox.confine import CheckConfiner, Scene, agent_policy, watch_writes
+from agentos.shared import process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,11 +105,11 @@ def main() -> None:
             plain, boxed = [], []
             for _ in range(max(5, args.rounds // 3)):
                 t0 = time.perf_counter()
-                cr.run_shell(command + " >/dev/null || true", worktree, env, 120)
+                process.run_shell(command + " >/dev/null || true", worktree, env, 120)
                 plain.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 wrap, group = confiner.prepare(worktree, writes=False)
-                cr.run_shell(command + " >/dev/null || true", worktree, env, 120, wrap)
+                process.run_shell(command + " >/dev/null || true", worktree, env, 120, wrap)
                 group.close()
                 boxed.append(time.perf_counter() - t0)
             print(

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentos.hub.lock import LockedPackage, LockedVersion
 from agentos.hub.manifest import load_manifest
-from agentos.hub.store import Hub, LockedPackage, LockedVersion, content_digest
+from agentos.hub.store import Hub, content_digest
 from agentos.shared.models import version_key
 
 ROOT = Path(__file__).resolve().parent.parent / "hub"

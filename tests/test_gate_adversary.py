@@ -30,14 +30,10 @@ from _projects import (  # noqa: F401 -- fixtures
 )
 from conftest import add_agent, git, make_repo, needs_tmux
 
-from agentos.gate.gate import (
-    CheckResult,
-    gate_confiner,
-    gate_environment,
-    gate_judging,
-    run_gate,
-    tree_profile,
-)
+from agentos.gate.environment import gate_confiner, gate_environment
+from agentos.gate.repo import tree_profile
+from agentos.gate.results import CheckResult
+from agentos.gate.runner import gate_judging, run_gate
 from agentos.receipts import load_receipt
 from agentos.run.orchestrator import RunOptions, start_run
 from agentos.shared.checks import CheckSpec

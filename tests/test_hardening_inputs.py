@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import CliRunner, add_agent, git, make_repo, needs_tmux
 
-from agentos.gate.runner import file_contains
+from agentos.gate.builtin import file_contains
 from agentos.workspace.layout import Workspace
 
 LATIN1 = os.fsdecode(b"caf\xe9.txt")  # "café.txt" written in Latin-1: not UTF-8

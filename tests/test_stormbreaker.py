@@ -17,19 +17,14 @@ import yaml
 from conftest import git, make_repo, wait_until, write_package
 
 from agentos.errors import BadInput, NotFound, ValidationFailed
-from agentos.gate.gate import (
-    FEEDBACK_FILE,
-    GateResult,
-    collect_checks,
-    gate_receipt_fields,
-    run_gate,
-    select_checks,
-    write_feedback,
-)
-from agentos.gate.runner import TAIL_BYTES, glob_regex
+from agentos.gate.builtin import glob_regex
+from agentos.gate.results import FEEDBACK_FILE, GateResult, gate_receipt_fields, write_feedback
+from agentos.gate.runner import run_gate
+from agentos.gate.selection import collect_checks, select_checks
 from agentos.hub.manifest import load_manifest
 from agentos.shared.checks import CheckSpec
 from agentos.shared.models import validate
+from agentos.shared.process import TAIL_BYTES
 from agentos.workspace.layout import Workspace
 
 

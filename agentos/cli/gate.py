@@ -13,24 +13,19 @@ from rich.markup import escape
 
 from agentos.cli._common import console, fail, json_option, print_json, workspace
 from agentos.errors import AgentOSError
-from agentos.gate.gate import (
-    GateResult,
+from agentos.gate.environment import gate_confiner, gate_environment
+from agentos.gate.hook import (
     HookOutcome,
-    describe,
-    gate_checks,
-    gate_confiner,
-    gate_environment,
-    gate_judging,
     hook_command,
     install_stop_hook,
     parse_hook_input,
     repo_root,
-    run_gate,
-    select_checks,
     stop_hook,
-    tree_profile,
-    write_gate_receipt,
 )
+from agentos.gate.repo import tree_profile
+from agentos.gate.results import GateResult, write_gate_receipt
+from agentos.gate.runner import gate_judging, run_gate
+from agentos.gate.selection import describe, gate_checks, select_checks
 from agentos.workspace.layout import Workspace
 
 _repo_option = click.option(

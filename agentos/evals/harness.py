@@ -344,7 +344,8 @@ class _Runner:
         """A repo-mode task: the fixture as a fresh repository, the request run on it by
         the agent as any run is (worktree, tmux, sandbox, its own gate), nothing merged;
         then the suite's checks (never the worktree's) on the agent's last commit."""
-        from agentos.gate.gate import check_env, run_gate
+        from agentos.gate.environment import check_env
+        from agentos.gate.runner import run_gate
         from agentos.run.orchestrator import start_run
         from agentos.run.values import RunOptions
         from agentos.sandbox.confine import CheckConfiner

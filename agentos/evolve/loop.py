@@ -556,11 +556,11 @@ class Evolver:
             return f"the meta agent changed the suite's files (put back): {', '.join(tampered[:5])}"
         if commit is None:
             return "the meta agent changed nothing"
-        from agentos.gate import runner as cr
+        from agentos.gate import builtin
 
         # Stormbreaker's no_changes_outside check, on what the commit changed.
-        outcome = cr.no_changes_outside(
-            cr.changes(tree, parent.commit), parent.commit, [PACKAGE_FILES]
+        outcome = builtin.no_changes_outside(
+            builtin.changes(tree, parent.commit), parent.commit, [PACKAGE_FILES]
         )
         if not outcome.passed:
             outside = outcome.tail.strip().splitlines()

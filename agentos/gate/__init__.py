@@ -3,7 +3,7 @@
 (``agentos/gate/site/_agentos_gate.py``, read by :mod:`agentos.gate.records`), with what the diff
 did to the tests named (:mod:`agentos.gate.findings`) and scratch trees made with git's
 plumbing (:mod:`agentos.gate.trees`). The checks themselves are run by
-:mod:`agentos.gate.gate`."""
+:mod:`agentos.gate.runner`."""
 
 from agentos.gate.findings import Finding
 from agentos.gate.judge import Judging, TestChanges, TestsJudge, Verdict

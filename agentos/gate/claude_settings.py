@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentos.errors import ValidationFailed
-from agentos.gate.runner import git
+from agentos.gate.builtin import git
 from agentos.shared.fs import atomic_write
 
 HOOK_EVENT = "Stop"

@@ -42,9 +42,9 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agentos.gate import findings as fd
-from agentos.gate import runner as cr
 from agentos.gate.records import FAILING, PASSING, Records, new_nonce, read_records
 from agentos.gate.trees import Entry, Scratch, commit_tree, compose, entries, tree_of
+from agentos.shared import process
 from agentos.shared.fs import atomic_write
 from agentos.worktrees.repo import git_result as git
 
@@ -58,8 +58,8 @@ EVIDENCE_EXIT = "exit code only"
 _SHOWN = 10  # tests listed by name in a message before "and N more"
 
 # (command, tree, env, timeout, writable paths, network) -> what it did, confined.
-Shell = Callable[[str, Path, dict[str, str], float, Sequence[Path], bool], cr.Outcome]
-# The environment the repository's tests get in a tree (agentos.gate.gate.gate_environment).
+Shell = Callable[[str, Path, dict[str, str], float, Sequence[Path], bool], process.Outcome]
+# The environment the repository's tests get in a tree (agentos.gate.environment.gate_environment).
 Environment = Callable[[Path], dict[str, str]]
 
 
@@ -118,7 +118,7 @@ class Verdict:
 
     passed: bool
     evidence: str
-    outcome: cr.Outcome  # the judged run's command
+    outcome: process.Outcome  # the judged run's command
     summary: list[str] = field(default_factory=list)  # lines for the agent and the person
     findings: list[fd.Finding] = field(default_factory=list)
     base_tests: int = 0
@@ -352,7 +352,7 @@ class TestsJudge:
         mode: str = "run",
         only: Sequence[str] | None = None,
         skip: Sequence[str] | None = None,
-    ) -> tuple[cr.Outcome, Records]:
+    ) -> tuple[process.Outcome, Records]:
         self._runs += 1
         records = self.dir / f"records-{self._runs}"
         records.mkdir(parents=True, exist_ok=True)
@@ -652,7 +652,7 @@ class TestsJudge:
                 return False
         return True
 
-    def _exit_status(self, verdict: Verdict, outcome: cr.Outcome, records: Records) -> None:
+    def _exit_status(self, verdict: Verdict, outcome: process.Outcome, records: Records) -> None:
         """The judged command's exit status, held against what the records say."""
         failing = any(o in FAILING for o in records.outcomes.values())
         code = outcome.exit_code
@@ -842,11 +842,11 @@ def _changes(repo: Path, base_tree: str, agent_tree: str) -> list[fd.Change]:
     return found
 
 
-def reported_outcome(info: BaseInfo) -> cr.Outcome:
+def reported_outcome(info: BaseInfo) -> process.Outcome:
     """The base collection's command as an outcome: how it exited, what it printed (the
     collection errors first), for :func:`agentos.gate.repo.collection_problems`."""
     errors = "".join(f"ERROR collecting {e}\n" for e in info.collect_errors)
-    return cr.Outcome(
+    return process.Outcome(
         info.exit_code == 0 and not info.collect_errors,
         errors + info.tail,
         "",
@@ -855,19 +855,19 @@ def reported_outcome(info: BaseInfo) -> cr.Outcome:
     )
 
 
-def verdict_outcome(verdict: Verdict) -> cr.Outcome:
+def verdict_outcome(verdict: Verdict) -> process.Outcome:
     """The check's outcome: AgentOS's verdict first, then the tail of what the judged test
     command printed (its digest and size are those of its whole output)."""
     runner = verdict.outcome
     head = "\n".join(verdict.summary) + "\n"
     text = head + "\n[the test command, on the judged tree]\n" + runner.tail
-    limit = cr.TAIL_BYTES
+    limit = process.TAIL_BYTES
     encoded = text.encode("utf-8")
     if len(encoded) > limit:
         keep = max(limit - len(head.encode("utf-8")), 200)
         tail = runner.tail.encode("utf-8")[-keep:].decode("utf-8", "replace")
         text = head + "\n[the test command, on the judged tree: its last lines]\n" + tail
-    return cr.Outcome(
+    return process.Outcome(
         verdict.passed,
         text,
         runner.digest,

@@ -39,7 +39,7 @@ from agentos.workspace.layout import Workspace
 from agentos.workspace.settings import RepoSettings
 
 if TYPE_CHECKING:
-    from agentos.gate.runner import Outcome
+    from agentos.shared.process import Outcome
 
 REPO_FILE = ".agentos.yaml"
 DEFAULT_TIMEOUT = 900.0  # seconds for the test check when nothing sets one
@@ -327,7 +327,7 @@ def check_profile(
     tree (no bytecode, no pytest cache).
 
     These are the environment's problems, for the person to fix, not an agent's failure."""
-    from agentos.gate.runner import run_shell
+    from agentos.shared.process import run_shell
 
     problems = list(profile.problems)
     missing = profile.python is not None and not os.access(profile.python, os.X_OK)
@@ -339,7 +339,7 @@ def check_profile(
         )
     if problems:
         return problems
-    from agentos.gate.gate import gate_environment
+    from agentos.gate.environment import gate_environment
 
     # The environment the gate's checks get, so that what passes here passes there.
     env = gate_environment(profile, tree or profile.repo)
@@ -454,3 +454,12 @@ def repo_root(path: Path) -> Path:
     out = _git(path, "rev-parse", "--show-toplevel")
     top = out.stdout.strip()
     return Path(top).resolve() if out.returncode == 0 and top else path
+
+
+def tree_profile(ws: Workspace, tree: Path) -> RepoProfile:
+    """The repository profile that checks in ``tree`` use: that of the repository ``tree``
+    belongs to (for an agent's worktree, its main repository, so that the worktree's code
+    is imported and not the main checkout's)."""
+    from agentos.worktrees.repo import common_repo
+
+    return repo_profile(ws, common_repo(tree) or tree)

@@ -1,437 +1,328 @@
-"""Running one Stormbreaker check: a shell command in its own process group, or a built-in.
-
-Every check yields an :class:`Outcome`: pass or fail, the last few KB of its output, and the
-sha256 of the whole output. A shell check's output is stdout and stderr interleaved as the
-command wrote them; a built-in check's output is the text it reports. The tail is kept as
-text to read (terminal escape sequences and stray control characters removed, see
-:func:`plain_text`); the sha256 and the size are those of the raw output.
+"""Running the gate: every check of a piece of work on its tree, in order, with a scrubbed
+environment and a timeout; the gate passes only when every check passes. An agent's exit code
+or claim of success never counts.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
-import re
-import selectors
 import shutil
-import signal
-import subprocess
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from agentos.errors import BadInput, MissingTool
-from agentos.shared import patterns
+from agentos.errors import BadInput, NotFound
+from agentos.gate import builtin
+from agentos.gate.judge import BaseInfo, Judging, TestChanges, TestsJudge, verdict_outcome
+from agentos.shared import process
+from agentos.shared.checks import CheckSpec
+from agentos.workspace.layout import Workspace
 
-TAIL_BYTES = 4096
-_RAW_TAIL_BYTES = 4 * TAIL_BYTES  # kept raw, so the tail is still ~4 KB once colours are gone
-DRAIN_SECONDS = 2.0  # how long to read leftover output once the check's process group is gone
-_POLL = 0.1
-
-# Root-level files AgentOS itself writes into a worktree (AGENTOS_FEEDBACK.md, context files):
-# they are not the agent's change, so the diff checks do not count them.
-_AGENTOS_FILE = re.compile(r"^AGENTOS_[^/]*$")
-
-# Variables that would point git at another repository than the worktree's.
-_GIT_LOCATION_VARS = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-    "GIT_CEILING_DIRECTORIES",
-)
+if TYPE_CHECKING:
+    from agentos.gate.repo import RepoProfile
+    from agentos.sandbox.confine import CheckConfiner
+from agentos.gate.environment import check_env, gate_environment, tests_timeout
+from agentos.gate.results import CheckResult, GateResult, with_failure
+from agentos.gate.selection import describe
 
 
-@dataclass(frozen=True)
-class Outcome:
-    passed: bool
-    tail: str
-    digest: str
-    size: int
-    exit_code: int | None = None
-    timed_out: bool = False
-    limit: str | None = None  # the sandbox limit that stopped it
+class _Runner:
+    """Runs checks one by one; the diff against the base is computed once and reused
+    until a shell check (which may change files) has run."""
 
+    def __init__(
+        self,
+        worktree: Path,
+        base: tuple[Path, str] | None,
+        env: dict[str, str],
+        profile: RepoProfile | None,
+        confiner: CheckConfiner | None,
+        stop: threading.Event | None = None,
+        started: Callable[[int], None] | None = None,
+        judging: Judging | None = None,
+    ) -> None:
+        self.worktree, self.base, self.env, self.profile = worktree, base, env, profile
+        self.confiner = confiner
+        self.stop, self.started = stop, started
+        self.judging = judging
+        self._changes: list[builtin.Change] | None = None
+        self._judge: TestsJudge | None = None
+        self._own_scratch: Path | None = None  # a temporary scratch made for want of one
+        self.evidence: dict[str, Any] | None = None  # the last tests check's
 
-# What a terminal interprets rather than shows: CSI (colours, cursor moves, erasing), the
-# string sequences (OSC titles and hyperlinks, DCS, SOS, PM, APC) up to their terminator (or
-# the end of the line when it is missing), their 8-bit forms, and every other ESC sequence.
-_ESCAPES = re.compile(
-    r"""
-      (?:\x1b\[|\x9b) [0-?]* [ -/]* [@-~]
-    | (?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f]) [^\x07\x1b\x9c]*? (?:\x07|\x1b\\|\x9c)
-    | (?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f]) [^\x07\x1b\x9c\n]*
-    | \x1b [ -/]* [0-~]?
-    """,
-    re.VERBOSE,
-)
-# Control characters left over, except tab and newline (carriage returns are handled first).
-_STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+    def judge(self) -> TestsJudge:
+        """The tests judge of this gate (one base collection for all its tests checks)."""
+        if self._judge is None:
+            assert self.profile is not None
+            judging = self.judging
+            if judging is None:
+                import tempfile
 
+                judging = Judging(
+                    base=builtin.resolve_base(self.worktree, "HEAD")[1],
+                    scratch=Path(tempfile.mkdtemp(prefix="agentos-gate-")),
+                )
+                self.judging, self._own_scratch = judging, judging.scratch
+            profile, extra = self.profile, {k: v for k, v in self.env.items()}
+            self._judge = TestsJudge(
+                profile,
+                judging,
+                self._shell_in,
+                lambda tree: gate_environment(profile, tree, extra),
+            )
+        return self._judge
 
-def plain_text(text: str) -> str:
-    """``text`` as a terminal would leave it to read: escape sequences removed, each line
-    what its last carriage return left visible (a progress bar's final state), and no other
-    control character than tab and newline."""
-    text = _ESCAPES.sub("", text).replace("\r\n", "\n")
-    if "\r" in text:
-        text = "\n".join(
-            next((seg for seg in reversed(line.split("\r")) if seg), "")
-            for line in text.split("\n")
+    def close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
+        if self._own_scratch is not None:
+            shutil.rmtree(self._own_scratch, ignore_errors=True)
+
+    def _shell_in(
+        self,
+        command: str,
+        tree: Path,
+        env: dict[str, str],
+        timeout: float,
+        writable: Sequence[Path],
+        network: bool,
+    ) -> process.Outcome:
+        """A command of the tests judge in one of its scratch trees, confined as checks are,
+        with its records directory (and tox's environments) writable."""
+        confiner = self.confiner.for_tree(tree) if self.confiner is not None else None
+        return self._shell(
+            command,
+            tree,
+            timeout,
+            writes=False,
+            network=network,
+            confiner=confiner,
+            env=env,
+            also_writable=writable,
         )
-    return _STRAY.sub("", text)
+
+    def changes(self) -> tuple[list[builtin.Change], str]:
+        assert self.base is not None  # run_gate resolves it whenever a diff check is present
+        top, commit = self.base
+        if self._changes is None:
+            self._changes = builtin.changes(top, commit)
+        return self._changes, commit
+
+    def run(self, check: CheckSpec) -> process.Outcome:
+        if check.tests is not None:
+            self._changes = None
+            self.evidence = None
+            if self.profile is None:
+                return process.reported(
+                    False, "no repository profile: the test command is unknown\n"
+                )
+            allow = (
+                TestChanges(True, (), f"check {check.name!r}: allow_test_changes")
+                if check.allow_test_changes
+                else None
+            )
+            verdict = self.judge().judge(
+                self.worktree, check.tests, tests_timeout(check, self.profile), allow=allow
+            )
+            self.evidence = verdict.as_dict()
+            return verdict_outcome(verdict)
+        if check.run is not None:
+            self._changes = None
+            cwd = builtin.inside(self.worktree, check.cwd or ".")
+            if cwd is None:
+                return process.reported(
+                    False, f"cwd {check.cwd} leads outside the worktree (symlink)\n"
+                )
+            if not cwd.is_dir():
+                return process.reported(
+                    False, f"cwd {check.cwd} is not a directory in the worktree\n"
+                )
+            return self._shell(check.run, cwd, check.timeout, writes=bool(check.writes))
+        if check.file_exists is not None:
+            return builtin.file_exists(self.worktree, check.file_exists)
+        if check.file_contains is not None:
+            return builtin.file_contains(
+                self.worktree, check.file_contains.path, check.file_contains.pattern
+            )
+        if check.no_changes_outside is not None:
+            return builtin.no_changes_outside(*self.changes(), check.no_changes_outside)
+        assert check.max_diff_lines is not None
+        return builtin.max_diff_lines(*self.changes(), check.max_diff_lines)
+
+    def _shell(
+        self,
+        command: str,
+        cwd: Path,
+        timeout: float,
+        *,
+        writes: bool,
+        network: bool = False,
+        confiner: CheckConfiner | None = None,
+        env: dict[str, str] | None = None,
+        also_writable: Sequence[Path] = (),
+    ) -> process.Outcome:
+        """A shell check, confined when the gate has a sandbox: the limit that ended it,
+        or the read-only tree it tried to write, is said at the end of its output."""
+        confiner = confiner or self.confiner
+        env = self.env if env is None else env
+        if confiner is None:
+            return process.run_shell(
+                command, cwd, env, timeout, stop=self.stop, started=self.started
+            )
+        from agentos.sandbox import limits_hit
+
+        wrap, group = confiner.prepare(
+            cwd, writes=writes, network=network, also_writable=also_writable
+        )
+        try:
+            outcome = process.run_shell(
+                command, cwd, env, timeout, wrap, stop=self.stop, started=self.started
+            )
+        finally:
+            hit = limits_hit(group, None)
+            group.close()
+        hit = hit or limits_hit(None, outcome.exit_code)
+        notes = []
+        if hit is not None:
+            notes.append(f"[agentos] limit: {hit}: the check's sandbox stopped it")
+        if not writes and not outcome.passed and "Read-only file system" in outcome.tail:
+            notes.append(
+                "[agentos] the tree is read-only for checks, so that a check cannot change "
+                "what it judges; a check that must write (a formatter) says `writes: true`"
+            )
+        if not notes:
+            return outcome
+        tail = outcome.tail + ("" if outcome.tail.endswith("\n") else "\n") + "\n".join(notes)
+        return replace(outcome, passed=False, tail=tail + "\n", limit=hit)
 
 
-class _Capture:
-    """The whole output hashed as it streams by; only its tail kept in memory."""
-
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256()
-        self._tail = bytearray()
-        self.size = 0
-
-    def add(self, data: bytes) -> None:
-        self._hash.update(data)
-        self.size += len(data)
-        self._tail += data
-        if len(self._tail) > _RAW_TAIL_BYTES:
-            del self._tail[: len(self._tail) - _RAW_TAIL_BYTES]
-
-    def outcome(
-        self, passed: bool, exit_code: int | None = None, timed_out: bool = False
-    ) -> Outcome:
-        raw = bytes(self._tail)
-        if self.size > len(raw) and b"\n" in raw:
-            raw = raw[raw.index(b"\n") + 1 :]  # a line (or an escape sequence) cut in half
-        text = plain_text(raw.decode("utf-8", errors="replace")).encode("utf-8")
-        tail = text[-TAIL_BYTES:].decode("utf-8", errors="replace")
-        if len(text) > TAIL_BYTES:
-            tail = tail.lstrip("\ufffd")  # a character cut in half by the tail boundary
-        return Outcome(passed, tail, self._hash.hexdigest(), self.size, exit_code, timed_out)
-
-
-def reported(passed: bool, text: str) -> Outcome:
-    """The outcome of a built-in check, whose output is the text it reports."""
-    cap = _Capture()
-    cap.add(text.encode("utf-8", "backslashreplace"))  # a lone surrogate never raises
-    return cap.outcome(passed)
-
-
-def shown(path: str) -> str:
-    """A path read from git or the file system, as text: the bytes of a name that is not
-    UTF-8 (which ``os.fsdecode`` carries as lone surrogates) are written ``\\xNN``."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
-# --- shell checks --------------------------------------------------------------------------
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL to a process group, gone or not."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def run_shell(
-    command: str,
-    cwd: Path,
-    env: dict[str, str],
-    timeout: float,
-    wrap: Callable[[list[str]], list[str]] | None = None,
+def run_gate(
+    checks: Sequence[CheckSpec],
+    worktree: Path,
     *,
+    base: str | None = None,
+    env: Mapping[str, str] | None = None,
+    profile: RepoProfile | None = None,
+    confiner: CheckConfiner | None = None,
     stop: threading.Event | None = None,
     started: Callable[[int], None] | None = None,
-) -> Outcome:
-    """Run ``bash -c command`` in a new session; kill its whole process group at ``timeout``,
-    or as soon as ``stop`` is set (the run was cancelled).
+    judging: Judging | None = None,
+) -> GateResult:
+    """Run every check, in order, in ``worktree``; the gate passes when all of them pass.
+    ``stop`` set (the run was cancelled) kills the running check and skips the rest;
+    ``started`` is told each shell check's process group id.
 
-    When bash exits, whatever it left running in its group is killed too, so a check can
-    neither outlive the gate nor hold its output pipe open. ``wrap`` turns the argv into
-    the confined one (see :mod:`agentos.sandbox`); ``started`` is told the process group's
-    id once it runs (so that it can be killed should this process die first).
+    ``base`` is the revision the diff checks compare against (the run's base commit);
+    ``None`` means ``HEAD``, i.e. only uncommitted and untracked changes count. Shell checks
+    get ``env`` plus PATH/HOME/LANG defaults (see :func:`check_env`) and run as
+    ``bash -c`` in their own process group, killed whole at the check's timeout.
+    ``profile`` is the repository's (:mod:`agentos.gate.repo`): ``tests`` checks run its test
+    command; pass ``env`` from :func:`gate_environment` so that commands use its
+    interpreter. ``judging`` is what a ``tests`` check is judged against (the base commit,
+    AgentOS's scratch directory, what the request names and allows: see
+    :mod:`agentos.gate.judge`); without it the base is ``HEAD`` and the scratch a temporary
+    directory.
+
+    A missing worktree, or a base that is not a commit when a diff check needs one, is
+    :class:`BadInput`; everything the checks find is a result.
     """
-    bash = shutil.which("bash", path=env.get("PATH")) or shutil.which("bash")
-    if bash is None:
-        raise MissingTool("bash is needed to run shell checks and is not on PATH")
-    argv = [bash, "-c", command]
-    if wrap is not None:
-        argv = wrap(argv)
-    cap = _Capture()
+    worktree = Path(worktree)
+    if not worktree.is_dir():
+        raise NotFound(f"worktree {worktree} does not exist", field="worktree")
+    resolved: tuple[Path, str] | None = None
+    if any(c.kind in ("no_changes_outside", "max_diff_lines") for c in checks):
+        resolved = builtin.resolve_base(worktree, base or "HEAD")
+    runner = _Runner(worktree, resolved, check_env(env), profile, confiner, stop, started, judging)
+    results: list[CheckResult] = []
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:  # e.g. the directory vanished under us
-        return reported(False, f"could not start the check: {exc}\n")
-    assert proc.stdout is not None
-    if started is not None:
-        started(proc.pid)
-    fd = proc.stdout.fileno()
-    deadline = time.monotonic() + timeout
-    timed_out = eof = cancelled = False
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        try:
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                if stop is not None and stop.is_set():
-                    cancelled = True
-                    break
-                if eof:  # the command closed its output but may still be working
-                    try:
-                        proc.wait(timeout=min(remaining, _POLL))
-                    except subprocess.TimeoutExpired:
-                        continue
-                    break
-                if proc.poll() is not None:
-                    break
-                if sel.select(min(remaining, _POLL)):
-                    chunk = os.read(fd, 65536)
-                    if chunk:
-                        cap.add(chunk)
-                    else:
-                        eof = True
-                        sel.unregister(fd)
-        finally:
-            kill_group(proc.pid)  # before reaping bash, so the group id cannot be reused
-            proc.wait()
-        drain_until = time.monotonic() + DRAIN_SECONDS
-        while not eof and time.monotonic() < drain_until:
-            if sel.select(_POLL):
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                cap.add(chunk)
-    proc.stdout.close()
-    if cancelled:
-        cap.add(b"\n[agentos] cancelled with its run: process group killed\n")
-        return cap.outcome(False, None)
-    if timed_out:
-        cap.add(f"\n[agentos] timed out after {timeout:g}s: process group killed\n".encode())
-        return cap.outcome(False, None, timed_out=True)
-    return cap.outcome(proc.returncode == 0, proc.returncode)
+        for check in checks:
+            if stop is not None and stop.is_set():
+                break
+            began = time.monotonic()
+            outcome = runner.run(check)
+            results.append(
+                CheckResult(
+                    name=check.name,
+                    kind=check.kind,
+                    passed=outcome.passed,
+                    duration=time.monotonic() - began,
+                    exit_code=outcome.exit_code,
+                    output_tail=outcome.tail,
+                    digest=outcome.digest,
+                    timed_out=outcome.timed_out,
+                    definition=describe(check, profile),
+                    output_bytes=outcome.size,
+                    limit=outcome.limit,
+                    evidence=runner.evidence if check.kind == "tests" else None,
+                )
+            )
+    finally:
+        runner.close()
+    gate = GateResult(results, resolved[1] if resolved else None)
+    if stop is not None and stop.is_set():
+        return with_failure(gate, "not cancelled", "the run was cancelled during its gate\n")
+    return gate
 
 
-# --- files -----------------------------------------------------------------------------
-
-
-def inside(worktree: Path, rel: str) -> Path | None:
-    """``worktree/rel`` resolved, or None when a symlink takes it outside the worktree."""
-    path = (worktree / rel).resolve()
-    return path if path.is_relative_to(worktree.resolve()) else None
-
-
-def file_exists(worktree: Path, rel: str) -> Outcome:
-    path = inside(worktree, rel)
-    if path is None:
-        return reported(False, f"{rel} leads outside the worktree (symlink)\n")
-    if path.exists():
-        return reported(True, f"{rel} exists\n")
-    return reported(False, f"{rel} does not exist\n")
-
-
-def file_contains(worktree: Path, rel: str, pattern: str) -> Outcome:
-    path = inside(worktree, rel)
-    if path is None:
-        return reported(False, f"{rel} leads outside the worktree (symlink)\n")
+def base_collection(
+    profile: RepoProfile,
+    judging: Judging,
+    env: Mapping[str, str],
+    confiner: CheckConfiner | None,
+    timeout: float,
+    stop: threading.Event | None = None,
+) -> BaseInfo:
+    """The base's tests as the repository's command collects them, confined as checks are,
+    and kept in ``judging.cache`` for the gates that follow (a run's preflight)."""
+    runner = _Runner(profile.repo, None, check_env(env), profile, confiner, stop, None, judging)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return reported(False, f"{rel} does not exist\n")
-    except OSError as exc:
-        return reported(False, f"{rel} cannot be read: {exc.strerror or exc}\n")
-    try:
-        regex = patterns.compile(pattern, multiline=True)  # RE2: linear in the agent's file
-    except ValueError as exc:
-        return reported(False, f"/{pattern}/ cannot be matched: {exc}\n")
-    data = patterns.encode(text)
-    start = regex.first(data)
-    if start is None:
-        return reported(False, f"no match for /{pattern}/ in {rel}\n")
-    line = data.count(b"\n", 0, start) + 1
-    return reported(True, f"/{pattern}/ matches {rel} at line {line}\n")
+        return runner.judge().base(timeout)
+    finally:
+        runner.close()
 
 
-# --- diffs against the base ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Change:
-    path: str  # relative to the repository's top level, with /
-    added: int
-    removed: int
-    untracked: bool = False
-    binary: bool = False
-
-    @property
-    def lines(self) -> int:
-        return 1 if self.binary else self.added + self.removed
-
-
-def _git_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
-
-
-def git(worktree: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    if shutil.which("git") is None:
-        raise MissingTool("git is needed for diff checks and is not on PATH")
-    return subprocess.run(
-        ["git", "-C", str(worktree), *args],
-        capture_output=True,
-        env=_git_env(),
-        stdin=subprocess.DEVNULL,
+def run_judging(
+    ws: Workspace,
+    run_id: str,
+    name: str,
+    base: str,
+    named: Sequence[str] = (),
+    allow: TestChanges | None = None,
+) -> Judging:
+    """What a run's tests checks judge against (an agent's gates, the run's preflight and
+    its integration gate, as ``name``): ``base``, the request's ``named`` things and the
+    test changes it ``allow``s; scratch trees under ``.agentos/gate/<run>/<name>`` (the
+    workspace, hidden from agents), base collections in ``.agentos/cache/gate``."""
+    return Judging(
+        base=base,
+        scratch=ws.state_dir / "gate" / run_id / name,
+        cache=ws.state_dir / "cache" / "gate",
+        named=tuple(named),
+        allow=allow or TestChanges(),
     )
 
 
-def toplevel(path: Path) -> Path | None:
-    """The top of the git working tree holding ``path``, or None outside git."""
-    out = git(path, "rev-parse", "--show-toplevel")
-    return Path(os.fsdecode(out.stdout.strip())) if out.returncode == 0 else None
+def gate_judging(
+    ws: Workspace, tree: Path, base: str | None, allow_test_changes: bool = False
+) -> Judging:
+    """What ``agentos gate run`` and the Stop hook judge a tree's tests against: ``base``
+    (default HEAD), scratch trees in the workspace, base collections in its cache."""
+    import tempfile
 
-
-def resolve_base(worktree: Path, base: str) -> tuple[Path, str]:
-    """The top of ``worktree``'s git working tree and the commit id ``base`` names there;
-    :class:`BadInput` when either does not exist."""
-    top = toplevel(worktree)
-    if top is None:
+    if builtin.toplevel(tree) is None:
         raise BadInput(
-            f"{worktree} is not a git repository; diff checks need one", field="worktree"
+            f"{tree} is not a git repository; a tests check judges a tree against the commit "
+            "it started from",
+            field="--repo",
         )
-    out = git(top, "rev-parse", "--verify", "--quiet", f"{base}^{{commit}}")
-    if out.returncode != 0:
-        raise BadInput(f"{base!r} is not a commit in {worktree}", field="base")
-    return top, out.stdout.decode().strip()
-
-
-def _count_lines(path: Path) -> tuple[int, bool]:
-    """(lines, binary) of an untracked file, counted the way ``git diff --numstat`` would."""
-    if path.is_symlink() or not path.is_file():
-        return 1, True
-    lines = 0
-    last = b""
-    with path.open("rb") as fh:
-        first = True
-        while chunk := fh.read(1 << 16):
-            if first and b"\0" in chunk[:8000]:
-                return 1, True
-            first = False
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-    if last and last != b"\n":
-        lines += 1
-    return lines, False
-
-
-def changes(top: Path, base: str) -> list[Change]:
-    """Every file of the working tree at ``top`` that differs from commit ``base``:
-    committed, staged, unstaged and untracked.
-
-    Files ignored by git (``.gitignore``, ``info/exclude``) and the root-level ``AGENTOS_*``
-    files AgentOS writes into a worktree are not counted.
-    """
-    diff = git(
-        top,
-        "-c",
-        "core.quotepath=off",
-        "diff",
-        "--numstat",
-        "-z",
-        "--no-renames",
-        "--no-ext-diff",
-        "--no-textconv",
-        base,
-        "--",
+    scratch = ws.state_dir / "gate"
+    scratch.mkdir(parents=True, exist_ok=True)
+    allow = TestChanges(True, (), "--allow-test-changes") if allow_test_changes else TestChanges()
+    return Judging(
+        base=builtin.resolve_base(tree, base or "HEAD")[1],
+        scratch=Path(tempfile.mkdtemp(prefix="check-", dir=scratch)),
+        cache=ws.state_dir / "cache" / "gate",
+        allow=allow,
     )
-    if diff.returncode != 0:
-        raise BadInput(
-            f"git diff against {base!r} failed: {diff.stderr.decode(errors='replace').strip()}",
-            field="base",
-        )
-    found: dict[str, Change] = {}
-    for record in diff.stdout.split(b"\0"):
-        if not record:
-            continue
-        added, removed, raw = record.split(b"\t", 2)
-        path = os.fsdecode(raw)
-        binary = added == b"-"
-        found[path] = Change(
-            path, 0 if binary else int(added), 0 if binary else int(removed), binary=binary
-        )
-    others = git(top, "ls-files", "-z", "--others", "--exclude-standard", "--full-name")
-    for raw in others.stdout.split(b"\0"):
-        if raw:
-            path = os.fsdecode(raw)
-            lines, binary = _count_lines(top / path)
-            found[path] = Change(path, lines, 0, untracked=True, binary=binary)
-    return sorted(
-        (c for c in found.values() if not _AGENTOS_FILE.match(c.path)), key=lambda c: c.path
-    )
-
-
-def glob_regex(glob: str) -> re.Pattern[str]:
-    """A repository-relative glob: ``*`` and ``?`` stay inside one directory, ``**`` crosses
-    them, ``[...]`` is a class. A pattern also matches everything under what it names, so
-    ``docs`` and ``docs/`` cover ``docs/a/b.md``."""
-    g = glob.removeprefix("./").strip("/")
-    out: list[str] = []
-    i = 0
-    while i < len(g):
-        if g.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif g.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif g[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif g[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif g[i] == "[" and (end := g.find("]", i + 2)) != -1:
-            body = g[i + 1 : end]
-            body = "^" + body[1:] if body.startswith("!") else body
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(g[i]))
-            i += 1
-    return re.compile("(?:" + "".join(out) + r")(?:/.*)?\Z")
-
-
-def no_changes_outside(found: list[Change], base: str, globs: list[str]) -> Outcome:
-    patterns = [glob_regex(g) for g in globs]
-    outside = [c for c in found if not any(p.match(c.path) for p in patterns)]
-    allowed = ", ".join(globs) if globs else "(nothing)"
-    if not outside:
-        return reported(True, f"{len(found)} changed file(s), all inside {allowed}\n")
-    lines = [f"{len(outside)} file(s) changed outside {allowed} (against {base[:12]}):"]
-    lines += [f"  {shown(c.path)}{' (untracked)' if c.untracked else ''}" for c in outside]
-    return reported(False, "\n".join(lines) + "\n")
-
-
-def max_diff_lines(found: list[Change], base: str, limit: int) -> Outcome:
-    total = sum(c.lines for c in found)
-    head = f"{total} line(s) changed in {len(found)} file(s) against {base[:12]} (limit {limit})"
-    body = [
-        f"  +{c.added} -{c.removed}  {shown(c.path)}"
-        f"{' (binary)' if c.binary else ''}{' (untracked)' if c.untracked else ''}"
-        for c in sorted(found, key=lambda c: (-c.lines, c.path))[:50]
-    ]
-    return reported(total <= limit, "\n".join([head, *body]) + "\n")

@@ -25,12 +25,20 @@ from typing import Any
 
 import yaml
 from filelock import FileLock
-from pydantic import BaseModel, ConfigDict, Field
 
 from agentos.hub import archive
+from agentos.hub.lock import (
+    LOCK_HEADER,
+    LockedPackage,
+    LockedVersion,
+    LockFile,
+    lock_versions,
+    parse_lock,
+)
 from agentos.shared.fs import atomic_write, sha256_bytes
 from agentos.hub.versions import InstalledVersion as InstalledVersion
-from agentos.hub.versions import Versions, installed_versions, version_key
+from agentos.hub.versions import Versions, installed_versions
+from agentos.shared.versions import version_key
 from agentos.hub.versions import parse_ref as parse_ref
 from agentos.hub.versions import resolve as resolve_version
 from agentos.shared.models import validate
@@ -43,7 +51,6 @@ from agentos.hub.digests import (
     tree_digest,
     walk,
 )
-from agentos.shared.yaml import parse_yaml
 from agentos.errors import (
     AgentOSError,
     BadInput,
@@ -58,45 +65,6 @@ from agentos.workspace.layout import STATE_DIR
 
 DIGEST_CACHE = "hub-digests.json"  # in the workspace's .agentos/cache/
 _STAGING = ".staging"
-_LOCK_HEADER = "# Written by agentos; do not edit by hand. `agentos hub verify` checks it.\n"
-
-
-# --- hub.lock -----------------------------------------------------------------------------
-
-
-class _LockModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class LockedVersion(_LockModel):
-    sha256: str  # of the package's content (every file's path and sha256)
-    source: str  # where it was installed from
-    installed: str  # when, UTC
-    files: dict[str, str] = Field(default_factory=dict)  # each file's sha256
-
-
-class LockedPackage(_LockModel):
-    active: str | None = None  # the version runs use
-    versions: dict[str, LockedVersion] = Field(default_factory=dict)
-
-
-class LockFile(_LockModel):
-    version: int = 1  # of the format
-    packages: dict[str, LockedPackage] = Field(default_factory=dict)
-
-
-def lock_versions(lock: LockFile) -> Versions:
-    """What routing and ``hub list`` need of a lock, as plain data."""
-    return {
-        name: (pkg.active, {v: (e.sha256, e.source, e.installed) for v, e in pkg.versions.items()})
-        for name, pkg in sorted(lock.packages.items())
-    }
-
-
-def parse_lock(path: Path, data: bytes) -> LockFile:
-    """``hub.lock``'s bytes, validated; a problem names the file and field."""
-    text = data.decode("utf-8", errors="replace")
-    return validate(LockFile, parse_yaml(text, path) if text.strip() else {}, file=path)
 
 
 # --- what the hub returns -----------------------------------------------------------------
@@ -247,7 +215,7 @@ class Hub:
                 sorted(pkg["versions"].items(), key=lambda kv: version_key(kv[0]))
             )
         data["packages"] = dict(sorted(data["packages"].items()))
-        text = _LOCK_HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+        text = LOCK_HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
         atomic_write(self.lock_path, text)
 
     def install(self, source: str) -> InstallResult:

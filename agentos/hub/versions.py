@@ -16,14 +16,10 @@ import re
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agentos.shared.fs import atomic_write
+from agentos.shared.versions import parse_constraint, version_key
 from agentos.errors import BadInput, NotFound, ValidationFailed
-
-if TYPE_CHECKING:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
 
 # name -> (active version or None, {version: (sha256, source, install time)})
 Versions = dict[str, tuple[str | None, dict[str, tuple[str, str, str]]]]
@@ -38,24 +34,6 @@ def parse_ref(ref: str) -> tuple[str, str | None]:
     if not match:
         raise BadInput(f"{ref!r} is not NAME or NAME@VERSION", field="package")
     return match["name"], match["version"]
-
-
-def version_key(version: str) -> Version:
-    """Sort key for a validated semantic version."""
-    from packaging.version import Version
-
-    return Version(version)
-
-
-def parse_constraint(constraint: str) -> SpecifierSet:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    try:
-        return SpecifierSet(constraint)
-    except InvalidSpecifier:
-        raise ValidationFailed(
-            f"{constraint!r} is not a version constraint like '>=1.0,<2'", field="version"
-        ) from None
 
 
 def hub_versions(lock_path: Path, cache_dir: Path) -> tuple[str, Versions]:
@@ -94,7 +72,7 @@ def _well_formed(loaded: object) -> bool:
 
 
 def _validated(lock_path: Path, data: bytes) -> Versions:
-    from agentos.hub.store import lock_versions, parse_lock
+    from agentos.hub.lock import lock_versions, parse_lock
 
     return lock_versions(parse_lock(lock_path, data))
 

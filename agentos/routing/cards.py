@@ -56,8 +56,8 @@ _TRIGGER_LISTS = ("keywords", "phrases", "regex", "require", "exclude")
 def _check_constraint(value: str | None) -> str | None:
     if value is None:
         return None
-    # the hub's own parser: one meaning of ">=1.0, <2"
-    from agentos.hub.versions import parse_constraint
+    # one meaning of ">=1.0, <2" for cards and the hub
+    from agentos.shared.versions import parse_constraint
 
     try:
         parse_constraint(value)

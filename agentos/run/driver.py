@@ -18,17 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from agentos.errors import AgentOSError, EnvironmentBroken
-from agentos.gate.gate import (
-    GateResult,
-    environment_failure,
-    gate_environment,
-    gate_receipt_fields,
-    run_gate,
-    run_judging,
-    with_failure,
-)
+from agentos.gate.environment import gate_environment
 from agentos.gate.judge import Judging, TestChanges
 from agentos.gate.repo import RepoProfile, check_profile, prepare_worktree
+from agentos.gate.results import GateResult, environment_failure, gate_receipt_fields, with_failure
+from agentos.gate.runner import run_gate, run_judging
 from agentos.hub.manifest import Manifest
 from agentos.receipts import write_receipt
 from agentos.run.events import EventKind, EventLog

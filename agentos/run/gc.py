@@ -163,7 +163,7 @@ def _kill_check(pid_file: Path) -> str | None:
         return None
     if pid <= 1 or not pid_alive(pid, None if started in ("", "-") else started):
         return None
-    from agentos.gate.runner import kill_group
+    from agentos.shared.process import kill_group
 
     kill_group(pid)
     return f"process group {pid}"

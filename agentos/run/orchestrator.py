@@ -22,14 +22,11 @@ from typing import Any
 
 from agentos.errors import AgentOSError, BadInput, EnvironmentBroken, check_request
 from agentos.gate.detect import SETTINGS_HINT
-from agentos.gate.gate import (
-    collect_checks,
-    gate_environment,
-    missing_programs,
-    run_judging,
-)
+from agentos.gate.environment import gate_environment, missing_programs
 from agentos.gate.judge import TestChanges, reported_outcome
 from agentos.gate.repo import COLLECT_TIMEOUT, REPO_FILE, RepoProfile, check_profile, repo_profile
+from agentos.gate.runner import run_judging
+from agentos.gate.selection import collect_checks
 from agentos.hub.manifest import Manifest
 from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
@@ -394,8 +391,9 @@ class Orchestrator:
         """The base's tests as its own command collects them, once for every gate of the
         run (kept in the workspace's cache): a suite that does not start or collect is the
         environment's problem, said before any agent starts."""
-        from agentos.gate.gate import base_collection, tests_timeout
+        from agentos.gate.environment import tests_timeout
         from agentos.gate.repo import collection_problems
+        from agentos.gate.runner import base_collection
         from agentos.sandbox.confine import CheckConfiner
 
         assert self.profile is not None and self.scene is not None

@@ -170,14 +170,10 @@ def integration_gate(
         return None
 
     def gate(tree: Path, commit: str, onto: str) -> wt.IntegrationVerdict:
-        from agentos.gate.gate import (
-            gate_confiner,
-            gate_environment,
-            run_gate,
-            run_judging,
-            write_gate_receipt,
-        )
+        from agentos.gate.environment import gate_confiner, gate_environment
         from agentos.gate.repo import repo_profile
+        from agentos.gate.results import write_gate_receipt
+        from agentos.gate.runner import run_gate, run_judging
 
         profile = repo_profile(ws, repo, at=onto)
         env = gate_environment(profile, tree)

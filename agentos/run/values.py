@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentos.gate.gate import GateResult
+from agentos.gate.results import GateResult
 from agentos.hub.manifest import Manifest
 from agentos.run import review
 from agentos.run.store import AgentStatus, RunStatus

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 
-from agentos.runtimes import AgentTask
 from agentos.runtimes.agent_tools import bridge_argv
 from agentos.runtimes.cli_agent import MCP_SERVER, CliAgent
 from agentos.runtimes.model_api import ANTHROPIC
+from agentos.runtimes.task import AgentTask
 
 TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from agentos.errors import MissingTool
 from agentos.hub.manifest import Manifest
-from agentos.runtimes import CONTEXT_FILE, FEEDBACK_FILE, AgentTask
 from agentos.runtimes.agent_tools import server_module
 from agentos.runtimes.model_api import ModelApi
+from agentos.runtimes.task import CONTEXT_FILE, FEEDBACK_FILE, AgentTask
 from agentos.sandbox.egress import host_of_url
 from agentos.shared.fs import remove_tree
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 
-from agentos.runtimes import AgentTask
 from agentos.runtimes.agent_tools import bridge_argv
 from agentos.runtimes.cli_agent import MCP_SERVER, CliAgent
 from agentos.runtimes.model_api import OPENAI
+from agentos.runtimes.task import AgentTask
 from agentos.shared.fs import atomic_write
 
 PROVIDER = "agentos"

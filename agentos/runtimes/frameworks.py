@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from agentos import install_hint
 from agentos.errors import MissingTool, ValidationFailed
 from agentos.hub.manifest import MANIFEST, Manifest
-from agentos.runtimes import AgentTask
+from agentos.runtimes.task import AgentTask
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PORT = 11434

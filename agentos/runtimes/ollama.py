@@ -14,8 +14,8 @@ from pathlib import Path
 
 from agentos.errors import ValidationFailed
 from agentos.hub.manifest import MANIFEST, Manifest
-from agentos.runtimes import AgentTask
 from agentos.runtimes.frameworks import require_model_field, require_modules, require_server
+from agentos.runtimes.task import AgentTask
 
 
 class OllamaRuntime:

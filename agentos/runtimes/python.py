@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from agentos.hub.manifest import Manifest
-from agentos.runtimes import AgentTask
+from agentos.runtimes.task import AgentTask
 
 
 class PythonRuntime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentos.hub.manifest import Manifest
-from agentos.runtimes import AgentTask
+from agentos.runtimes.task import AgentTask
 
 
 class ShellRuntime:

@@ -20,8 +20,8 @@ from agentos.sandbox.policy import Policy, inside_any, policy, runtime_paths, to
 from agentos.sandbox.settings import Limits, PackageSandbox, SandboxSettings
 
 if TYPE_CHECKING:
-    from agentos.gate.runner import Outcome
     from agentos.sandbox import Sandbox
+    from agentos.shared.process import Outcome
 
 # Set inside every sandbox AgentOS starts: a gate hook run by a confined agent does not
 # try to confine its checks again (namespaces do not nest here).
@@ -231,7 +231,7 @@ class CheckConfiner:
     ) -> Outcome:
         """``command`` in ``cwd`` (the tree by default), confined with the tree read-only,
         its control group closed when it ends."""
-        from agentos.gate.runner import run_shell
+        from agentos.shared.process import run_shell
 
         where = cwd or self.tree
         wrap, group = self.prepare(where, writes=False)

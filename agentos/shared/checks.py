@@ -1,6 +1,6 @@
 """Stormbreaker check definitions, as written in agent.yaml, a card or agentos.yaml.
 
-The gate that runs them lives in :mod:`agentos.gate.gate`.
+The gate that runs them lives in :mod:`agentos.gate.runner`.
 """
 
 from __future__ import annotations

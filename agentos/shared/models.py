@@ -10,7 +10,6 @@ from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from agentos.errors import ValidationFailed
-from agentos.hub.versions import version_key as version_key
 from agentos.shared.limits import Limit, read_within
 from agentos.shared.yaml import parse_yaml
 

@@ -19,16 +19,13 @@ from agentos.errors import AgentOSError
 from agentos.workspace.layout import Workspace
 
 
-def pid_file(ws: Workspace, execution_id: str) -> Path:
-    return ws.state_dir / "executions" / f"{execution_id}.pid"
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m agentos.workflows.detached WORKSPACE EXECUTION", file=sys.stderr)
         return 2
     from agentos.run.store import process_start
     from agentos.shared.fs import atomic_write
+    from agentos.workflows.executions import pid_file
     from agentos.workflows.scheduler import Scheduler
 
     ws = Workspace(Path(argv[0]))

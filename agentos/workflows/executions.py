@@ -124,6 +124,11 @@ def create_task(
         store.close()
 
 
+def pid_file(ws: Workspace, execution_id: str) -> Path:
+    """Where the background process of an execution writes its pid (and start time)."""
+    return ws.state_dir / "executions" / f"{execution_id}.pid"
+
+
 def start_detached(ws: Workspace, execution_id: str) -> Path:
     """Run the execution's tasks in a background process; returns its log."""
     import subprocess
@@ -149,7 +154,6 @@ def cancel_execution(ws: Workspace, execution_id: str, wait: float = 60.0) -> st
     import time
 
     from agentos.run.store import pid_alive
-    from agentos.workflows.detached import pid_file
     from agentos.workflows.store import ExecutionStatus, TaskStatus
 
     store = WorkflowStore(ws)

@@ -18,13 +18,9 @@ def validate_result(ws: Workspace, workflow: WorkflowDefinition, repo: Path) -> 
         return True, "no result checks: the task's passing gate stands for it"
     import shutil
 
-    from agentos.gate.gate import (
-        gate_confiner,
-        gate_environment,
-        gate_judging,
-        run_gate,
-        tree_profile,
-    )
+    from agentos.gate.environment import gate_confiner, gate_environment
+    from agentos.gate.repo import tree_profile
+    from agentos.gate.runner import gate_judging, run_gate
 
     profile = tree_profile(ws, repo)
     env = gate_environment(profile, repo)
