@@ -147,45 +147,60 @@ def update_formats(doc: Path) -> bool:
 # --- docs/architecture.md: the module map ---------------------------------------------------
 
 MODULES = re.compile(r"<!-- modules -->\n.*?<!-- /modules -->", re.DOTALL)
-PACKAGES = (
-    "agentos",
-    "agentos/cli",
-    "agentos/cli/_web",
-    "agentos/evals",
-    "agentos/evolve",
-    "agentos/gate",
-    "agentos/receipts",
-    "agentos/runtimes",
-    "agentos/sandbox",
-    "agentos/synthesis",
-    "agentos/workflows",
-    "guardian",
-    "mcp_server",
-)
+# Code put on an agent's PYTHONPATH and bundled fixtures are not modules of the map.
+_NOT_PACKAGES = ("site", "_bundled")
+
+
+def packages(root: Path) -> list[Path]:
+    """Every package of AgentOS, the top one first, then its folders in order."""
+    top = root / "agentos"
+    found = [
+        init.parent
+        for init in top.rglob("__init__.py")
+        if not set(init.relative_to(top).parts) & set(_NOT_PACKAGES)
+    ]
+    return sorted(found, key=lambda p: (p != top, p.relative_to(root).parts))
+
+
+def _first_sentence(path: Path) -> str:
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", paragraph)[0]
+
+
+def folder_table(root: Path) -> str:
+    """The folders of ``agentos/``, each with the first sentence of its ``__init__``."""
+    rows = ["| folder | what it is |", "|---|---|"]
+    for package in packages(root)[1:]:
+        if package.parent != root / "agentos":
+            continue
+        rows.append(f"| `{package.name}/` | {_first_sentence(package / '__init__.py')} |")
+    return "\n".join(rows)
 
 
 def module_map(root: Path) -> str:
     """Every module of the packages, with the first sentence of its docstring."""
-    import ast
-
     parts = []
-    for package in PACKAGES:
-        parts += [f"**`{package.replace('/', '.')}`**", ""]
-        for path in sorted((root / package).glob("*.py")):
-            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-            paragraph = " ".join(doc.split("\n\n")[0].split())
-            first = re.split(r"(?<=\.)\s+(?=[A-Z])", paragraph)[0]
+    for package in packages(root):
+        parts += [f"**`{'.'.join(package.relative_to(root).parts)}`**", ""]
+        for path in sorted(package.glob("*.py")):
+            first = _first_sentence(path)
             name = path.stem if path.stem != "__init__" else "(package)"
             parts.append(f"- `{name}`: {first}" if first else f"- `{name}`")
         parts.append("")
     return "\n".join(parts).rstrip()
 
 
+FOLDERS = re.compile(r"<!-- folders -->\n.*?<!-- /folders -->", re.DOTALL)
+
+
 def update_architecture(doc: Path) -> bool:
     text = doc.read_text(encoding="utf-8")
-    new = MODULES.sub(
-        lambda _m: f"<!-- modules -->\n{module_map(doc.parent.parent)}\n<!-- /modules -->", text
-    )
+    root = doc.parent.parent
+    new = MODULES.sub(lambda _m: f"<!-- modules -->\n{module_map(root)}\n<!-- /modules -->", text)
+    new = FOLDERS.sub(lambda _m: f"<!-- folders -->\n{folder_table(root)}\n<!-- /folders -->", new)
     if new != text:
         doc.write_text(new, encoding="utf-8")
     return new != text

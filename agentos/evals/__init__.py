@@ -1,4 +1,4 @@
-"""Evals: measure an agent package on a suite of tasks (issue 18, under way).
+"""Evals: measure an agent package on a suite of tasks.
 
 The evaluators that grade one answer (:mod:`agentos.evals.evaluators`), the suite format
 with its checks (:mod:`agentos.evals.suite`) and the answer-mode harness

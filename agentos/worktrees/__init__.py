@@ -1,1 +1,31 @@
-"""TODO."""
+"""Git worktrees and branches for agents: each agent's own branch and worktree, the run's
+integration of them, and the guard on what an agent could change in git's administration.
+
+Its parts: :mod:`~agentos.worktrees.repo` (worktrees, branches, refs, one writer at a time)
+and :mod:`~agentos.worktrees.guard` (git's administration, checked and put back).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentos.shared.faces import lazy
+
+if TYPE_CHECKING:
+    from agentos.worktrees.repo import add_worktree, common_repo, integrate, land, remove_worktree
+
+FACE = {
+    "add_worktree": "agentos.worktrees.repo",
+    "remove_worktree": "agentos.worktrees.repo",
+    "land": "agentos.worktrees.repo",
+    "integrate": "agentos.worktrees.repo",
+    "common_repo": "agentos.worktrees.repo",
+}
+__all__ = [
+    "add_worktree",
+    "common_repo",
+    "integrate",
+    "land",
+    "remove_worktree",
+]
+__getattr__ = lazy(__name__, FACE)
