@@ -1,13 +1,38 @@
 """The one exception tree of AgentOS.
 
-Every error carries the context a person needs to act on it (the file, the field).
-The CLI maps :class:`BadInput` to exit code 2 and :class:`OperationFailed` to exit
-code 1; the MCP server turns both into tool errors with the same one-line text.
+Every error carries the context a person needs to act on it: the file and the field it is
+about, and a ``hint`` (what to do about it, such as the command to run) kept apart from the
+message, so that the CLI, ``--json`` callers and MCP tool errors show the same text and a
+program can read the hint alone. The CLI maps :class:`BadInput` to exit code 2 and
+:class:`OperationFailed` to exit code 1; the MCP server turns both into tool errors with the
+same one-line text.
+
+A stable import, with :mod:`agentos.sdk` (``__all__`` lists what is public).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+__all__ = [
+    "REQUEST_MAX_BYTES",
+    "AgentOSError",
+    "BadInput",
+    "Conflict",
+    "DatabaseCorrupt",
+    "DatabaseLocked",
+    "EnvironmentBroken",
+    "HostileArchive",
+    "MissingTool",
+    "NotFound",
+    "OperationFailed",
+    "RequestBlocked",
+    "Tampered",
+    "TooLarge",
+    "ValidationFailed",
+    "VerifyFailed",
+    "check_request",
+]
 
 
 class AgentOSError(Exception):
@@ -16,16 +41,24 @@ class AgentOSError(Exception):
     exit_code = 1
 
     def __init__(
-        self, message: str, *, file: str | Path | None = None, field: str | None = None
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        field: str | None = None,
+        hint: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.file = str(file) if file is not None else None
         self.field = field
+        self.hint = hint
 
     def __str__(self) -> str:
+        """``file: field: message (hint)``, one line, the parts there are."""
         parts = [p for p in (self.file, self.field) if p]
-        return ": ".join([*parts, self.message])
+        text = ": ".join([*parts, self.message])
+        return f"{text} ({self.hint})" if self.hint else text
 
 
 class BadInput(AgentOSError):
@@ -90,8 +123,10 @@ class RequestBlocked(OperationFailed):
 class VerifyFailed(OperationFailed):
     """A verification found drift or tampering."""
 
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, problems: list[str] | None = None, *, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
         self.problems = problems or []
 
 
@@ -106,9 +141,9 @@ class Tampered(VerifyFailed):
         shown = "; ".join(problems[:3])
         more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         super().__init__(
-            f"{shown}{more} (changed since it was installed; `agentos hub verify` checks "
-            "the whole hub)",
+            f"{shown}{more}",
             problems,
+            hint="changed since it was installed; `agentos hub verify` checks the whole hub",
         )
 
 

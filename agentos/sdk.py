@@ -77,6 +77,12 @@ class AgentOS:
         dedup: bool = True,
         similarity_threshold: float = DEFAULT_THRESHOLD,
     ) -> None:
+        """Workflows to run in ``workspace`` (found as the CLI finds it) on ``repo``.
+
+        Raises:
+            BadInput: neither or both of ``workflow_definitions`` and ``phases``.
+            NotFound: no workspace (its ``hint`` says how to make one).
+        """
         if workflow_definitions and phases:
             raise BadInput("give workflow_definitions or phases, not both", field="phases")
         if not workflow_definitions and not phases:
@@ -112,6 +118,7 @@ class AgentOS:
     # -- life -------------------------------------------------------------------------------
 
     def start(self) -> AgentOS:
+        """Ready the workspace; ``with AgentOS(...) as aos`` calls it."""
         self.ws.ensure()
         self._started = True
         return self
@@ -135,7 +142,12 @@ class AgentOS:
 
     def launch(self, workflow_id: str, **params: Any) -> str:
         """A new execution of a registered workflow, its first task from the launch
-        template with ``params``; its id."""
+        template with ``params``; its id.
+
+        Raises:
+            BadInput: not started, no such workflow, or ``params`` that do not fit its
+                launch template.
+        """
         from agentos.workflows.executions import create_execution
 
         self._require_started()
@@ -153,7 +165,12 @@ class AgentOS:
         self, description: str, phase_id: int = 1, *, execution: str | None = None
     ) -> TaskRecord:
         """A task for ``phase_id``: of ``execution``, or of this SDK's execution of its one
-        workflow (made with the first task)."""
+        workflow (made with the first task).
+
+        Raises:
+            BadInput: not started, an empty or oversized description, an unknown phase, or
+                several workflows and no ``execution``.
+        """
         from agentos.workflows.executions import create_task, open_execution
 
         self._require_started()
@@ -171,6 +188,11 @@ class AgentOS:
         return task
 
     def get_task(self, task_id: int) -> TaskRecord:
+        """Task ``task_id`` as recorded now.
+
+        Raises:
+            NotFound: no such task.
+        """
         store = WorkflowStore(self.ws)
         try:
             return store.task(task_id)
@@ -178,6 +200,7 @@ class AgentOS:
             store.close()
 
     def tasks(self, execution: str | None = None) -> list[TaskRecord]:
+        """The tasks of ``execution`` (default: this SDK's), as recorded now."""
         store = WorkflowStore(self.ws)
         try:
             return store.tasks(execution or self._execution)
@@ -186,7 +209,11 @@ class AgentOS:
 
     def wait_for_completion(self, timeout: float | None = None) -> list[TaskRecord]:
         """Every task of this SDK's executions, once none is left to run;
-        :class:`TimeoutError` after ``timeout`` seconds."""
+        :class:`TimeoutError` after ``timeout`` seconds.
+
+        Raises:
+            TimeoutError: tasks still run after ``timeout`` seconds.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in list(self._threads.values()):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -197,8 +224,11 @@ class AgentOS:
 
     def wait_for_result(self, timeout: float | None = None) -> Result:
         """The first result submitted to this SDK's executions (validated or not), or an
-        unvalidated one once they all ended without any; :class:`TimeoutError` after
-        ``timeout`` seconds."""
+        unvalidated one once they all ended without any.
+
+        Raises:
+            TimeoutError: no result within ``timeout`` seconds.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             store = WorkflowStore(self.ws)
@@ -226,7 +256,9 @@ class AgentOS:
 
     def _require_started(self) -> None:
         if not self._started:
-            raise BadInput("call start() first (or use `with AgentOS(...) as aos`)")
+            raise BadInput(
+                "not started", hint="call start() first, or use `with AgentOS(...) as aos`"
+            )
 
     def _schedule(self, execution: str) -> None:
         """A scheduler thread for ``execution`` unless one runs (it ends when no task is

@@ -9,7 +9,7 @@ a line to it each generation (its own work: next to nothing). Measured in the sa
   metadata) minus the meta agent's run (the whole confined run: its sandbox made, its
   process, its sandbox removed) and the evals (each `run_eval` call whole, its report
   included), both recorded in the metadata: what is left is the worktree, the suite's
-  snapshot, the commit, the Stormbreaker check, the smoke test, the patch, the copy of the
+  snapshot, the commit, the gate check, the smoke test, the patch, the copy of the
   training eval for later meta agents, the metadata, the receipt and the archive snapshot;
 - the raw primitive: a bare `git worktree add` + write a file + `git add` + `git commit`
   + `git worktree remove`, on a repository of the same files;

@@ -1,4 +1,4 @@
-"""``agentos gate``: run the Stormbreaker checks, and the Claude Code ``Stop`` hook."""
+"""``agentos gate``: run the gate checks, and the Claude Code ``Stop`` hook."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ _card_option = click.option(
 
 @click.group()
 def gate() -> None:
-    """The Stormbreaker gate: deterministic checks that must pass before work is done.
+    """The gate: deterministic checks that must pass before work is done.
 
     Checks come from the agent package (hub), the routing card and the workspace's
     agentos.yaml, never from the repository being checked."""

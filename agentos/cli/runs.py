@@ -95,7 +95,7 @@ def run(
     as_json: bool,
 ) -> None:
     """Run REQUEST as a task force: interview, route, agents in tmux sessions on their own
-    git worktrees, the Stormbreaker gate, then merge into the current branch.
+    git worktrees, the gate, then merge into the current branch.
 
     In a terminal, a request the interview blocks gets its questions asked, and the run
     goes on with the answers (as `agentos interview` does). Exit code 0 only when every
@@ -395,7 +395,7 @@ def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
     try:
         status = cancel_run(ws, run_id, wait=wait_s)
     except BadInput as exc:
-        raise type(exc)(exc.message, field="ID") from None
+        raise type(exc)(exc.message, field="ID", hint=exc.hint) from None
     if as_json:
         print_json({"run": run_id, "status": status})
     else:

@@ -94,9 +94,9 @@ class GateResult:
     def feedback(self) -> str:
         """Markdown for the agent: each failing check, what it does, and its output tail."""
         if self.passed:
-            return f"# Stormbreaker gate\n\n{self.summary()}.\n"
+            return f"# AgentOS gate\n\n{self.summary()}.\n"
         lines = [
-            "# Stormbreaker gate: your work is not done yet",
+            "# AgentOS gate: your work is not done yet",
             "",
             f"{self.summary()}.",
             "",

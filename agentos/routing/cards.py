@@ -217,7 +217,7 @@ def load_cards(cards_dir: Path) -> CardSet:
         if card is None:
             p = problems[0]
             raise ValidationFailed(
-                f"{p.message} (run `agentos cards lint`)", file=p.file, field=p.field
+                p.message, file=p.file, field=p.field, hint="run `agentos cards lint`"
             )
         found.append((path, card))
     dup = _duplicates(found)

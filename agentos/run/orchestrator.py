@@ -1,7 +1,7 @@
 """The ephemeral orchestrator: one run, from a request to merged branches, then gone.
 
 interview -> route (receipt) -> for each selected agent: a worktree on its own branch, the
-knowledge store's context, a tmux session running the agent -> the Stormbreaker gate (failures
+knowledge store's context, a tmux session running the agent -> the gate (failures
 fed back, retried) -> merge, all or nothing -> teardown, always: sessions ended, work
 committed to its branch, worktrees removed. Every step that decides something is a receipt.
 """

@@ -41,4 +41,4 @@ def check_agent(ws: Workspace, ref: str | None) -> None:
         try:
             Hub(ws.hub_dir).get(ref)
         except BadInput as exc:
-            raise type(exc)(exc.message, field="--agent") from None
+            raise type(exc)(exc.message, field="--agent", hint=exc.hint) from None

@@ -59,7 +59,7 @@ def ready_package(
     try:
         info, manifest = hub.get(ref)
     except BadInput as exc:
-        raise type(exc)(exc.message + hint, field=field) from None
+        raise type(exc)(exc.message + hint, field=field, hint=exc.hint) from None
     hub.check_intact(info.name, info.version)
     get_runtime(manifest.runtime).preflight(manifest, info.path)
     return info, manifest

@@ -1,4 +1,4 @@
-"""Stormbreaker check definitions, as written in agent.yaml, a card or agentos.yaml.
+"""The gate's check definitions, as written in agent.yaml, a card or agentos.yaml.
 
 The gate that runs them lives in :mod:`agentos.gate.runner`.
 """

@@ -201,7 +201,9 @@ def locate_workspace(
             path = Path(given).expanduser().resolve()
             if not path.is_dir():
                 raise NotFound(
-                    f"workspace {path} does not exist (run `agentos init {path}`)", field=origin
+                    f"workspace {path} does not exist",
+                    field=origin,
+                    hint=f"run `agentos init {path}`",
                 )
             return Located(Workspace(path), origin, path)
     here = (cwd or Path.cwd()).resolve()
@@ -211,7 +213,9 @@ def locate_workspace(
     root = checkout_root()
     if root is not None:
         return Located(Workspace(root), "checkout", here)
-    raise NotFound("no workspace found: run `agentos init`, set AGENTOS_HOME or pass --workspace")
+    raise NotFound(
+        "no workspace found", hint="run `agentos init`, set AGENTOS_HOME or pass --workspace"
+    )
 
 
 def find_workspace(

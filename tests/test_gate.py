@@ -1,4 +1,4 @@
-"""The Stormbreaker gate: shell checks with timeouts, built-in kinds, diffs, collection,
+"""The gate: shell checks with timeouts, built-in kinds, diffs, collection,
 feedback for the agent, receipt fields and ``agentos gate run``."""
 
 from __future__ import annotations
@@ -395,7 +395,7 @@ def test_feedback_names_each_failing_check_with_its_output_tail(repo: Path) -> N
     )
 
     assert result.feedback() == (
-        "# Stormbreaker gate: your work is not done yet\n"
+        "# AgentOS gate: your work is not done yet\n"
         "\n"
         "gate failed: 3 of 4 checks failed (tests, fences, changelog).\n"
         "\n"
