@@ -28,7 +28,8 @@ from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from agentos.hub.manifest import AGENT_TOOLS
-from agentos.mcp_server.server import NAME_MAX, REQUEST_MAX, AgentOSServer, build_server
+from agentos.mcp_server.server import AgentOSServer, build_server
+from agentos.mcp_server.tools.common import NAME_MAX, REQUEST_MAX
 from agentos.run.outbox import MAX_BYTES
 from agentos.shared.fs import append_regular
 from agentos.workspace.layout import Workspace
