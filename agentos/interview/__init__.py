@@ -3,6 +3,7 @@
 Its parts: :mod:`~agentos.interview.engine` (the five axes, the verdict, the questions asked),
 :mod:`~agentos.interview.reading` (named things, stems, clauses, verbs),
 :mod:`~agentos.interview.lexicon` (the words it reads a request with),
+:mod:`~agentos.interview.entities` (the named things of a request),
 :mod:`~agentos.interview.questions` (one question per weak axis),
 :mod:`~agentos.interview.checks` (success criteria, and the gate's checks they become) and
 :mod:`~agentos.interview.named_tests` (the tests a request names).

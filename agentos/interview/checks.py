@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentos.interview.lexicon import Entity
+from agentos.interview.entities import Entity
 from agentos.shared.checks import CheckSpec, FileContains
 
 LINT_COMMAND = "ruff check ."

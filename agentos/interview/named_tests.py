@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agentos.interview.lexicon import Entity
+from agentos.interview.entities import Entity
 
 _VERBS = r"update|change|adjust|rewrite|modify|edit|amend|rework|extend|correct|fix|replace"
 _QUALIFIERS = (

@@ -1,20 +1,67 @@
 """Reading a request for the interview engine: named things, stems, clauses, verbs, the
 criteria it states, and whether it asks for a change or only for an answer.
 
-The request's named things (paths, symbols, quoted messages, ...) are masked by
-placeholder words so that Porter stems of the rest can be matched against the phrase
-lists of :mod:`agentos.interview.lexicon`; clauses are split on punctuation to find the
-imperative verbs and their objects.
+The request's named things (paths, symbols, quoted messages, ...: see
+:mod:`agentos.interview.entities`) are masked by placeholder words so that Porter stems of
+the rest can be matched against the phrase lists of :mod:`agentos.interview.lexicon`;
+clauses are split on punctuation to find the imperative verbs and their objects.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agentos.interview import lexicon as lex
 from agentos.interview.checks import Criterion, checks_of, criteria
+from agentos.interview.entities import Entity, find_entities
 from agentos.shared.text import stem_phrase, stems, words
+
+# --- matching the lexicon's phrases -------------------------------------------------------
+
+
+def positions(tokens: list[str]) -> dict[str, list[int]]:
+    """Where each token occurs, to look phrases up by their first stem."""
+    index: dict[str, list[int]] = {}
+    for i, token in enumerate(tokens):
+        index.setdefault(token, []).append(i)
+    return index
+
+
+def find_phrases(
+    tokens: list[str], phrases: Iterable[str], index: dict[str, list[int]] | None = None
+) -> list[tuple[int, str]]:
+    """(position, phrase) for every phrase of ``phrases`` found in ``tokens`` (stems)."""
+    index = positions(tokens) if index is None else index
+    found: list[tuple[int, str]] = []
+    for phrase in phrases:
+        key = stem_phrase(phrase)
+        if not key:
+            continue
+        n = len(key)
+        for i in index.get(key[0], ()):
+            if n == 1 or tuple(tokens[i : i + n]) == key:
+                found.append((i, phrase))
+    found.sort()
+    return found
+
+
+def distinct(found: list[tuple[int, str]]) -> list[str]:
+    """The phrases of ``found``, each once (one per stem: "raises" or "raising"), in order
+    of first appearance."""
+    seen: dict[tuple[str, ...], str] = {}
+    for _, phrase in found:
+        seen.setdefault(stem_phrase(phrase), phrase)
+    return list(seen.values())
+
+
+def stem_set(phrases: Iterable[str]) -> frozenset[str]:
+    """Stems of single-word phrases, for membership tests."""
+    return frozenset(s for p in phrases for s in stems(p) if " " not in p)
+
+
+# --- reading ------------------------------------------------------------------------------
 
 _CLAUSE_SPLIT = re.compile(r"[.;:!?]+(?=\s|$)|[\n;]|,\s+")
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|[\n;]")
@@ -26,11 +73,11 @@ _LEAD = frozenset(
     )
 )
 _PRE_VERB = frozenset(stems("to should must will please and then"))
-STOP = lex.stem_set(lex.STOPWORDS)
+STOP = stem_set(lex.STOPWORDS)
 _DETERMINERS = frozenset(lex.DETERMINERS)  # compared with words, not stems ("its"/"it")
 PRONOUNS = frozenset(lex.PRONOUNS)
-_EMPTY_OBJECTS = lex.stem_set(lex.PRONOUNS) | lex.stem_set(lex.GENERIC_OBJECTS)
-VAGUE_WORDS = lex.stem_set(p for p in lex.VAGUE if " " not in p)
+_EMPTY_OBJECTS = stem_set(lex.PRONOUNS) | stem_set(lex.GENERIC_OBJECTS)
+VAGUE_WORDS = stem_set(p for p in lex.VAGUE if " " not in p)
 _OBJECT_HEADS = frozenset(
     stems("the a an it this that them these those all every each its their our my your")
 )
@@ -57,7 +104,7 @@ _READ_AFTER = {
 }
 _WH = frozenset(stems(" ".join(lex.WH_WORDS)))
 _TO_ME = frozenset(stems("me us"))
-_FINDABLE = lex.stem_set(lex.FINDABLE)
+_FINDABLE = stem_set(lex.FINDABLE)
 _QUESTION = frozenset(stems(" ".join(lex.QUESTION_WORDS)))
 _QUESTION_AUX = frozenset(stems(" ".join(lex.QUESTION_AUX)))
 _NEGATIONS = (*(stem_phrase(p) for p in lex.NEGATIONS), ("t",))  # "don't" is don + t
@@ -76,7 +123,7 @@ class Reading:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.entities = lex.find_entities(text)
+        self.entities = find_entities(text)
         parts, last = [], 0
         for i, e in enumerate(self.entities):
             parts += [text[last : e.start], f" qqref{i} "]
@@ -84,7 +131,7 @@ class Reading:
         parts.append(text[last:])
         self.masked = "".join(parts)
         self.tokens = stems(self.masked)
-        self.index = lex.positions(self.tokens)
+        self.index = positions(self.tokens)
         self.words = words(self.masked)
         if len(self.words) != len(self.tokens):  # never seen; keep the stems to be safe
             self.words = list(self.tokens)
@@ -108,9 +155,9 @@ class Reading:
         return list(seen)
 
     def find(self, phrases: tuple[str, ...]) -> list[str]:
-        return lex.distinct(lex.find_phrases(self.tokens, phrases, self.index))
+        return distinct(find_phrases(self.tokens, phrases, self.index))
 
-    def entity(self, token: str) -> lex.Entity | None:
+    def entity(self, token: str) -> Entity | None:
         if token.startswith("qqref") and token[5:].isdigit():
             return self.entities[int(token[5:])]
         return None
@@ -122,7 +169,7 @@ class Reading:
     def said(self, phrases: tuple[str, ...]) -> list[str]:
         """The words the request used for each phrase found ("tests" for "test")."""
         seen: dict[str, None] = {}
-        for pos, phrase in lex.find_phrases(self.tokens, phrases, self.index):
+        for pos, phrase in find_phrases(self.tokens, phrases, self.index):
             seen.setdefault(self.surface(self.words[pos : pos + len(stem_phrase(phrase))]), None)
         return list(seen)
 
