@@ -169,7 +169,7 @@ git update-ref "$branch" "$commit" && touch /tmp/{marker}-moved
 
 
 def test_landing_takes_the_gated_commit_whatever_its_branch_says_later(tmp_path: Path) -> None:
-    from agentos.worktrees import repo as wt
+    from agentos.worktrees import landing
 
     repo = make_repo(tmp_path / "repo")
     git(repo, "switch", "-q", "-c", "agentos/r1/a")
@@ -182,8 +182,12 @@ def test_landing_takes_the_gated_commit_whatever_its_branch_says_later(tmp_path:
     git(repo, "commit", "-q", "-m", "payload")  # the branch moved after its gate
     git(repo, "switch", "-q", "main")
 
-    result = wt.land(
-        repo, "main", [wt.Landing("agentos/r1/a", gated, "land it\n", "a")], "r1", tmp_path / "m"
+    result = landing.land(
+        repo,
+        "main",
+        [landing.Landing("agentos/r1/a", gated, "land it\n", "a")],
+        "r1",
+        tmp_path / "m",
     )
 
     assert result.merged, result.message

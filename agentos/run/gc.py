@@ -23,6 +23,7 @@ from agentos.run.sessions import SESSION_PREFIX, Sessions
 from agentos.run.store import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore, pid_alive
 from agentos.workspace.files import RunFiles, runs_root
 from agentos.workspace.layout import Workspace
+from agentos.worktrees import landing
 from agentos.worktrees import repo as wt
 
 T = TypeVar("T")
@@ -136,7 +137,11 @@ def _merge_cut_short(repo: Path, run: RunRecord, report: GcReport) -> tuple[RunS
     from agentos.run import review
 
     _tolerant(
-        report, "delete the merge branch", wt.delete_branch, repo, wt.integration_branch(run.id)
+        report,
+        "delete the merge branch",
+        wt.delete_branch,
+        repo,
+        landing.integration_branch(run.id),
     )
     agents = [(a.agent, a.branch or "") for a in run.agents]
     if review.landed_commits(repo, run):

@@ -45,6 +45,7 @@ from agentos.shared.checks import CheckSpec
 from agentos.shared.signals import handling
 from agentos.workspace.files import RunFiles
 from agentos.workspace.layout import Workspace
+from agentos.worktrees import landing
 from agentos.worktrees import repo as wt
 from agentos.worktrees.guard import GitGuard, restore_git_admin
 
@@ -534,15 +535,15 @@ class Orchestrator:
         moving any branch (kept under the run's refs): the verifiers' base. None when their
         work conflicts (then they do not start)."""
         landings = [
-            wt.Landing(a.branch, a.gated_commit or a.base, a.name, a.name) for a in changers
+            landing.Landing(a.branch, a.gated_commit or a.base, a.name, a.name) for a in changers
         ]
-        result = wt.integrate(
+        result = landing.integrate(
             self.repo,
             self.base,
             landings,
             self.run_id,
             self.ws.worktrees_dir / self.run_id / wt.MERGE_DIR,
-            wt.integrated_ref(self.run_id),
+            landing.integrated_ref(self.run_id),
         )
         if not result.merged:
             for agent in self._verifiers():

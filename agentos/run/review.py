@@ -35,6 +35,7 @@ from agentos.run.store import (
     process_start,
 )
 from agentos.workspace.layout import Workspace
+from agentos.worktrees import landing
 from agentos.worktrees import repo as wt
 
 if TYPE_CHECKING:
@@ -77,14 +78,15 @@ def land(
     request: str,
     work: list[AgentWork],
     *,
-    gate: wt.IntegrationGate | None = None,
-) -> wt.MergeResult:
+    gate: landing.IntegrationGate | None = None,
+) -> landing.MergeResult:
     """Land every agent's gated commit on ``target``, all or nothing, once ``gate`` passed
-    the integrated tree (see :func:`agentos.worktrees.repo.land`)."""
+    the integrated tree (see :func:`agentos.worktrees.landing.land`)."""
     landings = [
-        wt.Landing(w.branch, w.commit, landing_message(request, run_id, w), w.agent) for w in work
+        landing.Landing(w.branch, w.commit, landing_message(request, run_id, w), w.agent)
+        for w in work
     ]
-    return wt.land(
+    return landing.land(
         repo,
         target,
         landings,
@@ -161,15 +163,15 @@ class GateSpec:
 
 def integration_gate(
     ws: Workspace, repo: Path, run_id: str, spec: GateSpec | None, agents: list[str]
-) -> wt.IntegrationGate | None:
-    """The gate :func:`agentos.worktrees.repo.land` runs on the integration commit before the
+) -> landing.IntegrationGate | None:
+    """The gate :func:`agentos.worktrees.landing.land` runs on the integration commit before the
     target moves: ``spec``'s checks on that tree, confined as every check is, its tests
     judged against the target commit it was made on; a "gate" receipt says what it found.
     None when there is nothing to check."""
     if spec is None or not spec.checks:
         return None
 
-    def gate(tree: Path, commit: str, onto: str) -> wt.IntegrationVerdict:
+    def gate(tree: Path, commit: str, onto: str) -> landing.IntegrationVerdict:
         from agentos.gate.environment import gate_confiner, gate_environment
         from agentos.gate.repo import repo_profile
         from agentos.gate.results import write_gate_receipt
@@ -201,7 +203,7 @@ def integration_gate(
         for failure in result.failures[:1]:
             first = next((line for line in failure.output_tail.splitlines() if line.strip()), "")
             summary += f"; {failure.name}: {first.strip()}"[:400]
-        return wt.IntegrationVerdict(result.passed, summary, receipt.id)
+        return landing.IntegrationVerdict(result.passed, summary, receipt.id)
 
     return gate
 
@@ -296,7 +298,7 @@ def run_diff(ws: Workspace, run_id: str, agent: str | None = None) -> list[Agent
 class MergeOutcome:
     run_id: str
     status: str
-    result: wt.MergeResult
+    result: landing.MergeResult
     receipt: str
 
     def as_dict(self) -> dict[str, object]:
@@ -318,7 +320,7 @@ MERGEABLE_AGENTS = (*MERGEABLE, RunStatus.FAILED)
 
 
 def merge_fields(
-    result: wt.MergeResult, target: str, work: list[AgentWork], via: str
+    result: landing.MergeResult, target: str, work: list[AgentWork], via: str
 ) -> dict[str, object]:
     """The fields of a "merge" receipt."""
     fields: dict[str, object] = {
@@ -427,7 +429,7 @@ def _chosen_agents(record: RunRecord, names: Sequence[str]) -> list[AgentRecord]
 def _verifier_base(repo: Path, record: RunRecord, work: AgentWork) -> str | None:
     """The commit a verifier of the run started from (its work is that commit when it
     changed nothing: there is nothing of its own to land)."""
-    if work.commit == wt.rev(repo, wt.integrated_ref(record.id)):
+    if work.commit == wt.rev(repo, landing.integrated_ref(record.id)):
         return work.commit
     return None
 
