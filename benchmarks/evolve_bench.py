@@ -27,7 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from agentos.evolve.loop import Evolver, create
+from agentos.evolve.loop import Evolver
+from agentos.evolve.start import create
 from agentos.hub.store import Hub
 from agentos.workspace.layout import init_workspace
 

@@ -60,7 +60,7 @@ def start(
     """Evolve PACKAGE against SUITE: each generation, a parent is chosen from the archive
     (--select, seeded), the meta agent changes it in a worktree of its own, and the suite
     scores it. Stops after --generations, or once a generation scores perfectly."""
-    from agentos.evolve.loop import create
+    from agentos.evolve.start import create
 
     ws = workspace()
     evo = create(
@@ -98,7 +98,7 @@ def start(
 def resume(ctx: click.Context, evo_id: str, detach: bool, as_json: bool) -> None:
     """Carry on evolution EVO where it stopped (a killed process included): unfinished
     generations are made again under the same numbers."""
-    from agentos.evolve.loop import find_evolution
+    from agentos.evolve.archive import find_evolution
 
     evo = find_evolution(workspace(), evo_id)
     if detach:
@@ -111,8 +111,9 @@ def resume(ctx: click.Context, evo_id: str, detach: bool, as_json: bool) -> None
 
 
 def _drive(ctx: click.Context, evo: object, as_json: bool) -> None:
+    from agentos.evolve.archive import Evolution
     from agentos.evolve.control import summary
-    from agentos.evolve.loop import Evolution, Evolver, install_signal_handlers
+    from agentos.evolve.loop import Evolver, install_signal_handlers
 
     assert isinstance(evo, Evolution)
     cancel = threading.Event()
@@ -133,8 +134,8 @@ def _drive(ctx: click.Context, evo: object, as_json: bool) -> None:
 def status(evo_id: str | None, as_json: bool) -> None:
     """Evolution EVO (the newest by default): whether it runs or why it stopped, the best
     generation, and each generation's score as a chart."""
+    from agentos.evolve.archive import find_evolution
     from agentos.evolve.control import chart_lines, describe, summary
-    from agentos.evolve.loop import find_evolution
 
     evo = find_evolution(workspace(), evo_id)
     data = summary(evo)
@@ -185,8 +186,8 @@ def list_(as_json: bool) -> None:
 def tree(evo_id: str | None) -> None:
     """The family tree of evolution EVO: each generation under its parent, with its
     verdict and score."""
+    from agentos.evolve.archive import find_evolution
     from agentos.evolve.control import tree_lines
-    from agentos.evolve.loop import find_evolution
 
     for line in tree_lines(find_evolution(workspace(), evo_id).generations()):
         click.echo(line)
@@ -218,7 +219,7 @@ def show(evo_id: str, gen: int, as_json: bool) -> None:
 @click.argument("gen", metavar="GEN", type=int)
 def diff(evo_id: str, gen: int) -> None:
     """The change generation GEN made to its parent, as a patch."""
-    from agentos.evolve.loop import find_evolution
+    from agentos.evolve.archive import find_evolution
 
     _generation(evo_id, gen)
     patch = find_evolution(workspace(), evo_id).gen_dir(gen) / "patch.diff"
@@ -227,7 +228,7 @@ def diff(evo_id: str, gen: int) -> None:
 
 def _generation(evo_id: str, gen: int) -> Generation:
     from agentos.errors import NotFound
-    from agentos.evolve.loop import find_evolution
+    from agentos.evolve.archive import find_evolution
 
     found = find_evolution(workspace(), evo_id).generations().get(gen)
     if found is None:
@@ -240,8 +241,8 @@ def _generation(evo_id: str, gen: int) -> Generation:
 def cancel(evo_id: str) -> None:
     """Stop evolution EVO's background process (the generation under way is dropped;
     `resume` makes it again)."""
+    from agentos.evolve.archive import find_evolution
     from agentos.evolve.control import cancel as cancel_evolution
-    from agentos.evolve.loop import find_evolution
 
     click.echo(cancel_evolution(find_evolution(workspace(), evo_id)))
 
@@ -254,8 +255,8 @@ def cancel(evo_id: str) -> None:
 def promote(evo_id: str, gen: int, version: str, as_json: bool) -> None:
     """Install generation GEN as VERSION of the package in the hub (it becomes active;
     `agentos hub use NAME@OLD` rolls back). An invalid generation exits 1."""
+    from agentos.evolve.archive import find_evolution
     from agentos.evolve.control import promote as promote_generation
-    from agentos.evolve.loop import find_evolution
 
     result = promote_generation(find_evolution(workspace(), evo_id), gen, version)
     if as_json:

@@ -140,16 +140,16 @@ def evals(ws: Workspace) -> dict[str, Any]:
 
 def evolutions(ws: Workspace) -> list[dict[str, Any]]:
     """``agentos evolve list --json``: every evolution, newest first, without archives."""
+    from agentos.evolve.archive import list_evolutions
     from agentos.evolve.control import summary
-    from agentos.evolve.loop import list_evolutions
 
     return [{k: v for k, v in summary(e).items() if k != "archive"} for e in list_evolutions(ws)]
 
 
 def evolution(ws: Workspace, evo_id: str | None = None) -> dict[str, Any]:
     """``agentos evolve status EVO --json``: an evolution with every generation."""
+    from agentos.evolve.archive import find_evolution
     from agentos.evolve.control import summary
-    from agentos.evolve.loop import find_evolution
 
     return summary(find_evolution(ws, evo_id))
 

@@ -9,21 +9,27 @@ archive of every generation made, in ``.agentos/evolve/<evo>/``.
   (``{"archive": [0, 1, ...], "entries": {"0": {...}, ...}}``), as HyperFlow keeps it.
   The last line is the current state; a torn last line (a process killed while writing)
   is skipped on read and cut off before the next append.
+
+:class:`Evolution` is one evolution's folder; :func:`find_evolution` and
+:func:`list_evolutions` find them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from agentos.errors import ValidationFailed
+from agentos.errors import AgentOSError, BadInput, NotFound, ValidationFailed
 from agentos.evolve.selection import Method
 from agentos.shared.fs import atomic_write
 from agentos.shared.models import Name, StrictModel
+from agentos.workspace.layout import Workspace
 
 Verdict = Literal["initial", "accept", "refine", "reject"]
 
@@ -129,3 +135,101 @@ def read_json_model(model: type[Any], path: Path) -> Any:
 
 def write_json_model(path: Path, value: StrictModel) -> None:
     atomic_write(path, value.model_dump_json(indent=2) + "\n")
+
+
+# --- an evolution's folder ------------------------------------------------------------------
+
+
+class Evolution:
+    """The files of evolution ``evo_id`` (which need not exist yet)."""
+
+    def __init__(self, ws: Workspace, evo_id: str) -> None:
+        self.ws, self.id = ws, evo_id
+        self.root = evolve_dir(ws) / evo_id
+
+    @property
+    def spec_file(self) -> Path:
+        return self.root / "evolution.json"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def archive(self) -> Archive:
+        return Archive(self.root / "archive.jsonl")
+
+    @property
+    def repo(self) -> Path:
+        return self.root / "repo"
+
+    @property
+    def evals(self) -> Path:
+        """$AGENTOS_EVAL_DIR: the training evals of every generation so far."""
+        return self.root / "evals"
+
+    def gen_dir(self, gen: int) -> Path:
+        return self.root / f"gen-{gen}"
+
+    def worktree(self, gen: int) -> Path:
+        return self.root / "work" / f"gen-{gen}"
+
+    def spec(self) -> EvolutionSpec:
+        if not self.spec_file.is_file():
+            raise NotFound(f"no evolution {self.id!r}", field="EVO")
+        spec: EvolutionSpec = read_json_model(EvolutionSpec, self.spec_file)
+        return spec
+
+    def state(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.state_file.read_bytes())
+        except (OSError, ValueError):
+            return {"status": "created"}
+        return data if isinstance(data, dict) else {"status": "created"}
+
+    def set_state(self, status: str, **fields: Any) -> None:
+        atomic_write(
+            self.state_file,
+            json.dumps({"status": status, "updated_at": time.time(), **fields}) + "\n",
+        )
+
+    def generations(self) -> dict[int, Generation]:
+        """Every decided generation: the archive's, and any whose metadata was written but
+        whose snapshot was lost (a process killed between the two, a torn last line)."""
+        found = self.archive.read()
+        for meta in sorted(self.root.glob("gen-*/metadata.json")):
+            gen = gen_number(meta.parent.name)
+            if gen is not None and gen not in found:
+                with suppress(AgentOSError):
+                    found[gen] = read_json_model(Generation, meta)
+        return dict(sorted(found.items()))
+
+
+def evolve_dir(ws: Workspace) -> Path:
+    return ws.state_dir / "evolve"
+
+
+def gen_number(name: str) -> int | None:
+    number = name.removeprefix("gen-")
+    return int(number) if number.isdigit() else None
+
+
+def list_evolutions(ws: Workspace) -> list[Evolution]:
+    """Every evolution of the workspace, newest first."""
+    root = evolve_dir(ws)
+    found = [Evolution(ws, p.parent.name) for p in root.glob("*/evolution.json")]
+    return sorted(found, key=lambda e: e.id, reverse=True)
+
+
+def find_evolution(ws: Workspace, evo_id: str | None) -> Evolution:
+    """Evolution ``evo_id``, or the newest when None."""
+    if evo_id is None:
+        found = list_evolutions(ws)
+        if not found:
+            raise NotFound("no evolution yet (start one with `agentos evolve start`)")
+        return found[0]
+    if not evo_id.replace("-", "").isalnum():
+        raise BadInput(f"not an evolution id: {evo_id!r}", field="EVO")
+    evo = Evolution(ws, evo_id)
+    evo.spec()  # exists
+    return evo

@@ -17,8 +17,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from agentos.errors import BadInput, NotFound, OperationFailed
-from agentos.evolve.archive import Generation
-from agentos.evolve.loop import Evolution
+from agentos.evolve.archive import Evolution, Generation
 from agentos.hub.archive import package_files
 from agentos.hub.manifest import MANIFEST
 from agentos.hub.store import Hub, InstallResult

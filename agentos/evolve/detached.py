@@ -21,7 +21,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m agentos.evolve.detached WORKSPACE EVO", file=sys.stderr)
         return 2
-    from agentos.evolve.loop import Evolver, find_evolution, install_signal_handlers
+    from agentos.evolve.archive import find_evolution
+    from agentos.evolve.loop import Evolver, install_signal_handlers
 
     cancel = threading.Event()
     install_signal_handlers(cancel)

@@ -27,17 +27,19 @@ Each generation gets ``metadata.json``, ``patch.diff`` and a ``generation`` rece
 snapshot is appended to ``archive.jsonl``. A process killed at any point loses only the
 generations it had not finished: ``resume`` removes what they left and makes them again,
 under the same numbers.
+
+Starting an evolution is :mod:`agentos.evolve.start`; judging a generation (the checks that
+reject it, the evals that score it) :mod:`agentos.evolve.judge`; the meta agent's request and
+the suite's files it may not keep :mod:`agentos.evolve.meta`; the records
+:mod:`agentos.evolve.archive`.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import shlex
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,235 +48,31 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from agentos.errors import AgentOSError, BadInput, Conflict, NotFound, OperationFailed
-from agentos.evals.harness import EvalCancelled, EvalReport, find_suite, run_eval
+from agentos.errors import AgentOSError, Conflict, OperationFailed
+from agentos.evals.harness import EvalCancelled
 from agentos.evals.suite import BUNDLED, Suite, load_suite
+from agentos.evolve import judge
 from agentos.evolve.archive import (
-    Archive,
-    EvolutionSpec,
+    Evolution,
     Generation,
     Verdict,
-    read_json_model,
+    gen_number,
     write_json_model,
 )
-from agentos.evolve.selection import METHODS, Candidate, select_parent
-from agentos.hub.archive import package_files
-from agentos.hub.manifest import Manifest, load_manifest
+from agentos.evolve.meta import render_prompt, restore, snapshot
+from agentos.evolve.selection import Candidate, select_parent
+from agentos.evolve.start import commit
+from agentos.hub.manifest import load_manifest
 from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
 from agentos.run.oneshot import run_once
-from agentos.run.store import new_run_id, process_start
-from agentos.runtimes import get_runtime, ready_package
+from agentos.run.store import process_start
+from agentos.runtimes import ready_package
 from agentos.sandbox import choose
 from agentos.sandbox.confine import Scene
 from agentos.shared.fs import atomic_write, sha256_bytes
 from agentos.workspace.files import AgentFiles
-from agentos.workspace.layout import Workspace
 from agentos.worktrees import repo as wt
-
-VAL_SPLIT = "val"
-PYTHON_RUNTIMES = ("python", "langchain", "crewai")
-SMOKE_TIMEOUT = 60.0  # seconds the entry's import may take
-# The package's own files: anything but a top-level dotfile (.git*, .agentos*), whose
-# effect reaches past the package (git attributes, AgentOS's own files).
-PACKAGE_FILES = "[!.]*"
-
-
-class Evolution:
-    """The files of evolution ``evo_id`` (which need not exist yet)."""
-
-    def __init__(self, ws: Workspace, evo_id: str) -> None:
-        self.ws, self.id = ws, evo_id
-        self.root = evolve_dir(ws) / evo_id
-
-    @property
-    def spec_file(self) -> Path:
-        return self.root / "evolution.json"
-
-    @property
-    def state_file(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def archive(self) -> Archive:
-        return Archive(self.root / "archive.jsonl")
-
-    @property
-    def repo(self) -> Path:
-        return self.root / "repo"
-
-    @property
-    def evals(self) -> Path:
-        """$AGENTOS_EVAL_DIR: the training evals of every generation so far."""
-        return self.root / "evals"
-
-    def gen_dir(self, gen: int) -> Path:
-        return self.root / f"gen-{gen}"
-
-    def worktree(self, gen: int) -> Path:
-        return self.root / "work" / f"gen-{gen}"
-
-    def spec(self) -> EvolutionSpec:
-        if not self.spec_file.is_file():
-            raise NotFound(f"no evolution {self.id!r}", field="EVO")
-        spec: EvolutionSpec = read_json_model(EvolutionSpec, self.spec_file)
-        return spec
-
-    def state(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.state_file.read_bytes())
-        except (OSError, ValueError):
-            return {"status": "created"}
-        return data if isinstance(data, dict) else {"status": "created"}
-
-    def set_state(self, status: str, **fields: Any) -> None:
-        atomic_write(
-            self.state_file,
-            json.dumps({"status": status, "updated_at": time.time(), **fields}) + "\n",
-        )
-
-    def generations(self) -> dict[int, Generation]:
-        """Every decided generation: the archive's, and any whose metadata was written but
-        whose snapshot was lost (a process killed between the two, a torn last line)."""
-        found = self.archive.read()
-        for meta in sorted(self.root.glob("gen-*/metadata.json")):
-            gen = _gen_number(meta.parent.name)
-            if gen is not None and gen not in found:
-                with suppress(AgentOSError):
-                    found[gen] = read_json_model(Generation, meta)
-        return dict(sorted(found.items()))
-
-
-def evolve_dir(ws: Workspace) -> Path:
-    return ws.state_dir / "evolve"
-
-
-def _gen_number(name: str) -> int | None:
-    number = name.removeprefix("gen-")
-    return int(number) if number.isdigit() else None
-
-
-def list_evolutions(ws: Workspace) -> list[Evolution]:
-    """Every evolution of the workspace, newest first."""
-    root = evolve_dir(ws)
-    found = [Evolution(ws, p.parent.name) for p in root.glob("*/evolution.json")]
-    return sorted(found, key=lambda e: e.id, reverse=True)
-
-
-def find_evolution(ws: Workspace, evo_id: str | None) -> Evolution:
-    """Evolution ``evo_id``, or the newest when None."""
-    if evo_id is None:
-        found = list_evolutions(ws)
-        if not found:
-            raise NotFound("no evolution yet (start one with `agentos evolve start`)")
-        return found[0]
-    if not evo_id.replace("-", "").isalnum():
-        raise BadInput(f"not an evolution id: {evo_id!r}", field="EVO")
-    evo = Evolution(ws, evo_id)
-    evo.spec()  # exists
-    return evo
-
-
-# --- starting ----------------------------------------------------------------------------
-
-
-def create(
-    ws: Workspace,
-    package: str,
-    suite: str,
-    *,
-    meta: str,
-    generations: int = 5,
-    children: int = 1,
-    select: str = "score_child_prop",
-    seed: int = 0,
-    staged: bool = False,
-    jobs: int = 1,
-    split: str = "tasks",
-) -> Evolution:
-    """A new evolution, checked whole before anything is written: the suite, the package
-    and the meta agent (installed, intact, able to start here); its repository holds the
-    package as generation 0. :func:`run` then drives it."""
-    if select not in METHODS:
-        raise BadInput(
-            f"unknown selection {select!r} (one of {', '.join(METHODS)})", field="--select"
-        )
-    for name, value in (("--generations", generations), ("--children", children), ("--jobs", jobs)):
-        if value < 1:
-            raise BadInput(f"must be at least 1, not {value}", field=name)
-    loaded = load_suite(find_suite(ws, suite))
-    loaded.tasks(split)
-    if loaded.spec.mode != "answer":
-        raise BadInput(
-            f"suite {loaded.name!r} is a repo-mode suite; evolve scores answer-mode suites",
-            field="--suite",
-        )
-    if staged and loaded.spec.staged is None:
-        raise BadInput(f"suite {loaded.name!r} has no `staged:` section", field="--staged")
-    val = VAL_SPLIT if VAL_SPLIT in loaded.splits() and split != VAL_SPLIT else None
-    if val is not None:
-        loaded.tasks(val)
-    hub = Hub(ws.hub_dir)
-    info, manifest = ready_package(hub, package, "PACKAGE")
-    meta_info, _ = ready_package(hub, meta, "--meta")
-    evo = Evolution(ws, new_run_id())
-    spec = EvolutionSpec(
-        id=evo.id,
-        package=manifest.name,
-        version=manifest.version,
-        suite=str(loaded.root.resolve()),
-        suite_name=loaded.name,
-        split=split,
-        val_split=val,
-        meta=f"{meta_info.name}@{meta_info.version}",
-        generations=generations,
-        children=children,
-        select=select,
-        seed=seed,
-        staged=staged,
-        jobs=jobs,
-        created_at=time.time(),
-    )
-    evo.root.mkdir(parents=True)
-    try:
-        _init_repo(evo.repo, info.path)
-        write_json_model(evo.spec_file, spec)
-        evo.set_state("created")
-    except BaseException:
-        shutil.rmtree(evo.root, ignore_errors=True)
-        raise
-    return evo
-
-
-def _init_repo(repo: Path, package_dir: Path) -> None:
-    repo.mkdir(parents=True)
-    wt.run_git(repo, "init", "-q", "-b", "gen-0")
-    for path in package_files(package_dir):
-        dest = repo / path.relative_to(package_dir)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, dest, follow_symlinks=False)
-        if not dest.is_symlink():
-            dest.chmod(0o755 if os.access(path, os.X_OK) else 0o644)
-    wt.run_git(repo, "add", "-A")
-    _commit(repo, "generation 0: the installed package")
-
-
-def _commit(tree: Path, message: str) -> None:
-    wt.run_git(
-        tree,
-        "-c",
-        "user.name=agentos-evolve",
-        "-c",
-        "user.email=evolve@agentos.invalid",
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        message,
-    )
-
-
-# --- driving -----------------------------------------------------------------------------
 
 
 class Evolver:
@@ -384,18 +182,18 @@ class Evolver:
         if gens != self.evo.archive.read():
             self.evo.archive.append(gens)
         for folder in self.evo.root.glob("gen-*"):
-            gen = _gen_number(folder.name)
+            gen = gen_number(folder.name)
             if gen is not None and gen not in gens:
                 shutil.rmtree(folder, ignore_errors=True)
         for folder in self.evo.evals.glob("gen-*"):
-            gen = _gen_number(folder.name)
+            gen = gen_number(folder.name)
             if gen is not None and gen not in gens:
                 shutil.rmtree(folder, ignore_errors=True)
         shutil.rmtree(self.evo.root / "work", ignore_errors=True)
         wt.run_git(self.evo.repo, "worktree", "prune")
         branches = wt.run_git(self.evo.repo, "branch", "--format=%(refname:short)").split()
         for branch in branches:
-            gen = _gen_number(branch)
+            gen = gen_number(branch)
             if gen is not None and gen not in gens and gen != 0:
                 wt.run_git(self.evo.repo, "branch", "-q", "-D", branch)
         return gens
@@ -408,7 +206,7 @@ class Evolver:
         folder.mkdir(parents=True, exist_ok=True)
         package = (self.initial, Path(self.initial_info.path))
         try:
-            scores = self._score(0, package)
+            scores = judge.score(self, 0, package)
         except EvalCancelled:
             return None
         commit = wt.rev(self.evo.repo, "gen-0") or ""
@@ -447,12 +245,12 @@ class Evolver:
             "started_at": started,
         }
         try:
-            suite_before = _snapshot(self.suite.root)
+            suite_before = snapshot(self.suite.root)
             meta = self._run_meta(gen, parent, tree, max(0, self.spec.generations - gen))
             if meta.get("limit") == "cancelled":
                 self._forget(gen)
                 return None
-            tampered = _restore(self.suite.root, suite_before)
+            tampered = restore(self.suite.root, suite_before)
             # Before any git command there: the meta agent may have pointed the worktree's
             # .git file at a repository of its own (its config, its filters).
             if wt.restore_gitfile(self.evo.repo, tree):
@@ -466,7 +264,7 @@ class Evolver:
             except OperationFailed as exc:  # e.g. an empty repository left in the worktree
                 commit, unsaved = None, f"its work could not be committed: {exc}"
             base |= {"meta": meta, "commit": commit or parent.commit}
-            problem = tampered_git or unsaved or self._invalid(tree, parent, commit, tampered)
+            problem = tampered_git or unsaved or judge.invalid(self, tree, parent, commit, tampered)
             if commit:
                 base |= self._patch(gen, parent.commit, commit)
             if problem is not None:
@@ -482,7 +280,7 @@ class Evolver:
             wt.run_git(tree, "clean", "-ffdqx")  # what is scored is the commit, no more
             manifest = load_manifest(tree)
             try:
-                scores = self._score(gen, (manifest, tree))
+                scores = judge.score(self, gen, (manifest, tree))
             except EvalCancelled:
                 self._forget(gen)
                 return None
@@ -548,71 +346,6 @@ class Evolver:
             "limit": done.limit,
         }
 
-    def _invalid(
-        self, tree: Path, parent: Generation, commit: str | None, tampered: list[str]
-    ) -> str | None:
-        """Why the generation cannot be a package version (None: it can)."""
-        if tampered:
-            return f"the meta agent changed the suite's files (put back): {', '.join(tampered[:5])}"
-        if commit is None:
-            return "the meta agent changed nothing"
-        from agentos.gate import builtin
-
-        # Stormbreaker's no_changes_outside check, on what the commit changed.
-        outcome = builtin.no_changes_outside(
-            builtin.changes(tree, parent.commit), parent.commit, [PACKAGE_FILES]
-        )
-        if not outcome.passed:
-            outside = outcome.tail.strip().splitlines()
-            return (
-                "package files only (no_changes_outside "
-                f"{PACKAGE_FILES}): {'; '.join(line.strip() for line in outside[:4])}"
-            )
-        return self._smoke(tree)
-
-    def _smoke(self, tree: Path) -> str | None:
-        """The manifest loads, names the same package, widens nothing; the entry imports."""
-        try:
-            manifest = load_manifest(tree)
-        except AgentOSError as exc:
-            return f"smoke test: {exc}"
-        if manifest.name != self.initial.name:
-            return f"smoke test: the manifest names {manifest.name!r}, not {self.initial.name!r}"
-        for field in ("runtime", "env", "sandbox"):
-            if getattr(manifest, field) != getattr(self.initial, field):
-                return f"smoke test: agent.yaml's {field} changed (a generation may not widen it)"
-        try:
-            get_runtime(manifest.runtime).preflight(manifest, tree)
-        except AgentOSError as exc:
-            return f"smoke test: {exc}"
-        if manifest.runtime in PYTHON_RUNTIMES:
-            return self._import_check(tree, manifest.entry)
-        return None
-
-    def _import_check(self, tree: Path, entry: str) -> str | None:
-        """The entry's module imports and names a callable, confined as a gate check."""
-        from agentos.sandbox.confine import CheckConfiner, python_check_env
-
-        module, _, attr = entry.partition(":")
-        code = (
-            "import importlib, sys; sys.path.insert(0, '.'); "
-            f"m = importlib.import_module({module!r}); "
-            f"sys.exit(0 if callable(getattr(m, {attr!r}, None)) else 3)"
-        )
-        env = python_check_env()
-        scene = Scene(
-            self.ws.settings.sandbox, self.ws.root, self.evo.repo, Path(os.environ.get("HOME", "/"))
-        )
-        outcome = CheckConfiner(self.sandbox, scene, tree, env["PATH"]).run(
-            f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}", env, SMOKE_TIMEOUT
-        )
-        if outcome.passed:
-            return None
-        if outcome.exit_code == 3:
-            return f"smoke test: {entry} is not a callable"
-        last = [line for line in outcome.tail.splitlines() if line.strip()][-1:]
-        return f"smoke test: {entry} does not import" + (f": {last[0]}" if last else "")
-
     def _patch(self, gen: int, parent_commit: str, commit: str) -> dict[str, Any]:
         """The change as a patch, and the lines it changes (one git call gives both)."""
         out = wt.run_git(
@@ -625,44 +358,6 @@ class Evolver:
             int(n) for row in numstat.splitlines() for n in row.split("\t")[:2] if n.isdigit()
         )
         return {"patch_sha256": sha256_bytes(patch.encode()), "lines_changed": lines}
-
-    def _score(self, gen: int, package: tuple[Manifest, Path]) -> dict[str, Any]:
-        """The training eval (kept in $AGENTOS_EVAL_DIR for later meta agents), then the
-        validation eval; the score parents are chosen by."""
-        label = f"{self.spec.package}@{self.spec.version} (evolve {self.evo.id} gen {gen})"
-        jobs = 1 if self.spec.children > 1 and self.spec.jobs > 1 else self.spec.jobs
-        splits = [self.spec.split, *([self.spec.val_split] if self.spec.val_split else [])]
-        scores: dict[str, dict[str, Any]] = {}
-        reports: dict[str, EvalReport] = {}
-        for split in splits:
-            started = time.monotonic()
-            report = run_eval(
-                self.ws,
-                Path(self.spec.suite),
-                label,
-                split=split,
-                jobs=jobs,
-                package=package,
-                staged=self.spec.staged,
-                cancel=self.cancel,
-            )
-            reports[split] = report
-            scores[split] = {
-                "eval": report.id,
-                "composite": report.composite,
-                "passed": report.passed,
-                "dimensions": report.dimensions,
-                "complete": not (report.staged and not report.staged["complete"]),
-                "seconds": round(time.monotonic() - started, 3),  # the whole eval, report too
-            }
-        shown = self.evo.evals / f"gen-{gen}"
-        shown.mkdir(parents=True, exist_ok=True)
-        kept = self.ws.state_dir / "evals" / reports[self.spec.split].id
-        for name in ("report.json", "predictions.json"):
-            shutil.copyfile(kept / name, shown / name)
-        chosen = scores[self.spec.val_split or self.spec.split]
-        perfect = chosen["complete"] and chosen["dimensions"].get("correctness") == 1.0
-        return {"score": chosen["composite"], "perfect": perfect, "scores": scores}
 
     def _decide(self, gen: Generation) -> Generation:
         """The generation's metadata and receipt: from here on it is decided."""
@@ -712,7 +407,7 @@ def _commit_work(tree: Path, parent_commit: str, message: str) -> str | None:
     """Commit what the meta agent left; the commit, or None when it changed nothing (its
     tree is its parent's)."""
     wt.run_git(tree, "add", "-A")
-    _commit(tree, message)
+    commit(tree, message)
     head, tree_id, parent_tree = wt.run_git(
         tree, "rev-parse", "HEAD", "HEAD^{tree}", f"{parent_commit}^{{tree}}"
     ).split()
@@ -731,58 +426,6 @@ def _candidates(gens: dict[int, Generation]) -> list[Candidate]:
         if g.valid_parent and g.score is not None
     ]
     return valid or [Candidate(0, gens[0].score or 0.0, children[0])]
-
-
-def render_prompt(
-    spec: EvolutionSpec, suite: Suite, parent: Generation, left: int, eval_dir: Path
-) -> str:
-    """The meta agent's request: what to improve, how it scores now, what is left, where
-    the earlier training evaluations are."""
-    score = parent.score or 0.0
-    if parent.perfect:
-        focus = (
-            f"The current agent scores {score:.1%}: every task passes. Do NOT make changes "
-            "unless you see a clear improvement."
-        )
-    else:
-        focus = f"The current agent scores {score:.1%}. Focus on the tasks it fails."
-    return (
-        f"Improve the agent package `{spec.package}` in the current directory (your "
-        f"working directory holds its files: agent.yaml and what its entry names).\n\n"
-        f"It is scored by the eval suite `{spec.suite_name}`"
-        + (f" ({suite.spec.description.strip()})" if suite.spec.description.strip() else "")
-        + f". You are improving generation {parent.gen}. {focus}\n\n"
-        f"You have {left} iteration(s) left after this one.\n\n"
-        f"The training evaluations of the earlier generations are in {eval_dir}: one folder "
-        "per generation (gen-<n>), with report.json (the scores) and predictions.json (each "
-        "task's answer, score and feedback). Read the failures there.\n\n"
-        "Change only the package's own files. Keep agent.yaml's name, runtime, env and "
-        "sandbox as they are. Do not try to read or change the suite: a generation that "
-        "does is rejected."
-    )
-
-
-def _snapshot(root: Path) -> dict[str, bytes]:
-    """Every file of the suite's folder, to put back if the meta agent changes them."""
-    out: dict[str, bytes] = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            out[str(path.relative_to(root))] = path.read_bytes()
-    return out
-
-
-def _restore(root: Path, before: dict[str, bytes]) -> list[str]:
-    """Put the suite's files back as they were; what had changed."""
-    now = _snapshot(root)
-    changed = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
-    for rel in changed:
-        path = root / rel
-        if rel in before:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, before[rel])
-        else:
-            path.unlink(missing_ok=True)
-    return changed
 
 
 def install_signal_handlers(cancel: threading.Event) -> None:

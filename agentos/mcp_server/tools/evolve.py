@@ -49,7 +49,7 @@ def register(tool: Registrar, ws: Workspace) -> None:
 
         def work() -> m.EvolveStatus:
             from agentos.evolve.control import start_detached, summary
-            from agentos.evolve.loop import create
+            from agentos.evolve.start import create
 
             if "/" in suite or suite.startswith("."):
                 raise BadInput("give a suite's name, not a path", field="suite")
@@ -80,8 +80,8 @@ def register(tool: Registrar, ws: Workspace) -> None:
         generation with its parent, verdict, reason and score."""
 
         def work() -> m.EvolveStatus:
+            from agentos.evolve.archive import find_evolution
             from agentos.evolve.control import summary
-            from agentos.evolve.loop import find_evolution
 
             return m.EvolveStatus.model_validate(summary(find_evolution(ws, evo_id)))
 
