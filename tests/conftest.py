@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -43,10 +44,73 @@ def ws(tmp_path: Path) -> Workspace:
 
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
+# Two tiers. Most of the CLI's behaviour (output, exit codes, --json) is tested in-process,
+# through the CLI's own main(argv), as a user's shell would see it but without a new Python
+# each time. A test that needs a real process (what importing costs, signals, an exec, the
+# interpreter's own settings) says so with @pytest.mark.process and gets `python -m agentos`.
+_PROCESS_ONLY_ENV = ("PYTHON",)  # PYTHONPROFILEIMPORTTIME, PYTHONPATH...: read at start only
+_PROCESS_ONLY_COMMANDS = ("attach",)  # replaces the process with tmux
+
+
+def _needs_process(args: tuple[str, ...], env: dict[str, str] | None) -> str | None:
+    changed = sorted(
+        key
+        for key, value in (env or {}).items()
+        if key.startswith(_PROCESS_ONLY_ENV) and os.environ.get(key) != value
+    )
+    if changed:
+        return f"env {changed}"
+    if any(arg in _PROCESS_ONLY_COMMANDS for arg in args[:1]):
+        return f"`agentos {args[0]}`"
+    return None
+
+
+def run_in_process(
+    argv: list[str], *, input: str | None, env: dict[str, str] | None, cwd: Path | None
+) -> subprocess.CompletedProcess[str]:
+    """``agentos argv`` through :func:`agentos.cli._main.main`, in this process: stdin,
+    stdout, stderr, the environment and the working directory as a subprocess would have
+    them, restored after; an exception that escapes main is a traceback on stderr and exit
+    code 1, as Python would make it."""
+    import traceback
+
+    from click.testing import CliRunner as ClickRunner
+
+    from agentos.cli._main import main
+
+    here = os.getcwd()
+    root = logging.getLogger()
+    with ClickRunner().isolation(input=input, env=env) as (out, err, _):
+        # A new process prints warnings it logs to stderr (Python's last-resort handler);
+        # here pytest's own handlers would take them.
+        printed = logging.StreamHandler(sys.stderr)
+        printed.setLevel(logging.WARNING)
+        root.addHandler(printed)
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception:
+            traceback.print_exc()
+            code = 1
+        finally:
+            root.removeHandler(printed)
+            os.chdir(here)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        stdout = out.getvalue().decode("utf-8", "replace")
+        stderr = err.getvalue().decode("utf-8", "replace")
+    return subprocess.CompletedProcess(["agentos", *argv], code, stdout, stderr)
+
 
 @pytest.fixture
-def cli(ws: Workspace) -> CliRunner:
-    """Run ``agentos`` in a real subprocess against the test workspace."""
+def cli(ws: Workspace, request: pytest.FixtureRequest) -> CliRunner:
+    """Run ``agentos`` against the test workspace: in-process, or in a real subprocess for a
+    test marked ``@pytest.mark.process``. An in-process test that asks for what only a new
+    process has fails, naming the marker."""
+    in_process = request.node.get_closest_marker("process") is None
 
     def run(
         *args: str,
@@ -56,16 +120,18 @@ def cli(ws: Workspace) -> CliRunner:
         workspace: Path | None = ws.root,
         timeout: float = 120,
     ) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "agentos"]
-        if workspace is not None:
-            argv += ["--workspace", str(workspace)]
-        full_env = {**os.environ, **(env or {})}
+        prefix = ["--workspace", str(workspace)] if workspace is not None else []
+        if in_process:
+            needs = _needs_process(args, env)
+            if needs is not None:
+                pytest.fail(f"{needs} needs a real process: mark the test @pytest.mark.process")
+            return run_in_process([*prefix, *args], input=input, env=env, cwd=cwd)
         return subprocess.run(
-            [*argv, *args],
+            [sys.executable, "-m", "agentos", *prefix, *args],
             input=input,
             capture_output=True,
             text=True,
-            env=full_env,
+            env={**os.environ, **(env or {})},
             cwd=cwd,
             timeout=timeout,
         )

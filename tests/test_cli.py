@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO_ROOT, CliRunner
 
 from agentos.cli import COMMANDS, _docs
@@ -63,6 +64,7 @@ def test_nothing_in_the_project_points_outside_it() -> None:
 HEAVY = ("pydantic", "yaml", "langchain", "crewai", "ollama", "mcp", "textual", "starlette")
 
 
+@pytest.mark.process  # what a new process imports
 def test_read_only_commands_and_the_version_do_not_import_heavy_modules(
     cli: CliRunner, ws: Workspace
 ) -> None:

@@ -342,6 +342,7 @@ def test_sigterm_cancels_the_run_tears_down_and_keeps_the_work(
     assert RunStore(ws).get(run_id).status == "cancelled"
 
 
+@pytest.mark.process  # `agentos attach` replaces the process with tmux
 def test_runs_list_show_and_logs_report_a_finished_run(
     cli, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:

@@ -132,6 +132,7 @@ def test_an_untracked_broken_test_in_the_checkout_does_not_stop_a_run(
     assert json.loads(out.stdout)["status"] == "succeeded"
 
 
+@pytest.mark.process  # its PYTHONPATH is read when Python starts
 def test_the_environment_check_runs_with_the_gates_environment(
     ws: Workspace, cli: CliRunner, tmp_path: Path
 ) -> None:

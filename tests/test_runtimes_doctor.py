@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fake_ollama import FakeOllama
 from test_runtimes_frameworks import hiding
 
@@ -30,6 +31,7 @@ def summary(doc: dict) -> list[tuple[object, ...]]:
     return [(c["name"], c["kind"], c["ready"], c["fix"]) for c in doc["checks"]]
 
 
+@pytest.mark.process  # its PYTHONPATH hides the extras when Python starts
 def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Path) -> None:
     env = {"PATH": no_clis_path(tmp_path), **hiding(tmp_path, "crewai")}
     with FakeOllama(models=(MODEL, "llama3.2:latest")) as fake:

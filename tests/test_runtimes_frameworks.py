@@ -323,6 +323,7 @@ def hiding(tmp_path: Path, *modules: str) -> dict[str, str]:
     return {"PYTHONPATH": str(site)}
 
 
+@pytest.mark.process  # its PYTHONPATH hides the extra when Python starts
 @pytest.mark.parametrize(
     ("runtime", "entry", "hidden", "message"),
     [

@@ -319,6 +319,7 @@ def test_bad_sandbox_settings_are_one_line_naming_the_key(
     )
 
 
+@pytest.mark.process  # the sandboxed command writes to the process's own stdout
 @needs_bwrap
 def test_sandbox_run_and_doctor_from_the_cli(ws: Workspace, cli: CliRunner, tmp_path: Path) -> None:
     out = cli(
