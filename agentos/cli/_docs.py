@@ -27,8 +27,13 @@ WIDTH = 100
 def _walk(
     command: click.Command, path: list[str], parent: click.Context | None
 ) -> Iterator[tuple[str, str]]:
-    ctx = click.Context(
-        command, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH
+    ctx = click.Context(  # with the command's own settings (-h), as `agentos ... --help` has
+        command,
+        info_name=path[-1],
+        parent=parent,
+        terminal_width=WIDTH,
+        max_content_width=WIDTH,
+        **command.context_settings,
     )
     yield " ".join(path), command.get_help(ctx)
     if isinstance(command, click.Group):
