@@ -41,7 +41,7 @@ def invalid(
         return "the meta agent changed nothing"
     from agentos.gate import builtin
 
-    # Stormbreaker's no_changes_outside check, on what the commit changed.
+    # the gate's no_changes_outside check, on what the commit changed.
     outcome = builtin.no_changes_outside(
         builtin.changes(tree, parent.commit), parent.commit, [PACKAGE_FILES]
     )

@@ -16,7 +16,7 @@ One generation:
    leaves is committed;
 3. it is **rejected** (invalid, never a parent) when it changed nothing, changed the
    suite's files (they are put back), changed anything but the package's own files (a
-   Stormbreaker check), or fails the smoke test: the manifest loads, names the same
+   gate check), or fails the smoke test: the manifest loads, names the same
    package, keeps the runtime, ``env`` and ``sandbox`` of the package it started from
    (a generation may not widen what it is allowed), and its entry imports;
 4. else the eval harness scores it on the training split (staged with ``--staged``), then on

@@ -1,4 +1,4 @@
-"""Success criteria in a request, and the Stormbreaker checks they map onto.
+"""Success criteria in a request, and the gate's checks they map onto.
 
 Each criterion the request states is found with its words and either the check that holds
 it or why no check can (:class:`Criterion`):

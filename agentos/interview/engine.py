@@ -9,7 +9,7 @@ A request is read on five axes, each 0..1, from its text alone:
 - **scope**: named files, paths, symbols, commands, endpoints, or at least an area of code;
 - **context**: errors seen, current versus expected behaviour, the reason for the change;
 - **success**: acceptance criteria ("done when", "tests pass", "returns 400"); a criterion
-  counts as measurable only through the Stormbreaker check it becomes, so without one the
+  counts as measurable only through the gate check it becomes, so without one the
   axis counts at most :data:`UNCHECKED_SUCCESS`.
 
 A **read-only** request ("run the tests and report what fails", "which tests fail?",

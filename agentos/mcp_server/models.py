@@ -32,7 +32,7 @@ class SelectedCard(_Out):
     priority: int
     group: str
     checks: list[dict[str, Any]] = Field(
-        default_factory=list, description="The card's extra Stormbreaker checks."
+        default_factory=list, description="The card's extra gate checks."
     )
 
 

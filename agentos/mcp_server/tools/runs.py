@@ -95,7 +95,7 @@ def _start_tools(server: AgentOSServer, tool: Registrar, ws: Workspace, fence: C
     ) -> m.RunStarted:
         """Start a run in the background and return its id at once (or, with wait, when it
         ends): interview, route, agents in tmux sessions on their own git worktrees, the
-        Stormbreaker gate, then merge. A request the interview blocks is refused at once,
+        gate, then merge. A request the interview blocks is refused at once,
         with its questions (unless forced). Follow it with task_status or run_events."""
 
         def work() -> m.RunStarted:
