@@ -88,3 +88,25 @@ def test_read_only_commands_and_the_version_do_not_import_heavy_modules(
     ws.settings_file.write_text("run: [\n")  # a broken agentos.yaml is still refused up front
     out = cli("runs", "list")
     assert (out.returncode, out.stderr.startswith(f"error: {ws.settings_file}")) == (2, True)
+
+
+def test_package_and_user_text_is_shown_as_written_never_read_as_markup(
+    cli: CliRunner, ws: Workspace, tmp_path: Path
+) -> None:
+    """rich reads `[...]` as markup: a fix like pip install 'agentos-kit[ollama]' lost its
+    brackets in a table. Cells and lines of package or user text are shown as written."""
+    from conftest import write_package
+
+    described = "Fixes [bold]CI[/bold]; needs pip install 'agentos-kit[ollama]'"
+    pkg = write_package(tmp_path / "pkg", name="bracketed", description=described)
+    assert cli("hub", "install", str(pkg)).returncode == 0
+    shown = cli("hub", "show", "bracketed")
+    assert shown.returncode == 0, shown.stderr
+    assert f"  {described}\n" in shown.stdout
+    (ws.cards_dir / "bracketed.yaml").write_text(
+        "id: bracketed\nagent: bracketed\ndescription: d\nmin_score: 1\n"
+        'triggers:\n  phrases: ["fix [ci] config"]\n'
+    )
+    routed = cli("route", "please fix [ci] config now")
+    assert routed.returncode == 0, routed.stderr
+    assert "fix [ci] config" in routed.stdout

@@ -80,13 +80,17 @@ def print_json(data: Any) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A table of ``rows``. A cell is text, shown as it is: ``pip install 'agentos-kit[ollama]'``
+    keeps its brackets (rich would read them as markup); a cell that wants a style is given
+    as a ``rich.text.Text``."""
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
     for col in columns:
         t.add_column(col, overflow="fold")
     for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
+        t.add_row(*(v if isinstance(v, Text) else Text("" if v is None else str(v)) for v in row))
     console.print(t)
 
 

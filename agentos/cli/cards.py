@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from agentos.cli._common import fail, json_option, print_json, table, workspace
 from agentos.routing.cards import lint_cards, load_cards
@@ -72,7 +71,7 @@ def list_(as_json: bool) -> None:
         None,
         ["id", "agent", "version", "group", "priority", "min_score"],
         [
-            (c.id, c.agent, escape(c.version or "active"), c.group, c.priority, c.min_score)
+            (c.id, c.agent, c.version or "active", c.group, c.priority, c.min_score)
             for c in card_set.cards
         ],
     )

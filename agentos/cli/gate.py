@@ -308,6 +308,8 @@ def install_hook(
     if as_json:
         print_json({"settings": str(path), "changed": changed, "command": command})
     elif changed:
-        console.print(f"installed the gate's Stop hook in {path}")
+        console.print(f"installed the gate's Stop hook in {path}", markup=False)
     else:
-        console.print(f"the gate's Stop hook is already installed in {path}; nothing changed")
+        console.print(
+            f"the gate's Stop hook is already installed in {path}; nothing changed", markup=False
+        )

@@ -70,8 +70,8 @@ def start(as_json: bool) -> None:
         print_json(result)
         return
     if result["stale_pid"]:
-        console.print(f"removed a stale pidfile (pid {result['stale_pid']} is gone)")
-    console.print(f"guardian started (pid {result['pid']}); log: {result['log']}")
+        console.print(f"removed a stale pidfile (pid {result['stale_pid']} is gone)", markup=False)
+    console.print(f"guardian started (pid {result['pid']}); log: {result['log']}", markup=False)
 
 
 @guardian.command()

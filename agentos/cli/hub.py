@@ -98,7 +98,7 @@ def show(ref: str, as_json: bool) -> None:
         print_json(data)
         return
     console.print(f"[bold]{info.name}@{info.version}[/]{' (active)' if info.active else ''}")
-    console.print(f"  {manifest.description}")
+    console.print(f"  {manifest.description}", markup=False)
     rows = [
         ("runtime", manifest.runtime),
         ("entry", manifest.entry),
@@ -116,7 +116,7 @@ def show(ref: str, as_json: bool) -> None:
     ]
     for key, value in rows:
         if value:
-            console.print(f"  {key + ':':14}{value}")
+            console.print(f"  {key + ':':14}{value}", markup=False)
 
 
 def _sandbox_line(manifest: Any) -> str:
@@ -183,7 +183,7 @@ def use(ref: str, as_json: bool) -> None:
     if as_json:
         print_json({**info.as_dict(), **cards.as_dict()})
     else:
-        console.print(f"{info.name}@{info.version} is now active")
+        console.print(f"{info.name}@{info.version} is now active", markup=False)
         _print_cards(cards)
 
 
@@ -201,7 +201,7 @@ def remove(ref: str, as_json: bool) -> None:
     if as_json:
         print_json({"removed": ref, "active": active, **cards.as_dict()})
     else:
-        console.print(f"removed {ref}" + (f"; active: {active}" if active else ""))
+        console.print(f"removed {ref}" + (f"; active: {active}" if active else ""), markup=False)
         _print_cards(cards)
 
 
@@ -220,7 +220,7 @@ def pack(directory: Path, output: Path | None, as_json: bool) -> None:
     if as_json:
         print_json({"archive": str(out), "name": manifest.name, "version": manifest.version})
     else:
-        console.print(f"packed {manifest.ref} into {out}")
+        console.print(f"packed {manifest.ref} into {out}", markup=False)
 
 
 @hub.command()

@@ -91,7 +91,7 @@ def _show(result: Interview) -> None:
                 f"{result.axes[a]:.3f}",
                 f"{result.floors.get(a, 0.0):.2f}",
                 f"{result.weights.get(a, 0.0):.2f}",
-                escape("; ".join(result.evidence.get(a, []))),
+                "; ".join(result.evidence.get(a, [])),
             )
             for a in AXES
         ],

@@ -168,16 +168,13 @@ def doctor(ctx: click.Context, project: Path | None, timeout: float, as_json: bo
     if as_json:
         print_json(report.as_dict())
     else:
-        from rich.markup import escape
+        from rich.text import Text
 
         colours = {"ok": "green", "warn": "yellow", "fail": "red"}
         table(
             None,
             ["check", "status", "detail"],
-            [
-                (escape(c.name), f"[{colours[c.status]}]{c.status}[/]", escape(c.detail))
-                for c in report.checks
-            ],
+            [(c.name, Text(c.status, style=colours[c.status]), c.detail) for c in report.checks],
         )
     if not report.ok:
         fail(ctx, 1)

@@ -29,7 +29,6 @@ def route(ctx: click.Context, request: str, run_id: str | None, as_json: bool) -
 
 
 def _show(decision: Decision, receipt: str) -> None:
-    from rich.markup import escape
 
     console.print(f"decision: [bold]{decision.decision}[/]")
     if decision.tied:
@@ -41,16 +40,13 @@ def _show(decision: Decision, receipt: str) -> None:
         table(
             None,
             ["card", "agent", "score", "group", "fired"],
-            [
-                (escape(s.card), s.ref, s.score, escape(s.group), escape(", ".join(s.fired)))
-                for s in decision.selected
-            ],
+            [(s.card, s.ref, s.score, s.group, ", ".join(s.fired)) for s in decision.selected],
         )
     if decision.rejected:
         console.print("rejected:")
         table(
             None,
             ["card", "reason"],
-            [(escape(r.card), escape(r.reason)) for r in decision.rejected],
+            [(r.card, r.reason) for r in decision.rejected],
         )
     console.print(f"receipt: {receipt}")
