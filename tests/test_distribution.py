@@ -107,7 +107,7 @@ def test_the_sdist_and_the_wheel_hold_what_a_user_needs_and_nothing_else(dist: P
     assert wheel.name.startswith("agentos_kit-0.1.0-") and sdist.name == "agentos_kit-0.1.0.tar.gz"
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
-    assert tops == {"agentos", "guardian", "mcp_server", "agentos_kit-0.1.0.dist-info"}
+    assert tops == {"agentos", "agentos_kit-0.1.0.dist-info"}  # no other import name
     assert "agentos/evals/_bundled/arithmetic/tasks.jsonl" in names  # the bundled eval suites
     for bundled in ("hub/ruff-fixer/1.0.0/agent.yaml", "routing_cards/fix-lint.yaml"):
         assert f"agentos/_bundled/{bundled}" in names
