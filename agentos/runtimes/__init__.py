@@ -17,6 +17,7 @@ from agentos.manifest import Manifest
 
 if TYPE_CHECKING:
     from agentos.hub import Hub, InstalledVersion
+    from agentos.usage import Meter
 
 CONTEXT_FILE = "AGENTOS_CONTEXT.md"
 FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
@@ -73,6 +74,11 @@ class Runtime(Protocol):
 
     def path_dirs(self) -> list[str]:
         """Directories the agent's PATH needs for this runtime's programs."""
+
+    def meter(self, task: AgentTask) -> Meter | None:
+        """What reads the tokens and cost the agent's program reports in its output as it
+        streams (see :class:`agentos.usage.Meter`); None: it reports none there (it may
+        write ``$AGENTOS_USAGE_FILE``)."""
 
 
 def get_runtime(name: str) -> Runtime:
