@@ -41,6 +41,19 @@ class Usage:
         return {k: v for k, v in (("tokens", self.tokens), ("cost", self.cost)) if v is not None}
 
 
+def describe(used: Mapping[str, Any] | None) -> str:
+    """Usage as a person reads it: ``1234 tokens, cost 0.0035`` (its parts that are
+    known), or "" when none was reported."""
+    if not used:
+        return ""
+    parts = []
+    if used.get("tokens") is not None:
+        parts.append(f"{used['tokens']} tokens")
+    if used.get("cost") is not None:
+        parts.append(f"cost {used['cost']:.4g}")
+    return ", ".join(parts)
+
+
 def _sum(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else a + b
 
