@@ -47,15 +47,16 @@ class BudgetSettings(StrictModel):
     them (agentos.usage); cost in the currency of ``prices``."""
 
     tokens: int | None = Field(default=None, gt=0)  # tokens, input and output together
-    cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # in prices' currency
 
 
 class ModelPrice(StrictModel):
     """What a model costs per million tokens, for the agents whose CLI reports no cost."""
 
-    input: float = Field(ge=0, allow_inf_nan=False)
-    output: float = Field(ge=0, allow_inf_nan=False)
-    cached_input: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # else input
+    input: float = Field(ge=0, allow_inf_nan=False)  # per million input tokens
+    output: float = Field(ge=0, allow_inf_nan=False)  # per million output tokens
+    # per million input tokens read from the model's cache; none: the input price
+    cached_input: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class RunSettings(StrictModel):
