@@ -390,8 +390,9 @@ USAGE = (1200, 34)  # input and output tokens every answer of the scripted API r
 PRICE = {"input": 3.0, "output": 15.0}  # per million tokens, in agentos.yaml's prices
 # The model each CLI names its tokens by: Claude Code the one it asked for (it reports its own
 # cost), Gemini CLI the one the API answered with (its modelVersion), Codex none (its events
-# do not name one): a package's `model` is priced.
-PRICED_MODEL = {"claude-coder": None, "gemini-coder": "scripted", "codex-coder": "scripted-codex"}
+# do not name one): a package's `model` is priced (Codex's own default, whose tools it knows).
+CODEX_MODEL = "gpt-6.1-sol"
+PRICED_MODEL = {"claude-coder": None, "gemini-coder": "scripted", "codex-coder": CODEX_MODEL}
 
 
 def priced_agent(ws: Workspace, tmp_path: Path, case: Cli, settings: dict) -> str:
@@ -400,7 +401,7 @@ def priced_agent(ws: Workspace, tmp_path: Path, case: Cli, settings: dict) -> st
     ws.settings_file.write_text(json.dumps({"run": {"guardian": False}, "prices": prices}
                                            | settings))  # fmt: skip
     if case is CODEX:
-        return install_variant(ws, tmp_path, case.agent, "codex-priced", model="scripted-codex")
+        return install_variant(ws, tmp_path, case.agent, "codex-priced", model=CODEX_MODEL)
     return case.agent
 
 
@@ -448,7 +449,8 @@ def test_a_cli_agent_without_a_price_or_a_cost_of_its_own_records_tokens_only(
     ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str, case: Cli
 ) -> None:
     source = "{cwd}/src/greeting.py"
-    with ScriptedModel([[[case.write(source, RIGHT)]]], usage=USAGE) as model:
+    script = [[[case.read(source)], [case.write(source, RIGHT)]]]
+    with ScriptedModel(script, usage=USAGE) as model:
         out = run_agent(cli, repo, case.agent, model, case.env(model))
         tokens = sum(model.reported())
 
