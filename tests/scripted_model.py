@@ -13,6 +13,12 @@ Every request is recorded (API, path, headers, body) so that a test can assert w
 was told: the prompt AgentOS built, the gate's feedback on a retry, a tool's result.
 ``key`` is the only API key it accepts; ``status`` makes it answer every request with that
 HTTP status (401: a key the API rejects).
+
+Every answer reports ``usage`` (input and output tokens) in its API's own format, and the
+request records what it was told (``Request.usage``), so that a test can compare what a
+CLI counted with what the API reported. ``hold`` makes requests from that turn of a
+conversation on wait (until the server closes): a CLI that is stopped there was stopped
+during its attempt, whatever the timing.
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ class Request:
     body: dict[str, Any]
     conversation: int | None = None  # which conversation of the script; None: a side request
     turn: int | None = None
+    usage: tuple[int, int] | None = None  # the input and output tokens its answer reported
 
     def text(self) -> str:
         """Everything the request says, as one JSON text (for `in` assertions)."""
@@ -168,10 +175,13 @@ class ScriptedModel:
     key: str = KEY
     status: int = 200
     final_text: str = "Done: the change is made."
+    usage: tuple[int, int] = (10, 5)  # input and output tokens every answer reports
+    hold: int | None = None  # requests of this turn (or later) wait until the server closes
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._release = threading.Event()
         self._conversations = 0
         model = self
 
@@ -206,6 +216,7 @@ class ScriptedModel:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._release.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -217,6 +228,17 @@ class ScriptedModel:
 
     def conversation(self, n: int) -> list[Request]:
         return [r for r in self.requests if r.conversation == n]
+
+    def reported(self) -> tuple[int, int]:
+        """The input and output tokens its answers reported, in all."""
+        with self._lock:
+            used = [r.usage for r in self.requests if r.usage is not None]
+        return sum(u[0] for u in used), sum(u[1] for u in used)
+
+    def held(self) -> list[Request]:
+        """The requests waiting on ``hold``."""
+        with self._lock:
+            return [r for r in self.requests if _held(self.hold, r)]
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -238,16 +260,20 @@ class ScriptedModel:
             _send(h, 200, "application/json", json.dumps(_models(api)).encode())
             return
         calls = self._next(request)
+        if _held(self.hold, request):
+            self._release.wait()
+            return
         stream = api != "gemini" or "streamGenerateContent" in url.path
+        request.usage = self.usage
         if api == "anthropic":
-            events = _anthropic(body, calls, self.final_text)
+            events = _anthropic(body, calls, self.final_text, self.usage)
         elif api == "gemini":
-            events = _gemini(calls, self.final_text)
+            events = _gemini(calls, self.final_text, self.usage)
             if not stream:
                 _send(h, 200, "application/json", json.dumps(events[0]).encode())
                 return
         else:
-            events = _openai(body, calls, self.final_text)
+            events = _openai(body, calls, self.final_text, self.usage)
         data = b"".join(
             (f"event: {name}\n".encode() if name else b"")
             + b"data: "
@@ -296,6 +322,10 @@ class ScriptedModel:
         return [call.bound(cwd) for call in turns[rounds]]
 
 
+def _held(hold: int | None, request: Request) -> bool:
+    return hold is not None and request.turn is not None and request.turn >= hold
+
+
 def _send(h: BaseHTTPRequestHandler, status: int, ctype: str, data: bytes) -> None:
     h.send_response(status)
     h.send_header("Content-Type", ctype)
@@ -326,7 +356,9 @@ def _id() -> str:
     return uuid.uuid4().hex[:20]
 
 
-def _anthropic(body: dict[str, Any], calls: Turn, text: str) -> list[tuple[str, Any]]:
+def _anthropic(
+    body: dict[str, Any], calls: Turn, text: str, usage: tuple[int, int]
+) -> list[tuple[str, Any]]:
     blocks: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for call in calls:
         blocks.append(
@@ -345,7 +377,7 @@ def _anthropic(body: dict[str, Any], calls: Turn, text: str) -> list[tuple[str, 
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1},
+        "usage": {"input_tokens": usage[0], "output_tokens": 1},  # as the stream starts
     }
     events: list[tuple[str, Any]] = [
         ("message_start", {"type": "message_start", "message": message})
@@ -362,13 +394,13 @@ def _anthropic(body: dict[str, Any], calls: Turn, text: str) -> list[tuple[str, 
     stop = "tool_use" if calls else "end_turn"
     events += [
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop,
-                           "stop_sequence": None}, "usage": {"output_tokens": 5}}),
+                           "stop_sequence": None}, "usage": {"output_tokens": usage[1]}}),
         ("message_stop", {"type": "message_stop"}),
     ]  # fmt: skip
     return events
 
 
-def _gemini(calls: Turn, text: str) -> list[tuple[str, Any]]:
+def _gemini(calls: Turn, text: str, usage: tuple[int, int]) -> list[tuple[str, Any]]:
     parts: list[dict[str, Any]] = [
         {"functionCall": {"name": c.tool, "args": c.args, "id": f"call_{_id()}"}} for c in calls
     ] or [{"text": text}]
@@ -376,13 +408,19 @@ def _gemini(calls: Turn, text: str) -> list[tuple[str, Any]]:
         "candidates": [
             {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
         ],
-        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "usageMetadata": {
+            "promptTokenCount": usage[0],
+            "candidatesTokenCount": usage[1],
+            "totalTokenCount": sum(usage),
+        },
         "modelVersion": "scripted",
     }
     return [("", chunk)]
 
 
-def _openai(body: dict[str, Any], calls: Turn, text: str) -> list[tuple[str, Any]]:
+def _openai(
+    body: dict[str, Any], calls: Turn, text: str, usage: tuple[int, int]
+) -> list[tuple[str, Any]]:
     rid = f"resp_{_id()}"
     custom = {t.get("name") for t in _openai_tools(body) if t.get("type") == "custom"}
     items: list[dict[str, Any]] = [
@@ -425,9 +463,9 @@ def _openai(body: dict[str, Any], calls: Turn, text: str) -> list[tuple[str, Any
             ("response.output_item.done", {"type": "response.output_item.done",
                                            "output_index": i, "item": item}),
         ]  # fmt: skip
-    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-             "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
-             "total_tokens": 15}  # fmt: skip
-    done = {**response, "status": "completed", "output": items, "usage": usage}
+    used = {"input_tokens": usage[0], "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": usage[1], "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": sum(usage)}  # fmt: skip
+    done = {**response, "status": "completed", "output": items, "usage": used}
     events.append(("response.completed", {"type": "response.completed", "response": done}))
     return events

@@ -382,3 +382,130 @@ def test_every_cli_calls_its_mcp_tools_and_what_changes_anything_goes_to_its_out
         {"kind": "task", "description": "Document the zanzibar convention", "phase": 1}
     ]
     assert_clean_end(ws, repo, tmux_socket, report)
+
+
+# -- cost per run -----------------------------------------------------------------------------
+
+USAGE = (1200, 34)  # input and output tokens every answer of the scripted API reports
+PRICE = {"input": 3.0, "output": 15.0}  # per million tokens, in agentos.yaml's prices
+# The model each CLI names its tokens by: Claude Code the one it asked for (it reports its own
+# cost), Gemini CLI the one the API answered with (its modelVersion), Codex none (its events
+# do not name one): a package's `model` is priced (Codex's own default, whose tools it knows).
+CODEX_MODEL = "gpt-6.1-sol"
+PRICED_MODEL = {"claude-coder": None, "gemini-coder": "scripted", "codex-coder": CODEX_MODEL}
+
+
+def priced_agent(ws: Workspace, tmp_path: Path, case: Cli, settings: dict) -> str:
+    """The agent of ``case`` with the price table (and ``settings``) in agentos.yaml."""
+    prices = {m: PRICE for m in PRICED_MODEL.values() if m}
+    ws.settings_file.write_text(json.dumps({"run": {"guardian": False}, "prices": prices}
+                                           | settings))  # fmt: skip
+    if case is CODEX:
+        return install_variant(ws, tmp_path, case.agent, "codex-priced", model=CODEX_MODEL)
+    return case.agent
+
+
+def cli_costs(log: Path) -> float:
+    """What Claude Code itself said its attempts cost: its result events' total_cost_usd."""
+    events = [json.loads(x) for x in log.read_text().splitlines() if x.startswith('{"type":"res')]
+    return sum(e["total_cost_usd"] for e in events)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_cli_agent_records_the_tokens_its_model_api_reported_and_their_cost(
+    ws: Workspace, cli: CliRunner, repo: Path, tmp_path: Path, tmux_socket: str, case: Cli
+) -> None:
+    agent = priced_agent(ws, tmp_path, case, {})
+    source = "{cwd}/src/greeting.py"
+    with ScriptedModel([[[case.read(source)], [case.write(source, RIGHT)]]], usage=USAGE) as model:
+        out = run_agent(cli, repo, agent, model, case.env(model))
+        tokens_in, tokens_out = model.reported()
+
+    assert out.returncode == 0, out.stderr + out.stdout
+    report = json.loads(out.stdout)
+    run_id = report["run"]
+    assert tokens_in and tokens_in % USAGE[0] == 0  # every answer's usage, none other
+    if case is CLAUDE:  # the cost Claude Code reported, never AgentOS's own guess
+        cost = cli_costs(ws.logs_dir / run_id / f"{agent}.log")
+        assert cost > 0
+    else:  # the price table's
+        cost = (tokens_in * PRICE["input"] + tokens_out * PRICE["output"]) / 1_000_000
+    used = {"tokens": tokens_in + tokens_out, "cost": pytest.approx(cost)}
+    (reported,) = report["agents"]
+    assert reported["usage"] == used
+    (gate,) = [r for r in list_receipts(ws, run_id=run_id) if r.kind == "gate"]
+    assert load_receipt(ws, gate.id).fields["usage"] == used
+    shown = json.loads(cli("runs", "show", run_id, "--json").stdout)
+    assert [a["usage"] for a in shown["agents"]] == [used] and shown["usage"] == used
+    (listed,) = json.loads(cli("runs", "list", "--json").stdout)["runs"]
+    assert listed["usage"] == used and listed["agents"][0]["usage"] == used
+    text = cli("runs", "show", run_id).stdout
+    assert f"used:    {tokens_in + tokens_out} tokens, cost {cost:.4g} (all its agents)" in text
+    assert_clean_end(ws, repo, tmux_socket, report)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_cli_agent_without_a_price_or_a_cost_of_its_own_records_tokens_only(
+    ws: Workspace, cli: CliRunner, repo: Path, tmux_socket: str, case: Cli
+) -> None:
+    source = "{cwd}/src/greeting.py"
+    script = [[[case.read(source)], [case.write(source, RIGHT)]]]
+    with ScriptedModel(script, usage=USAGE) as model:
+        out = run_agent(cli, repo, case.agent, model, case.env(model))
+        tokens = sum(model.reported())
+
+    assert out.returncode == 0, out.stderr + out.stdout
+    (agent,) = json.loads(out.stdout)["agents"]
+    assert agent["usage"]["tokens"] == tokens
+    assert ("cost" in agent["usage"]) is (case is CLAUDE)  # a cost is never invented
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_budget_below_what_a_cli_agent_uses_stops_it_with_limit_budget(
+    ws: Workspace, cli: CliRunner, repo: Path, tmp_path: Path, tmux_socket: str, case: Cli
+) -> None:
+    agent = priced_agent(ws, tmp_path, case, {"run": {"guardian": False, "budget": {
+        "tokens": USAGE[0] // 2}}})  # fmt: skip
+    source = "{cwd}/src/greeting.py"
+    # The wrong change: without the budget, the gate's failure would bring a second attempt.
+    script = [[[case.read(source)], [case.write(source, WRONG)]]]
+    # Claude Code streams each model turn's tokens: it is stopped while the API holds its
+    # second request. Gemini CLI and Codex report theirs when their run ends.
+    hold = 1 if case is CLAUDE else None
+    with ScriptedModel(script, usage=USAGE, hold=hold) as model:
+        out = run_agent(cli, repo, agent, model, case.env(model))
+        held = model.held()
+
+    assert out.returncode == 1, out.stderr + out.stdout
+    report = json.loads(out.stdout)
+    (reported,) = report["agents"]
+    assert reported["attempts"] == 1 and reported["limit"] == "budget"
+    assert reported["usage"]["tokens"] > USAGE[0] // 2
+    if case is CLAUDE:
+        # Stopped during its attempt (killed, 137), by its first turn's tokens: before it
+        # asked for a second turn, or while the API held that request.
+        assert reported["exit_code"] == 137
+        assert all(h.turn == 1 for h in held)
+    (gate,) = [r for r in list_receipts(ws, run_id=report["run"]) if r.kind == "gate"]
+    fields = load_receipt(ws, gate.id).fields
+    assert (fields["limit"], fields["accepted"]) == ("budget", False)
+    assert fields["usage"] == reported["usage"]
+    assert (repo / "src" / "greeting.py").read_text() == GREETING  # nothing landed
+    assert tmux_sessions(tmux_socket) == [] and left_running(ws) == []
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [{"tokens": 0}, {"tokens": "many"}, {"cost": -1}, {"cost": ".inf"}, {"dollars": 5}],
+    ids=["zero-tokens", "words", "negative-cost", "infinite-cost", "unknown-field"],
+)
+def test_a_bad_budget_is_one_line_naming_the_file_and_field(
+    ws: Workspace, cli: CliRunner, repo: Path, budget: dict
+) -> None:
+    body = json.dumps(budget).replace('".inf"', ".inf")  # (YAML's infinity)
+    ws.settings_file.write_text(f"run: {{guardian: false, budget: {body}}}\n")
+    out = cli("run", REQUEST, "--repo", str(repo), "--agent", "claude-coder")
+
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"error: {ws.settings_file}: run.budget.")

@@ -37,6 +37,7 @@ from agentos.cli import views
 from agentos.errors import AgentOSError
 from agentos.run.events import event_line
 from agentos.run.store import ACTIVE
+from agentos.runtimes.usage import describe
 from agentos.workspace.layout import Workspace
 
 REFRESH = 0.5  # seconds between looks at state.db
@@ -90,7 +91,9 @@ class AgentOSApp(App[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#runs", DataTable)
-        table.add_columns("run", "status", "agent", "agent status", "health", "output", "try")
+        table.add_columns(
+            "run", "status", "agent", "agent status", "health", "output", "try", "used"
+        )
         self.query_one("#output", Log).border_title = "output"
         self.query_one("#events", Log).border_title = "events"
         self.query_one("#receipts", Static).border_title = "receipts"
@@ -127,6 +130,7 @@ class AgentOSApp(App[None]):
                         seen.get("health", "unknown" if r["status"] in ACTIVE else ""),
                         "" if age is None else f"{age:g}s ago",
                         str(a["attempts"] or ""),
+                        describe(a.get("usage")),
                     )
                 )
         if rows == self.rows:

@@ -15,6 +15,7 @@ from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
 from agentos.run.events import event_line
 from agentos.run.store import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore
+from agentos.runtimes.usage import describe
 from agentos.workspace.layout import Workspace
 
 if TYPE_CHECKING:
@@ -183,9 +184,12 @@ def _print_report(report: RunReport) -> None:
     for agent in report.agents:
         gate = agent.gate.summary() if agent.gate else "no gate"
         via = agent.card if not agent.card.startswith("(") else agent.card[1:-1]
+        used = describe(agent.usage.as_dict() if agent.usage else None)
         console.print(
             f"  {agent.agent}@{agent.version} via {escape(via)}: "
             f"{agent.status} after {agent.attempts} attempt(s); {escape(gate)}"
+            + (f"; used {used}" if used else "")
+            + (f"; limit: {agent.limit}" if agent.limit else "")
         )
         if agent.status is not AgentStatus.PASSED and agent.gate:
             _print_failures(agent.gate.as_dict()["checks"])
@@ -225,12 +229,13 @@ def list_(limit: int, as_json: bool) -> None:
         return
     table(
         None,
-        ["run", "status", "agents", "started", "request"],
+        ["run", "status", "agents", "used", "started", "request"],
         [
             (
                 r["id"],
                 r["status"],
                 ", ".join(a["agent"] for a in r["agents"]),
+                describe(r["usage"]),
                 _ago(r["created_at"]),
                 r["request"][:60],
             )
@@ -263,6 +268,8 @@ def _print_run(record: RunRecord) -> None:
         + (f" — {record.message}" if record.message else "")
     )
     console.print(f"  request: {record.request}")
+    if record.usage:
+        console.print(f"  used:    {describe(record.usage)} (all its agents)")
     console.print(
         f"  repo:    {record.repo} ({record.target_branch} at {(record.base_commit or '')[:12]})"
     )
@@ -271,6 +278,7 @@ def _print_run(record: RunRecord) -> None:
             f"  {a.agent}@{a.version}: {a.status}, attempts {a.attempts}, exit "
             f"{a.exit_code}, branch {a.branch}"
             + (f", passing commit {a.gated_commit[:12]}" if a.gated_commit else "")
+            + (f", used {describe(a.usage)}" if a.usage else "")
         )
         if a.gate:
             console.print(f"    {escape(a.gate.get('summary', ''))}")

@@ -31,9 +31,9 @@ from agentos.run.outbox import keep_outbox
 from agentos.run.sessions import Sessions
 from agentos.run.store import AgentStatus, RunStore, process_start
 from agentos.run.values import OUTPUT_TAIL, AgentState, Cancelled, tail
-from agentos.runtimes import AgentTask, egress_hosts
+from agentos.runtimes import AgentTask, egress_hosts, get_runtime
 from agentos.runtimes.agent_tools import AgentToolServer
-from agentos.runtimes.usage import take_usage
+from agentos.runtimes.usage import Budget, LogTail, Meter, Usage, take_usage
 from agentos.sandbox import Group, Sandbox, limits_hit
 from agentos.sandbox.confine import INSIDE, CheckConfiner, Scene, agent_policy, watch_writes
 from agentos.sandbox.egress import Egress
@@ -110,6 +110,8 @@ class AgentDriver:
                 self._attempt(agent)
                 if agent.status in (AgentStatus.PASSED, AgentStatus.KILLED):
                     break
+                if agent.limit == "budget":  # past its budget: no other attempt
+                    break
                 if agent.attempts <= retries:
                     atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", self._feedback(agent))
         finally:
@@ -144,7 +146,9 @@ class AgentDriver:
 
     def _work(self, agent: AgentState) -> None:
         """The agent in its tmux pane, confined, until its exit file says it ended (or its
-        timeout, or the run's cancel); what it left running dies with the attempt."""
+        timeout, its budget, or the run's cancel); what it left running dies with the
+        attempt. What it reports using is read from its output as it streams (its
+        runtime's :class:`~agentos.runtimes.usage.Meter`) and from ``$AGENTOS_USAGE_FILE``."""
         task = AgentTask(
             run_id=self.ctx.run_id,
             agent=agent.name,
@@ -166,6 +170,8 @@ class AgentDriver:
             confine=lambda argv, env: self._confine(agent, argv, env, groups),
             relay=agent.egress is not None,
         )
+        meter = get_runtime(agent.manifest.runtime).meter(task)
+        watch = _UsageWatch(self, agent, meter)
         self._set_status(
             agent,
             AgentStatus.RUNNING,
@@ -175,7 +181,7 @@ class AgentDriver:
         )
         agent.pane_pid = self.ctx.sessions.start(agent.session, pane, agent.worktree)
         try:
-            agent.exit_code = self._wait_for_exit(agent, groups)
+            agent.exit_code = self._wait_for_exit(agent, groups, watch)
         finally:
             for group in groups:  # whatever the agent left running dies with its attempt
                 agent.limit = limits_hit(group, agent.exit_code)
@@ -183,11 +189,19 @@ class AgentDriver:
         if agent.limit:
             self._note(agent, f"stopped by its sandbox: limit: {agent.limit}")
         keep_outbox(agent.files)
-        used, problem = take_usage(agent.files.usage)
-        if used is not None:
-            agent.usage = used if agent.usage is None else agent.usage + used
+        reported, problem = take_usage(agent.files.usage)
         if problem:
             self._note(agent, f"its usage report was ignored: {problem}")
+        agent.usage = watch.total(reported)
+        self._store_usage(agent)
+        over = watch.budget.exceeded(agent.usage)
+        if over:
+            agent.limit = "budget"
+            self._note(agent, f"stopped: limit: budget ({over})")
+
+    def _store_usage(self, agent: AgentState) -> None:
+        if agent.usage is not None:
+            self.ctx.store.update_agent(self.ctx.run_id, agent.name, usage=agent.usage.as_dict())
 
     def _gate(self, agent: AgentState, tampered: list[str]) -> None:
         """The gate on the attempt's commit, its receipt, and the agent's verdict."""
@@ -208,7 +222,8 @@ class AgentDriver:
                 f"before the gate: {', '.join(dropped[:10])}",
             )
         gate = self._run_checks(agent)
-        passed = agent.exit_code == 0 and gate.passed
+        # Past its budget, its work is not taken, whatever the gate says.
+        passed = agent.exit_code == 0 and gate.passed and agent.limit != "budget"
         fields = {
             "agent": f"{agent.name}@{agent.manifest.version}",
             "exit_code": agent.exit_code,
@@ -361,10 +376,12 @@ class AgentDriver:
 
         return complete
 
-    def _wait_for_exit(self, agent: AgentState, groups: list[Group]) -> int | None:
-        """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124) or
-        when it passed its disk quota (137; its control group, when it has one, was
-        killed at once)."""
+    def _wait_for_exit(
+        self, agent: AgentState, groups: list[Group], watch: _UsageWatch
+    ) -> int | None:
+        """Wait for the wrapper's exit file; kill the agent at its timeout (exit 124), when
+        it passed its disk quota (137; its control group, when it has one, was killed at
+        once) or its budget (137)."""
         deadline = time.monotonic() + agent.manifest.timeout
         next_session_check = time.monotonic() + SESSION_CHECK_EVERY
         while True:
@@ -374,6 +391,9 @@ class AgentDriver:
             if self.ctx.cancel.is_set():
                 raise Cancelled()
             if any(g.disk_hit for g in groups):
+                self.ctx.sessions.kill(agent.session, agent.pane_pid)
+                return 137
+            if watch.over_budget():
                 self.ctx.sessions.kill(agent.session, agent.pane_pid)
                 return 137
             now = time.monotonic()
@@ -398,6 +418,45 @@ class AgentDriver:
                 f"Last output:\n\n```text\n{last}\n```\n"
             )
         return text
+
+
+class _UsageWatch:
+    """An attempt's usage as its agent's output streams: the running total over its
+    attempts, and whether it is past the run's budget."""
+
+    def __init__(self, driver: AgentDriver, agent: AgentState, meter: Meter | None) -> None:
+        settings = driver.ctx.ws.settings
+        self.driver, self.agent, self.meter = driver, agent, meter
+        self.prices = settings.prices
+        self.budget = Budget(settings.run.budget.tokens, settings.run.budget.cost)
+        self.before = agent.usage  # its earlier attempts'
+        self.tail = LogTail(agent.files.log, meter.line) if meter is not None else None
+        self._shown: Usage | None = None
+
+    def total(self, reported: Usage | None = None) -> Usage | None:
+        """Its usage over its attempts: the earlier ones', this one's output so far and
+        ``reported`` (what it wrote to $AGENTOS_USAGE_FILE)."""
+        if self.tail is not None:
+            self.tail.read()
+        now = self.meter.usage(self.prices) if self.meter is not None else None
+        total = None
+        for part in (self.before, now, reported):
+            if part is not None:
+                total = part if total is None else total + part
+        return total
+
+    def over_budget(self) -> bool:
+        """Whether what streamed so far is past the budget (then stop the agent); what it
+        used so far is kept in state.db as it changes."""
+        if self.tail is None:
+            return False
+        used = self.total()
+        if used != self._shown and used is not None:
+            self._shown = used
+            self.driver.ctx.store.update_agent(
+                self.driver.ctx.run_id, self.agent.name, usage=used.as_dict()
+            )
+        return self.budget.exceeded(used) is not None
 
 
 def confine_agent(

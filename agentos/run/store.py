@@ -102,6 +102,7 @@ class AgentRecord:
     gate: dict[str, Any] | None = None  # the last gate result (GateResult.as_dict())
     gated_commit: str | None = None  # the commit the last passing gate judged
     receipts: tuple[str, ...] = ()  # the agent's gate receipts, in order
+    usage: dict[str, Any] | None = None  # tokens and cost it used (Usage.as_dict())
 
     @property
     def failing_checks(self) -> list[dict[str, Any]]:
@@ -130,9 +131,23 @@ class RunRecord:
     options: dict[str, Any] | None = None
     agents: tuple[AgentRecord, ...] = ()
 
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """What its agents used together (tokens, cost), when any reported; a total is
+        given only when every agent that reported gave it."""
+        used = [a.usage for a in self.agents if a.usage]
+        if not used:
+            return None
+        total: dict[str, Any] = {}
+        for key in ("tokens", "cost"):
+            if all(key in u for u in used):
+                total[key] = sum(u[key] for u in used)
+        return total
+
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["agents"] = [asdict(a) for a in self.agents]
+        data["usage"] = self.usage
         return data
 
 
@@ -156,9 +171,9 @@ _RUN_COLS = (
 )
 _AGENT_COLS = (
     "run_id, agent, version, card, branch, worktree, session, status, attempts, "
-    "exit_code, restarts, started_at, ended_at, gate, gated_commit, receipts"
+    "exit_code, restarts, started_at, ended_at, gate, gated_commit, receipts, usage"
 )
-_JSON_COLUMNS = ("gate", "receipts", "options")
+_JSON_COLUMNS = ("gate", "receipts", "options", "usage")
 
 
 class RunStore(database.Store):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from agentos.hub.manifest import Manifest
 from agentos.runtimes.task import CONTEXT_FILE, FEEDBACK_FILE, AgentTask, Runtime
 
 __all__ = [
@@ -23,7 +22,8 @@ __all__ = [
     "ready_package",
 ]
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (pydantic's models: `runs list` imports runtimes.usage, not them)
+    from agentos.hub.manifest import Manifest
     from agentos.hub.store import Hub, InstalledVersion
 
 _RUNTIMES = {

@@ -9,11 +9,13 @@ it is loaded (``--strict-mcp-config``), and its tools are allowed by name.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from agentos.runtimes.agent_tools import bridge_argv
 from agentos.runtimes.cli_agent import MCP_SERVER, CliAgent
 from agentos.runtimes.model_api import ANTHROPIC
 from agentos.runtimes.task import AgentTask
+from agentos.runtimes.usage import Meter, Tokens, amount, count
 
 TOOLS = ("Bash", "Read", "Edit", "Write", "Glob", "Grep")
 
@@ -30,7 +32,8 @@ class ClaudeCode(CliAgent):
             "--allowedTools",
             ",".join([*TOOLS, *(f"mcp__{MCP_SERVER}__{name}" for name in mcp)]),
             "--output-format",
-            "text",
+            "stream-json",
+            "--verbose",
             "--mcp-config",
             json.dumps({"mcpServers": servers}),
             "--strict-mcp-config",
@@ -40,6 +43,9 @@ class ClaudeCode(CliAgent):
         # The prompt last, after `--`: a prompt file may start with "-" (a list, front matter).
         return [*argv, "--", self.prompt(task)]
 
+    def meter(self, task: AgentTask) -> ClaudeMeter:
+        return ClaudeMeter()
+
     def environment(self, task: AgentTask) -> dict[str, str]:
         return {
             "CLAUDE_CONFIG_DIR": str(self.home(task, "claude")),
@@ -48,6 +54,54 @@ class ClaudeCode(CliAgent):
             "DISABLE_TELEMETRY": "1",
             "DISABLE_ERROR_REPORTING": "1",
         }
+
+
+class ClaudeMeter(Meter):
+    """Claude Code's ``stream-json`` events. Each ``assistant`` event carries its model
+    message's usage as the message started (one message may come as several events, one
+    per content block: counted once, by id); the ``result`` event at the end carries the
+    attempt's totals per model and their cost (``total_cost_usd``), which replace the
+    running count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._turns: dict[str, tuple[str, Tokens]] = {}
+
+    def event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "assistant" and isinstance(event.get("message"), dict):
+            message = event["message"]
+            tokens = _tokens(message.get("usage"))
+            if tokens is not None:
+                key = str(message.get("id") or len(self._turns))
+                self._turns[key] = (str(message.get("model") or ""), tokens)
+                self.models = {}
+                for model, used in self._turns.values():
+                    self.models[model] = self.models.get(model, Tokens()) + used
+        elif kind == "result" and isinstance(event.get("modelUsage"), dict):
+            models = {}
+            for model, used in event["modelUsage"].items():
+                if isinstance(used, dict):
+                    models[str(model)] = Tokens(
+                        count(used, "inputTokens")
+                        + count(used, "cacheReadInputTokens")
+                        + count(used, "cacheCreationInputTokens"),
+                        count(used, "outputTokens"),
+                        count(used, "cacheReadInputTokens"),
+                    )
+            self.models, self._turns = models, {}
+            self.cost = amount(event.get("total_cost_usd"))
+
+
+def _tokens(usage: object) -> Tokens | None:
+    """Tokens from an Anthropic ``usage`` object (cache reads and writes are input too)."""
+    if not isinstance(usage, dict):
+        return None
+    cached = count(usage, "cache_read_input_tokens")
+    written = count(usage, "cache_creation_input_tokens")
+    return Tokens(
+        count(usage, "input_tokens") + cached + written, count(usage, "output_tokens"), cached
+    )
 
 
 def _stdio(argv: list[str]) -> dict[str, object]:

@@ -6,17 +6,24 @@ itself), the package's ``model``, and AgentOS's MCP server when the package asks
 tools. In AgentOS's sandbox Codex's own is off (it would need namespaces of its own, which
 it cannot make inside AgentOS's); with ``sandbox.backend: none`` Codex's own sandbox keeps
 its writes to the worktree.
+
+It prints its events as JSON lines (``--json``); each turn's tokens come in its
+``turn.completed`` event, so a budget acts on them when the turn ends. The events do not
+name the model: it is the package's ``model``, and without one the cost is not known
+(:class:`CodexMeter`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from agentos.runtimes.agent_tools import bridge_argv
 from agentos.runtimes.cli_agent import MCP_SERVER, CliAgent
 from agentos.runtimes.model_api import OPENAI
 from agentos.runtimes.task import AgentTask
+from agentos.runtimes.usage import Meter, Tokens, count
 from agentos.shared.fs import atomic_write
 
 PROVIDER = "agentos"
@@ -24,7 +31,7 @@ PROVIDER = "agentos"
 
 class Codex(CliAgent):
     def command(self, task: AgentTask) -> list[str]:
-        argv = [self.executable(), "exec", "--skip-git-repo-check"]
+        argv = [self.executable(), "exec", "--skip-git-repo-check", "--json"]
         if task.confined:  # AgentOS's sandbox confines it; Codex's own cannot start inside
             argv.append("--dangerously-bypass-approvals-and-sandbox")
         else:  # nothing else does: Codex's own sandbox, writes in the worktree only
@@ -32,6 +39,9 @@ class Codex(CliAgent):
         if task.manifest.model:
             argv += ["-m", task.manifest.model]
         return [*argv, "--", self.prompt(task)]
+
+    def meter(self, task: AgentTask) -> CodexMeter:
+        return CodexMeter(task.manifest.model or "")
 
     def environment(self, task: AgentTask) -> dict[str, str]:
         home = self.home(task, "codex")
@@ -57,6 +67,25 @@ class Codex(CliAgent):
             ]
         atomic_write(home / "config.toml", "\n".join(lines) + "\n")
         return {"CODEX_HOME": str(home)}
+
+
+class CodexMeter(Meter):
+    """``codex exec --json`` events: each ``turn.completed`` carries that turn's usage
+    (``input_tokens``, ``cached_input_tokens`` of them, ``output_tokens``)."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__()
+        self.model = model
+
+    def event(self, event: dict[str, Any]) -> None:
+        usage = event.get("usage") if event.get("type") == "turn.completed" else None
+        if isinstance(usage, dict):
+            turn = Tokens(
+                count(usage, "input_tokens"),
+                count(usage, "output_tokens"),
+                count(usage, "cached_input_tokens"),
+            )
+            self.models[self.model] = self.models.get(self.model, Tokens()) + turn
 
 
 RUNTIME = Codex("codex", "codex", "npm install -g @openai/codex", OPENAI)

@@ -208,3 +208,6 @@ class FrameworkRuntime:
 
     def environment(self, task: AgentTask) -> dict[str, str]:
         return {}
+
+    def meter(self, task: AgentTask) -> None:
+        return None  # it writes $AGENTOS_USAGE_FILE, if anything

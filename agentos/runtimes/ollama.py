@@ -48,5 +48,8 @@ class OllamaRuntime:
     def environment(self, task: AgentTask) -> dict[str, str]:
         return {}
 
+    def meter(self, task: AgentTask) -> None:
+        return None  # it writes $AGENTOS_USAGE_FILE, if anything
+
 
 RUNTIME = OllamaRuntime()

@@ -33,5 +33,8 @@ class PythonRuntime:
     def environment(self, task: AgentTask) -> dict[str, str]:
         return {}
 
+    def meter(self, task: AgentTask) -> None:
+        return None  # it writes $AGENTOS_USAGE_FILE, if anything
+
 
 RUNTIME = PythonRuntime()

@@ -21,5 +21,8 @@ class ShellRuntime:
     def environment(self, task: AgentTask) -> dict[str, str]:
         return {}
 
+    def meter(self, task: AgentTask) -> None:
+        return None  # it writes $AGENTOS_USAGE_FILE, if anything
+
 
 RUNTIME = ShellRuntime()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from agentos.hub.manifest import Manifest
 from agentos.workspace.files import AgentFiles
+
+if TYPE_CHECKING:
+    from agentos.hub.manifest import Manifest
+    from agentos.runtimes.usage import Meter
 
 CONTEXT_FILE = "AGENTOS_CONTEXT.md"
 FEEDBACK_FILE = "AGENTOS_FEEDBACK.md"
@@ -53,3 +56,8 @@ class Runtime(Protocol):
 
     def path_dirs(self) -> list[str]:
         """Directories the agent's PATH needs for this runtime's programs."""
+
+    def meter(self, task: AgentTask) -> Meter | None:
+        """What reads the tokens and cost the agent's program reports in its output as it
+        streams (see :class:`agentos.runtimes.usage.Meter`); None: it reports none there (it
+        may write ``$AGENTOS_USAGE_FILE``)."""

@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agentos.shared.fs import read_regular
 
@@ -38,6 +39,19 @@ class Usage:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in (("tokens", self.tokens), ("cost", self.cost)) if v is not None}
+
+
+def describe(used: Mapping[str, Any] | None) -> str:
+    """Usage as a person reads it: ``1234 tokens, cost 0.0035`` (its parts that are
+    known), or "" when none was reported."""
+    if not used:
+        return ""
+    parts = []
+    if used.get("tokens") is not None:
+        parts.append(f"{used['tokens']} tokens")
+    if used.get("cost") is not None:
+        parts.append(f"cost {used['cost']:.4g}")
+    return ", ".join(parts)
 
 
 def _sum(a: Any, b: Any) -> Any:
@@ -103,3 +117,149 @@ def report_usage(usage: Usage) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(usage.as_dict()), encoding="utf-8")
     tmp.replace(path)
+
+
+# -- what a CLI says it used, read from its machine-readable output as it streams ----------
+
+MAX_LINE = 1 << 20  # a longer line (a tool's whole output) is skipped, never a usage event
+
+
+class Price(Protocol):
+    """What one model costs per million tokens (``prices:`` in agentos.yaml)."""
+
+    @property
+    def input(self) -> float: ...
+    @property
+    def output(self) -> float: ...
+    @property
+    def cached_input(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The tokens one model used: ``input`` (``cached`` of them read from its cache) and
+    ``output``."""
+
+    input: int = 0
+    output: int = 0
+    cached: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(
+            self.input + other.input, self.output + other.output, self.cached + other.cached
+        )
+
+    def cost(self, price: Price) -> float:
+        cached = min(self.cached, self.input)
+        cached_price = price.input if price.cached_input is None else price.cached_input
+        per_token = (
+            (self.input - cached) * price.input + cached * cached_price + self.output * price.output
+        )
+        return per_token / 1_000_000
+
+
+def priced(models: Mapping[str, Tokens], prices: Mapping[str, Price]) -> float | None:
+    """What ``models`` cost by the price table, or None when a model that used tokens has
+    no price there (a cost is never guessed)."""
+    used = {name: tokens for name, tokens in models.items() if tokens.total}
+    if not used or any(name not in prices for name in used):
+        return None
+    return sum(tokens.cost(prices[name]) for name, tokens in used.items())
+
+
+class Meter:
+    """One attempt's usage, as a CLI reports it in its machine-readable output: fed the
+    output's lines as they come (:meth:`line`); :meth:`usage` is the total so far. Each
+    CLI runtime reads its own events (:meth:`event`) into ``models`` (tokens per model)
+    and ``cost`` (what the CLI itself says it cost, when it says)."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, Tokens] = {}
+        self.cost: float | None = None
+
+    def line(self, text: str) -> None:
+        text = text.strip()
+        if not text.startswith("{"):
+            return  # the CLI's other output (its stderr shares the log)
+        try:
+            event = json.loads(text)
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            self.event(event)
+
+    def event(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def usage(self, prices: Mapping[str, Price]) -> Usage | None:
+        """Tokens and cost so far: the cost the CLI reported, else the price table's,
+        else none; None when nothing was reported."""
+        if not self.models and self.cost is None:
+            return None
+        tokens = sum(t.total for t in self.models.values())
+        cost = self.cost if self.cost is not None else priced(self.models, prices)
+        return Usage(tokens, cost)
+
+
+def count(data: Mapping[str, Any], key: str) -> int:
+    """A token count from a CLI's event: a whole number >= 0, else 0."""
+    value = data.get(key)
+    return value if type(value) is int and value >= 0 else 0
+
+
+def amount(value: object) -> float | None:
+    """A cost from a CLI's event: a finite number >= 0, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+class LogTail:
+    """The lines appended to a log since ``offset``, read as they come: :meth:`read` hands
+    each whole new line to ``sink``."""
+
+    def __init__(self, path: Path, sink: Callable[[str], None]) -> None:
+        self.path = path
+        self.sink = sink
+        self.offset = path.stat().st_size if path.exists() else 0
+        self._partial = b""
+        self._skipping = False  # inside a line longer than MAX_LINE
+
+    def read(self) -> None:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return
+        self.offset += len(data)
+        *lines, rest = (self._partial + data).split(b"\n")
+        for raw in lines:
+            if not self._skipping:
+                self.sink(raw.decode("utf-8", errors="replace"))
+            self._skipping = False
+        if len(rest) > MAX_LINE:
+            rest, self._skipping = b"", True
+        self._partial = rest
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one agent may use over its attempts in a run (``run.budget``)."""
+
+    tokens: int | None = None
+    cost: float | None = None
+
+    def exceeded(self, used: Usage | None) -> str | None:
+        """Why ``used`` is over the budget, or None."""
+        if used is None:
+            return None
+        if self.tokens is not None and used.tokens is not None and used.tokens > self.tokens:
+            return f"{used.tokens} tokens, over its budget of {self.tokens}"
+        if self.cost is not None and used.cost is not None and used.cost > self.cost:
+            return f"cost {used.cost:g}, over its budget of {self.cost:g}"
+        return None

@@ -178,6 +178,12 @@ STATE_MIGRATIONS: list[Migration] = [
         CREATE INDEX events_by_run ON events(run, id);
         """,
     ),
+    Migration(
+        "007_agent_usage",
+        # What each agent used (JSON: tokens, cost), as it reports it: kept as its output
+        # streams, so that a live run shows it too.
+        "ALTER TABLE run_agents ADD COLUMN usage TEXT",
+    ),
 ]
 
 

@@ -42,6 +42,24 @@ class InterviewSettings(StrictModel):
         return self
 
 
+class BudgetSettings(StrictModel):
+    """``run.budget``: what one agent may use over its attempts in a run; past it, it is
+    stopped (``limit: budget`` in its gate receipt). Tokens and cost as the agent reports
+    them (agentos.runtimes.usage); cost in the currency of ``prices``."""
+
+    tokens: int | None = Field(default=None, gt=0)  # tokens, input and output together
+    cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # in prices' currency
+
+
+class ModelPrice(StrictModel):
+    """What a model costs per million tokens, for the agents whose CLI reports no cost."""
+
+    input: float = Field(ge=0, allow_inf_nan=False)  # per million input tokens
+    output: float = Field(ge=0, allow_inf_nan=False)  # per million output tokens
+    # per million input tokens read from the model's cache; none: the input price
+    cached_input: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
 class RunSettings(StrictModel):
     retries: int = Field(default=2, ge=0, le=20)  # attempts after the first, gate failures fed back
     guardian: bool = True  # a run starts the workspace's guardian unless one runs
@@ -53,6 +71,7 @@ class RunSettings(StrictModel):
     # Kept branches of finished runs (and the hidden refs of merged ones) older than this
     # many days are removed by `agentos runs prune` and `agentos gc --branches`.
     keep_days: float = Field(default=14, ge=0)
+    budget: BudgetSettings = BudgetSettings()  # none by default
 
 
 class GuardianSettings(StrictModel):
@@ -96,6 +115,9 @@ class Settings(StrictModel):
     # repository path (~ expanded; relative to the workspace) -> how it is tested
     repos: dict[str, RepoSettings] = Field(default_factory=dict)
     synthesis: SynthesisSettings = SynthesisSettings()
+    # model (as its CLI names it) -> its price per million tokens; a model not listed has
+    # no cost unless its CLI reports one
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 def load_settings(path: Path) -> Settings:

@@ -44,6 +44,11 @@ const main = () => document.getElementById("main");
 const show = (...nodes) => main().replaceChildren(...nodes);
 const status = (s) => h("span", { class: `status status-${s}` }, s);
 const when = (t) => (t ? new Date(t * 1000).toLocaleTimeString() : "");
+// What an agent or a run used, as agentos.usage.describe says it: "1234 tokens, cost 0.0035".
+const used = (u) => [
+  u && u.tokens != null ? `${u.tokens} tokens` : "",
+  u && u.cost != null ? `cost ${Number(u.cost.toPrecision(4))}` : "",
+].filter(Boolean).join(", ");
 const table = (columns, rows) =>
   h("table", {}, h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
     h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c))))));
@@ -106,7 +111,7 @@ async function runsPage() {
     const health = Object.fromEntries(live.runs.map((r) => [r.id, r.health]));
     show(
       h("h1", {}, "Runs"),
-      table(["run", "status", "agents", "started", "request"],
+      table(["run", "status", "agents", "used", "started", "request"],
         runs.map((r) => [
           runLink(r.id),
           status(r.status),
@@ -115,6 +120,7 @@ async function runsPage() {
             return h("div", {}, `${a.agent}: `, status(a.status),
               seen ? h("span", { class: "muted" }, ` ${seen.health}, output ${seen.output_age}s ago`) : "");
           }),
+          used(r.usage),
           new Date(r.created_at * 1000).toLocaleString(),
           r.request,
         ])),
@@ -152,13 +158,14 @@ async function runPage(id) {
       h("h1", {}, `Run ${run.id} `, h("span", { id: "run-status" }, status(run.status)), " ", cancel),
       h("p", {}, h("strong", {}, "request: "), h("span", { id: "request" }, run.request)),
       h("p", { class: "muted" }, run.message || ""),
+      h("p", {}, h("strong", {}, "used: "), h("span", { id: "run-usage" }, used(run.usage) || "(not reported)")),
       h("p", { class: "muted" }, "receipts: ", run.receipts.join(", ") || "(none)"),
     );
     agents.replaceChildren(
       h("h2", {}, "Agents"),
-      table(["agent", "version", "status", "attempts", "exit", "gate", "branch"],
+      table(["agent", "version", "status", "attempts", "exit", "used", "gate", "branch"],
         run.agents.map((a) => [
-          a.agent, a.version, status(a.status), a.attempts, a.exit_code ?? "",
+          a.agent, a.version, status(a.status), a.attempts, a.exit_code ?? "", used(a.usage),
           a.gate ? h("span", { class: a.gate.passed ? "ok" : "bad" }, a.gate.summary || "") : "",
           a.branch || "",
         ])),
