@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,44 @@ def test_package_and_user_text_is_shown_as_written_never_read_as_markup(
     routed = cli("route", "please fix [ci] config now")
     assert routed.returncode == 0, routed.stderr
     assert "fix [ci] config" in routed.stdout
+
+
+def test_the_fast_help_of_every_command_is_clicks_own() -> None:
+    """`agentos ... --help` is answered from agentos/cli/help.json without click: for every
+    command it is the text click renders (so the two cannot drift: regenerate with
+    `python -m agentos.cli._docs`)."""
+    from agentos.cli import stored_help
+
+    names = [name for name, _ in _docs.commands()]
+    assert len(names) > 60
+    for name in names:
+        path = name.split()[1:]
+        assert stored_help([*path, "--help"]) == _docs.click_help(path), f"{name} --help"
+        assert stored_help([*path, "-h"]) == stored_help([*path, "--help"])
+    assert stored_help(["--workspace", "x", "--help"]) is None  # options: click decides
+    assert stored_help(["no-such-command", "--help"]) is None
+
+
+@pytest.mark.process  # what a new process imports
+def test_help_is_printed_without_importing_click_unless_the_terminal_is_narrow() -> None:
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "COLUMNS": "120"}
+    fast = subprocess.run(
+        [sys.executable, "-m", "agentos", "run", "--help"], capture_output=True, text=True, env=env
+    )
+    imported = {line.split("|")[-1].strip() for line in fast.stderr.splitlines() if "|" in line}
+    assert fast.returncode == 0 and "click" not in imported
+    assert fast.stdout == _docs.click_help(["run"])
+    narrow = subprocess.run(
+        [sys.executable, "-m", "agentos", "run", "--help"],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "60"},
+    )
+    assert narrow.returncode == 0 and "click" in {
+        line.split("|")[-1].strip() for line in narrow.stderr.splitlines() if "|" in line
+    }
+    assert (
+        max(len(line) for line in narrow.stdout.splitlines())
+        <= 60
+        < max(len(line) for line in fast.stdout.splitlines())
+    )

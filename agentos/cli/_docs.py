@@ -211,12 +211,46 @@ def update_architecture(doc: Path) -> bool:
     return new != text
 
 
+# --- agentos/cli/help.json: every command's --help, for the fast path ------------------------
+
+
+def click_help(path: list[str]) -> str:
+    """What ``agentos PATH... --help`` prints through click (its own rendering, in this
+    process), on a terminal at least 80 columns wide (click then wraps at 78)."""
+    from click.testing import CliRunner
+
+    from agentos.cli._main import main
+
+    with CliRunner().isolation(env={"COLUMNS": "80"}) as (out, _err, _):
+        main([*path, "--help"])
+        return out.getvalue().decode("utf-8")
+
+
+def help_texts() -> dict[str, str]:
+    """Every command's ``--help`` as click prints it, by command path (``agentos hub``)."""
+    return {name: click_help(name.split()[1:]) for name, _ in commands()}
+
+
+def update_help(target: Path) -> bool:
+    """Rewrite the stored help (:data:`agentos.cli.HELP_FILE`); return whether it changed."""
+    import json
+
+    new = json.dumps(help_texts(), indent=0, sort_keys=True) + "\n"
+    if target.is_file() and target.read_text(encoding="utf-8") == new:
+        return False
+    target.write_text(new, encoding="utf-8")
+    return True
+
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 if __name__ == "__main__":
+    from agentos.cli import HELP_FILE
+
     for target, rewrite in (
         (DOCS / "cli.md", update),
         (DOCS / "formats.md", update_formats),
         (DOCS / "architecture.md", update_architecture),
+        (HELP_FILE, update_help),
     ):
         print(f"{target}: {'updated' if rewrite(target) else 'up to date'}")
