@@ -214,8 +214,13 @@ def test_a_client_calls_every_tool_and_reads_the_resources(
             asked = ok(await s.call_tool("interview", {"request": "make it better"}))
             assert asked["passed"] is False and asked["questions"]
 
+            counted = len(ok(await s.call_tool("receipts_list", {}))["receipts"])
+            asking = {"request": "scribe-task for the notes", "dry_run": True}
+            dry = ok(await s.call_tool("route", asking))
+            assert (dry["decision"], dry["dry_run"], dry["receipt"]) == ("route", True, None)
+            assert len(ok(await s.call_tool("receipts_list", {}))["receipts"]) == counted
             routed = ok(await s.call_tool("route", {"request": "scribe-task for the notes"}))
-            assert routed["decision"] == "route"
+            assert routed["decision"] == "route" and routed["dry_run"] is False
             assert [(c["card"], c["agent"]) for c in routed["selected"]] == [
                 ("scribe-card", "scribe")
             ]

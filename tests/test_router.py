@@ -733,6 +733,7 @@ def test_route_json_is_the_decision_and_the_receipt(cli: CliRunner, ws: Workspac
         "tied": [],
         "cards_revision": "<rev>",
         "hub_revision": "<rev>",
+        "dry_run": False,
         "receipt": "<id>",
     }
     assert doc["receipt"] == "00000001"
@@ -741,6 +742,39 @@ def test_route_json_is_the_decision_and_the_receipt(cli: CliRunner, ws: Workspac
     assert "    agent: ruff-fixer@1.0.0\n" in text
     assert f"cards_revision: {doc['cards_revision']}\n" in text
     assert f"hub_revision: {doc['hub_revision']}\n" in text
+
+
+def test_route_dry_run_decides_the_same_and_writes_no_receipt(cli: CliRunner) -> None:
+    """`route --dry-run` asks without recording: the same decision, no receipt (the count
+    is unchanged), and the JSON says it was a dry run; a plain `route` then writes one."""
+
+    def receipts() -> int:
+        listed = cli("receipts", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        return len(json.loads(listed.stdout)["receipts"])
+
+    request = "fix the lint errors in app.py (E501)"
+    assert cli("route", request).returncode == 0
+    before = receipts()
+    dry = cli("route", "--dry-run", request, "--json")
+    assert dry.returncode == 0, dry.stderr
+    doc = json.loads(dry.stdout)
+    assert (doc["dry_run"], doc["receipt"], receipts()) == (True, None, before)
+    text = cli("route", "--dry-run", request)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[-1] == "receipt: none (dry run)"
+    assert receipts() == before
+    refused = cli("route", "--dry-run", "--run", "run-1", request)
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        "error: --run: a dry run writes no receipt to link to a run\n",
+    )
+    plain = json.loads(cli("route", request, "--json").stdout)
+    assert (plain["dry_run"], receipts()) == (False, before + 1)
+    assert _blank(plain) == _blank(doc) | {"dry_run": False}
+    no_match = cli("route", "--dry-run", "write a poem about the sea", "--json")
+    assert (no_match.returncode, json.loads(no_match.stdout)["decision"]) == (1, "no_match")
+    assert receipts() == before + 1
 
 
 def test_route_prints_the_decision_table_and_receipt(cli: CliRunner) -> None:

@@ -1,34 +1,50 @@
-"""``agentos route``: decide which agents handle a request, and write the receipt."""
+"""``agentos route``: decide which agents handle a request, and write the receipt (or, with
+``--dry-run``, only decide)."""
 
 from __future__ import annotations
 
 import click
 
 from agentos.cli._common import console, fail, json_option, print_json, table, workspace
-from agentos.routing.router import ROUTE, Decision
+from agentos.errors import BadInput
+from agentos.routing.router import ROUTE, Decision, decide
 from agentos.routing.router import route as route_request
 
 
 @click.command()
 @click.argument("request")
 @click.option("--run", "run_id", metavar="RUN_ID", help="Link the receipt to this run.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Decide without writing a receipt (the JSON says dry_run: true, receipt: null).",
+)
 @json_option
 @click.pass_context
-def route(ctx: click.Context, request: str, run_id: str | None, as_json: bool) -> None:
+def route(
+    ctx: click.Context, request: str, run_id: str | None, dry_run: bool, as_json: bool
+) -> None:
     """Match REQUEST against the routing cards and print the decision and its receipt id.
 
     Exit status: 0 when the request is routed; 1 when the router asks to clarify (cards
     tie) or no card matches; 2 for bad input (an empty request, an invalid card)."""
-    decision, receipt = route_request(workspace(), request, run_id=run_id)
-    if as_json:
-        print_json({**decision.as_dict(), "receipt": receipt.id})
+    receipt: str | None = None
+    if dry_run:
+        if run_id is not None:
+            raise BadInput("a dry run writes no receipt to link to a run", field="--run")
+        decision = decide(workspace(), request)
     else:
-        _show(decision, receipt.id)
+        decision, written = route_request(workspace(), request, run_id=run_id)
+        receipt = written.id
+    if as_json:
+        print_json({**decision.as_dict(), "dry_run": dry_run, "receipt": receipt})
+    else:
+        _show(decision, receipt)
     if decision.decision != ROUTE:
         fail(ctx, 1)
 
 
-def _show(decision: Decision, receipt: str) -> None:
+def _show(decision: Decision, receipt: str | None) -> None:
 
     console.print(f"decision: [bold]{decision.decision}[/]")
     if decision.tied:
@@ -49,4 +65,4 @@ def _show(decision: Decision, receipt: str) -> None:
             ["card", "reason"],
             [(r.card, r.reason) for r in decision.rejected],
         )
-    console.print(f"receipt: {receipt}")
+    console.print(f"receipt: {receipt}" if receipt else "receipt: none (dry run)", markup=False)

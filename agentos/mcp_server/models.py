@@ -48,7 +48,10 @@ class RouteResult(_Out):
     tied: list[str] = Field(description="With decision=clarify: the cards that tie.")
     cards_revision: str
     hub_revision: str
-    receipt: str = Field(description="The id of the route receipt written for this decision.")
+    dry_run: bool = Field(default=False, description="True when asked to decide only.")
+    receipt: str | None = Field(
+        description="The id of the route receipt written for this decision; null in a dry run."
+    )
 
 
 # --- interview ----------------------------------------------------------------------------

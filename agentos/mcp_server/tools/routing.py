@@ -32,18 +32,31 @@ def register(tool: Registrar, ws: Workspace) -> None:
         run_id: Annotated[
             str | None, Field(max_length=NAME_MAX, description="Link the receipt to this run.")
         ] = None,
+        dry_run: Annotated[
+            bool, Field(description="Decide without writing a receipt (receipt is null).")
+        ] = False,
     ) -> m.RouteResult:
         """Match a request against the routing cards, deterministically, and return the
         decision (route, clarify or no_match), the selected agents with their scores and
-        fired triggers, the rejected cards with reasons, and the id of the receipt written."""
+        fired triggers, the rejected cards with reasons, and the id of the receipt written
+        (none with dry_run, which only decides)."""
 
         def work() -> m.RouteResult:
+            from agentos.routing.router import decide
             from agentos.routing.router import route as route_request
 
             if not request.strip():
                 raise BadInput("the request is empty", field="request")
-            decision, receipt = route_request(ws, request, run_id=run_id)
-            return m.RouteResult.model_validate({**decision.as_dict(), "receipt": receipt.id})
+            receipt: str | None = None
+            if dry_run:
+                if run_id is not None:
+                    raise BadInput("a dry run writes no receipt to link to a run", field="run_id")
+                decision = decide(ws, request)
+            else:
+                decision, written = route_request(ws, request, run_id=run_id)
+                receipt = written.id
+            doc = {**decision.as_dict(), "dry_run": dry_run, "receipt": receipt}
+            return m.RouteResult.model_validate(doc)
 
         return await call(work)
 
