@@ -355,6 +355,63 @@ def test_gemini_cli_lists_the_installed_server_as_connected_in_a_trusted_folder(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("client", "listed_as", "registration"),
+    [
+        pytest.param(
+            "claude",
+            "agentos: {argv} - ✔ Connected",
+            "claude local 'agentos'",
+            marks=needs("claude"),
+        ),
+        pytest.param(
+            "gemini",
+            "✓ agentos: {argv} (stdio) - Connected",
+            "gemini project 'agentos'",
+            marks=needs("gemini"),
+        ),
+    ],
+)
+def test_install_with_repo_registers_for_that_repository_not_the_current_directory(
+    cli: CliRunner,
+    ws: Workspace,
+    home: Path,
+    project: Path,
+    tmp_path: Path,
+    client: str,
+    listed_as: str,
+    registration: str,
+) -> None:
+    """`mcp install CLIENT --repo X`, run elsewhere, registers the server for X: the
+    client's own CLI lists it as connected inside X, and `mcp doctor` run inside X finds it;
+    the directory it ran in has no registration."""
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "trustedFolders.json").write_text(
+        json.dumps({str(project): "TRUST_FOLDER"})
+    )
+    elsewhere = make_repo(tmp_path / "elsewhere")
+    env = client_env(home, with_clients=True)
+
+    done = cli("mcp", "install", client, "--repo", str(project), "--json", cwd=elsewhere, env=env)
+
+    assert done.returncode == 0, done.stderr
+    installed = json.loads(done.stdout)
+    assert (installed["method"], installed["command"]) == (
+        f"{client} mcp add",
+        serve_argv(ws, project),
+    )
+    listed = run_client([str(npm_tool(client)), "mcp", "list"], env, project)
+    assert listed_as.format(argv=" ".join(serve_argv(ws, project))) in listed, listed
+    doctor = cli("mcp", "doctor", "--json", cwd=project, env=env)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks[registration]["status"] == "ok", checks
+    away = cli("mcp", "doctor", "--json", cwd=elsewhere, env=env)
+    checks = {c["name"]: c for c in json.loads(away.stdout)["checks"]}
+    assert checks[f"{client} registration"]["detail"].startswith(f"not registered for {elsewhere} ")
+
+
+@pytest.mark.slow
 @needs("mcp-inspector")
 def test_the_mcp_inspector_cli_lists_every_tool_with_its_schemas(
     ws: Workspace, home: Path, project: Path

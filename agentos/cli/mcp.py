@@ -83,7 +83,7 @@ def serve(
 @click.option(
     "--project",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="The project directory the registration is for (default: here).",
+    help="The project directory the registration is for (default: the first --repo, else here).",
 )
 @click.option(
     "--repo",
@@ -91,7 +91,8 @@ def serve(
     multiple=True,
     type=click.Path(path_type=Path),
     help="A repository the registered server lets clients name (`mcp serve "
-    "--repo`); repeatable. Default: the project directory when it is a git "
+    "--repo`); repeatable. The first is also the project registered for, unless "
+    "--project says otherwise. Default: the project directory when it is a git "
     "repository.",
 )
 @click.option(
@@ -118,10 +119,10 @@ def install(
     url: str | None,
     as_json: bool,
 ) -> None:
-    """Register `agentos mcp serve` for this workspace with CLIENT (claude or gemini):
-    through `claude mcp add` / `gemini mcp add` when that CLI is installed, else by
-    writing the client's config file, keeping what is there. With --url, the HTTP
-    server at URL and its token."""
+    """Register `agentos mcp serve` for this workspace with CLIENT (claude or gemini), for
+    the project --project, the first --repo, or here: through `claude mcp add` / `gemini
+    mcp add` when that CLI is installed, else by writing the client's config file, keeping
+    what is there. With --url, the HTTP server at URL and its token."""
     from agentos.mcp_server.clients import install_server
 
     result = install_server(
@@ -129,7 +130,7 @@ def install(
         workspace(),
         scope=scope,
         name=name,
-        project=project or Path.cwd(),
+        project=project,
         repos=list(repos),
         use_cli=not write_config,
         url=url,

@@ -106,7 +106,11 @@ def install_server(
 ) -> Installed:
     """Register this workspace's server with ``client``; an existing entry of that name in
     that scope is replaced. With ``url``, the HTTP server there, with the workspace's token;
-    else the stdio command."""
+    else the stdio command.
+
+    The registration is for ``project``: by default the first of ``repos`` (the repository
+    the server is for, wherever the command runs), else the current directory, which is
+    then also the server's repository when it is a git repository."""
     if client not in CLIENTS:
         raise BadInput(f"unknown client {client!r} (use {' or '.join(CLIENTS)})", field="client")
     scope = scope or (HTTP_DEFAULT_SCOPE if url else DEFAULT_SCOPE)[client]
@@ -116,21 +120,21 @@ def install_server(
         )
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise BadInput(f"{name!r} is not a server name (letters, digits, - and _)", field="--name")
-    project = (project or Path.cwd()).resolve()
-    slot = Slot(client, scope, name, project, config_file(client, scope, project))
-    if url is not None:
-        if repos:
-            raise BadInput(
-                "an HTTP server's repositories are given to `agentos mcp serve --http --repo`",
-                field="--repo",
-            )
-        return _install_http(slot, ws, url)
-    if repos is None or not repos:
-        repos = [project] if (project / ".git").exists() else []
-    repos = [Path(r).expanduser().resolve() for r in repos]
+    if url is not None and repos:
+        raise BadInput(
+            "an HTTP server's repositories are given to `agentos mcp serve --http --repo`",
+            field="--repo",
+        )
+    repos = [Path(r).expanduser().resolve() for r in repos or []]
     for repo in repos:
         if not repo.is_dir():
             raise BadInput("is not a directory", file=repo, field="--repo")
+    project = (project or (repos[0] if repos else Path.cwd())).resolve()
+    slot = Slot(client, scope, name, project, config_file(client, scope, project))
+    if url is not None:
+        return _install_http(slot, ws, url)
+    if not repos:
+        repos = [project] if (project / ".git").exists() else []
     argv = server_command(ws, repos)
     exe = shutil.which(client) if use_cli else None
     if exe is not None:
