@@ -7,15 +7,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
+import yaml
 from conftest import REPO_ROOT
+from pydantic import BaseModel
 
 from agentos.errors import NotFound
 from agentos.hub.store import Hub
 from agentos.state import database
 from agentos.workspace.layout import Workspace, find_workspace, init_workspace, locate_workspace
+from agentos.workspace.settings import Settings
 
 
 def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(cli, tmp_path: Path) -> None:
@@ -35,6 +39,50 @@ def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(cli, tmp_p
     again = cli("init", str(target), "--json", workspace=None)
     assert json.loads(again.stdout)["created"] == []
     assert (target / "agentos.yaml").read_text() == "run: {retries: 5}\n"
+
+
+def _keys(data: dict[str, Any], prefix: str = "") -> set[str]:
+    """Every key path of nested mappings: run, run.budget, run.budget.tokens..."""
+    out = set()
+    for key, value in data.items():
+        out.add(prefix + key)
+        if isinstance(value, dict):
+            out |= _keys(value, f"{prefix}{key}.")
+    return out
+
+
+def _model_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
+    out = set()
+    for name, info in model.model_fields.items():
+        out.add(prefix + name)
+        kind = info.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            out |= _model_keys(kind, f"{prefix}{name}.")
+    return out
+
+
+def test_init_writes_every_setting_with_its_default_commented_out(cli, tmp_path: Path) -> None:
+    """The agentos.yaml `init` writes says it lists every key with its default: it does
+    (every field of the settings model, nested ones too), each parses to the model's
+    default, and the file as written sets nothing."""
+    target = tmp_path / "new-ws"
+    assert cli("init", str(target), workspace=None).returncode == 0
+    text = (target / "agentos.yaml").read_text()
+    lines = text.splitlines()
+    assert all(line.startswith("# ") for line in lines), text
+    assert "docs/formats.md" in text
+    first = next(
+        i for i, line in enumerate(lines) if line[2:].split(":")[0] in Settings.model_fields
+    )
+    assert "every key with its default" in " ".join(lines[:first])
+    shown = yaml.safe_load("\n".join(line[2:] for line in lines[first:]))
+    assert _keys(shown) == _model_keys(Settings)
+    assert Settings.model_validate(shown) == Settings()
+    assert Settings.model_validate(yaml.safe_load(text) or {}) == Settings()
+    uncommented = target / "agentos.yaml"
+    uncommented.write_text(yaml.safe_dump(shown, sort_keys=False))
+    listed = cli("runs", "list", "--json", workspace=target)  # the CLI reads it as valid
+    assert listed.returncode == 0, listed.stderr
 
 
 def test_workspace_is_found_from_flag_then_env_then_nearest_parent(tmp_path: Path) -> None:

@@ -251,20 +251,12 @@ def init_workspace(directory: Path) -> tuple[Workspace, list[str]]:
             d.mkdir(parents=True)
             created.append(label)
     if not ws.settings_file.exists():
-        ws.settings_file.write_text(_DEFAULT_SETTINGS, encoding="utf-8")
+        from agentos.workspace.settings import defaults_yaml  # pydantic: only at init
+
+        ws.settings_file.write_text(defaults_yaml(), encoding="utf-8")
         created.append(SETTINGS_FILE)
     ws.ensure()
     return ws, created
-
-
-_DEFAULT_SETTINGS = """\
-# AgentOS workspace settings. Every key is optional; these are the defaults.
-receipts: {redact: false, sign: true}
-interview: {threshold: 0.4}
-run: {retries: 2, guardian: true}
-checks: []
-guardian: {interval: 60, stuck_after: 300, max_restarts: 1, kill_after: 900}
-"""
 
 
 _SETTINGS_NAMES = frozenset(

@@ -8,11 +8,11 @@ since it was last found valid.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from agentos.sandbox.settings import SandboxSettings
+from agentos.sandbox.settings import SandboxSettings, Size
 from agentos.shared import limits
 from agentos.shared.checks import CheckSpec
 from agentos.shared.models import StrictModel, load_yaml_model
@@ -125,3 +125,43 @@ def load_settings(path: Path) -> Settings:
     if not path.exists():
         return Settings()
     return load_yaml_model(Settings, path, limits.SETTINGS)
+
+
+_DEFAULTS_HEAD = """\
+# AgentOS workspace settings. Every key is optional: a key not set here takes its default.
+# Below, commented out, is every key with its default, generated from the settings model;
+# what each means is in docs/formats.md ("agentos.yaml: the workspace's settings").
+# Uncomment a key, and the keys it is under, to change it. The keys left commented out
+# follow the defaults of the AgentOS that reads this file.
+"""
+
+
+def defaults_yaml() -> str:
+    """agentos.yaml as ``agentos init`` writes it: every setting of :class:`Settings` with its
+    default, made from the model (so it cannot drift), commented out (so it pins nothing)."""
+    import yaml
+
+    data = _readable(Settings, Settings().model_dump(mode="json"))
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=1000)
+    return _DEFAULTS_HEAD + "".join(f"# {line}\n" for line in body.splitlines())
+
+
+def _readable(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a model's JSON dump) with its sizes written as agentos.yaml's readers
+    write them (``4G``, not 4294967296)."""
+    out = dict(data)
+    for name, info in model.model_fields.items():
+        value = out.get(name)
+        kind = info.annotation
+        if isinstance(value, dict) and isinstance(kind, type) and issubclass(kind, BaseModel):
+            out[name] = _readable(kind, value)
+        elif isinstance(value, int) and Size in (kind, *get_args(kind)):
+            out[name] = _size(value)
+    return out
+
+
+def _size(size: int) -> str | int:
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return size
