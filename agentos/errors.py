@@ -28,6 +28,7 @@ __all__ = [
     "OperationFailed",
     "RequestBlocked",
     "Tampered",
+    "TaskFailed",
     "TooLarge",
     "ValidationFailed",
     "VerifyFailed",
@@ -118,6 +119,16 @@ class RequestBlocked(OperationFailed):
     def __init__(self, message: str, questions: list[str] | None = None) -> None:
         super().__init__(message)
         self.questions = questions or []
+
+
+class TaskFailed(OperationFailed):
+    """Workflow tasks failed and no result came of them; the message names each failed task
+    and why (what its run said), ``failures`` holds ``(task id, reason)`` for each."""
+
+    def __init__(self, failures: list[tuple[int, str]], *, hint: str | None = None) -> None:
+        shown = "; ".join(f"task {task} failed: {reason}" for task, reason in failures)
+        super().__init__(shown, hint=hint)
+        self.failures = failures
 
 
 class VerifyFailed(OperationFailed):

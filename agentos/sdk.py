@@ -24,13 +24,14 @@ scheduler behind.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentos.errors import BadInput, check_request
+from agentos.errors import BadInput, TaskFailed, check_request
 from agentos.workflows.definitions import (
     LaunchParameter,
     LaunchTemplate,
@@ -39,7 +40,7 @@ from agentos.workflows.definitions import (
     WorkflowDefinition,
 )
 from agentos.workflows.similarity import DEFAULT_THRESHOLD
-from agentos.workflows.store import ExecutionStatus, TaskRecord, WorkflowStore
+from agentos.workflows.store import ExecutionStatus, TaskRecord, TaskStatus, WorkflowStore
 from agentos.workspace.layout import find_workspace
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "LaunchTemplate",
     "Phase",
     "Result",
+    "TaskFailed",
     "WorkflowConfig",
     "WorkflowDefinition",
 ]
@@ -62,6 +64,7 @@ class Result:
     detail: str  # what the checks said
     execution: str | None
     task: int | None
+    failures: tuple[tuple[int, str], ...] = ()  # (task, why) of each task that failed
 
 
 class AgentOS:
@@ -224,9 +227,11 @@ class AgentOS:
 
     def wait_for_result(self, timeout: float | None = None) -> Result:
         """The first result submitted to this SDK's executions (validated or not), or an
-        unvalidated one once they all ended without any.
+        unvalidated one once they all ended without any and none failed.
 
         Raises:
+            TaskFailed: they all ended without a result and tasks failed; the message says
+                why each failed (what its run said).
             TimeoutError: no result within ``timeout`` seconds.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -237,16 +242,30 @@ class AgentOS:
                 ended = all(
                     store.execution(e).status != ExecutionStatus.RUNNING for e in self._threads
                 )
+                failures = tuple(
+                    (t.id, t.message or "(no reason recorded)")
+                    for e in list(self._threads)
+                    for t in store.tasks(e, TaskStatus.FAILED)
+                )
             finally:
                 store.close()
             validated = [r for r in found if r.validated]
             picked = validated or found
             chosen = picked[0] if picked else None
             if validated or (ended and not any(t.is_alive() for t in self._threads.values())):
+                if chosen is None and failures:
+                    raise TaskFailed(
+                        list(failures), hint="no result was submitted; `agentos tasks show ID`"
+                    )
                 if chosen is None:
                     return Result(False, "", "no result was submitted", None, None)
                 return Result(
-                    chosen.validated, chosen.summary, chosen.detail, chosen.execution, chosen.task
+                    chosen.validated,
+                    chosen.summary,
+                    chosen.detail,
+                    chosen.execution,
+                    chosen.task,
+                    failures,
                 )
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"no result within {timeout}s")
@@ -270,10 +289,25 @@ class AgentOS:
             if thread is not None and thread.is_alive():
                 return
             scheduler = Scheduler(
-                self.ws, execution, max_concurrent=self.max_concurrent, stop=self._stop
+                self.ws,
+                execution,
+                max_concurrent=self.max_concurrent,
+                stop=self._stop,
+                on_failure=_say_failed,
             )
             thread = threading.Thread(
                 target=scheduler.run, name=f"agentos-scheduler-{execution}", daemon=True
             )
             self._threads[execution] = thread
             thread.start()
+
+
+def _say_failed(task: TaskRecord) -> None:
+    """A failed task on stderr, as it fails: a script that only checks a result still says
+    why it got none."""
+    print(
+        f"agentos: task {task.id} (phase {task.phase}) failed: {task.message} "
+        f"(`agentos tasks show {task.id}`)",
+        file=sys.stderr,
+        flush=True,
+    )

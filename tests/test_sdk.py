@@ -97,17 +97,11 @@ def test_the_readme_ci_example_works_as_written(
     ws: Any, tmp_path: Path, tmux_socket: str, verdict: str, code: int
 ) -> None:
     import os
-    import re
     import subprocess
     import sys
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    example = re.search(
-        r"<!-- sdk-ci-example -->\n```python\n(.*?)```\n<!-- /sdk-ci-example -->", readme, re.S
-    )
-    assert example is not None
     script = tmp_path / "ci_review.py"
-    script.write_text(example.group(1))
+    script.write_text(_readme_sdk_example())
     # The phase names no agent: routing picks the reviewer, as it would a real one.
     add_agent(
         ws,
@@ -165,3 +159,91 @@ def test_launch_a_registered_workflow_and_shut_down_without_waiting(
     assert time.monotonic() - started < 25  # stopped, not the 30 s nap
     assert aos.get_task(task.id).status == TaskStatus.FAILED
     assert tmux_sessions(tmux_socket) == []
+
+
+def _readme_sdk_example() -> str:
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    found = re.search(
+        r"<!-- sdk-ci-example -->\n```python\n(.*?)```\n<!-- /sdk-ci-example -->", text, re.S
+    )
+    assert found is not None
+    return found.group(1)
+
+
+@pytest.mark.process
+def test_the_sdk_example_on_a_fresh_workspace_says_why_its_task_failed_the_first_time(
+    ws: Any, tmp_path: Path, tmux_socket: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "ci_review.py"
+    script.write_text(_readme_sdk_example())
+    repo = make_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=repo,
+        env={**os.environ, "AGENTOS_HOME": str(ws.root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    reason = "no routing card matches the request"
+    assert out.returncode == 1
+    assert out.stdout == ""
+    # As the task fails, then in the exception the script did not catch.
+    said = [line for line in out.stderr.splitlines() if reason in line]
+    assert said[0].startswith("agentos: task 1 (phase 1) failed: " + reason), out.stderr
+    assert said[1].startswith("agentos.errors.TaskFailed: task 1 failed: " + reason), out.stderr
+
+
+def test_wait_for_result_raises_task_failed_naming_each_task_and_why(
+    ws: Any, repo: Path, tmux_socket: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentos.errors import TaskFailed
+
+    nobody = [Phase(id=1, name="review", description="Review the change")]
+    with AgentOS(workspace=ws.root, repo=repo, phases=nobody) as aos:
+        aos.create_task("Review PR #123", phase_id=1)
+        with pytest.raises(TaskFailed) as caught:
+            aos.wait_for_result(timeout=120)
+
+    ((task, reason),) = caught.value.failures
+    assert reason.startswith("no routing card matches the request")
+    assert reason.endswith("or name the agent of phase 1 (`agent:` in the workflow)")
+    assert str(caught.value) == (
+        f"task {task} failed: {reason} (no result was submitted; `agentos tasks show ID`)"
+    )
+    assert capsys.readouterr().err == (
+        f"agentos: task {task} (phase 1) failed: {reason} (`agentos tasks show {task}`)\n"
+    )
+
+
+def test_workflows_launch_and_executions_wait_say_why_a_task_failed_on_stderr(
+    ws: Any, cli: Any, tmp_path: Path
+) -> None:
+    import json
+
+    repo = make_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    (ws.root / "workflows").mkdir(exist_ok=True)
+    (ws.root / "workflows" / "ask.yaml").write_text(
+        "id: ask\nname: Ask\nphases: [{id: 1, name: ask, description: Answer it}]\n"
+        "launch_template: {phase_1_task_prompt: 'Ponder the meaning of {what}',"
+        " parameters: [{name: what, required: true}]}\n"
+    )
+
+    launched = cli("workflows", "launch", "ask", "--param", "what=life", "--repo", str(repo))
+    waited = cli(
+        "executions", "wait", json.loads(cli("executions", "list", "--json").stdout)[0]["id"]
+    )
+
+    reason = "no routing card matches the request"
+    assert launched.returncode == 1 and waited.returncode == 1
+    for out in (launched, waited):
+        (line,) = out.stderr.splitlines()
+        assert line.startswith(f"task 1 (phase 1) failed: {reason}"), out.stderr

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from agentos.cli._common import json_option, print_json, table, workspace
+
+if TYPE_CHECKING:
+    from agentos.workflows.store import TaskRecord
 
 
 @click.group()
@@ -173,8 +178,16 @@ def executions_wait(ctx: click.Context, execution_id: str, timeout: float | None
     finally:
         store.close()
     click.echo(f"execution {execution_id}: {execution.status}")
+    say_failed(failed)
     if failed or execution.status == ExecutionStatus.CANCELLED:
         fail(ctx, 1)
+
+
+def say_failed(failed: list[TaskRecord]) -> None:
+    """Each failed task and why, on stderr."""
+    for task in failed:
+        reason = task.message or "(no reason recorded)"
+        click.echo(f"task {task.id} (phase {task.phase}) failed: {reason}", err=True)
 
 
 @executions.command("cancel")

@@ -149,5 +149,9 @@ def launch(
         )
     else:
         click.echo(f"execution {execution}: {status}")
-    if any(t.status == TaskStatus.FAILED for t in tasks):
+    failed = [t for t in tasks if t.status == TaskStatus.FAILED]
+    if failed:
+        from agentos.cli.tasks import say_failed
+
+        say_failed(failed)
         fail(ctx, 1)

@@ -81,6 +81,7 @@ class Scheduler:
         max_concurrent: int | None = None,
         stop: threading.Event | None = None,
         on_event: Callable[[str], None] | None = None,
+        on_failure: Callable[[TaskRecord], None] | None = None,
     ) -> None:
         self.ws, self.execution_id = ws, execution_id
         self.store = WorkflowStore(ws)
@@ -90,6 +91,7 @@ class Scheduler:
         self.max_concurrent = max_concurrent or self.workflow.config.max_concurrent
         self.stop = stop or threading.Event()  # set: stop every task (stop_all, shutdown)
         self.say = on_event or (lambda _line: None)
+        self.on_failure = on_failure  # told of each task that fails, as it fails
         self._running: dict[int, Future[None]] = {}
         self._wake = threading.Event()  # a task ended: look again at once
 
@@ -138,16 +140,26 @@ class Scheduler:
         except AgentOSError as exc:
             self.store.set_task(task.id, TaskStatus.FAILED, message=str(exc), ended_at=time.time())
             self.say(f"task {task.id} failed: {exc}")
+            self._failed(task.id)
             return
         done = report.status == RunStatus.SUCCEEDED
+        message = report.message
+        if report.status == RunStatus.NO_MATCH and not (phase.agent or phase.card):
+            message += f"; or name the agent of phase {phase.id} (`agent:` in the workflow)"
         self.store.set_task(
             task.id,
             TaskStatus.DONE if done else TaskStatus.FAILED,
-            message=report.message,
+            message=message,
             ended_at=time.time(),
         )
-        self.say(f"task {task.id}: {'done' if done else 'failed'} ({report.message})")
+        self.say(f"task {task.id}: {'done' if done else 'failed'} ({message})")
+        if not done:
+            self._failed(task.id)
         self._read_outboxes(task, report, done)
+
+    def _failed(self, task_id: int) -> None:
+        if self.on_failure is not None:
+            self.on_failure(self.store.task(task_id))
 
     def _start(self, task: TaskRecord, phase: Phase, run_id: str) -> RunReport:
         from agentos.run.orchestrator import start_run
