@@ -253,7 +253,9 @@ def add_fix_it_workflow(ws: Any, tmp_path: Path) -> Path:
     workflow = {
         "id": "fix-it",
         "name": "Fix it",
-        "phases": [{"id": 1, "name": "fix", "description": "Fix it", "agent": "fixer"}],
+        "phases": [
+            {"id": 1, "name": "fix", "description": "Fix it", "agent": "fixer", "changes": True}
+        ],
         "launch_template": {
             "parameters": [
                 {"name": "bug", "label": "The bug", "type": "textarea", "required": True},

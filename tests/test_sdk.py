@@ -28,7 +28,7 @@ PHASES = [
         checks=[{"name": "report written", "file_exists": "REPORT.md"}],
         agent="finder",
     ),
-    Phase(id=2, name="fix", description="Fix it", agent="fixer"),
+    Phase(id=2, name="fix", description="Fix it", agent="fixer", changes=True),
 ]
 
 
@@ -247,3 +247,53 @@ def test_workflows_launch_and_executions_wait_say_why_a_task_failed_on_stderr(
     for out in (launched, waited):
         (line,) = out.stderr.splitlines()
         assert line.startswith(f"task 1 (phase 1) failed: {reason}"), out.stderr
+
+
+@pytest.mark.parametrize(
+    ("changes", "lands"), [(False, False), (True, True)], ids=["review-only", "changes-true"]
+)
+def test_a_review_phase_changes_nothing_in_the_target_unless_it_says_changes_true(
+    ws: Any, repo: Path, tmp_path: Path, tmux_socket: str, changes: bool, lands: bool
+) -> None:
+    from conftest import git
+
+    add_agent(
+        ws,
+        tmp_path,
+        "reviewer",
+        'printf "fine\\nverdict: approve\\n" > REVIEW.md\nagentos results submit "approved"\n',
+    )
+    review = [
+        Phase(
+            id=1,
+            name="review",
+            description="Review the change; write REVIEW.md",
+            checks=[{"name": "review written", "file_exists": "REVIEW.md"}],
+            agent="reviewer",
+            changes=changes,
+        )
+    ]
+    config = WorkflowConfig(
+        has_result=True,
+        result_checks=[
+            {"name": "approved", "file_contains": {"path": "REVIEW.md", "pattern": "approve$"}}
+        ],
+    )
+    before = git(repo, "rev-parse", "HEAD")
+
+    with AgentOS(workspace=ws.root, repo=repo, phases=review, workflow_config=config) as aos:
+        aos.create_task("Review the change on main", phase_id=1)
+        result = aos.wait_for_result(timeout=120)
+        (task,) = aos.tasks()
+
+    # Done either way, and the result checked on what the reviewer wrote.
+    assert task.status == TaskStatus.DONE
+    assert result.validated is True, result.detail
+    assert (git(repo, "rev-parse", "HEAD") != before) is lands
+    assert (repo / "REVIEW.md").exists() is lands
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "worktree", "list").count("\n") == 0  # the result's scratch tree too
+    if not lands:
+        assert task.message.startswith("phase 1 changes nothing (no `changes: true`)")
+        # The review is kept on its branch, where `runs diff` shows it.
+        assert "verdict: approve" in git(repo, "show", f"agentos/{task.run_id}/reviewer:REVIEW.md")

@@ -41,7 +41,13 @@ def two_phases(finder: str = "finder") -> WorkflowDefinition:
                     "checks": [{"name": "report written", "file_exists": "REPORT.md"}],
                     "agent": finder,
                 },
-                {"id": 2, "name": "fix", "description": "Fix it", "agent": "fixer"},
+                {
+                    "id": 2,
+                    "name": "fix",
+                    "description": "Fix it",
+                    "agent": "fixer",
+                    "changes": True,
+                },
             ],
             "launch_template": {
                 "parameters": [{"name": "bug", "required": True}],
@@ -75,7 +81,9 @@ def test_a_task_posts_a_phase_two_task_and_both_end_done(ws: Any, repo: Path) ->
     ]
     assert tasks[1].description == "Raise the upload timeout to 30s in settings.txt"
     assert (repo / "settings.txt").read_text() == "timeout=30\n"  # merged
-    assert (repo / "REPORT.md").exists()
+    # Phase 1 does not say `changes: true`: its report stays on its branch, unmerged.
+    assert not (repo / "REPORT.md").exists()
+    assert "cause" in git(repo, "show", f"agentos/{tasks[0].run_id}/finder:REPORT.md")
     assert git(repo, "status", "--porcelain") == ""
 
 

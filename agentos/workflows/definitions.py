@@ -17,6 +17,7 @@ phases:
     description: Fix the bug.
     done_definitions: [The fix is in, The tests pass]
     checks: [{name: tests pass, tests: []}]
+    changes: true                  # its work merges; a phase without it changes nothing
 config:
   has_result: true
   result_criteria: The bug is fixed and a test proves it
@@ -159,6 +160,10 @@ class Phase(StrictModel):
     checks: list[CheckSpec] = Field(default_factory=list)  # what makes done testable
     agent: str | None = None  # NAME[@VERSION] that takes this phase's tasks
     card: str | None = None  # or the card that routes them; neither: routing decides
+    # Whether its tasks may change the repository: true, their passing work merges into
+    # the target branch; false (the default), nothing of theirs lands: their work stays
+    # on its branches (`agentos runs diff RUN`) and a result is checked on it there.
+    changes: bool = False
     notes: str = ""
 
     @field_validator("agent")

@@ -40,6 +40,27 @@ def validate_result(ws: Workspace, workflow: WorkflowDefinition, repo: Path) -> 
     return result.passed, result.summary()
 
 
+def validate_result_at(
+    ws: Workspace, workflow: WorkflowDefinition, repo: Path, commit: str
+) -> tuple[bool, str]:
+    """:func:`validate_result` on ``commit`` of ``repo`` (the work of a task whose phase
+    changes nothing, kept on its branch): in a scratch worktree of that commit, removed
+    after; the repository's branches are not touched."""
+    import tempfile
+
+    from agentos.worktrees.repo import git_result, remove_worktree, repo_lock
+
+    ws.worktrees_dir.mkdir(parents=True, exist_ok=True)
+    tree = Path(tempfile.mkdtemp(prefix="result-", dir=ws.worktrees_dir)) / "tree"
+    with repo_lock(repo):
+        git_result(repo, "worktree", "add", "-q", "--detach", str(tree), commit)
+    try:
+        return validate_result(ws, workflow, tree)
+    finally:
+        remove_worktree(repo, tree)
+        tree.parent.rmdir()
+
+
 def submit_result(ws: Workspace, execution_id: str, summary: str) -> ResultRecord:
     """A result submitted from outside a run (the CLI, MCP): validated now, on the
     execution's repository as it is, and recorded."""

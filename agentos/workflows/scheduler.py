@@ -6,10 +6,14 @@ checklist and the checks that decide it; the agent may say it is done, only the 
 it ``done``. What the agent posted to its outbox (:mod:`agentos.run.outbox`) is read when its
 run ends: new tasks (deduplicated, the task as their parent) and a result.
 
+A phase changes nothing unless its definition says ``changes: true``: its tasks run as
+``agentos run --no-merge`` does, a task is done when its run is ``ready`` (every gate
+passed), its work stays on its branches, and nothing lands on the target branch.
+
 A result is validated by the workflow's ``result_checks`` on the repository as the task
-left it; a validated result with ``on_result_found: stop_all`` ends the execution: the
-tasks still to run are cancelled and the running ones stopped (their work stays on their
-branches).
+left it (for a phase that changes nothing, on the commit its agent's gate passed); a
+validated result with ``on_result_found: stop_all`` ends the execution: the tasks still to
+run are cancelled and the running ones stopped (their work stays on their branches).
 """
 
 from __future__ import annotations
@@ -142,8 +146,12 @@ class Scheduler:
             self.say(f"task {task.id} failed: {exc}")
             self._failed(task.id)
             return
-        done = report.status == RunStatus.SUCCEEDED
+        # A phase that does not say it changes the repository never merges: its tasks'
+        # passing work waits on their branches (the run is `ready`), which is their done.
+        done = report.status == (RunStatus.SUCCEEDED if phase.changes else RunStatus.READY)
         message = report.message
+        if report.status == RunStatus.READY and not phase.changes:
+            message = f"phase {phase.id} changes nothing (no `changes: true`): {message}"
         if report.status == RunStatus.NO_MATCH and not (phase.agent or phase.card):
             message += f"; or name the agent of phase {phase.id} (`agent:` in the workflow)"
         self.store.set_task(
@@ -168,6 +176,7 @@ class Scheduler:
             force=True,  # the workflow, not the interview, decided this task is wanted
             agent=self._agent(phase),
             run_id=run_id,
+            merge=phase.changes,  # a phase that does not say it may, changes nothing
             checks=[c.model_dump(mode="json", exclude_defaults=True) for c in phase.checks],
             env={EXECUTION_ENV: self.execution_id, TASK_ENV: str(task.id)},
         )
@@ -199,7 +208,9 @@ class Scheduler:
                 if entry["kind"] == "task":
                     self._posted_task(task, entry, create_task)
                 elif entry["kind"] == "result" and done:
-                    self._posted_result(task, entry)
+                    phase = self.workflow.phase(task.phase)
+                    at = None if phase.changes else agent.gated_commit
+                    self._posted_result(task, entry, at)
                 elif entry["kind"] == "memory" and isinstance(entry.get("text"), str):
                     from agentos.workflows.memory import save_memory
 
@@ -228,11 +239,16 @@ class Scheduler:
             return
         self.say(f"task {task.id} added task {made.id} ({made.status})")
 
-    def _posted_result(self, task: TaskRecord, entry: dict[str, Any]) -> None:
-        from agentos.workflows.results import validate_result
+    def _posted_result(self, task: TaskRecord, entry: dict[str, Any], at: str | None) -> None:
+        """A result, checked on the repository as the task left it: the target branch, or
+        for a phase that changes nothing, ``at``, the commit its agent's gate passed."""
+        from agentos.workflows.results import validate_result, validate_result_at
 
         summary = str(entry.get("summary", ""))[:DESCRIPTION_MAX]
-        validated, detail = validate_result(self.ws, self.workflow, self.repo)
+        if at is None:
+            validated, detail = validate_result(self.ws, self.workflow, self.repo)
+        else:
+            validated, detail = validate_result_at(self.ws, self.workflow, self.repo, at)
         self.store.record_result(self.execution_id, task.id, summary, validated, detail)
         self.say(f"task {task.id} submitted a result: {'validated' if validated else detail}")
         if validated and self.workflow.config.on_result_found == "stop_all":
