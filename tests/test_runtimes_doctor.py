@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 from fake_ollama import FakeOllama
 from test_runtimes_frameworks import hiding
+
+from agentos.workspace.layout import Workspace
 
 MODEL = "qwen2.5-coder:7b"
 
@@ -56,6 +60,8 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Pa
         ("keyctl", "tool", True, ""),
         # the bundled ollama/langchain/crewai examples all use this model
         (f"model {MODEL}", "model", True, ""),
+        # ruff-fixer's check runs ruff: found beside AgentOS's interpreter, as a run finds it
+        ("program ruff", "program", True, ""),
     ]
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["ollama server"]["detail"] == f"{fake.host}: {MODEL}, llama3.2:latest"
@@ -119,3 +125,93 @@ def test_doctor_runs_from_any_directory(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["checks"][0]["name"] == "tmux"
+
+
+def python_without_ruff(tmp_path: Path) -> Path:
+    """An interpreter with AgentOS and its dependencies but no ruff beside it, as in a
+    virtual environment AgentOS was installed into without ruff (a run's checks look for
+    their programs on PATH and beside AgentOS's interpreter): a venv that shares this
+    one's packages."""
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    (site,) = venv.glob("lib/python*/site-packages")
+    shared = sysconfig.get_paths()["purelib"]
+    (site / "shared.pth").write_text(f"import site; site.addsitedir({shared!r})\n")
+    assert not (venv / "bin" / "ruff").exists()
+    return venv / "bin" / "python"
+
+
+def test_doctor_names_a_program_a_check_runs_that_is_missing_and_is_not_ready(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """The bundled ruff-fixer's check runs `ruff`: with no ruff on PATH or beside AgentOS,
+    a run of it stops before any agent starts, so doctor names ruff with its fix and does
+    not say ready (exit 1), in text and in JSON; with ruff on PATH it is ready again. A
+    program the workspace's own checks run is needed by every agent."""
+    python = python_without_ruff(tmp_path)
+    path = f"{no_clis_path(tmp_path).split(':')[0]}:{python.parent}"
+
+    def doctor(*args: str, path: str = path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), "-m", "agentos", "--workspace", str(ws.root), "doctor", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PATH": path},
+            timeout=120,
+        )
+
+    text = doctor()
+    assert text.returncode == 1, text.stdout + text.stderr
+    lines = text.stdout.splitlines()
+    missing = (
+        "`ruff` is not on PATH, and check 'lint clean' of ruff-fixer@1.0.0 runs it: a run "
+        "with that check stops before any agent starts"
+    )
+    fix = "pip install ruff  (or remove the agent: agentos hub remove ruff-fixer@1.0.0)"
+    assert f"program: {missing}; fix: {fix}" in lines
+    assert "ready to run agents" not in text.stdout
+    assert lines[-1] == "not ready: install what the required tools' fixes name"
+
+    out = doctor("--json")
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert doc["ready"] is False
+    assert checks["program ruff"] == {
+        "name": "program ruff",
+        "kind": "program",
+        "ready": False,
+        "detail": missing,
+        "fix": fix,
+        "required": True,
+    }
+    agents = {a["name"]: a for a in doc["agents"]}
+    assert agents["ruff-fixer"] == {
+        "name": "ruff-fixer",
+        "version": "1.0.0",
+        "ready": False,
+        "needs": ["program ruff"],
+    }
+    assert agents["test-runner"]["ready"] is True
+
+    ruff_dir = tmp_path / "ruff-bin"
+    ruff_dir.mkdir()
+    (ruff_dir / "ruff").symlink_to(Path(sys.executable).parent / "ruff")
+    ready = doctor(path=f"{path}:{ruff_dir}")
+    assert ready.returncode == 0, ready.stdout + ready.stderr
+    assert ready.stdout.splitlines()[-1] == "ready to run agents"
+
+    ws.settings_file.write_text(
+        "run: {guardian: false}\nchecks: [{name: house style, run: no-such-linter --all}]\n"
+    )
+    doc = json.loads(doctor("--json", path=f"{path}:{ruff_dir}").stdout)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert (doc["ready"], checks["program no-such-linter"]["fix"]) == (
+        False,
+        "install no-such-linter on PATH  (or change the check in agentos.yaml)",
+    )
+    assert {a["name"] for a in doc["agents"] if "program no-such-linter" in a["needs"]} == {
+        a["name"] for a in doc["agents"]
+    }

@@ -29,15 +29,17 @@ def _workspace(ctx: click.Context) -> Workspace | None:
 @click.pass_context
 def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
     """Check tmux, git, the Ollama server (OLLAMA_HOST), each runtime (its CLI or Python
-    extra), the Ollama models of the workspace's active packages and, for each active
-    package of an installed agent CLI (Claude Code, Gemini CLI, Codex), whether its model
-    API takes its key; print the command that fixes each missing one. With --repo, also
-    check the repository's tests: its interpreter exists, its test program is installed,
-    its suite collects.
+    extra), the Ollama models of the workspace's active packages, for each active package
+    of an installed agent CLI (Claude Code, Gemini CLI, Codex) whether its model API takes
+    its key, and the programs the checks of the workspace, its active packages and its
+    cards run (ruff for ruff-fixer); print the command that fixes each missing one, and
+    which agents cannot run yet. With --repo, also check the repository's tests: its
+    interpreter exists, its test program is installed, its suite collects.
 
-    Exit code 1 when tmux or git is missing (no run can start) or, with --repo, when the
-    repository's tests cannot run (one line per problem, naming the fix); a missing runtime
-    only matters to the packages that use it."""
+    Exit code 1 when tmux, git or a program a check runs is missing (a run stops before
+    any agent starts) or, with --repo, when the repository's tests cannot run (one line
+    per problem, naming the fix); a missing runtime or key only matters to the packages
+    that use it."""
     from agentos.run.doctor import diagnose
 
     top = None
@@ -62,6 +64,13 @@ def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
         settings = [c.detail for c in result.checks if c.kind == "workspace" and not c.ready]
         for problem in settings:
             console.print(f"settings: {escape(problem)}")
+        for c in result.checks:
+            if c.kind == "program" and not c.ready:
+                console.print(f"program: {c.detail}; fix: {c.fix}", markup=False)
+        waiting = [a for a in result.agents if not a.ready]
+        if waiting and result.ready:
+            names = ", ".join(f"{a.name} ({', '.join(a.needs)})" for a in waiting)
+            console.print(f"agents that cannot run until their fixes above: {names}", markup=False)
         if result.ready:
             console.print("ready to run agents")
         elif settings:

@@ -65,21 +65,28 @@ _SHELL_WORDS = frozenset(
 )
 
 
+def check_program(check: CheckSpec) -> str | None:
+    """The program a shell check runs, when it can be judged before it runs: a bare name
+    (``ruff`` of ``ruff check .``); None for a path (``./run.sh``: it may be the work's
+    own), a shell word or builtin, a compound command, or a check that is not ``run``."""
+    if check.run is None:
+        return None
+    try:
+        program = shlex.split(check.run)[0]
+    except (ValueError, IndexError):
+        return None
+    if not _PROGRAM.fullmatch(program) or program in _SHELL_WORDS:
+        return None
+    return program
+
+
 def missing_programs(checks: Sequence[CheckSpec], env: Mapping[str, str]) -> list[str]:
-    """The shell checks whose program is not installed: one line each, naming the check,
-    the program and the fix. Only bare program names are judged (``ruff check .``); a
-    path (``./run.sh``) may be the work's own, and a compound command is left to run."""
+    """The shell checks whose program (:func:`check_program`) is not installed: one line
+    each, naming the check, the program and the fix."""
     problems = []
     for check in checks:
-        if check.run is None:
-            continue
-        try:
-            program = shlex.split(check.run)[0]
-        except (ValueError, IndexError):
-            continue
-        if not _PROGRAM.fullmatch(program) or program in _SHELL_WORDS:
-            continue
-        if shutil.which(program, path=env.get("PATH")) is None:
+        program = check_program(check)
+        if program is not None and shutil.which(program, path=env.get("PATH")) is None:
             problems.append(
                 f"`{program}` (check {check.name!r}) is not installed or not on PATH: "
                 "install it, or change the check"

@@ -3,7 +3,11 @@
 Nothing here imports a framework: extras are looked up by the import system, CLIs on
 PATH, the Ollama server with one short HTTP request. tmux and git are required for any
 run; every runtime is optional. When a workspace is given, the Ollama models its active
-packages name are checked too.
+packages name are checked too, the keys of its CLI agents, and the programs its checks
+run (the workspace's, the active packages' and the cards'), found as a run finds them
+(:func:`agentos.gate.environment.missing_programs`): a run whose checks name a program that
+is not there stops at once, so each such program is required. Each active package is then
+ready or not, by what it needs (:class:`AgentReadiness`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agentos.errors import AgentOSError
+from agentos.gate.environment import check_env, check_program, gate_environment
 from agentos.runtimes import get_runtime
 from agentos.runtimes.cli_agent import CliAgent
 from agentos.runtimes.frameworks import (
@@ -38,7 +43,7 @@ _DISTRIBUTIONS = {"ollama": "ollama", "langchain": "langchain", "crewai": "crewa
 @dataclass(frozen=True)
 class Check:
     name: str
-    kind: str  # "tool", "server", "runtime", "model", "key", "repo" or "workspace"
+    kind: str  # "tool", "server", "runtime", "model", "key", "program", "repo" or "workspace"
     ready: bool
     detail: str
     fix: str = ""
@@ -49,16 +54,46 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Diagnosis:
-    checks: list[Check] = field(default_factory=list)
+class AgentReadiness:
+    """Whether one active package can run here: ``needs`` names the checks (of
+    :attr:`Diagnosis.checks`) it depends on that are not ready: its runtime, its key, its
+    model, the programs its checks and the workspace's run."""
+
+    name: str
+    version: str
+    needs: list[str]
 
     @property
     def ready(self) -> bool:
-        """Whether runs can start at all (the required tools are there)."""
+        return not self.needs
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "ready": self.ready,
+            "needs": self.needs,
+        }
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    checks: list[Check] = field(default_factory=list)
+    agents: list[AgentReadiness] = field(default_factory=list)  # with a workspace
+
+    @property
+    def ready(self) -> bool:
+        """Whether runs can start (the required tools are there, and the programs the
+        checks run); a missing runtime or key only stops the packages that use it
+        (:attr:`agents`)."""
         return all(c.ready for c in self.checks if c.required)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ready": self.ready, "checks": [c.as_dict() for c in self.checks]}
+        return {
+            "ready": self.ready,
+            "checks": [c.as_dict() for c in self.checks],
+            "agents": [a.as_dict() for a in self.agents],
+        }
 
 
 def _version(argv: list[str]) -> str:
@@ -215,6 +250,104 @@ def _keys(ws: Workspace) -> list[Check]:
     return checks
 
 
+# How to install a program checks commonly run; any other: install it, or change the check.
+_PROGRAM_FIXES = {
+    name: f"pip install {name}"
+    for name in ("ruff", "pytest", "mypy", "black", "flake8", "pylint", "tox", "nox", "uv")
+}
+
+
+@dataclass(frozen=True)
+class _Use:
+    """A check that runs a program, and whose it is."""
+
+    check: str  # the check's name
+    owner: str  # "agentos.yaml", a package's NAME@VERSION, or "card ID"
+    package: str | None  # the package whose runs it is part of; None: every run
+
+
+def _check_uses(ws: Workspace) -> tuple[dict[str, list[_Use]], list[Check]]:
+    """Every program the workspace's checks, its active packages' and its cards' run, with
+    who runs it; and a check for a card set that does not load (routing stops on it)."""
+    from agentos.hub.store import Hub
+    from agentos.routing.cards import load_cards
+
+    uses: dict[str, list[_Use]] = {}
+
+    def add(checks: list[Any], owner: str, package: str | None) -> None:
+        for check in checks:
+            program = check_program(check)
+            if program is not None:
+                uses.setdefault(program, []).append(_Use(check.name, owner, package))
+
+    add(ws.settings.checks, ws.settings_file.name, None)
+    for info, manifest in Hub(ws.hub_dir).active():
+        add(manifest.checks, f"{manifest.name}@{info.version}", manifest.name)
+    problems = []
+    try:
+        cards = load_cards(ws.cards_dir).cards
+    except AgentOSError as exc:
+        problems.append(
+            Check("cards", "workspace", False, str(exc), "agentos cards lint", required=True)
+        )
+        cards = ()
+    for card in cards:
+        add(card.checks, f"card {card.id}", card.agent)
+    return uses, problems
+
+
+def _program_checks(uses: dict[str, list[_Use]], env: Mapping[str, str]) -> list[Check]:
+    """One required check per program the checks run: found where a run's checks look for
+    it (the PATH, then AgentOS's own interpreter's directory), or the fix."""
+    out = []
+    for program, users in sorted(uses.items()):
+        path = shutil.which(program, path=env.get("PATH"))
+        runs = "; ".join(f"check {u.check!r} of {u.owner}" for u in users)
+        if path is not None:
+            out.append(Check(f"program {program}", "program", True, f"{path}: {runs}", "", True))
+            continue
+        fix = _PROGRAM_FIXES.get(program, f"install {program} on PATH")
+        owners = sorted({u.owner for u in users if u.package is not None and "@" in u.owner})
+        if owners:
+            fix += f"  (or remove the agent: agentos hub remove {owners[0]})"
+        elif any(u.package is None for u in users):
+            fix += f"  (or change the check in {users[0].owner})"
+        out.append(
+            Check(
+                f"program {program}",
+                "program",
+                False,
+                f"`{program}` is not on PATH, and {runs} runs it: a run with that check "
+                "stops before any agent starts",
+                fix,
+                required=True,
+            )
+        )
+    return out
+
+
+def _agents(
+    ws: Workspace, checks: list[Check], uses: dict[str, list[_Use]]
+) -> list[AgentReadiness]:
+    """Each active package, and the checks it needs that are not ready."""
+    from agentos.hub.store import Hub
+
+    failing = {c.name for c in checks if not c.ready}
+    out = []
+    for info, manifest in Hub(ws.hub_dir).active():
+        wanted = [manifest.runtime, f"key {manifest.name}"]
+        if manifest.model is not None:
+            wanted.append(f"model {manifest.model}")
+        wanted += [
+            f"program {program}"
+            for program, users in sorted(uses.items())
+            if any(u.package in (None, manifest.name) for u in users)
+        ]
+        needs = [name for name in wanted if name in failing]
+        out.append(AgentReadiness(manifest.name, info.version, needs))
+    return out
+
+
 def repo_checks(ws: Workspace | None, repo: Path) -> list[Check]:
     """Whether ``repo``'s tests can run: its interpreter exists, its test program is there,
     its suite collects. One check per problem, whose detail names the fix."""
@@ -234,8 +367,9 @@ def diagnose(
     environ: Mapping[str, str] | None = None,
     repo: Path | None = None,
 ) -> Diagnosis:
-    """Check tmux, git, the Ollama server, every runtime, (with ``ws``) its models and the
-    keys of its CLI agents, and (with ``repo``) whether that repository's tests can run."""
+    """Check tmux, git, the Ollama server, every runtime, (with ``ws``) its models, the
+    keys of its CLI agents and the programs its checks run, and (with ``repo``) whether
+    that repository's tests can run; with ``ws``, whether each active package can run."""
     environ = os.environ if environ is None else environ
     server = _server(environ)
     bash = shutil.which("bash")
@@ -254,6 +388,7 @@ def diagnose(
         *(_cli(name) for name in ("claude-code", "gemini-cli", "codex")),
         *(_framework(name, server) for name in ("ollama", "langchain", "crewai")),
     ]
+    uses: dict[str, list[_Use]] | None = None  # the programs the checks run, by program
     if ws is not None:
         settings = _settings_check(ws)
         checks.append(settings)
@@ -262,6 +397,23 @@ def diagnose(
             checks.append(_keyring_check())
             checks += _models(ws, server)
             checks += _keys(ws)
+            uses, problems = _check_uses(ws)
+            checks += problems
+            checks += _program_checks(uses, _check_environment(ws, environ, repo))
     if repo is not None:
         checks += repo_checks(ws, repo)
-    return Diagnosis(checks)
+    agents = [] if ws is None or uses is None else _agents(ws, checks, uses)
+    return Diagnosis(checks, agents)
+
+
+def _check_environment(
+    ws: Workspace, environ: Mapping[str, str], repo: Path | None
+) -> dict[str, str]:
+    """The environment a run's checks would have: :func:`check_env` of this PATH, and with
+    ``repo`` the repository's own (its interpreter first)."""
+    base = {"PATH": environ.get("PATH", os.defpath)}
+    if repo is None:
+        return check_env(base)
+    from agentos.gate.repo import repo_profile
+
+    return gate_environment(repo_profile(ws, repo), repo, base)
