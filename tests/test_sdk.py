@@ -164,7 +164,7 @@ def test_launch_a_registered_workflow_and_shut_down_without_waiting(
 def _readme_sdk_example() -> str:
     import re
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "workflows.md").read_text()
     found = re.search(
         r"<!-- sdk-ci-example -->\n```python\n(.*?)```\n<!-- /sdk-ci-example -->", text, re.S
     )
