@@ -12,7 +12,7 @@ from pathlib import Path
 from agentos.hub.lock import LockedPackage, LockedVersion
 from agentos.hub.manifest import load_manifest
 from agentos.hub.store import Hub, content_digest
-from agentos.shared.models import version_key
+from agentos.shared.versions import version_key
 
 ROOT = Path(__file__).resolve().parent.parent / "hub"
 BUNDLED_TIME = "2026-11-22T00:00:00Z"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -45,11 +46,25 @@ def ws(tmp_path: Path) -> Workspace:
 CliRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 # Two tiers. Most of the CLI's behaviour (output, exit codes, --json) is tested in-process,
-# through the CLI's own main(argv), as a user's shell would see it but without a new Python
-# each time. A test that needs a real process (what importing costs, signals, an exec, the
-# interpreter's own settings) says so with @pytest.mark.process and gets `python -m agentos`.
-_PROCESS_ONLY_ENV = ("PYTHON",)  # PYTHONPROFILEIMPORTTIME, PYTHONPATH...: read at start only
+# through the CLI's own entry point (agentos.cli.entry, as `agentos ARGS` runs it), as a
+# user's shell would see it but without a new Python each time. A test that needs a real
+# process (what importing costs, the interpreter's settings, an exec, output a child writes
+# to the process's own stdout) says so with @pytest.mark.process and gets `python -m agentos`;
+# an in-process run that does what only a real process would show fails, naming the marker.
+_PROCESS_ONLY_ENV = ("PYTHON", "TZ", "LANG", "LC_")  # read when Python starts
 _PROCESS_ONLY_COMMANDS = ("attach",)  # replaces the process with tmux
+_MARK = "mark the test @pytest.mark.process"
+
+
+def _command(args: tuple[str, ...]) -> str | None:
+    """The command of ``agentos ARGS``: the first argument that is not an option (or the
+    value of --workspace)."""
+    rest = list(args)
+    while rest and rest[0].startswith("-"):
+        option = rest.pop(0)
+        if option in ("--workspace", "-w") and rest:
+            rest.pop(0)
+    return rest[0] if rest else None
 
 
 def _needs_process(args: tuple[str, ...], env: dict[str, str] | None) -> str | None:
@@ -60,48 +75,115 @@ def _needs_process(args: tuple[str, ...], env: dict[str, str] | None) -> str | N
     )
     if changed:
         return f"env {changed}"
-    if any(arg in _PROCESS_ONLY_COMMANDS for arg in args[:1]):
-        return f"`agentos {args[0]}`"
+    command = _command(args)
+    if command in _PROCESS_ONLY_COMMANDS:
+        return f"`agentos {command}`"
     return None
 
 
+class _Timeout(BaseException):
+    """The in-process run took longer than its timeout (a subprocess would have been killed)."""
+
+
+def _catchable_signals() -> list[signal.Signals]:
+    return [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)]
+
+
 def run_in_process(
-    argv: list[str], *, input: str | None, env: dict[str, str] | None, cwd: Path | None
+    argv: list[str],
+    *,
+    input: str | None,
+    env: dict[str, str] | None,
+    cwd: Path | None,
+    timeout: float,
 ) -> subprocess.CompletedProcess[str]:
-    """``agentos argv`` through :func:`agentos.cli._main.main`, in this process: stdin,
-    stdout, stderr, the environment and the working directory as a subprocess would have
-    them, restored after; an exception that escapes main is a traceback on stderr and exit
-    code 1, as Python would make it."""
+    """``agentos argv`` through :func:`agentos.cli.entry`, in this process: stdin, stdout,
+    stderr, the environment and the working directory as a subprocess would have them,
+    restored after; an exception that escapes is a traceback on stderr and exit code 1, as
+    Python would make it; past ``timeout`` it is :class:`subprocess.TimeoutExpired`.
+
+    What a real process would show and this one would hide fails the test, naming the
+    marker: output written to file descriptors 1 and 2 (a child's, or os.write), a signal
+    handler left installed, the environment changed, a thread left running that would keep
+    a real process from exiting."""
+    import tempfile
+    import threading
     import traceback
 
     from click.testing import CliRunner as ClickRunner
 
-    from agentos.cli._main import main
+    from agentos.cli import entry
 
     here = os.getcwd()
     root = logging.getLogger()
+    handlers = {s: signal.getsignal(s) for s in _catchable_signals()}
+    environ = dict(os.environ)
+    threads = set(threading.enumerate())
+    raw = [tempfile.TemporaryFile() for _ in (1, 2)]  # noqa: SIM115 (closed once read)
+    saved = [os.dup(fd) for fd in (1, 2)]
+
+    def expire(_signum: int, _frame: object) -> None:
+        raise _Timeout
+
     with ClickRunner().isolation(input=input, env=env) as (out, err, _):
         # A new process prints warnings it logs to stderr (Python's last-resort handler);
         # here pytest's own handlers would take them.
         printed = logging.StreamHandler(sys.stderr)
         printed.setLevel(logging.WARNING)
         root.addHandler(printed)
+        for fd, to in zip((1, 2), raw, strict=True):
+            os.dup2(to.fileno(), fd)
+        previous_alarm = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        timed_out = False
         try:
             if cwd is not None:
                 os.chdir(cwd)
-            code = main(argv)
+            code = entry(argv)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except _Timeout:
+            timed_out = True
+            code = 1
         except Exception:
             traceback.print_exc()
             code = 1
         finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_alarm)
+            for fd, keep in zip((1, 2), saved, strict=True):
+                os.dup2(keep, fd)
+                os.close(keep)
             root.removeHandler(printed)
             os.chdir(here)
             sys.stdout.flush()
             sys.stderr.flush()
         stdout = out.getvalue().decode("utf-8", "replace")
         stderr = err.getvalue().decode("utf-8", "replace")
+    if timed_out:
+        raise subprocess.TimeoutExpired(["agentos", *argv], timeout, stdout, stderr)
+    problems = []
+    for name, file in zip(("stdout", "stderr"), raw, strict=True):
+        file.seek(0)
+        written = file.read()
+        file.close()
+        if written:
+            problems.append(f"wrote {written[:200]!r} to the process's own {name}")
+    for sig, handler in handlers.items():
+        if signal.getsignal(sig) != handler:
+            signal.signal(sig, handler)
+            problems.append(f"left a handler for {sig.name}")
+    if dict(os.environ) != environ:
+        changed = sorted(set(os.environ.items()) ^ set(environ.items()))
+        os.environ.clear()
+        os.environ.update(environ)
+        problems.append(f"changed the environment: {changed[:5]}")
+    for thread in set(threading.enumerate()) - threads:
+        thread.join(timeout=5)
+        if thread.is_alive() and not thread.daemon:
+            problems.append(f"left thread {thread.name!r} running (a process would not exit)")
+    if problems:
+        pytest.fail(f"`agentos {' '.join(argv)}` " + "; ".join(problems) + f": {_MARK}")
     return subprocess.CompletedProcess(["agentos", *argv], code, stdout, stderr)
 
 
@@ -124,8 +206,8 @@ def cli(ws: Workspace, request: pytest.FixtureRequest) -> CliRunner:
         if in_process:
             needs = _needs_process(args, env)
             if needs is not None:
-                pytest.fail(f"{needs} needs a real process: mark the test @pytest.mark.process")
-            return run_in_process([*prefix, *args], input=input, env=env, cwd=cwd)
+                pytest.fail(f"{needs} needs a real process: {_MARK}")
+            return run_in_process([*prefix, *args], input=input, env=env, cwd=cwd, timeout=timeout)
         return subprocess.run(
             [sys.executable, "-m", "agentos", *prefix, *args],
             input=input,

@@ -37,20 +37,27 @@ def stored_help(args: list[str]) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def run() -> None:
-    args = sys.argv[1:]
+def entry(args: list[str]) -> int:
+    """``agentos ARGS``: the version and stored help answered here, the rest by click."""
     if args == ["--version"]:
         from agentos import __version__
 
         sys.stdout.write(f"agentos, version {__version__}\n")
-        sys.exit(0)
+        return 0
     text = stored_help(args)
     if text is not None:
-        sys.stdout.write(text)
-        sys.exit(0)
+        try:
+            sys.stdout.write(text)  # encoded whole before anything is written
+            return 0
+        except UnicodeEncodeError:  # a terminal that cannot show it: click substitutes
+            pass
     from agentos.cli._main import main
 
-    sys.exit(main())
+    return main(args)
+
+
+def run() -> None:
+    sys.exit(entry(sys.argv[1:]))
 
 
 def __getattr__(name: str) -> Any:  # cli, main, COMMANDS: loaded when asked for

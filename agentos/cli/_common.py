@@ -23,6 +23,11 @@ class _LazyConsole:
         self._options = options
         self._console: Console | None = None
 
+    def reset(self) -> None:
+        """Forget the console: the next print makes one for the terminal as it is now (each
+        invocation of the CLI starts with a fresh one, as a new process would)."""
+        self._console = None
+
     def __getattr__(self, name: str) -> Any:
         if self._console is None:
             from rich.console import Console

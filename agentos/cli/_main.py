@@ -84,6 +84,10 @@ def cli(ctx: click.Context, workspace: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from agentos.cli._common import console, err_console
+
+    for shown in (console, err_console):  # a console for the terminal as it is now
+        shown.reset()  # type: ignore[attr-defined]
     try:
         # Without standalone mode, click returns the code given to ctx.exit().
         code = cli.main(args=argv, prog_name="agentos", standalone_mode=False)

@@ -4,6 +4,7 @@ eval suite; ``agentos evolve promote`` makes a generation a new hub version."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from typing import TYPE_CHECKING
 
@@ -113,13 +114,15 @@ def resume(ctx: click.Context, evo_id: str, detach: bool, as_json: bool) -> None
 def _drive(ctx: click.Context, evo: object, as_json: bool) -> None:
     from agentos.evolve.archive import Evolution
     from agentos.evolve.control import summary
-    from agentos.evolve.loop import Evolver, install_signal_handlers
+    from agentos.evolve.loop import Evolver
+    from agentos.shared.signals import handling
 
     assert isinstance(evo, Evolution)
     cancel = threading.Event()
-    install_signal_handlers(cancel)
     say = None if as_json else (lambda line: console.print(line, markup=False))
-    reason = Evolver(evo, cancel=cancel, say=say).run()
+    # SIGTERM and SIGINT stop the evolution cleanly, for as long as it runs here.
+    with handling(lambda _s, _f: cancel.set(), signal.SIGTERM, signal.SIGINT):
+        reason = Evolver(evo, cancel=cancel, say=say).run()
     if as_json:
         print_json(summary(evo))
     else:

@@ -257,24 +257,3 @@ def init_workspace(directory: Path) -> tuple[Workspace, list[str]]:
         created.append(SETTINGS_FILE)
     ws.ensure()
     return ws, created
-
-
-_SETTINGS_NAMES = frozenset(
-    {
-        "Axis",
-        "GuardianSettings",
-        "InterviewSettings",
-        "ReceiptSettings",
-        "RepoSettings",
-        "RunSettings",
-        "Settings",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:  # the settings models, where they were first defined
-    if name not in _SETTINGS_NAMES:  # e.g. __path__, asked by every `from ... import`
-        raise AttributeError(f"module 'agentos.workspace.layout' has no attribute {name!r}")
-    from agentos.workspace import settings
-
-    return getattr(settings, name)
