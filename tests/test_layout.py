@@ -48,6 +48,29 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
+def _assigns_face(node: ast.AST) -> bool:
+    """``FACE = {...}`` or ``FACE: dict[str, str] = {...}`` (agentos.shared.faces)."""
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == "FACE" for t in node.targets)
+    return isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "FACE"
+
+
+_BY_NAME = ("import_module", "find_spec", "__import__")
+
+
+def _imports_by_name(node: ast.Call) -> bool:
+    """``importlib.import_module("agentos.x")`` and its kin, with the name written out."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return (
+        name in _BY_NAME
+        and bool(node.args)
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+        and node.args[0].value.split(".")[0] == "agentos"
+    )
+
+
 def imported(module: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, int]]:
     """Every module ``module`` imports, with the line: at the top and inside functions alike
     (a circle is not broken by moving an import into a function), the names of a lazy public
@@ -80,14 +103,15 @@ def imported(module: str, path: Path, modules: dict[str, Path]) -> Iterator[tupl
             for alias in node.names:
                 full = f"{base}.{alias.name}"
                 yield (full if full in modules else base), node.lineno
-        elif isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "FACE" for t in node.targets
-        ):
-            assert isinstance(node.value, ast.Dict), f"{path}: FACE is a dict literal"
-            for value in node.value.values:
-                assert isinstance(value, ast.Constant), f"{path}: FACE names modules literally"
-                yield str(value.value), node.lineno
+        elif _assigns_face(node):
+            value = node.value  # type: ignore[attr-defined]
+            assert isinstance(value, ast.Dict), f"{path}: FACE is a dict literal"
+            for module in value.values:
+                assert isinstance(module, ast.Constant), f"{path}: FACE names modules literally"
+                yield str(module.value), node.lineno
         else:
+            if isinstance(node, ast.Call) and _imports_by_name(node):
+                yield node.args[0].value, node.lineno  # type: ignore[attr-defined]
             yield from walk(node)
 
     for name, line in walk(tree):
@@ -165,6 +189,17 @@ def unit(module: str) -> str:
     return "agentos" if len(parts) == 1 else f"agentos.{parts[1]}"
 
 
+def against(graph: dict[str, dict[str, int]], order: list[str]) -> list[str]:
+    """Every import of a part by a part below it in ``order`` (bottom first)."""
+    rank = {part: i for i, part in enumerate(order)}
+    return [
+        f"{module}:{line} imports {target} (layer order: {unit(module)} is below {unit(target)})"
+        for module, targets in sorted(graph.items())
+        for target, line in sorted(targets.items())
+        if rank[unit(target)] > rank[unit(module)]
+    ]
+
+
 def test_the_import_graph_has_no_circles() -> None:
     found = cycles(import_graph())
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
@@ -179,13 +214,8 @@ def test_imports_point_down_the_layers_that_docs_architecture_states() -> None:
         f"docs/architecture.md's layers miss {sorted(units - set(rank))} "
         f"or name what does not exist {sorted(set(rank) - units)}"
     )
-    against = [
-        f"{module}:{line} imports {target} (layer order: {unit(module)} is below {unit(target)})"
-        for module, targets in sorted(graph.items())
-        for target, line in sorted(targets.items())
-        if rank[unit(target)] > rank[unit(module)]
-    ]
-    assert not against, "\n".join(against)
+    found = against(graph, order)
+    assert not found, "\n".join(found)
 
 
 def test_a_circle_or_an_import_up_the_layers_is_found(tmp_path: Path) -> None:
@@ -201,18 +231,43 @@ def test_a_circle_or_an_import_up_the_layers_is_found(tmp_path: Path) -> None:
         "from agentos.low import a\n"
     )
     (root / "high.py").write_text("import agentos.low.b\n")
+    (root / "mid").mkdir()
+    (root / "mid" / "__init__.py").write_text("FACE: dict[str, str] = {'Y': 'agentos.mid.x'}\n")
+    (root / "mid" / "x.py").write_text("from . import y\n")
+    (root / "mid" / "y.py").write_text(
+        "import importlib\n\ndef g():\n    return importlib.import_module('agentos.mid.z')\n"
+    )
+    (root / "mid" / "z.py").write_text("from agentos.mid import x\nfrom agentos import high\n")
     modules = {
         "agentos": root / "__init__.py",
         "agentos.low": root / "low" / "__init__.py",
         "agentos.low.a": root / "low" / "a.py",
         "agentos.low.b": root / "low" / "b.py",
         "agentos.high": root / "high.py",
+        "agentos.mid": root / "mid" / "__init__.py",
+        "agentos.mid.x": root / "mid" / "x.py",
+        "agentos.mid.y": root / "mid" / "y.py",
+        "agentos.mid.z": root / "mid" / "z.py",
     }
     graph = {m: dict(imported(m, p, modules)) for m, p in modules.items()}
     assert graph["agentos.low"] == {"agentos.low.a": 1}
     assert graph["agentos.low.b"] == {"agentos.low.a": 4}  # not agentos.high: TYPE_CHECKING
     assert graph["agentos.high"] == {"agentos.low.b": 1, "agentos.low": 1}
-    assert cycles(graph) == [["agentos.low.a", "agentos.low.b"]]
+    assert graph["agentos.mid"] == {"agentos.mid.x": 1}  # an annotated face
+    assert graph["agentos.mid.x"] == {"agentos.mid.y": 1}  # a relative import
+    assert graph["agentos.mid.y"] == {"agentos.mid.z": 4}  # a module imported by its name
+    assert sorted(cycles(graph)) == [  # a circle of three, through a function's import
+        ["agentos.low.a", "agentos.low.b"],
+        ["agentos.mid.x", "agentos.mid.y", "agentos.mid.z"],
+    ]
+    order = ["agentos", "agentos.low", "agentos.mid", "agentos.high"]
+    assert against(graph, order) == [
+        "agentos.mid.z:2 imports agentos.high (layer order: agentos.mid is below agentos.high)"
+    ]
+    assert against(graph, ["agentos", "agentos.high", "agentos.low", "agentos.mid"]) == [
+        "agentos.high:1 imports agentos.low (layer order: agentos.high is below agentos.low)",
+        "agentos.high:1 imports agentos.low.b (layer order: agentos.high is below agentos.low)",
+    ]
 
 
 def test_agentos_has_one_folder_per_concept_and_few_modules_beside_them() -> None:

@@ -25,8 +25,6 @@ LLM may only propose a rewrite (:func:`with_rewrite`).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -215,13 +213,14 @@ def interview_in(ws: Workspace, request: str, *, rewrite: bool = True) -> Interv
 def knowledge_candidates(ws: Workspace, k: int = 8) -> Callable[[str], list[str]] | None:
     """A ``candidates`` function over the workspace's knowledge store: the paths of the
     top ``k`` hits for the request. None when there is no knowledge store."""
-    if importlib.util.find_spec("agentos.knowledge.store") is None or not ws.knowledge_db.is_file():
+    if not ws.knowledge_db.is_file():
         return None
 
     def candidates(request: str) -> list[str]:
-        knowledge = importlib.import_module("agentos.knowledge.store")  # built apart, loaded late
+        from agentos.knowledge.store import open_store  # apsw and FTS5: only when asked
+
         try:
-            with knowledge.open_store(ws) as store:
+            with open_store(ws) as store:
                 hits = store.search(request, k)
         except AgentOSError as exc:
             log.warning("no candidates from the knowledge store: %s", exc)
