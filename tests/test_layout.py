@@ -299,6 +299,18 @@ def test_every_lazy_face_lists_its_names_and_serves_them() -> None:
         assert sorted(face) == sorted(module.__all__), init
         for name, where in face.items():
             assert getattr(module, name) is getattr(importlib.import_module(where), name)
+        assert set(face) <= set(dir(module)), init
+        # What a type checker reads (the TYPE_CHECKING imports) is the face, name for name.
+        typed = {
+            alias.name: node.module
+            for block in ast.parse(init.read_text()).body
+            if isinstance(block, ast.If) and _is_type_checking(block)
+            for node in block.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+            if node.module and node.module.startswith(module.__name__ + ".")
+        }
+        assert typed == dict(face), init
 
 
 def test_the_wheel_installs_no_top_level_name_but_agentos() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 HELP_FILE = Path(__file__).with_name("help.json")
 _HELP_FLAGS = ("--help", "-h")
@@ -60,9 +60,15 @@ def run() -> None:
     sys.exit(entry(sys.argv[1:]))
 
 
-def __getattr__(name: str) -> Any:  # cli, main, COMMANDS: loaded when asked for
-    if name not in ("cli", "main", "COMMANDS"):  # e.g. __path__: never import click for it
-        raise AttributeError(f"module 'agentos.cli' has no attribute {name!r}")
-    from agentos.cli import _main
+if TYPE_CHECKING:
+    from agentos.cli._main import COMMANDS as COMMANDS
+    from agentos.cli._main import cli as cli
+    from agentos.cli._main import main as main
+else:
 
-    return getattr(_main, name)
+    def __getattr__(name: str) -> Any:  # cli, main, COMMANDS: loaded when asked for
+        if name not in ("cli", "main", "COMMANDS"):  # e.g. __path__: never import click for it
+            raise AttributeError(f"module 'agentos.cli' has no attribute {name!r}")
+        from agentos.cli import _main
+
+        return getattr(_main, name)

@@ -54,4 +54,5 @@ __all__ = [
     "repo_profile",
     "run_gate",
 ]
-__getattr__ = lazy(__name__, FACE)
+if not TYPE_CHECKING:  # a type checker reads the imports above instead
+    __getattr__, __dir__ = lazy(__name__, FACE)

@@ -34,4 +34,5 @@ __all__ = [
     "load_manifest",
     "parse_ref",
 ]
-__getattr__ = lazy(__name__, FACE)
+if not TYPE_CHECKING:  # a type checker reads the imports above instead
+    __getattr__, __dir__ = lazy(__name__, FACE)

@@ -29,4 +29,5 @@ __all__ = [
     "KnowledgeStore",
     "open_store",
 ]
-__getattr__ = lazy(__name__, FACE)
+if not TYPE_CHECKING:  # a type checker reads the imports above instead
+    __getattr__, __dir__ = lazy(__name__, FACE)

@@ -47,4 +47,5 @@ __all__ = [
     "start_run",
     "status",
 ]
-__getattr__ = lazy(__name__, FACE)
+if not TYPE_CHECKING:  # a type checker reads the imports above instead
+    __getattr__, __dir__ = lazy(__name__, FACE)
