@@ -55,6 +55,35 @@ class AgentOSError(Exception):
         self.field = field
         self.hint = hint
 
+    def with_context(
+        self,
+        *,
+        message: str | None = None,
+        file: str | Path | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> AgentOSError:
+        """This error, of the same class and with what else it carries (problems, questions,
+        failures), told where it happened: each part given replaces this one's."""
+        import copy
+
+        told = copy.copy(self)
+        if message is not None:
+            told.message = message
+        if file is not None:
+            told.file = str(file)
+        if field is not None:
+            told.field = field
+        if hint is not None:
+            told.hint = hint
+        told.args = (told.message,)
+        return told
+
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled (a process pool, Ray) as its class, its attributes and all, whatever the
+        class's own constructor takes."""
+        return (_rebuilt, (type(self), self.__dict__))
+
     def __str__(self) -> str:
         """``file: field: message (hint)``, one line, the parts there are."""
         parts = [p for p in (self.file, self.field) if p]
@@ -156,6 +185,13 @@ class Tampered(VerifyFailed):
             problems,
             hint="changed since it was installed; `agentos hub verify` checks the whole hub",
         )
+
+
+def _rebuilt(cls: type[AgentOSError], state: dict[str, object]) -> AgentOSError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, state.get("message", ""))
+    error.__dict__.update(state)
+    return error
 
 
 REQUEST_MAX_BYTES = 65536  # a request travels as one command-line argument (at most 128 KiB)

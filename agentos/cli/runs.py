@@ -403,7 +403,7 @@ def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
     try:
         status = cancel_run(ws, run_id, wait=wait_s)
     except BadInput as exc:
-        raise type(exc)(exc.message, field="ID", hint=exc.hint) from None
+        raise exc.with_context(field="ID") from None
     if as_json:
         print_json({"run": run_id, "status": status})
     else:

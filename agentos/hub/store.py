@@ -431,9 +431,7 @@ def _named_after_source(stage: Path, source: str) -> Iterator[None]:
     except AgentOSError as exc:
         if exc.file is None or not Path(exc.file).is_relative_to(stage):
             raise
-        raise type(exc)(
-            exc.message, file=where(exc.file), field=exc.field, hint=exc.hint
-        ) from None
+        raise exc.with_context(file=where(exc.file)) from None
     except shutil.Error as exc:  # copying a directory: (source, copy, why) for each file
         problems = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
         why = str(problems[0][2]) if problems else str(exc)

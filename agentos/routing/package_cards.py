@@ -56,7 +56,7 @@ def shipped_cards(package_dir: Path, ref: str) -> list[tuple[Path, Card]]:
         try:
             card = load_card(path)
         except AgentOSError as exc:
-            raise type(exc)(exc.message, file=where, field=exc.field, hint=exc.hint) from None
+            raise exc.with_context(file=where) from None
         if card.agent != name:
             raise BadInput(
                 f"routes to {card.agent!r}: a package's cards route to the package itself "

@@ -436,7 +436,7 @@ def _chosen(
     try:
         resolved = resolve(name, f"=={version}" if version else None)
     except NotFound as exc:
-        raise NotFound(exc.message, field=where) from None
+        raise exc.with_context(field=where) from None
     selected = Selected(f"({decided_by})", name, resolved, 0, [], 0, "default")
     return Decision(ROUTE, [selected], rejected, [], index.revision, hub_revision, decided_by)
 

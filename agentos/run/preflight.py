@@ -41,4 +41,4 @@ def check_agent(ws: Workspace, ref: str | None) -> None:
         try:
             Hub(ws.hub_dir).get(ref)
         except BadInput as exc:
-            raise type(exc)(exc.message, field="--agent", hint=exc.hint) from None
+            raise exc.with_context(field="--agent") from None

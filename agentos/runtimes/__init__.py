@@ -49,17 +49,18 @@ def get_runtime(name: str) -> Runtime:
 
 
 def ready_package(
-    hub: Hub, ref: str, field: str, hint: str = ""
+    hub: Hub, ref: str, field: str, where: str = ""
 ) -> tuple[InstalledVersion, Manifest]:
     """The installed package ``ref``, intact (its files match hub.lock) and able to start
-    here (its runtime's preflight); else one line naming ``field`` (``hint`` added to "not
-    installed", e.g. where the reference is set)."""
+    here (its runtime's preflight); else one line naming ``field`` (and ``where`` the
+    reference is set, as a hint, when it is not installed)."""
     from agentos.errors import BadInput
 
     try:
         info, manifest = hub.get(ref)
     except BadInput as exc:
-        raise type(exc)(exc.message + hint, field=field, hint=exc.hint) from None
+        hint = "; ".join(h for h in (exc.hint, where) if h) or None
+        raise exc.with_context(field=field, hint=hint) from None
     hub.check_intact(info.name, info.version)
     get_runtime(manifest.runtime).preflight(manifest, info.path)
     return info, manifest

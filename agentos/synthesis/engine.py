@@ -422,7 +422,7 @@ class _Builder:
 
 
 def _step_agent(hub: Hub, ref: str, field: str) -> tuple[Manifest, Path]:
-    info, manifest = ready_package(hub, ref, field, hint=f" (set {field} in agentos.yaml)")
+    info, manifest = ready_package(hub, ref, field, where=f"set {field} in agentos.yaml")
     return manifest, info.path
 
 

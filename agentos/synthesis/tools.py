@@ -61,7 +61,7 @@ def get_tool(ws: Workspace, ref: str) -> Tool:
     try:
         info, manifest = hub.get(ref)
     except BadInput as exc:
-        raise type(exc)(exc.message, field="NAME", hint=exc.hint) from None
+        raise exc.with_context(field="NAME") from None
     if not is_tool_package(info.path):
         raise BadInput(f"{manifest.ref} is not a tool package (no spec.json)", field="NAME")
     hub.check_intact(info.name, info.version)

@@ -241,7 +241,9 @@ def check_references(ws: Any, workflow: WorkflowDefinition, path: Path) -> None:
             try:
                 hub.get(phase.agent)
             except AgentOSError as exc:
-                raise ValidationFailed(exc.message, file=path, field=f"phases[{i}].agent") from None
+                raise ValidationFailed(
+                    exc.message, file=path, field=f"phases[{i}].agent", hint=exc.hint
+                ) from None
         if phase.card:
             if cards is None:
                 cards = {c.id for c in load_cards(ws.cards_dir).cards}

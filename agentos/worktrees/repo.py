@@ -45,7 +45,10 @@ def open_repo(path: Path) -> git.Repo:
         repo = git.Repo(path, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise BadInput(
-            "not a git repository (run `git init` and commit first)", file=path, field="--repo"
+            "not a git repository",
+            file=path,
+            field="--repo",
+            hint="run `git init` and commit first",
         ) from None
     if not repo.head.is_valid():
         raise BadInput("the repository has no commit yet", file=path, field="--repo")
