@@ -214,7 +214,7 @@ def update_architecture(doc: Path) -> bool:
 # --- agentos/cli/help.json: every command's --help, for the fast path ------------------------
 
 
-def click_help(path: list[str]) -> str:
+def click_help(path: list[str], flag: str = "--help") -> str:
     """What ``agentos PATH... --help`` prints through click (its own rendering, in this
     process), on a terminal at least 80 columns wide (click then wraps at 78)."""
     from click.testing import CliRunner
@@ -222,7 +222,7 @@ def click_help(path: list[str]) -> str:
     from agentos.cli._main import main
 
     with CliRunner().isolation(env={"COLUMNS": "80"}) as (out, _err, _):
-        main([*path, "--help"])
+        main([*path, flag])
         return out.getvalue().decode("utf-8")
 
 

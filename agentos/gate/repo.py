@@ -45,7 +45,7 @@ REPO_FILE = ".agentos.yaml"
 DEFAULT_TIMEOUT = 900.0  # seconds for the test check when nothing sets one
 COLLECT_TIMEOUT = 300.0  # at most this long for check_profile's collection
 SITE_DIR = Path(__file__).resolve().parent / "site"
-SITE_MAP_VARIABLE = "AGENTOS_SITE_MAP"  # read by _site/sitecustomize.py
+SITE_MAP_VARIABLE = "AGENTOS_SITE_MAP"  # read by site/sitecustomize.py
 
 _RUNNERS_TAKING_ARGS = ("pytest", "tox", "nox")
 

@@ -6,7 +6,8 @@ unless the policy allows the network: then only loopback works inside) and the s
 of the file system (:mod:`agentos.sandbox.view`: an empty root, the system read-only, the
 policy's paths and nothing else). Everything the process starts lives in its pid namespace
 and dies with it. Neither gets the caller's environment: the process is started with an
-empty one and gets the policy's variables only (see :meth:`agentos.sandbox.Sandbox.env`).
+empty one and gets the policy's variables only
+(:attr:`agentos.sandbox.policy.Policy.extra_env`).
 """
 
 from __future__ import annotations

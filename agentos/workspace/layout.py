@@ -127,6 +127,8 @@ _SCHEMA_SOURCES = (
     "shared/checks.py",
     "shared/models.py",
     "sandbox/settings.py",
+    "shared/limits.py",
+    "shared/patterns.py",
 )
 
 
