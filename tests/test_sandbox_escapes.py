@@ -564,3 +564,190 @@ def test_the_proxy_lets_a_wildcard_through_to_subdomains_only(
     assert answers == {host: through if ok else refused for host, ok in WILDCARD}
     assert egress.denied == [f"{host.lower()}:{port}" for host, ok in WILDCARD if not ok]
     assert len(got) == sum(ok for _, ok in WILDCARD)  # nothing refused reached the server
+
+
+# --- the allow-list's entries, ports and plain HTTP (found by mutation testing: docs/mutation.md)
+
+HOST_ENTRIES = [
+    ("API.Example.com", ("api.example.com", None)),
+    (" api.example.com:8443 ", ("api.example.com", 8443)),
+    ("h:1", ("h", 1)),
+    ("h:65535", ("h", 65535)),
+    ("[::1]:443", ("::1", 443)),
+    ("[::1]", ("::1", None)),
+    ("*.example.com", ("*.example.com", None)),
+    ("*.example.com:443", ("*.example.com", 443)),
+]
+BAD_HOST_ENTRIES = [
+    ("https://api.example.com", "is not a host or host:port"),
+    ("user@api.example.com", "is not a host or host:port"),
+    ("api.example.com/v1", "is not a host or host:port"),
+    ("h:0", "^'h:0': '0' is not a port$"),
+    ("h:65536", "'65536' is not a port"),
+    ("h:http", "'http' is not a port"),
+    ("[::1]:0", r"^'\[::1\]:0': '0' is not a port$"),
+    ("[::1]]", "is not a host or host:port$"),
+    ("[::1]443", "is not a host or host:port$"),
+    ("*.", "is not a host or host:port"),
+    (".example.com", "is not a host or host:port"),
+    ("*.*.example.com", "is not a host or host:port"),
+    (":443", "is not a host or host:port"),
+]
+
+
+@pytest.mark.parametrize(("entry", "parsed"), HOST_ENTRIES, ids=[e for e, _ in HOST_ENTRIES])
+def test_an_allowed_host_is_a_lowercase_name_and_an_optional_port(
+    entry: str, parsed: tuple[str, int | None]
+) -> None:
+    from agentos.sandbox.egress import parse_host
+
+    assert parse_host(entry) == parsed
+
+
+@pytest.mark.parametrize(("entry", "why"), BAD_HOST_ENTRIES, ids=[e for e, _ in BAD_HOST_ENTRIES])
+def test_an_entry_that_is_not_a_host_is_refused_saying_why(entry: str, why: str) -> None:
+    from agentos.sandbox.egress import parse_host
+
+    with pytest.raises(ValueError, match=why):
+        parse_host(entry)
+
+
+URL_HOSTS = [
+    ("https://api.anthropic.com/v1", "api.anthropic.com:443"),
+    ("HTTPS://API.anthropic.com", "api.anthropic.com:443"),
+    ("http://localhost", "localhost:80"),
+    ("http://localhost:11434/api", "localhost:11434"),
+    ("https://[::1]:9/", "[::1]:9"),
+    ("https://[::1]/", "[::1]:443"),
+    ("not a url", None),
+    ("http://localhost:99999/", None),
+]
+
+
+@pytest.mark.parametrize(("url", "host"), URL_HOSTS, ids=[u for u, _ in URL_HOSTS])
+def test_a_urls_host_is_its_name_and_the_port_its_scheme_implies(
+    url: str, host: str | None
+) -> None:
+    from agentos.sandbox.egress import host_of_url
+
+    assert host_of_url(url) == host
+
+
+def test_an_entry_with_a_port_admits_that_port_only(tmp_path: Path) -> None:
+    from agentos.sandbox.egress import Egress
+
+    allowed = ["api.example.com:443", "[::1]:8080", "*.example.org:443", "any.example.net"]
+    asked = [
+        ("api.example.com", 443, True),
+        ("api.example.com", 80, False),
+        ("[::1]", 8080, True),
+        ("::1", 8080, True),
+        ("::1", 8081, False),
+        ("a.example.org", 443, True),
+        ("a.example.org", 22, False),
+        ("ANY.example.net", 22, True),
+        ("other.example.net", 22, False),
+    ]
+    egress = Egress(tmp_path / "egress.sock", allowed)
+    try:
+        admitted = [(host, port, egress.permits(host, port)) for host, port, _ in asked]
+    finally:
+        egress.close()
+    assert admitted == asked
+
+
+def _ask(sock: Path, request: bytes, *, then: bytes = b"", want: int = 0) -> bytes:
+    """Send ``request`` through the proxy at ``sock`` (then ``then``) and read its answer
+    until it closes, or until ``want`` bytes came."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(10)
+        conn.connect(str(sock))
+        conn.sendall(request)
+        if then:
+            conn.sendall(then)
+        got = b""
+        while (not want or len(got) < want) and (data := conn.recv(65536)):
+            got += data
+        return got
+
+
+def test_plain_http_goes_through_as_a_request_for_the_path_and_a_relative_one_is_refused(
+    tmp_path: Path, echo_server: tuple[int, list[str]]
+) -> None:
+    """The echo server sends back what the proxy sent it: the request in origin form."""
+    from agentos.sandbox.egress import Egress
+
+    port, got = echo_server
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [f"127.0.0.1:{port}"])
+    request = f"GET http://127.0.0.1:{port}/a/b?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    bare = f"GET http://127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode()
+    try:
+        through = _ask(sock, request, want=len(request) - len(f"http://127.0.0.1:{port}"))
+        root = _ask(sock, bare, want=len(b"GET / HTTP/1.1\r\n\r\n"))
+        relative = _ask(sock, b"GET /a HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        tls = _ask(sock, f"GET https://127.0.0.1:{port}/ HTTP/1.1\r\n\r\n".encode())
+        default_port = _ask(sock, b"GET http://127.0.0.1/ HTTP/1.1\r\n\r\n")
+    finally:
+        egress.close()
+    assert through == b"GET /a/b?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    assert root == b"GET / HTTP/1.1\r\n\r\n"
+    body = b"AgentOS: /a: only absolute http:// URLs are by this agent's sandbox.network\n"
+    assert relative == (
+        b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n"
+        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+    assert tls.startswith(b"HTTP/1.1 403 Forbidden\r\n")
+    assert default_port.startswith(b"HTTP/1.1 403 Forbidden\r\n")
+    assert egress.denied == ["/a", f"https://127.0.0.1:{port}/", "127.0.0.1:80"]
+    assert len(got) == 2
+
+
+def test_bytes_sent_with_a_connect_reach_the_host_and_a_denial_is_remembered_once(
+    tmp_path: Path, echo_server: tuple[int, list[str]]
+) -> None:
+    from agentos.sandbox.egress import Egress
+
+    port, _ = echo_server
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [f"127.0.0.1:{port}"])
+    established = b"HTTP/1.1 200 Connection established\r\n\r\n"
+    try:
+        eager = _ask(
+            sock,
+            f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nhello".encode(),
+            want=len(established) + 5,
+        )
+        later = _ask(
+            sock,
+            f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode(),
+            then=b"a\r\n\r\nb",
+            want=len(established) + 6,
+        )
+        for _ in range(2):
+            _ask(sock, b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")
+        no_port = _ask(sock, b"CONNECT 127.0.0.1 HTTP/1.1\r\n\r\n")
+    finally:
+        egress.close()
+    assert eager == established + b"hello"
+    assert later == established + b"a\r\n\r\nb"
+    assert no_port == b""  # not a CONNECT target: closed without an answer
+    assert egress.denied == ["127.0.0.1:1"]
+
+
+def test_an_allowed_host_that_does_not_answer_is_a_bad_gateway(tmp_path: Path) -> None:
+    from agentos.sandbox.egress import Egress
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [f"127.0.0.1:{port}"])
+    try:
+        answer = _ask(sock, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+    finally:
+        egress.close()
+    assert answer.startswith(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
+    assert b"refused" in answer.lower()
+    assert egress.denied == []
