@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, AnyStr, Generic
 
 import pytest
 import yaml
@@ -228,6 +230,12 @@ def agent_started(ws: Workspace, agent: str) -> bool:
     return any(ws.logs_dir.glob(f"*/{agent}.log"))
 
 
+def agent_wrote(ws: Workspace, agent: str, name: str, text: str) -> bool:
+    """Whether ``agent`` has written ``text`` to ``name`` in its worktree (in any run):
+    what a test waits on before it stops a run whose work must be kept."""
+    return any(p.read_text() == text for p in ws.worktrees_dir.glob(f"*/{agent}/{name}"))
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
     """Poll ``predicate`` every 50 ms until it returns something true, and return that;
     fail the test after ``timeout`` s. Every test that waits for something uses this."""
@@ -239,6 +247,61 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout}s")
         time.sleep(0.05)
+
+
+class Lines(Generic[AnyStr]):
+    """The lines a process writes to a pipe, read by a thread of their own, so that a test
+    waits for the next one with a real timeout (``pipe.readline()`` blocks past any timeout:
+    a process that says nothing would hang the test)."""
+
+    def __init__(self, pipe: IO[AnyStr] | None) -> None:
+        assert pipe is not None, "the process was started without a pipe"
+        self._lines: queue.Queue[AnyStr | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._reader.start()
+
+    def _read(self, pipe: IO[AnyStr]) -> None:
+        try:
+            for line in pipe:
+                self._lines.put(line)
+        except ValueError:  # the pipe was closed under the reader (the test ended)
+            pass
+        finally:
+            self._lines.put(None)
+
+    def poll(self, timeout: float) -> AnyStr | None:
+        """The next line, or None when none comes within ``timeout`` s; fails the test when
+        the pipe has ended."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if line is None:
+            self._lines.put(None)  # stays at the end for the next caller
+            raise AssertionError("the process closed its output")
+        return line
+
+    def next(self, timeout: float = 30, what: str = "a line") -> AnyStr:
+        """The next line; fails the test when none comes within ``timeout`` s or the pipe
+        ends first."""
+        line = self.poll(timeout)
+        if line is None:
+            raise AssertionError(f"{what}: nothing written within {timeout}s")
+        return line
+
+    def until(
+        self, predicate: Callable[[AnyStr], object], timeout: float = 30, what: str = "a line"
+    ) -> list[AnyStr]:
+        """Every line up to and including the first for which ``predicate`` is true; fails
+        the test when there is none within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        seen: list[AnyStr] = []
+        while not seen or not predicate(seen[-1]):
+            line = self.poll(max(deadline - time.monotonic(), 0))
+            if line is None:
+                raise AssertionError(f"{what}: not written within {timeout}s; got {seen!r}")
+            seen.append(line)
+        return seen
 
 
 def processes_named(marker: str) -> list[int]:

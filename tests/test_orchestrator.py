@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from conftest import (
     worktrees,
 )
 
-from agentos.orchestrator import start_run
+from agentos.orchestrator import RunReport, start_run
 from agentos.receipts import read_receipt
 from agentos.runs import RunStore
 from agentos.workspace import Workspace
@@ -39,25 +40,53 @@ def repo(tmp_path: Path) -> Path:
 def test_two_agents_run_in_parallel_and_their_work_is_merged(
     ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
+    # Each waits, once started, until the test lets it go: the test lets them go only when
+    # both wait at once, so one at a time never gets there.
     for name in ("alpha", "beta"):
         add_agent(
             ws,
             tmp_path,
             name,
-            f"date +%s.%N > {name}.start\nsleep 1\necho {name} > {name}.txt\n"
-            f"date +%s.%N > {name}.end\n",
+            f"touch {name}.waiting\nuntil [ -e go ]; do sleep 0.05; done\n"
+            f"rm go {name}.waiting\necho {name} > {name}.txt\n",
             checks=[{"name": f"{name} wrote its file", "file_exists": f"{name}.txt"}],
         )
+    reports: list[RunReport] = []
+    running = threading.Thread(
+        target=lambda: reports.append(
+            start_run(ws, "alpha-task and beta-task please", repo, force=True)
+        )
+    )
+    running.start()
 
-    report = start_run(ws, "alpha-task and beta-task please", repo, force=True)
+    def waiting(name: str) -> Path | None:
+        found = list(ws.worktrees_dir.glob(f"*/{name}/{name}.waiting"))
+        return found[0].parent if found else None
+
+    def release_all() -> bool:
+        for name in ("alpha", "beta"):
+            if (worktree := waiting(name)) and not (worktree / "go").exists():
+                (worktree / "go").touch()
+        return not running.is_alive()
+
+    def both_waiting() -> list[Path] | None:
+        found = [waiting("alpha"), waiting("beta")]
+        return [w for w in found if w] if all(found) else None
+
+    try:
+        both = wait_until(both_waiting, timeout=60, what="alpha and beta waiting at once")
+        for worktree in both:
+            (worktree / "go").touch()
+        running.join()
+    finally:
+        if running.is_alive():  # the test failed: let the run end
+            wait_until(release_all, timeout=240, what="the run to end")
+    (report,) = reports
 
     assert report.status == "succeeded", report.message
     assert sorted(a.agent for a in report.agents) == ["alpha", "beta"]
     assert (repo / "alpha.txt").read_text() == "alpha\n"
     assert (repo / "beta.txt").read_text() == "beta\n"
-    start_a, end_a = (float((repo / f"alpha.{x}").read_text()) for x in ("start", "end"))
-    start_b, end_b = (float((repo / f"beta.{x}").read_text()) for x in ("start", "end"))
-    assert start_b < end_a and start_a < end_b, "the two agents did not overlap"
     assert git(repo, "status", "--porcelain") == ""
     assert "AGENTOS_CONTEXT.md" not in git(repo, "ls-files")
     # Nothing is left behind: no session, no extra worktree, no agent branch.
