@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, AnyStr, Generic
+from typing import IO, Any, AnyStr, Generic, NoReturn
 
 import pytest
 import yaml
@@ -29,6 +29,30 @@ os.environ.setdefault("GIT_COMMITTER_NAME", "AgentOS Test")
 os.environ.setdefault("GIT_COMMITTER_EMAIL", "test@agentos.invalid")
 os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 os.environ.pop("AGENTOS_HOME", None)
+
+# Set by .ci/run: what scripts/test installs (bubblewrap, tmux, the npm CLIs, chromium) is
+# there, so a test that would skip for want of it fails instead.
+CI = bool(os.environ.get("AGENTOS_CI"))
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test for want of a tool scripts/test installs, or of a sandbox that works
+    here; under CI (``AGENTOS_CI``) fail it: there such a test never goes unrun."""
+    if CI:
+        pytest.fail(f"{reason} (AGENTOS_CI is set: this fails instead of skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
+def requires(available: bool, reason: str) -> pytest.MarkDecorator:
+    """Mark a test that needs what ``reason`` names: without it, :func:`missing`."""
+    return pytest.mark.requires(available=available, reason=reason)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("requires"):
+        if not mark.kwargs["available"]:
+            missing(mark.kwargs["reason"])
 
 
 @pytest.fixture
@@ -122,8 +146,11 @@ def tree_listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-needs_tmux = pytest.mark.skipif(
-    shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)"
+needs_bwrap = requires(
+    shutil.which("bwrap") is not None, "bubblewrap is not installed (scripts/setup installs it)"
+)
+needs_tmux = requires(
+    shutil.which("tmux") is not None, "tmux is not installed (scripts/setup installs it)"
 )
 
 
@@ -288,6 +315,21 @@ class Lines(Generic[AnyStr]):
         if line is None:
             raise AssertionError(f"{what}: nothing written within {timeout}s")
         return line
+
+    def rest(self, timeout: float = 60, what: str = "the end of the output") -> list[AnyStr]:
+        """Every line left, up to the end of the pipe (the process closed its output);
+        fails the test when it has not ended within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        seen: list[AnyStr] = []
+        while True:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                raise AssertionError(f"{what}: not within {timeout}s; got {seen!r}") from None
+            if line is None:
+                self._lines.put(None)
+                return seen
+            seen.append(line)
 
     def until(
         self, predicate: Callable[[AnyStr], object], timeout: float = 30, what: str = "a line"

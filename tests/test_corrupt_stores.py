@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CliRunner, add_agent, make_repo, needs_tmux
+from conftest import CliRunner, Lines, add_agent, make_repo, needs_tmux
 
 from agentos import state
 from agentos._db_errors import inode, set_aside
@@ -119,14 +119,15 @@ def hold() -> Iterator[Callable[..., subprocess.Popen[str]]]:
             text=True,
         )
         holders.append(proc)
-        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+        assert Lines(proc.stdout).next(timeout=60, what="the holder") == "held\n"
         return proc
 
     yield start
     for proc in holders:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=10)
+        with proc:  # closes its pipes
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait(timeout=10)
 
 
 # --- state.db -----------------------------------------------------------------------------

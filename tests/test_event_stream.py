@@ -54,23 +54,24 @@ def test_events_follow_prints_a_new_event_as_it_is_written(ws: Any) -> None:
         stdout=subprocess.PIPE,
         text=True,
     )
-    try:
-        lines = Lines(follower.stdout)
-        shown: list[str] = []
+    lines = Lines(follower.stdout)
+    shown: list[str] = []
 
-        def following() -> bool:  # it starts at the end: it is up once it prints a new event
-            store.record_event("test", "note", "are you there?", run="r0")
-            line = lines.poll(timeout=0.5)
-            shown.extend([line] if line else [])
-            return bool(shown)
+    def following() -> bool:  # it starts at the end: it is up once it prints a new event
+        store.record_event("test", "note", "are you there?", run="r0")
+        line = lines.poll(timeout=0.5)
+        shown.extend([line] if line else [])
+        return bool(shown)
 
-        wait_until(following, timeout=60, what="the follower printing an event")
-        store.record_event("test", "note", "written while it follows", run="r1")
-        shown += lines.until(lambda line: " r1 note: " in line, what="the new event")
-    finally:
-        follower.terminate()
-        follower.wait(timeout=10)
-        store.close()
+    with follower:  # closes its pipe
+        try:
+            wait_until(following, timeout=60, what="the follower printing an event")
+            store.record_event("test", "note", "written while it follows", run="r1")
+            shown += lines.until(lambda line: " r1 note: " in line, what="the new event")
+        finally:
+            follower.terminate()
+            follower.wait(timeout=10)
+            store.close()
     assert "r1 note: written while it follows" in shown[-1]
     assert all("r0 note: are you there?" in line for line in shown[:-1]), shown
 

@@ -181,7 +181,8 @@ def test_concurrent_installs_leave_a_consistent_lock(ws: Workspace, tmp_path: Pa
         for src in sources
     ]
     for proc in procs:
-        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+        _, err = proc.communicate(timeout=120)  # reads and closes its pipe
+        assert proc.returncode == 0, err
     lock = _lock(ws)["packages"]
     for i in range(6):
         assert f"1.{i}.0" in lock[f"agent-{i % 3}"]["versions"]

@@ -333,7 +333,7 @@ def test_kill_9_of_the_orchestrator_then_gc_leaves_nothing_orphaned(
     wait_until(lambda: tmux_sessions(tmux_socket) != [])
 
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+    proc.communicate(timeout=10)  # (and closes its pipes)
     assert tmux_sessions(tmux_socket) != []  # the crash left the session behind
 
     result = cli("gc", "--json")

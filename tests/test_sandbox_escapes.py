@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from _escape_probes import PROBES
-from conftest import wait_until
+from conftest import Lines, wait_until
 
 from agentos.errors import MissingTool
 from agentos.sandbox import Group, Sandbox, SandboxSettings, choose, policy
@@ -238,7 +238,7 @@ class Lab:
             stdout=subprocess.PIPE,
         )
         self.procs.append(holder)
-        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        assert Lines(holder.stdout).next(timeout=60, what="the holder") == b"ready\n"
         user_key = f"agentos-escape-user-key-{self.id}"
         subprocess.run(self.probe_argv(user, "key", "add", user_key, self.secret), check=True)
         tmux = f"agentos-escape-{self.id}-{user}"
@@ -306,7 +306,7 @@ class Lab:
             start_new_session=True,
         )
         self.procs.append(agent)
-        assert agent.stdout is not None and agent.stdout.readline() == b"ready\n"
+        assert Lines(agent.stdout).next(timeout=60, what="the other agent") == b"ready\n"
         (agent_pid,) = probes_holding(agent_marker)
         group = Group(pol.limits)
         for d in group.dirs:  # delegated to the user: the user could write it, unconfined
