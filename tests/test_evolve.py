@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_until, write_package
+from conftest import missing, wait_until, write_package
 
 from agentos.evolve.selection import Candidate, select_parent, weights
 from agentos.hub import Hub
@@ -271,7 +271,7 @@ def test_kill_9_mid_generation_then_resume_makes_it_again_under_the_same_number(
     from agentos.sandbox import choose
 
     if not choose(ws.settings.sandbox).confined:
-        pytest.skip("a killed evolve's meta agent dies with it only in a sandbox")
+        missing("no sandbox works here: a killed evolve's meta agent dies with it only in one")
     install(ws, tmp_path, "sleepy", FIXER.replace("$SLOW_GENERATION", "2"))
     out = cli(
         "evolve", "start", "toy", "--suite", str(toy), "--meta", "sleepy", "--generations",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from conftest import (
     add_agent,
     git,
     make_repo,
+    needs_bwrap,
     needs_tmux,
     processes_named,
     wait_until,
@@ -33,7 +33,7 @@ pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 BACKENDS = [
     pytest.param(
         "bwrap",
-        marks=pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is missing"),
+        marks=needs_bwrap,
     ),
     "none",
 ]

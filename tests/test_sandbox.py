@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import sys
 import uuid
@@ -19,6 +18,7 @@ from conftest import (
     add_agent,
     git,
     make_repo,
+    needs_bwrap,
     needs_tmux,
     processes_named,
     tree_listing,
@@ -27,9 +27,6 @@ from conftest import (
 from agentos.receipts import list_receipts, read_receipt
 from agentos.workspace import Workspace
 
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup does it)"
-)
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
 HOSTILE = r"""
