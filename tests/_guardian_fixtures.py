@@ -14,10 +14,10 @@ import apsw
 import yaml
 from conftest import write_package
 
-from agentos._launch import AgentFiles, prepare
-from agentos._run_files import RunFiles
+from agentos._launch import prepare
+from agentos._run_files import AgentFiles, RunFiles
 from agentos.hub import Hub
-from agentos.runs import RunStore, new_run_id
+from agentos.runs import RunStatus, RunStore, new_run_id
 from agentos.runtimes import AgentTask
 from agentos.sessions import Sessions, session_name
 from agentos.workspace import Workspace
@@ -86,7 +86,7 @@ def launch(
     store = RunStore(ws)
     try:
         with contextlib.suppress(apsw.ConstraintError):  # a second agent of the same run
-            store.create(run_id, "a test", tmp_path, status="running")
+            store.create(run_id, "a test", tmp_path, status=RunStatus.RUNNING)
             store.update(run_id, started_at=time.time())
         store.add_agent(
             run_id,
@@ -114,6 +114,6 @@ def interventions(ws: Workspace, run_id: str | None = None) -> list[tuple[str, s
         if run_id:
             sql += " WHERE run_id = ?"
             args = (run_id,)
-        return [tuple(r) for r in store.con.execute(sql + " ORDER BY id", args)]  # type: ignore[misc]
+        return [tuple(r) for r in store.con.execute(sql + " ORDER BY id", args)]
     finally:
         store.close()

@@ -234,8 +234,8 @@ def add_agent(
     name: str,
     script: str,
     *,
-    card: dict | None = None,
-    **fields: object,
+    card: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> None:
     """Install a shell agent running ``script`` and a card routing ``name-task`` to it."""
     src = write_package(tmp_path / "src" / name, name=name, files={"run.sh": script}, **fields)

@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -97,7 +98,7 @@ def _connect(files: AgentFiles) -> socket.socket:
     return sock
 
 
-def _lines(sock: socket.socket, count: int) -> list[dict]:
+def _lines(sock: socket.socket, count: int) -> list[dict[str, Any]]:
     data = b""
     while data.count(b"\n") < count:
         chunk = sock.recv(65536)

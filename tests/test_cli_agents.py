@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import (
@@ -98,7 +99,7 @@ def left_running(ws: Workspace) -> list[str]:
     return found
 
 
-def assert_clean_end(ws: Workspace, repo: Path, tmux_socket: str, report: dict) -> None:
+def assert_clean_end(ws: Workspace, repo: Path, tmux_socket: str, report: dict[str, Any]) -> None:
     """Merged, receipts intact, nothing left: no session, worktree, branch or process."""
     assert report["status"] == "succeeded", report.get("message")
     assert (repo / "src" / "greeting.py").read_text() == RIGHT
@@ -321,7 +322,8 @@ def with_tools(ws: Workspace, tmp_path: Path, agent: str, tools: list[str]) -> s
     )
 
 
-MCP_CALL = {  # how each CLI's model calls AgentOS's MCP tool NAME
+# how each CLI's model calls AgentOS's MCP tool NAME
+MCP_CALL: dict[str, Callable[[str, dict[str, Any]], Call]] = {
     "claude-coder": lambda name, args: Call(f"mcp__agentos__{name}", args),
     "gemini-coder": lambda name, args: Call(f"mcp_agentos_{name}", args),
     # Codex's code mode: MCP tools are called from JavaScript (not listed, found by name)

@@ -24,7 +24,7 @@ from conftest import CliRunner, Lines, add_agent, make_repo, needs_tmux
 from agentos import state
 from agentos._db_errors import inode, set_aside
 from agentos.knowledge import open_store
-from agentos.runs import RunStore
+from agentos.runs import RunStatus, RunStore
 from agentos.workspace import Workspace
 
 PAGE = 4096
@@ -70,7 +70,7 @@ def filled_state_db(ws: Workspace) -> Path:
     """A state.db of many pages: finished runs, and no guardian tables yet."""
     store = RunStore(ws)
     for n in range(40):
-        store.create(f"run-{n}", f"request {n} " + "x" * 400, ws.root, status="succeeded")
+        store.create(f"run-{n}", f"request {n} " + "x" * 400, ws.root, status=RunStatus.SUCCEEDED)
     store.close()
     assert ws.state_db.stat().st_size > 8 * PAGE
     return ws.state_db
@@ -189,7 +189,7 @@ def test_a_state_db_another_process_holds_names_it_and_the_holder_after_the_busy
     filled_state_db(ws)
     if command == "gc":  # a run whose orchestrator died: gc must write to abort it
         store = RunStore(ws)
-        store.create("run-dead", "request", repo, status="running")
+        store.create("run-dead", "request", repo, status=RunStatus.RUNNING)
         store.update("run-dead", pid=None)
         store.close()
     holder = hold(ws.state_db)

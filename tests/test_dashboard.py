@@ -179,7 +179,12 @@ def test_in_a_browser_a_live_run_shows_its_output_and_ends_succeeded_without_a_r
     assert cli("eval", "run", str(suite), "--agent", "adder").returncode == 0
     dialogs: list[str] = []
     page = browser.new_page()
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.goto(f"{dashboard.url}/runs#token={dashboard.token}")
 
     # The runs page shows the hostile request as text.

@@ -21,6 +21,7 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, git, make_repo
@@ -89,7 +90,7 @@ def venv(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     yield root
 
 
-def run_in(venv: Path, *argv: str, cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+def run_in(venv: Path, *argv: str, cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -116,8 +117,8 @@ def test_the_sdist_and_the_wheel_hold_what_a_user_needs_and_nothing_else(dist: P
         zipfile.ZipFile(wheel).read("agentos_kit-0.1.0.dist-info/METADATA")
     )
     assert meta["Name"] == DISTRIBUTION
-    assert "all" in meta.get_all("Provides-Extra")
-    requires = meta.get_all("Requires-Dist")
+    assert "all" in (meta.get_all("Provides-Extra") or [])
+    requires = meta.get_all("Requires-Dist") or []
     everything = {r.split(">=")[0] for r in requires if r.endswith("extra == 'all'")}
     assert {"ollama", "langchain", "crewai"} <= everything  # the extras, spelled out
     assert not [r for r in requires if r.split("[")[0].split(">=")[0].strip() == "agentos"]

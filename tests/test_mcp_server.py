@@ -800,11 +800,11 @@ def test_a_failing_tool_is_a_log_message_at_the_sessions_level(ws: Workspace) ->
 def test_run_task_with_wait_reports_each_event_as_progress_and_as_a_log_message(
     ws: Workspace, repo: Path, scribe: None, tmux_socket: str
 ) -> None:
-    progress: list[tuple[float, float | None, str | None]] = []
+    reported: list[tuple[float, float | None, str | None]] = []
     logged: list[str] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total, message))
 
     async def on_log(params: Any) -> None:
         logged.append(params.data)
@@ -825,8 +825,8 @@ def test_run_task_with_wait_reports_each_event_as_progress_and_as_a_log_message(
             )
             events = ok(await s.call_tool("run_events", {"run_id": ended["run_id"]}))
             said = [e["message"] for e in events["events"]]
-            assert [m for _v, _t, m in progress] == said == logged
-            assert [v for v, _t, _m in progress] == [e["seq"] for e in events["events"]]
+            assert [m for _v, _t, m in reported] == said == logged
+            assert [v for v, _t, _m in reported] == [e["seq"] for e in events["events"]]
             assert "scribe: attempt 1 started in tmux session" in " ".join(said)
             assert said[-1].startswith("run: succeeded")
 

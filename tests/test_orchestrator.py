@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    CliRunner,
     add_agent,
     branches,
     git,
@@ -26,7 +27,7 @@ from conftest import (
 
 from agentos.orchestrator import RunReport, start_run
 from agentos.receipts import read_receipt
-from agentos.runs import RunStore
+from agentos.runs import RunStatus, RunStore
 from agentos.workspace import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
@@ -220,7 +221,8 @@ def test_checks_written_inside_the_worktree_do_not_change_the_gate(
     report = start_run(ws, "cheat-task", repo, force=True)
 
     assert report.status == "failed"
-    assert report.agents[0].gate.as_dict()["checks"][0]["name"] == "must exist"
+    gate = report.agents[0].gate
+    assert gate is not None and gate.as_dict()["checks"][0]["name"] == "must exist"
 
 
 def test_conflicting_agents_stop_the_run_and_keep_both_branches(
@@ -257,7 +259,7 @@ def test_an_agent_past_its_timeout_is_killed_and_fails(
 
 
 def test_a_missing_cli_is_a_clear_error_before_anything_starts(
-    cli, ws: Workspace, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, repo: Path, tmux_socket: str
 ) -> None:
     result = cli(
         "run",
@@ -276,14 +278,14 @@ def test_a_missing_cli_is_a_clear_error_before_anything_starts(
     assert tmux_sessions(tmux_socket) == []
 
 
-def test_uncommitted_changes_in_the_target_are_refused(cli, repo: Path) -> None:
+def test_uncommitted_changes_in_the_target_are_refused(cli: CliRunner, repo: Path) -> None:
     (repo / "shared.txt").write_text("local edit\n")
     result = cli("run", "fix the lint errors", "--repo", str(repo), "--force")
     assert result.returncode == 2
     assert "uncommitted changes (shared.txt)" in result.stderr
 
 
-def test_a_request_no_card_matches_ends_as_no_match(cli, repo: Path) -> None:
+def test_a_request_no_card_matches_ends_as_no_match(cli: CliRunner, repo: Path) -> None:
     result = cli("run", "bake a chocolate cake", "--repo", str(repo), "--force", "--json")
     assert result.returncode == 1
     data = json.loads(result.stdout)
@@ -324,7 +326,7 @@ def _worktree_of(ws: Workspace, name: str) -> Path:
 
 
 def test_kill_9_of_the_orchestrator_then_gc_leaves_nothing_orphaned(
-    ws: Workspace, tmp_path: Path, repo: Path, cli, tmux_socket: str
+    ws: Workspace, tmp_path: Path, repo: Path, cli: CliRunner, tmux_socket: str
 ) -> None:
     add_agent(ws, tmp_path, "worker", "echo halfway > progress.txt\nsleep 120\n")
     proc = _start_in_background(ws, "worker-task", repo)
@@ -372,7 +374,7 @@ def test_sigterm_cancels_the_run_tears_down_and_keeps_the_work(
 
 
 def test_runs_list_show_and_logs_report_a_finished_run(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     add_agent(ws, tmp_path, "talker", "echo hello from the pane\necho done > out.txt\n")
     report = start_run(ws, "talker-task", repo, force=True)
@@ -444,7 +446,7 @@ def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names
 
 
 def test_a_vague_request_is_refused_unless_forced_and_the_receipt_says_so(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     add_agent(ws, tmp_path, "polisher", "echo polished > polish.txt\n")
 
@@ -468,7 +470,7 @@ def test_a_vague_request_is_refused_unless_forced_and_the_receipt_says_so(
 
 
 def test_a_detached_run_can_be_followed_and_cancelled_from_the_cli(
-    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     add_agent(ws, tmp_path, "longhaul", "echo underway > progress.txt\nsleep 120\n")
 
@@ -530,7 +532,7 @@ def test_what_the_checks_write_is_not_merged_as_the_agents_work(
 
 
 def test_gc_survives_a_leftover_worktree_whose_repository_is_gone(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     doomed = make_repo(tmp_path / "doomed")
     leftover = ws.worktrees_dir / "20260101-000000-dead00" / "ghost"
@@ -553,13 +555,13 @@ def test_gc_survives_a_leftover_worktree_whose_repository_is_gone(
 
 
 def test_gc_tells_a_live_orchestrator_from_a_process_that_reused_its_pid(
-    cli, ws: Workspace
+    cli: CliRunner, ws: Workspace
 ) -> None:
     store = RunStore(ws)
-    store.create("20260101-000000-aaaaaa", "in-process run", ws.root, status="running")
+    store.create("20260101-000000-aaaaaa", "in-process run", ws.root, status=RunStatus.RUNNING)
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        store.create("20260101-000000-bbbbbb", "pid reused", ws.root, status="running")
+        store.create("20260101-000000-bbbbbb", "pid reused", ws.root, status=RunStatus.RUNNING)
         store.update("20260101-000000-bbbbbb", pid=sleeper.pid)  # alive, but started later
 
         report = json.loads(cli("gc", "--json").stdout)

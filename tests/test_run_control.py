@@ -15,8 +15,8 @@ from conftest import add_agent, make_repo, needs_tmux, tmux_sessions, wait_until
 from agentos import run_control
 from agentos._run_files import RunFiles
 from agentos.errors import BadInput, NotFound
-from agentos.events import EventKind, read_events
-from agentos.orchestrator import start_run
+from agentos.events import EventKind, RunEvent, read_events
+from agentos.orchestrator import RunOptions, start_run
 from agentos.runs import AgentStatus, RunStatus, process_start
 from agentos.workspace import Workspace
 
@@ -43,7 +43,7 @@ def test_a_runs_events_tell_its_phases_and_each_agents_steps_in_order(
     ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     add_agent(ws, tmp_path, "writer", "echo done > out.txt\n")
-    heard = []
+    heard: list[RunEvent] = []
 
     report = start_run(ws, "writer-task", repo, force=True, on_event=heard.append)
 
@@ -122,9 +122,7 @@ def test_a_live_run_cancelled_through_the_library_keeps_its_work(
 ) -> None:
     add_agent(ws, tmp_path, "longhaul", "echo underway > progress.txt\nsleep 120\n")
 
-    run_id, _log = run_control.start_detached(
-        ws, "longhaul-task", repo, run_control.RunOptions(force=True)
-    )
+    run_id, _log = run_control.start_detached(ws, "longhaul-task", repo, RunOptions(force=True))
     wait_until(
         lambda: (
             run_control.status(ws, run_id).status is RunStatus.RUNNING

@@ -484,7 +484,9 @@ def test_a_repository_made_inside_the_worktree_fails_the_gate(
 
     assert report.status == "failed"
     assert git(repo, "rev-parse", "main") == main_before
-    failing = [c for c in report.agents[0].gate.as_dict()["checks"] if not c["passed"]]
+    gate = report.agents[0].gate
+    assert gate is not None
+    failing = [c for c in gate.as_dict()["checks"] if not c["passed"]]
     assert [c["name"] for c in failing] == ["no nested repositories"]
     assert failing[0]["output_tail"].startswith("sub: a git repository made inside the worktree")
 

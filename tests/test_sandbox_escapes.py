@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _escape_probes import PROBES
@@ -279,7 +280,7 @@ class Lab:
                 "namespace only as root: an unprivileged AgentOS gets bwrap, which uses a "
                 "user namespace)"
             )
-        return choose(SandboxSettings(backend=backend))
+        return choose(SandboxSettings.model_validate({"backend": backend}))
 
     def _run(self, backend: str, user: str) -> dict[str, Outcome]:
         sandbox = self._sandbox(backend, user)
@@ -538,7 +539,7 @@ def test_the_proxy_lets_a_wildcard_through_to_subdomains_only(
     port, got = echo_server
     real = socket.getaddrinfo
 
-    def resolve(host: object, *args: object, **kwargs: object) -> object:
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(host, str) and host.lower().rstrip(".").endswith(("example.com", ".net")):
             host = "127.0.0.1"
         return real(host, *args, **kwargs)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from conftest import add_agent, make_repo, needs_tmux, tmux_sessions, wait_until
 
+from agentos.checks import CheckSpec
 from agentos.sdk import AgentOS, Phase, WorkflowConfig
 from agentos.workflows.store import TaskStatus
 
@@ -25,7 +26,7 @@ PHASES = [
         id=1,
         name="find",
         description="Find the cause; write REPORT.md",
-        checks=[{"name": "report written", "file_exists": "REPORT.md"}],
+        checks=[CheckSpec.model_validate({"name": "report written", "file_exists": "REPORT.md"})],
         agent="finder",
     ),
     Phase(id=2, name="fix", description="Fix it", agent="fixer"),
@@ -85,7 +86,9 @@ def test_waiting_too_long_raises_and_a_result_is_validated_by_its_checks(
     config = WorkflowConfig(
         has_result=True,
         result_checks=[
-            {"name": "approved", "file_contains": {"path": "REVIEW.md", "pattern": "approve"}}
+            CheckSpec.model_validate(
+                {"name": "approved", "file_contains": {"path": "REVIEW.md", "pattern": "approve"}}
+            )
         ],
         on_result_found="stop_all",
     )

@@ -227,7 +227,9 @@ def test_a_validated_result_with_stop_all_stops_the_rest_and_keeps_their_branche
     assert status == "stopped" and result.validated and result.summary == "found it"
     assert tasks[plod.id].status == TaskStatus.FAILED  # stopped mid-way, not waited for
     assert tasks[waiting.id].status == TaskStatus.CANCELLED  # never started
-    (kept,) = [b for b in branches(repo) if tasks[plod.id].run_id in b]
+    plodded = tasks[plod.id].run_id
+    assert plodded
+    (kept,) = [b for b in branches(repo) if plodded in b]
     assert git(repo, "show", f"{kept}:partial.txt") == "partial"
 
 

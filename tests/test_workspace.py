@@ -10,7 +10,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, CliRunner
 
 from agentos import state
 from agentos.errors import NotFound
@@ -18,7 +18,9 @@ from agentos.hub import Hub
 from agentos.workspace import Workspace, find_workspace, init_workspace, locate_workspace
 
 
-def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(cli, tmp_path: Path) -> None:
+def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(
+    cli: CliRunner, tmp_path: Path
+) -> None:
     target = tmp_path / "new-ws"
     first = cli("init", str(target), "--json", workspace=None)
     assert first.returncode == 0, first.stderr
@@ -125,7 +127,7 @@ def test_a_named_or_found_workspace_gets_no_notice(tmp_path: Path) -> None:
         assert (result.returncode, result.stderr) == (0, ""), (args, cwd, env)
 
 
-def test_a_workspace_flag_pointing_nowhere_is_bad_input(cli, tmp_path: Path) -> None:
+def test_a_workspace_flag_pointing_nowhere_is_bad_input(cli: CliRunner, tmp_path: Path) -> None:
     result = cli("hub", "list", workspace=tmp_path / "missing")
     assert result.returncode == 2
     assert result.stderr.strip() == (
@@ -151,7 +153,7 @@ def test_a_workspace_flag_pointing_nowhere_is_bad_input(cli, tmp_path: Path) -> 
     ids=["unknown", "threshold", "floor-range", "floor-axis", "interval", "check", "yaml", "list"],
 )
 def test_invalid_settings_fail_every_command_naming_file_and_field(
-    cli, ws: Workspace, text: str, field: str, message: str
+    cli: CliRunner, ws: Workspace, text: str, field: str, message: str
 ) -> None:
     ws.settings_file.write_text(text)
     result = cli("hub", "list")
@@ -185,7 +187,7 @@ def test_migrations_apply_once_in_order_and_are_recorded(tmp_path: Path) -> None
     con = state.connect(db)
     names = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY rowid")]
     assert names == [m.name for m in state.STATE_MIGRATIONS]
-    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     con.close()
     con = state.connect(db, extra)
     assert state.migrate(con, extra) == []
@@ -206,7 +208,7 @@ def test_a_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None
     assert [r[0] for r in con.execute("SELECT name FROM migrations")] == ["001_ok"]
 
 
-def test_a_run_store_shared_by_threads_waits_out_another_writer(ws) -> None:
+def test_a_run_store_shared_by_threads_waits_out_another_writer(ws: Workspace) -> None:
     import threading
 
     from agentos.runs import RunStore
