@@ -295,6 +295,7 @@ class Lines(Generic[AnyStr]):
             pass
         finally:
             self._lines.put(None)
+            pipe.close()  # at its end: nobody reads it after this thread
 
     def poll(self, timeout: float) -> AnyStr | None:
         """The next line, or None when none comes within ``timeout`` s; fails the test when

@@ -35,9 +35,11 @@ def served(ws: Workspace, tmp_path: Path) -> Iterator[AgentFiles]:
     files.io.mkdir(parents=True)
     server = AgentToolServer.start(ws, make_repo(tmp_path / "repo"), manifest, files)
     assert server is not None
-    wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
-    yield files
-    server.stop()
+    try:
+        wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+        yield files
+    finally:  # also when it never listened
+        server.stop()
 
 
 def test_an_agent_gets_only_the_tools_it_asked_for_and_no_resources_or_completions(

@@ -238,7 +238,7 @@ def test_cancel_during_the_gate_kills_the_check_at_once(
     cancelled = cli("runs", "cancel", run_id, "--wait", "10")
 
     assert cancelled.returncode == 0, cancelled.stderr
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)  # (and closes its pipes)
     assert processes_named(marker) == []
     record = RunStore(ws).get(run_id)
     assert record.status == "cancelled"
@@ -260,7 +260,7 @@ def test_kill_9_during_the_gate_then_gc_ends_the_check_and_keeps_only_the_agents
     run_id = json.loads(cli("runs", "list", "--json").stdout)["runs"][0]["id"]
 
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+    proc.communicate(timeout=10)  # (and closes its pipes)
     gc = cli("gc", "--json")
 
     assert gc.returncode == 0, gc.stderr
