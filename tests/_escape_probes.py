@@ -30,6 +30,7 @@ import sys
 import termios
 import time
 from collections.abc import Callable
+from typing import Any
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
@@ -46,6 +47,7 @@ MS_REMOUNT, MS_BIND = 32, 4096
 MNT_DETACH = 2
 
 Result = tuple[bool, str]
+Config = dict[str, Any]  # the battery's CONFIG_JSON
 
 
 class Failed(Exception):
@@ -110,7 +112,7 @@ def in_child(body: Callable[[], Result], timeout: float = 10) -> Result:
     return bool(escaped), detail
 
 
-def own_user_namespace(cfg: dict) -> str:
+def own_user_namespace(cfg: Config) -> str:
     """A new user and mount namespace, root inside (``unshare -rm``). Every capability
     comes with the new namespace, mapped or not: a map that cannot be written is said,
     and the attempt goes on."""
@@ -135,7 +137,7 @@ def mount_tmpfs(where: str) -> Result:
     return True, f"mounted a tmpfs on {where}"
 
 
-def read_hidden(cfg: dict) -> Result:
+def read_hidden(cfg: Config) -> Result:
     data = read(cfg["hidden_file"])
     return cfg["secret"].encode() in data, f"read {cfg['hidden_file']}: {data[:40]!r}"
 
@@ -143,29 +145,29 @@ def read_hidden(cfg: dict) -> Result:
 # The probes: each takes the configuration and returns (escaped, detail).
 
 
-def proc_environ(cfg: dict) -> Result:
+def proc_environ(cfg: Config) -> Result:
     data = read(f"/proc/{cfg['host_pid']}/environ")
     return cfg["secret"].encode() in data, f"{len(data)} bytes of environ"
 
 
-def proc_cmdline(cfg: dict) -> Result:
+def proc_cmdline(cfg: Config) -> Result:
     data = read(f"/proc/{cfg['host_pid']}/cmdline")
     return cfg["host_marker"].encode() in data, f"cmdline {data[:60]!r}"
 
 
-def proc_root(cfg: dict) -> Result:
+def proc_root(cfg: Config) -> Result:
     path = f"/proc/{cfg['host_pid']}/root{cfg['hidden_file']}"
     data = read(path)
     return cfg["secret"].encode() in data, f"read {path}"
 
 
-def proc_cwd(cfg: dict) -> Result:
+def proc_cwd(cfg: Config) -> Result:
     path = f"/proc/{cfg['host_pid']}/cwd/{os.path.basename(cfg['hidden_file'])}"
     data = read(path)
     return cfg["secret"].encode() in data, f"read {path}"
 
 
-def signal_host(cfg: dict) -> Result:
+def signal_host(cfg: Config) -> Result:
     os.kill(cfg["host_pid"], signal.SIGUSR1)
     return True, f"SIGUSR1 sent to {cfg['host_pid']}"
 
@@ -179,15 +181,15 @@ def _ptrace(pid: int) -> Result:
     return in_child(body)
 
 
-def ptrace_host(cfg: dict) -> Result:
+def ptrace_host(cfg: Config) -> Result:
     return _ptrace(cfg["host_pid"])
 
 
-def ptrace_agent(cfg: dict) -> Result:
+def ptrace_agent(cfg: Config) -> Result:
     return _ptrace(cfg["agent_pid"])
 
 
-def setns_host(cfg: dict) -> Result:
+def setns_host(cfg: Config) -> Result:
     def body() -> Result:
         fd = os.open(f"/proc/{cfg['host_pid']}/ns/mnt", os.O_RDONLY)
         check(libc.setns(fd, CLONE_NEWNS), "setns(host mount namespace)")
@@ -196,15 +198,15 @@ def setns_host(cfg: dict) -> Result:
     return in_child(body)
 
 
-def release_agent(cfg: dict) -> Result:
+def release_agent(cfg: Config) -> Result:
     return write_back("/sys/fs/cgroup/memory/release_agent")
 
 
-def cgroup_own_limit(cfg: dict) -> Result:
+def cgroup_own_limit(cfg: Config) -> Result:
     return write_back(f"{cfg['memory_group']}/memory.limit_in_bytes")
 
 
-def cgroup_leave(cfg: dict) -> Result:
+def cgroup_leave(cfg: Config) -> Result:
     """Move a child into the group above its own (out of its memory limit). Not the
     root group: this machine's test runner keeps its own processes in groups under it."""
 
@@ -217,15 +219,15 @@ def cgroup_leave(cfg: dict) -> Result:
     return in_child(body)
 
 
-def sysfs_write(cfg: dict) -> Result:
+def sysfs_write(cfg: Config) -> Result:
     return write_back(f"/sys/block/{cfg['disk']}/queue/read_ahead_kb")
 
 
-def core_pattern(cfg: dict) -> Result:
+def core_pattern(cfg: Config) -> Result:
     return write_back("/proc/sys/kernel/core_pattern")
 
 
-def kernel_module(cfg: dict) -> Result:
+def kernel_module(cfg: Config) -> Result:
     """finit_module of /dev/null: past the permission check it fails on the file (ENOEXEC,
     EINVAL...); EPERM or ENOSYS means the loader was not reached."""
     fd = os.open("/dev/null", os.O_RDONLY)
@@ -237,7 +239,7 @@ def kernel_module(cfg: dict) -> Result:
     return False, f"finit_module: {name}"
 
 
-def bpf_prog(cfg: dict) -> Result:
+def bpf_prog(cfg: Config) -> Result:
     insns = bytes.fromhex("b7000000000000009500000000000000")  # r0 = 0; exit
     code = ctypes.create_string_buffer(insns)
     lic = ctypes.create_string_buffer(b"GPL")
@@ -250,7 +252,7 @@ def bpf_prog(cfg: dict) -> Result:
     return True, "loaded a BPF socket filter"
 
 
-def perf_cpu(cfg: dict) -> Result:
+def perf_cpu(cfg: Config) -> Result:
     attr = struct.pack("=IIQ", 1, 64, 0).ljust(64, b"\0")  # software cpu-clock
     buf = ctypes.create_string_buffer(attr, len(attr))
     fd = check(sys_call(SYS_PERF_EVENT_OPEN, buf, -1, 0, -1, 0), "perf_event_open(cpu 0)")
@@ -267,29 +269,29 @@ def _key(ring: int, desc: str, secret: str) -> Result:
     return secret.encode() in buf.raw[:n], f"read key {key}: {buf.raw[:n][:40]!r}"
 
 
-def user_keyring(cfg: dict) -> Result:
+def user_keyring(cfg: Config) -> Result:
     return _key(KEY_SPEC_USER_KEYRING, cfg["user_key"], cfg["secret"])
 
 
-def session_keyring(cfg: dict) -> Result:
+def session_keyring(cfg: Config) -> Result:
     return _key(KEY_SPEC_SESSION_KEYRING, cfg["session_key"], cfg["secret"])
 
 
-def abstract_socket(cfg: dict) -> Result:
+def abstract_socket(cfg: Config) -> Result:
     with socket.socket(socket.AF_UNIX) as s:
         s.settimeout(3)
         s.connect("\0" + cfg["abstract"])
     return True, f"connected to @{cfg['abstract']}"
 
 
-def tmux_connect(cfg: dict) -> Result:
+def tmux_connect(cfg: Config) -> Result:
     with socket.socket(socket.AF_UNIX) as s:
         s.settimeout(3)
         s.connect(cfg["tmux_socket"])
     return True, f"connected to {cfg['tmux_socket']}"
 
 
-def tmux_send_keys(cfg: dict) -> Result:
+def tmux_send_keys(cfg: Config) -> Result:
     argv = ["/usr/bin/tmux", "-S", cfg["tmux_socket"], "send-keys", "-t", "escape", "-l"]
     out = subprocess.run(
         [*argv, cfg["tmux_keys"]],
@@ -300,7 +302,7 @@ def tmux_send_keys(cfg: dict) -> Result:
     return out.returncode == 0, f"tmux send-keys: exit {out.returncode} {out.stderr.strip()}"
 
 
-def tiocsti(cfg: dict) -> Result:
+def tiocsti(cfg: Config) -> Result:
     for ch in cfg["tiocsti_keys"].encode():
         fcntl.ioctl(0, termios.TIOCSTI, bytes([ch]))
     return True, "typed into its terminal with TIOCSTI"
@@ -312,16 +314,16 @@ def _disk_magic(path: str) -> Result:
     return ext4, f"read {len(data)} bytes of {path} (ext4 superblock: {ext4})"
 
 
-def raw_disk(cfg: dict) -> Result:
+def raw_disk(cfg: Config) -> Result:
     return _disk_magic(f"/dev/{cfg['disk']}")
 
 
-def dev_mem(cfg: dict) -> Result:
+def dev_mem(cfg: Config) -> Result:
     data = read("/dev/mem", 4096)
     return len(data) > 0, f"read {len(data)} bytes of /dev/mem"
 
 
-def kmsg_read(cfg: dict) -> Result:
+def kmsg_read(cfg: Config) -> Result:
     fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
     try:
         data = os.read(fd, 8192)
@@ -330,7 +332,7 @@ def kmsg_read(cfg: dict) -> Result:
     return len(data) > 0, f"read the kernel log: {data[:40]!r}"
 
 
-def kmsg_write(cfg: dict) -> Result:
+def kmsg_write(cfg: Config) -> Result:
     """One line into the kernel log (it names this test, for whoever reads the log)."""
     fd = os.open("/dev/kmsg", os.O_WRONLY)  # never O_CREAT: a file of that name is no kmsg
     try:
@@ -340,7 +342,7 @@ def kmsg_write(cfg: dict) -> Result:
     return True, "wrote a line into the kernel log"
 
 
-def mknod_disk(cfg: dict) -> Result:
+def mknod_disk(cfg: Config) -> Result:
     """Make a device node of the disk (what reading the disk through it needs)."""
     path = os.path.join(cfg["work"], "disk-node")
     try:
@@ -355,11 +357,11 @@ def mknod_disk(cfg: dict) -> Result:
             os.unlink(path)
 
 
-def mount_direct(cfg: dict) -> Result:
+def mount_direct(cfg: Config) -> Result:
     return in_child(lambda: mount_tmpfs(cfg["mountpoint"]))
 
 
-def umount_hidden(cfg: dict) -> Result:
+def umount_hidden(cfg: Config) -> Result:
     """Unmount what hides a directory, and read it."""
 
     def body() -> Result:
@@ -370,7 +372,7 @@ def umount_hidden(cfg: dict) -> Result:
     return in_child(body)
 
 
-def unshare_mount(cfg: dict) -> Result:
+def unshare_mount(cfg: Config) -> Result:
     def body() -> Result:
         check(libc.unshare(CLONE_NEWNS), "unshare(NEWNS)")
         return mount_tmpfs(cfg["mountpoint"])
@@ -378,7 +380,7 @@ def unshare_mount(cfg: dict) -> Result:
     return in_child(body)
 
 
-def userns_mount(cfg: dict) -> Result:
+def userns_mount(cfg: Config) -> Result:
     def body() -> Result:
         got = own_user_namespace(cfg)
         escaped, detail = mount_tmpfs(cfg["mountpoint"])
@@ -387,7 +389,7 @@ def userns_mount(cfg: dict) -> Result:
     return in_child(body)
 
 
-def userns_unhide(cfg: dict) -> Result:
+def userns_unhide(cfg: Config) -> Result:
     """In a user namespace of its own, unmount what hides a directory and read it."""
 
     def body() -> Result:
@@ -409,7 +411,7 @@ def remount_rw() -> None:
         libc.mount(None, mountpoint, None, MS_REMOUNT | MS_BIND, None)
 
 
-def remount_system_rw(cfg: dict) -> Result:
+def remount_system_rw(cfg: Config) -> Result:
     def body() -> Result:
         check(libc.unshare(CLONE_NEWNS), "unshare(NEWNS)")
         remount_rw()
@@ -418,7 +420,7 @@ def remount_system_rw(cfg: dict) -> Result:
     return in_child(body)
 
 
-def userns_system_write(cfg: dict) -> Result:
+def userns_system_write(cfg: Config) -> Result:
     """In a user namespace of its own, remount the system read-write and write to it."""
 
     def body() -> Result:
@@ -433,7 +435,7 @@ def userns_system_write(cfg: dict) -> Result:
     return in_child(body)
 
 
-def system_write(cfg: dict) -> Result:
+def system_write(cfg: Config) -> Result:
     path = cfg["system_file"]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
@@ -447,7 +449,7 @@ def _status(text: str) -> tuple[int, int]:
     return euid, int(fields["CapEff"].strip(), 16)
 
 
-def setuid_binary(cfg: dict) -> Result:
+def setuid_binary(cfg: Config) -> Result:
     out = subprocess.run(
         [cfg["setuid_cat"], "/proc/self/status"], capture_output=True, text=True, timeout=10
     )
@@ -455,7 +457,7 @@ def setuid_binary(cfg: dict) -> Result:
     return euid == 0 and caps != 0, f"a setuid-root cat ran with euid {euid}, CapEff {caps:x}"
 
 
-def su_root(cfg: dict) -> Result:
+def su_root(cfg: Config) -> Result:
     out = subprocess.run(
         ["/usr/bin/su", "root", "-c", "cat /proc/self/status"],
         stdin=subprocess.DEVNULL,
@@ -469,12 +471,12 @@ def su_root(cfg: dict) -> Result:
     return euid == 0 and caps != 0, f"su ran a shell with euid {euid}, CapEff {caps:x}"
 
 
-def etc_shadow(cfg: dict) -> Result:
+def etc_shadow(cfg: Config) -> Result:
     data = read("/etc/shadow")
     return b"root:" in data, f"read {len(data)} bytes of /etc/shadow"
 
 
-def open_by_handle(cfg: dict) -> Result:
+def open_by_handle(cfg: Config) -> Result:
     """The "shocker" attack: open a file by its file handle, past every mount."""
     handle_type, handle_hex = cfg["handle"]
     raw = bytes.fromhex(handle_hex)
@@ -485,7 +487,7 @@ def open_by_handle(cfg: dict) -> Result:
     return cfg["secret"].encode() in data, f"opened the hidden file by handle: {data[:30]!r}"
 
 
-PROBES: dict[str, Callable[[dict], Result]] = {
+PROBES: dict[str, Callable[[Config], Result]] = {
     "proc-environ": proc_environ,
     "proc-cmdline": proc_cmdline,
     "proc-root": proc_root,
@@ -528,7 +530,7 @@ PROBES: dict[str, Callable[[dict], Result]] = {
 }
 
 
-def battery(cfg: dict) -> None:
+def battery(cfg: Config) -> None:
     print(json.dumps({"probe": "where", "pidns": os.readlink("/proc/self/ns/pid")}), flush=True)
     for name, probe in PROBES.items():
         try:
@@ -574,9 +576,9 @@ def main(argv: list[str]) -> None:
         )
         os.execvp(rest[0], rest)
     elif command == "key":
-        action, desc, *secret = argv[1:]
+        action, desc, *secrets = argv[1:]
         if action == "add":
-            value = secret[0].encode()
+            value = secrets[0].encode()
             check(
                 sys_call(
                     SYS_ADD_KEY, b"user", desc.encode(), value, len(value), KEY_SPEC_USER_KEYRING

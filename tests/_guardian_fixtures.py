@@ -15,11 +15,11 @@ import yaml
 from conftest import write_package
 
 from agentos.hub.store import Hub
-from agentos.run.launch import AgentFiles, prepare
+from agentos.run.launch import prepare
 from agentos.run.sessions import Sessions, session_name
-from agentos.run.store import RunStore, new_run_id
+from agentos.run.store import RunStatus, RunStore, new_run_id
 from agentos.runtimes import AgentTask
-from agentos.workspace.files import RunFiles
+from agentos.workspace.files import AgentFiles, RunFiles
 from agentos.workspace.layout import Workspace
 
 # Small numbers so that the whole ladder takes seconds (the interval's floor is 0.05 s).
@@ -86,7 +86,7 @@ def launch(
     store = RunStore(ws)
     try:
         with contextlib.suppress(apsw.ConstraintError):  # a second agent of the same run
-            store.create(run_id, "a test", tmp_path, status="running")
+            store.create(run_id, "a test", tmp_path, status=RunStatus.RUNNING)
             store.update(run_id, started_at=time.time())
         store.add_agent(
             run_id,
@@ -114,6 +114,6 @@ def interventions(ws: Workspace, run_id: str | None = None) -> list[tuple[str, s
         if run_id:
             sql += " WHERE run_id = ?"
             args = (run_id,)
-        return [tuple(r) for r in store.con.execute(sql + " ORDER BY id", args)]  # type: ignore[misc]
+        return [tuple(r) for r in store.con.execute(sql + " ORDER BY id", args)]
     finally:
         store.close()

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, AnyStr, Generic, NoReturn
 
 import pytest
 import yaml
@@ -29,6 +31,30 @@ os.environ.setdefault("GIT_COMMITTER_NAME", "AgentOS Test")
 os.environ.setdefault("GIT_COMMITTER_EMAIL", "test@agentos.invalid")
 os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 os.environ.pop("AGENTOS_HOME", None)
+
+# Set by .ci/run: what scripts/test installs (bubblewrap, tmux, the npm CLIs, chromium) is
+# there, so a test that would skip for want of it fails instead.
+CI = bool(os.environ.get("AGENTOS_CI"))
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test for want of a tool scripts/test installs, or of a sandbox that works
+    here; under CI (``AGENTOS_CI``) fail it: there such a test never goes unrun."""
+    if CI:
+        pytest.fail(f"{reason} (AGENTOS_CI is set: this fails instead of skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
+def requires(available: bool, reason: str) -> pytest.MarkDecorator:
+    """Mark a test that needs what ``reason`` names: without it, :func:`missing`."""
+    return pytest.mark.requires(available=available, reason=reason)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("requires"):
+        if not mark.kwargs["available"]:
+            missing(mark.kwargs["reason"])
 
 
 @pytest.fixture
@@ -268,8 +294,11 @@ def tree_listing(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-needs_tmux = pytest.mark.skipif(
-    shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)"
+needs_bwrap = requires(
+    shutil.which("bwrap") is not None, "bubblewrap is not installed (scripts/setup installs it)"
+)
+needs_tmux = requires(
+    shutil.which("tmux") is not None, "tmux is not installed (scripts/setup installs it)"
 )
 
 
@@ -353,8 +382,8 @@ def add_agent(
     name: str,
     script: str,
     *,
-    card: dict | None = None,
-    **fields: object,
+    card: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> None:
     """Install a shell agent running ``script`` and a card routing ``name-task`` to it."""
     src = write_package(tmp_path / "src" / name, name=name, files={"run.sh": script}, **fields)
@@ -376,6 +405,12 @@ def agent_started(ws: Workspace, agent: str) -> bool:
     return any(ws.logs_dir.glob(f"*/{agent}.log"))
 
 
+def agent_wrote(ws: Workspace, agent: str, name: str, text: str) -> bool:
+    """Whether ``agent`` has written ``text`` to ``name`` in its worktree (in any run):
+    what a test waits on before it stops a run whose work must be kept."""
+    return any(p.read_text() == text for p in ws.worktrees_dir.glob(f"*/{agent}/{name}"))
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
     """Poll ``predicate`` every 50 ms until it returns something true, and return that;
     fail the test after ``timeout`` s. Every test that waits for something uses this."""
@@ -387,6 +422,77 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30, what: str = "c
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout}s")
         time.sleep(0.05)
+
+
+class Lines(Generic[AnyStr]):
+    """The lines a process writes to a pipe, read by a thread of their own, so that a test
+    waits for the next one with a real timeout (``pipe.readline()`` blocks past any timeout:
+    a process that says nothing would hang the test)."""
+
+    def __init__(self, pipe: IO[AnyStr] | None) -> None:
+        assert pipe is not None, "the process was started without a pipe"
+        self._lines: queue.Queue[AnyStr | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._reader.start()
+
+    def _read(self, pipe: IO[AnyStr]) -> None:
+        try:
+            for line in pipe:
+                self._lines.put(line)
+        except ValueError:  # the pipe was closed under the reader (the test ended)
+            pass
+        finally:
+            self._lines.put(None)
+            pipe.close()  # at its end: nobody reads it after this thread
+
+    def poll(self, timeout: float) -> AnyStr | None:
+        """The next line, or None when none comes within ``timeout`` s; fails the test when
+        the pipe has ended."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if line is None:
+            self._lines.put(None)  # stays at the end for the next caller
+            raise AssertionError("the process closed its output")
+        return line
+
+    def next(self, timeout: float = 30, what: str = "a line") -> AnyStr:
+        """The next line; fails the test when none comes within ``timeout`` s or the pipe
+        ends first."""
+        line = self.poll(timeout)
+        if line is None:
+            raise AssertionError(f"{what}: nothing written within {timeout}s")
+        return line
+
+    def rest(self, timeout: float = 60, what: str = "the end of the output") -> list[AnyStr]:
+        """Every line left, up to the end of the pipe (the process closed its output);
+        fails the test when it has not ended within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        seen: list[AnyStr] = []
+        while True:
+            try:
+                line = self._lines.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                raise AssertionError(f"{what}: not within {timeout}s; got {seen!r}") from None
+            if line is None:
+                self._lines.put(None)
+                return seen
+            seen.append(line)
+
+    def until(
+        self, predicate: Callable[[AnyStr], object], timeout: float = 30, what: str = "a line"
+    ) -> list[AnyStr]:
+        """Every line up to and including the first for which ``predicate`` is true; fails
+        the test when there is none within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        seen: list[AnyStr] = []
+        while not seen or not predicate(seen[-1]):
+            line = self.poll(max(deadline - time.monotonic(), 0))
+            if line is None:
+                raise AssertionError(f"{what}: not written within {timeout}s; got {seen!r}")
+            seen.append(line)
+        return seen
 
 
 def processes_named(marker: str) -> list[int]:

@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -34,9 +35,11 @@ def served(ws: Workspace, tmp_path: Path) -> Iterator[AgentFiles]:
     files.io.mkdir(parents=True)
     server = AgentToolServer.start(ws, make_repo(tmp_path / "repo"), manifest, files)
     assert server is not None
-    wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
-    yield files
-    server.stop()
+    try:
+        wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+        yield files
+    finally:  # also when it never listened
+        server.stop()
 
 
 def test_an_agent_gets_only_the_tools_it_asked_for_and_no_resources_or_completions(
@@ -97,7 +100,7 @@ def _connect(files: AgentFiles) -> socket.socket:
     return sock
 
 
-def _lines(sock: socket.socket, count: int) -> list[dict]:
+def _lines(sock: socket.socket, count: int) -> list[dict[str, Any]]:
     data = b""
     while data.count(b"\n") < count:
         chunk = sock.recv(65536)

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import (
@@ -98,7 +99,7 @@ def left_running(ws: Workspace) -> list[str]:
     return found
 
 
-def assert_clean_end(ws: Workspace, repo: Path, tmux_socket: str, report: dict) -> None:
+def assert_clean_end(ws: Workspace, repo: Path, tmux_socket: str, report: dict[str, Any]) -> None:
     """Merged, receipts intact, nothing left: no session, worktree, branch or process."""
     assert report["status"] == "succeeded", report.get("message")
     assert (repo / "src" / "greeting.py").read_text() == RIGHT
@@ -321,7 +322,8 @@ def with_tools(ws: Workspace, tmp_path: Path, agent: str, tools: list[str]) -> s
     )
 
 
-MCP_CALL = {  # how each CLI's model calls AgentOS's MCP tool NAME
+# how each CLI's model calls AgentOS's MCP tool NAME
+MCP_CALL: dict[str, Callable[[str, dict[str, Any]], Call]] = {
     "claude-coder": lambda name, args: Call(f"mcp__agentos__{name}", args),
     "gemini-coder": lambda name, args: Call(f"mcp_agentos_{name}", args),
     # Codex's code mode: MCP tools are called from JavaScript (not listed, found by name)
@@ -395,7 +397,7 @@ CODEX_MODEL = "gpt-6.1-sol"
 PRICED_MODEL = {"claude-coder": None, "gemini-coder": "scripted", "codex-coder": CODEX_MODEL}
 
 
-def priced_agent(ws: Workspace, tmp_path: Path, case: Cli, settings: dict) -> str:
+def priced_agent(ws: Workspace, tmp_path: Path, case: Cli, settings: dict[str, Any]) -> str:
     """The agent of ``case`` with the price table (and ``settings``) in agentos.yaml."""
     prices = {m: PRICE for m in PRICED_MODEL.values() if m}
     ws.settings_file.write_text(json.dumps({"run": {"guardian": False}, "prices": prices}
@@ -408,7 +410,7 @@ def priced_agent(ws: Workspace, tmp_path: Path, case: Cli, settings: dict) -> st
 def cli_costs(log: Path) -> float:
     """What Claude Code itself said its attempts cost: its result events' total_cost_usd."""
     events = [json.loads(x) for x in log.read_text().splitlines() if x.startswith('{"type":"res')]
-    return sum(e["total_cost_usd"] for e in events)
+    return float(sum(e["total_cost_usd"] for e in events))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -500,7 +502,7 @@ def test_a_budget_below_what_a_cli_agent_uses_stops_it_with_limit_budget(
     ids=["zero-tokens", "words", "negative-cost", "infinite-cost", "unknown-field"],
 )
 def test_a_bad_budget_is_one_line_naming_the_file_and_field(
-    ws: Workspace, cli: CliRunner, repo: Path, budget: dict
+    ws: Workspace, cli: CliRunner, repo: Path, budget: dict[str, Any]
 ) -> None:
     body = json.dumps(budget).replace('".inf"', ".inf")  # (YAML's infinity)
     ws.settings_file.write_text(f"run: {{guardian: false, budget: {body}}}\n")

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CliRunner, add_agent, make_repo, needs_tmux
+from conftest import CliRunner, Lines, add_agent, make_repo, needs_tmux
 
 from agentos.knowledge.store import open_store
-from agentos.run.store import RunStore
+from agentos.run.store import RunStatus, RunStore
 from agentos.state import database
 from agentos.state.errors import inode, set_aside
 from agentos.workspace.layout import Workspace
@@ -70,7 +70,7 @@ def filled_state_db(ws: Workspace) -> Path:
     """A state.db of many pages: finished runs, and no guardian tables yet."""
     store = RunStore(ws)
     for n in range(40):
-        store.create(f"run-{n}", f"request {n} " + "x" * 400, ws.root, status="succeeded")
+        store.create(f"run-{n}", f"request {n} " + "x" * 400, ws.root, status=RunStatus.SUCCEEDED)
     store.close()
     assert ws.state_db.stat().st_size > 8 * PAGE
     return ws.state_db
@@ -119,14 +119,15 @@ def hold() -> Iterator[Callable[..., subprocess.Popen[str]]]:
             text=True,
         )
         holders.append(proc)
-        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+        assert Lines(proc.stdout).next(timeout=60, what="the holder") == "held\n"
         return proc
 
     yield start
     for proc in holders:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=10)
+        with proc:  # closes its pipes
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait(timeout=10)
 
 
 # --- state.db -----------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def test_a_state_db_another_process_holds_names_it_and_the_holder_after_the_busy
     filled_state_db(ws)
     if command == "gc":  # a run whose orchestrator died: gc must write to abort it
         store = RunStore(ws)
-        store.create("run-dead", "request", repo, status="running")
+        store.create("run-dead", "request", repo, status=RunStatus.RUNNING)
         store.update("run-dead", pid=None)
         store.close()
     holder = hold(ws.state_db)

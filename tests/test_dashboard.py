@@ -18,14 +18,22 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import add_agent, make_repo, needs_tmux, wait_until, write_package
+from conftest import (
+    Lines,
+    add_agent,
+    make_repo,
+    needs_tmux,
+    requires,
+    wait_until,
+    write_package,
+)
 
 from agentos.run.orchestrator import start_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_browser = pytest.mark.skipif(
-    CHROMIUM is None or not __import__("importlib").util.find_spec("playwright"),
-    reason="chromium and playwright are not installed (scripts/setup installs them)",
+needs_browser = requires(
+    CHROMIUM is not None and __import__("importlib").util.find_spec("playwright") is not None,
+    "chromium and playwright are not installed (scripts/install-test-browser and scripts/setup)",
 )
 HOSTILE = "<script>alert(1)</script>"
 
@@ -41,23 +49,26 @@ class Dashboard:
 @pytest.fixture
 def dashboard(ws: Any, tmp_path: Path) -> Iterator[Dashboard]:
     argv = ["--workspace", str(ws.root), "dashboard", "--http", "127.0.0.1:0"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentos", *argv, "--repo", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = wait_until(process.stdout.readline, timeout=30, what="the dashboard's URL")
-    found = re.search(r"(http://127\.0\.0\.1:\d+)/#token=([\w-]+)", line)
-    assert found, line
-    board = Dashboard(process, found[1], found[2])
-    try:
-        yield board
-    finally:
-        board.http.close()
-        process.terminate()
-        process.wait(timeout=15)
+    # Its log goes to a file: a pipe nobody reads fills up and stops the server.
+    with (tmp_path / "dashboard.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agentos", *argv, "--repo", str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
+    with process:
+        lines = Lines(process.stdout)
+        line = lines.until(lambda line: "#token=" in line, what="the dashboard's URL")[-1]
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/#token=([\w-]+)", line)
+        assert found, line
+        board = Dashboard(process, found[1], found[2])
+        try:
+            yield board
+        finally:
+            board.http.close()
+            process.terminate()
+            process.wait(timeout=15)
 
 
 def cli_json(cli: Any, *args: str) -> Any:
@@ -122,8 +133,12 @@ def test_only_the_dashboard_itself_may_ask_and_only_with_the_token_change_anythi
 
 # --- in a browser ---------------------------------------------------------------------------
 
+# Two steps, then it waits until the test lets it go on (a file in its worktree): the page is
+# looked at while the run is surely live.
 SLOW_WRITER = (
-    'for i in 1 2 3 4 5 6; do echo "step $i of the slow writer"; sleep 0.5; done\n'
+    'for i in 1 2; do echo "step $i of the slow writer"; done\n'
+    "until [ -e go ]; do sleep 0.05; done; rm go\n"
+    'for i in 3 4 5 6; do echo "step $i of the slow writer"; done\n'
     "echo done > slow.txt\n"
 )
 
@@ -164,7 +179,12 @@ def test_in_a_browser_a_live_run_shows_its_output_and_ends_succeeded_without_a_r
     assert cli("eval", "run", str(suite), "--agent", "adder").returncode == 0
     dialogs: list[str] = []
     page = browser.new_page()
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.goto(f"{dashboard.url}/runs#token={dashboard.token}")
 
     # The runs page shows the hostile request as text.
@@ -184,6 +204,10 @@ def test_in_a_browser_a_live_run_shows_its_output_and_ends_succeeded_without_a_r
         expect(output).to_contain_text("step 2 of the slow writer", timeout=30_000)
         assert "succeeded" not in page.locator("#run-status").inner_text()
         loads = page.evaluate("performance.getEntriesByType('navigation').length")
+    finally:  # let it go on (also when the test failed, so that the run ends)
+        for worktree in ws.worktrees_dir.glob("*/slow"):
+            (worktree / "go").touch()
+    try:
         expect(page.locator("#run-status")).to_have_text("succeeded", timeout=60_000)
         expect(page.locator("#log-slow")).to_contain_text("step 6 of the slow writer")
     finally:

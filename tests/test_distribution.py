@@ -25,6 +25,7 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _projects import pypi_cache
@@ -138,7 +139,7 @@ def venv(installed: Path) -> Path:
     return installed / "venv"
 
 
-def run_in(venv: Path, *argv: str, cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+def run_in(venv: Path, *argv: str, cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
     env = _clean_env()
     env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
     return subprocess.run(
@@ -188,8 +189,8 @@ def test_the_sdist_and_the_wheel_hold_what_a_user_needs_and_nothing_else(dist: P
         zipfile.ZipFile(wheel).read("agentos_kit-0.1.0.dist-info/METADATA")
     )
     assert meta["Name"] == DISTRIBUTION
-    assert "all" in meta.get_all("Provides-Extra")
-    requires = meta.get_all("Requires-Dist")
+    assert "all" in (meta.get_all("Provides-Extra") or [])
+    requires = meta.get_all("Requires-Dist") or []
     everything = {r.split(">=")[0] for r in requires if r.endswith("extra == 'all'")}
     assert {"ollama", "langchain", "crewai"} <= everything  # the extras, spelled out
     assert not [r for r in requires if r.split("[")[0].split(">=")[0].strip() == "agentos"]

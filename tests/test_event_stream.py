@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import add_agent, make_repo, needs_tmux, wait_until
+from conftest import Lines, add_agent, make_repo, needs_tmux, wait_until
 
 from agentos.run.events import read_events
 from agentos.run.orchestrator import start_run
@@ -55,16 +54,26 @@ def test_events_follow_prints_a_new_event_as_it_is_written(ws: Any) -> None:
         stdout=subprocess.PIPE,
         text=True,
     )
-    try:
-        time.sleep(1.0)  # the follower is up and has looked once
-        store.record_event("test", "note", "written while it follows", run="r1")
-        assert follower.stdout is not None
-        line = wait_until(follower.stdout.readline, timeout=10)
-        assert "r1 note: written while it follows" in line
-    finally:
-        follower.terminate()
-        follower.wait(timeout=10)
-        store.close()
+    lines = Lines(follower.stdout)
+    shown: list[str] = []
+
+    def following() -> bool:  # it starts at the end: it is up once it prints a new event
+        store.record_event("test", "note", "are you there?", run="r0")
+        line = lines.poll(timeout=0.5)
+        shown.extend([line] if line else [])
+        return bool(shown)
+
+    with follower:  # closes its pipe
+        try:
+            wait_until(following, timeout=60, what="the follower printing an event")
+            store.record_event("test", "note", "written while it follows", run="r1")
+            shown += lines.until(lambda line: " r1 note: " in line, what="the new event")
+        finally:
+            follower.terminate()
+            follower.wait(timeout=10)
+            store.close()
+    assert "r1 note: written while it follows" in shown[-1]
+    assert all("r0 note: are you there?" in line for line in shown[:-1]), shown
 
 
 def test_evals_evolutions_synthesis_and_workflows_write_to_the_stream(

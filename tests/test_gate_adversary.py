@@ -181,10 +181,11 @@ def _task_force(ws: Workspace, tmp_path: Path, attacks: list[tuple[str, str, str
 
 def _verdict(ws: Workspace, receipt: str) -> str:
     """What the last gate of an agent said about its tests check, as one text."""
-    fields = load_receipt(ws, receipt).fields
-    (check,) = [c for c in fields["checks"] if c["kind"] == "tests"]  # type: ignore[union-attr]
+    checks = load_receipt(ws, receipt).fields["checks"]
+    assert isinstance(checks, list)
+    (check,) = [c for c in checks if c["kind"] == "tests"]
     assert check["result"] == "fail", check
-    return json.dumps(check["evidence"]) + "\n" + check["output_tail"]
+    return json.dumps(check["evidence"]) + "\n" + str(check["output_tail"])
 
 
 def _refuses_each(
@@ -255,7 +256,8 @@ def test_the_right_fix_merges_as_one_commit_and_so_does_a_fix_with_a_new_test(
     assert git(proj.repo, "rev-list", "--count", f"{proj.base}..main") == "1"
     assert proj.project.code.good in (proj.repo / "six.py").read_text()
     evidence = load_receipt(ws, fixed.agents[0].receipts[-1]).fields["checks"]
-    (check,) = [c for c in evidence if c["kind"] == "tests"]  # type: ignore[union-attr]
+    assert isinstance(evidence, list)
+    (check,) = [c for c in evidence if c["kind"] == "tests"]
     assert check["evidence"]["counts"] == {"passed": 198, "skipped": 2}
     assert check["evidence"]["base_tests"] == 200 and check["evidence"]["findings"] == []
 
@@ -265,7 +267,8 @@ def test_the_right_fix_merges_as_one_commit_and_so_does_a_fix_with_a_new_test(
     assert tested.status == "succeeded", tested.message
     assert "def test_b_latin1_again" in (proj.repo / "test_six.py").read_text()
     fields = load_receipt(ws, tested.agents[0].receipts[-1]).fields["checks"]
-    (check,) = [c for c in fields if c["kind"] == "tests"]  # type: ignore[union-attr]
+    assert isinstance(fields, list)
+    (check,) = [c for c in fields if c["kind"] == "tests"]
     assert check["evidence"]["new_tests"] == {"test_six.py::test_b_latin1_again": "passed"}
 
 
@@ -320,7 +323,9 @@ def test_every_way_of_weakening_a_unittest_suite_run_by_make_is_refused(
     gate = next(
         load_receipt(ws, r) for r in reversed(receipts) if load_receipt(ws, r).kind == "gate"
     )
-    (check,) = [c for c in gate.fields["checks"] if c["kind"] == "tests"]  # type: ignore[union-attr]
+    checks = gate.fields["checks"]
+    assert isinstance(checks, list)
+    (check,) = [c for c in checks if c["kind"] == "tests"]
     assert check["evidence"]["evidence"] == "per-test records"
     assert check["evidence"]["base_tests"] == 99
     assert "`make test`" in check["definition"]
@@ -732,7 +737,7 @@ def test_code_under_test_that_replaces_or_rewrites_the_tests_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     attack: str,
 ) -> None:
-    base, unittest, changed, named = REPLACERS[attack]
+    base, unittest, replaced, named = REPLACERS[attack]
     test = (
         "cd backend && python -m pytest -q"
         if attack == "subdirectory-suite"
@@ -741,7 +746,7 @@ def test_code_under_test_that_replaces_or_rewrites_the_tests_is_refused(
         else None
     )
     settings = f"python: {sys.executable}\n" + (f"test: {test}\n" if test else "")
-    changed: dict[str, str | bytes] = dict(changed)
+    changed: dict[str, str | bytes] = dict(replaced)
     config = {}
     if attack == "gitattributes-filter":  # with sandbox none an agent can write git's config
         config["filter.fixup.smudge"] = "sed s/==/!=/"

@@ -155,7 +155,7 @@ def test_hook_with_a_broken_agentos_yaml_exits_1(cli: Any, ws: Workspace, repo: 
 # --- install-hook ------------------------------------------------------------------------
 
 
-EXISTING = {
+EXISTING: dict[str, Any] = {
     "permissions": {"allow": ["Bash(npm test:*)"], "deny": ["Read(./.env)"]},
     "env": {"FOO": "bar"},
     "hooks": {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from conftest import (
     add_agent,
     git,
     make_repo,
+    needs_bwrap,
     needs_tmux,
     processes_named,
     wait_until,
@@ -33,7 +33,7 @@ pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 BACKENDS = [
     pytest.param(
         "bwrap",
-        marks=pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is missing"),
+        marks=needs_bwrap,
     ),
     "none",
 ]
@@ -242,7 +242,7 @@ def test_cancel_during_the_gate_kills_the_check_at_once(
     cancelled = cli("runs", "cancel", run_id, "--wait", "10")
 
     assert cancelled.returncode == 0, cancelled.stderr
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)  # (and closes its pipes)
     assert processes_named(marker) == []
     record = RunStore(ws).get(run_id)
     assert record.status == "cancelled"
@@ -264,7 +264,7 @@ def test_kill_9_during_the_gate_then_gc_ends_the_check_and_keeps_only_the_agents
     run_id = json.loads(cli("runs", "list", "--json").stdout)["runs"][0]["id"]
 
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+    proc.communicate(timeout=10)  # (and closes its pipes)
     gc = cli("gc", "--json")
 
     assert gc.returncode == 0, gc.stderr
@@ -294,7 +294,9 @@ def test_redacted_receipts_hold_no_word_of_the_request(ws: Workspace, tmp_path: 
     for secret in ("zeppelin", "quixotic", "echoer-task", request):
         assert not [t for t in texts if secret in t], secret
     gate = next(load_receipt(ws, r) for r in report.receipts if load_receipt(ws, r).kind == "gate")
-    names = [c["name"] for c in gate.fields["checks"]]  # type: ignore[union-attr]
+    checks = gate.fields["checks"]
+    assert isinstance(checks, list)
+    names = [c["name"] for c in checks]
     assert names and all(n.startswith("[redacted: ") for n in names)
 
 

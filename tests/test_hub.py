@@ -11,10 +11,11 @@ import tarfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from conftest import git, make_repo, tree_listing, write_package
+from conftest import CliRunner, git, make_repo, tree_listing, write_package
 
 from agentos.errors import NotFound, Tampered
 from agentos.hub.digests import RACY_NS
@@ -22,11 +23,14 @@ from agentos.hub.store import Hub, IntactCheck, split_git_source
 from agentos.workspace.layout import Workspace, init_workspace
 
 
-def _lock(ws: Workspace) -> dict:
-    return yaml.safe_load((ws.hub_dir / "hub.lock").read_text())
+def _lock(ws: Workspace) -> dict[str, Any]:
+    lock: dict[str, Any] = yaml.safe_load((ws.hub_dir / "hub.lock").read_text())
+    return lock
 
 
-def test_pack_install_list_rollback_and_verify(cli, ws: Workspace, tmp_path: Path) -> None:
+def test_pack_install_list_rollback_and_verify(
+    cli: CliRunner, ws: Workspace, tmp_path: Path
+) -> None:
     v1 = write_package(tmp_path / "src-v1", name="greeter", version="1.0.0")
     v2 = write_package(
         tmp_path / "src-v2",
@@ -89,7 +93,7 @@ def test_installed_package_is_read_only_and_identical_content_reinstalls_as_noop
 
 
 def test_reinstalling_a_version_with_different_content_is_refused(
-    cli, ws: Workspace, tmp_path: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path
 ) -> None:
     src = write_package(tmp_path / "pkg")
     assert cli("hub", "install", str(src)).returncode == 0
@@ -117,7 +121,9 @@ def test_remove_switches_active_to_the_highest_remaining_version(
     assert hub.verify() == []
 
 
-def test_install_from_a_git_url_with_and_without_ref(cli, ws: Workspace, tmp_path: Path) -> None:
+def test_install_from_a_git_url_with_and_without_ref(
+    cli: CliRunner, ws: Workspace, tmp_path: Path
+) -> None:
     repo = tmp_path / "agent-repo"
     write_package(repo, name="git-agent", version="1.0.0")
     make_repo(repo, files={"agent.yaml": (repo / "agent.yaml").read_text()})
@@ -181,7 +187,8 @@ def test_concurrent_installs_leave_a_consistent_lock(ws: Workspace, tmp_path: Pa
         for src in sources
     ]
     for proc in procs:
-        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+        _, err = proc.communicate(timeout=120)  # reads and closes its pipe
+        assert proc.returncode == 0, err
     lock = _lock(ws)["packages"]
     for i in range(6):
         assert f"1.{i}.0" in lock[f"agent-{i % 3}"]["versions"]
@@ -215,7 +222,7 @@ def _member(
     return info, data
 
 
-HOSTILE = {
+HOSTILE: dict[str, list[tuple[tarfile.TarInfo, bytes | None]]] = {
     "dotdot": [_manifest_member(), _member("pkg/../../evil")],
     "absolute": [_manifest_member(), _member("/tmp/agentos-evil-absolute")],
     "symlink-out": [
@@ -282,7 +289,7 @@ HOSTILE_MESSAGES = {
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE))
 def test_hostile_archives_are_refused_and_nothing_is_written(
-    cli, ws: Workspace, tmp_path: Path, kind: str
+    cli: CliRunner, ws: Workspace, tmp_path: Path, kind: str
 ) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -303,7 +310,7 @@ def test_hostile_archives_are_refused_and_nothing_is_written(
 
 
 def test_archive_declaring_more_content_than_the_limit_is_refused(
-    cli, ws: Workspace, tmp_path: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path
 ) -> None:
     archive = tmp_path / "bomb.tar.gz"
     header = tarfile.TarInfo("pkg/huge.bin")
@@ -312,14 +319,15 @@ def test_archive_declaring_more_content_than_the_limit_is_refused(
         info, data = _manifest_member()
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-        tar.fileobj.write(header.tobuf())  # type: ignore[union-attr]
+        assert tar.fileobj is not None
+        tar.fileobj.write(header.tobuf())
     result = cli("hub", "install", str(archive))
     assert result.returncode == 2
     assert "over the" in result.stderr or "over " in result.stderr
     assert not (ws.hub_dir / "evil").exists()
 
 
-def test_an_archive_that_is_not_gzip_is_bad_input(cli, tmp_path: Path) -> None:
+def test_an_archive_that_is_not_gzip_is_bad_input(cli: CliRunner, tmp_path: Path) -> None:
     fake = tmp_path / "fake.tar.gz"
     fake.write_text("not an archive")
     result = cli("hub", "install", str(fake))
@@ -372,7 +380,7 @@ def test_an_archive_that_is_not_gzip_is_bad_input(cli, tmp_path: Path) -> None:
     ],
 )
 def test_invalid_manifests_are_bad_input_naming_file_and_field(
-    cli, tmp_path: Path, fields: dict, field: str, message: str
+    cli: CliRunner, tmp_path: Path, fields: dict[str, Any], field: str, message: str
 ) -> None:
     src = write_package(tmp_path / "pkg", **fields)
     result = cli("hub", "install", str(src))
@@ -389,7 +397,7 @@ def test_invalid_manifests_are_bad_input_naming_file_and_field(
     assert from_archive.startswith(f"error: {packed}: pkg/agent.yaml: {field}: ")
 
 
-def test_invalid_yaml_names_the_line(cli, tmp_path: Path) -> None:
+def test_invalid_yaml_names_the_line(cli: CliRunner, tmp_path: Path) -> None:
     src = tmp_path / "pkg"
     src.mkdir()
     (src / "agent.yaml").write_text("name: x\nversion: [1.0.0\n")
@@ -398,7 +406,7 @@ def test_invalid_yaml_names_the_line(cli, tmp_path: Path) -> None:
     assert "agent.yaml: line" in result.stderr and "invalid YAML" in result.stderr
 
 
-def test_unknown_packages_and_versions_are_bad_input(cli) -> None:
+def test_unknown_packages_and_versions_are_bad_input(cli: CliRunner) -> None:
     for args in (
         ["hub", "show", "nope"],
         ["hub", "use", "ruff-fixer@9.9.9"],
@@ -417,7 +425,7 @@ def test_the_bundled_hub_matches_its_lock() -> None:
 
 
 def test_a_package_directory_with_a_symlink_leaving_it_is_refused(
-    cli, ws: Workspace, tmp_path: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path
 ) -> None:
     src = write_package(tmp_path / "pkg")
     (src / "secrets").symlink_to("/etc/passwd")
@@ -449,7 +457,7 @@ def _latin1_name(src: Path) -> str:
 
 @pytest.mark.parametrize("make", [_loop, _fifo, _latin1_name], ids=["loop", "fifo", "latin1"])
 def test_a_package_directory_that_cannot_be_installed_is_one_line_naming_it(
-    cli, ws: Workspace, tmp_path: Path, make: Callable[[Path], str]
+    cli: CliRunner, ws: Workspace, tmp_path: Path, make: Callable[[Path], str]
 ) -> None:
     src = write_package(tmp_path / "pkg")
     message = make(src)
@@ -467,7 +475,7 @@ def test_a_package_directory_that_cannot_be_installed_is_one_line_naming_it(
 
 
 def test_a_key_given_twice_in_agent_yaml_is_bad_input_naming_file_and_key(
-    cli, ws: Workspace, tmp_path: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path
 ) -> None:
     src = write_package(tmp_path / "pkg")
     manifest = src / "agent.yaml"
@@ -551,7 +559,7 @@ def _verify_lines(hub: Hub, name: str) -> list[str]:
 
 
 def test_a_package_edited_after_install_is_refused_naming_the_file_as_hub_verify_does(
-    cli, ws: Workspace, tmp_path: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path
 ) -> None:
     hub = Hub(ws.hub_dir)
     hub.install(str(write_package(tmp_path / "pkg", name="greeter")))

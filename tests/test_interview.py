@@ -1571,23 +1571,22 @@ def test_a_read_only_request_is_never_asked_which_files_to_change_or_what_must_s
 
 
 @pytest.mark.parametrize(
-    ("request_text", "before", "after", "passed"),
+    ("request_text", "ambiguity", "passed"),
     [
-        ("run the tests and report what fails", 0.635, 0.335, True),
-        ("which tests fail?", 0.73, 0.37, True),
-        ("review src/api.py and list the problems", 0.68, 0.395, True),
-        ("explain how routing works", 0.88, 0.515, False),
-        ("look at stuff", 0.985, 0.795, False),
+        ("run the tests and report what fails", 0.335, True),
+        ("which tests fail?", 0.37, True),
+        ("review src/api.py and list the problems", 0.395, True),
+        ("explain how routing works", 0.515, False),
+        ("look at stuff", 0.795, False),
     ],
     ids=["run-and-report", "which-fail", "review-and-list", "explain", "look-at-stuff"],
 )
 def test_a_plain_read_only_request_passes_and_a_vague_one_stays_blocked(
-    request_text: str, before: float, after: float, passed: bool
+    request_text: str, ambiguity: float, passed: bool
 ) -> None:
-    # ``before``: the ambiguity when read-only requests were scored as changes.
     result = interview(request_text, DEFAULTS)
-    assert (result.ambiguity, result.passed) == (after, passed)
-    assert after < before
+    assert result.read_only
+    assert (result.ambiguity, result.passed) == (ambiguity, passed)
 
 
 def test_a_whole_interview_document_for_a_read_only_request() -> None:

@@ -10,7 +10,9 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -40,8 +42,8 @@ def assert_index_exact(store: KnowledgeStore) -> None:
     indexed file exists, and the files' chunks cover all their non-blank lines."""
     files = store.con.execute("SELECT id, path FROM files WHERE binary = 0").fetchall()
     for file_id, path in files:
-        assert Path(path).is_file(), f"stale file in the index: {path}"
-        lines = Path(path).read_text().split("\n")
+        assert Path(str(path)).is_file(), f"stale file in the index: {path}"
+        lines = Path(str(path)).read_text().split("\n")
         covered: set[int] = set()
         for start, end, body in store.con.execute(
             "SELECT c.start_line, c.end_line, kb.body FROM chunks c JOIN kb"
@@ -53,19 +55,19 @@ def assert_index_exact(store: KnowledgeStore) -> None:
             covered |= set(range(start, end + 1))
         blank = {i for i, line in enumerate(lines, 1) if not line.strip()}
         assert set(range(1, len(lines) + 1)) - blank <= covered, f"lines missing in {path}"
-    chunks = store.con.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    rows = store.con.execute("SELECT count(*) FROM kb").fetchone()[0]
+    (chunks,) = store.con.execute("SELECT count(*) FROM chunks").fetchall()[0]
+    (rows,) = store.con.execute("SELECT count(*) FROM kb").fetchall()[0]
     assert chunks == rows
 
 
-def paths_of(hits: list) -> list[str]:  # type: ignore[type-arg]
+def paths_of(hits: list[Any]) -> list[str]:
     return [h.path.name for h in hits]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> KnowledgeStore:
+def store(tmp_path: Path) -> Iterator[KnowledgeStore]:
     with KnowledgeStore(tmp_path / "kb.db") as s:
-        yield s  # type: ignore[misc]
+        yield s
 
 
 PY_MODULE = '''"""Scheduling of periodic jobs."""
@@ -209,7 +211,7 @@ def test_indexing_and_snippet_tokenization_give_the_same_tokens() -> None:
             text, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False, include_colocated=False
         )
         spans = tok(text, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False)
-        assert fast == [t for _, _, t in spans], text
+        assert fast == [span[-1] for span in spans], text  # (start, end, token)
         if not tokenizer.case_cuts(text):  # snippets then skip the Python tokenizer
             assert spans == plain(text, apsw.FTS5_TOKENIZE_AUX, None, include_colocated=False), text
 
@@ -670,7 +672,7 @@ def test_stats_count_files_chunks_and_languages(store: KnowledgeStore, tmp_path:
         0,
         {"markdown": 1, "python": 1},
     )
-    assert info["chunks"] == store.con.execute("SELECT count(*) FROM kb").fetchone()[0]
+    assert [(info["chunks"],)] == store.con.execute("SELECT count(*) FROM kb").fetchall()
 
 
 def test_the_database_is_plain_sqlite_with_named_migrations(tmp_path: Path) -> None:

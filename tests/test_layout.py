@@ -108,7 +108,7 @@ def imported(module: str, path: Path, modules: dict[str, Path]) -> Iterator[tupl
             assert isinstance(value, ast.Dict), f"{path}: FACE is a dict literal"
             for module in value.values:
                 assert isinstance(module, ast.Constant), f"{path}: FACE names modules literally"
-                yield str(module.value), node.lineno
+                yield str(module.value), getattr(node, "lineno", 0)
         else:
             if isinstance(node, ast.Call) and _imports_by_name(node):
                 yield node.args[0].value, node.lineno  # type: ignore[attr-defined]

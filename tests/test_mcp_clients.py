@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_repo
+from conftest import make_repo, requires
 
 from agentos.mcp_server.server import TOOL_NAMES
 from agentos.workspace.layout import Workspace
@@ -43,9 +43,7 @@ def npm_tool(name: str) -> str | None:
 
 
 def needs(name: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(
-        npm_tool(name) is None, reason=f"{name} is not installed: {INSTALL_HINT}"
-    )
+    return requires(npm_tool(name) is not None, f"{name} is not installed: {INSTALL_HINT}")
 
 
 @pytest.fixture

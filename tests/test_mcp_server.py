@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from conftest import make_repo, write_package
+from conftest import Lines, make_repo, needs_tmux, write_package
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -53,7 +53,6 @@ READ_ONLY_TOOLS = {
     "get_tasks",
 }
 GUARDIAN = importlib.util.find_spec("agentos.guardian.daemon") is not None
-HAS_TMUX = subprocess.run(["which", "tmux"], capture_output=True).returncode == 0
 
 
 # --- connecting ---------------------------------------------------------------------------
@@ -186,7 +185,7 @@ def scribe(ws: Workspace, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed (scripts/setup installs it)")
+@needs_tmux
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_a_client_calls_every_tool_and_reads_the_resources(
     transport: str, ws: Workspace, repo: Path, scribe: None, tmux_socket: str
@@ -379,7 +378,7 @@ def test_bad_arguments_and_library_errors_come_back_as_one_line_tool_errors(
     assert not Path("/tmp/pwned").exists()
 
 
-@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed (scripts/setup installs it)")
+@needs_tmux
 def test_task_status_names_each_failing_check_with_the_end_of_its_output(
     ws: Workspace, repo: Path, tmp_path: Path, tmux_socket: str
 ) -> None:
@@ -616,7 +615,9 @@ def test_hub_sources_pass_remote_urls_and_confine_local_ones(
 # --- a clean protocol stream and a light start --------------------------------------------
 
 
-def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(ws: Workspace) -> None:
+def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(
+    ws: Workspace, tmp_path: Path
+) -> None:
     requests = [
         {
             "jsonrpc": "2.0",
@@ -642,22 +643,26 @@ def test_stdout_carries_only_the_protocol_and_logs_go_to_stderr(ws: Workspace) -
             "params": {"name": "kb_add", "arguments": {"paths": ["/etc"]}},
         },
     ]
-    proc = subprocess.Popen(
-        server_argv(ws),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "AGENTOS_LOG": "DEBUG"},
-    )
-    assert proc.stdin and proc.stdout and proc.stderr
-    proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
-    proc.stdin.flush()
-    lines = [proc.stdout.readline() for _ in range(3)]  # one reply per request with an id
-    proc.stdin.close()  # the client goes away: the server ends
-    assert proc.wait(timeout=60) == 0
-    lines += proc.stdout.read().splitlines()
-    stderr = proc.stderr.read()
+    errlog = tmp_path / "stderr.log"  # a file: a debug log could fill a pipe nobody reads
+    with errlog.open("w") as err:
+        proc = subprocess.Popen(
+            server_argv(ws),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env={**os.environ, "AGENTOS_LOG": "DEBUG"},
+        )
+    with proc:
+        assert proc.stdin
+        out = Lines(proc.stdout)
+        proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+        proc.stdin.flush()
+        lines = [out.next(timeout=60, what="a reply") for _ in range(3)]  # one per id
+        proc.stdin.close()  # the client goes away: the server ends
+        assert proc.wait(timeout=60) == 0
+        lines += out.rest()
+    stderr = errlog.read_text()
     # Every line is a JSON-RPC message; calls run concurrently, so replies come in any order.
     replies = sorted((json.loads(line) for line in lines), key=lambda r: r["id"])
     assert [r["id"] for r in replies] == [1, 2, 3]
@@ -796,15 +801,15 @@ def test_a_failing_tool_is_a_log_message_at_the_sessions_level(ws: Workspace) ->
     run(scenario)
 
 
-@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed (scripts/setup installs it)")
+@needs_tmux
 def test_run_task_with_wait_reports_each_event_as_progress_and_as_a_log_message(
     ws: Workspace, repo: Path, scribe: None, tmux_socket: str
 ) -> None:
-    progress: list[tuple[float, float | None, str | None]] = []
+    reported: list[tuple[float, float | None, str | None]] = []
     logged: list[str] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total, message))
 
     async def on_log(params: Any) -> None:
         logged.append(params.data)
@@ -825,15 +830,15 @@ def test_run_task_with_wait_reports_each_event_as_progress_and_as_a_log_message(
             )
             events = ok(await s.call_tool("run_events", {"run_id": ended["run_id"]}))
             said = [e["message"] for e in events["events"]]
-            assert [m for _v, _t, m in progress] == said == logged
-            assert [v for v, _t, _m in progress] == [e["seq"] for e in events["events"]]
+            assert [m for _v, _t, m in reported] == said == logged
+            assert [v for v, _t, _m in reported] == [e["seq"] for e in events["events"]]
             assert "scribe: attempt 1 started in tmux session" in " ".join(said)
             assert said[-1].startswith("run: succeeded")
 
     run(scenario)
 
 
-@pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed (scripts/setup installs it)")
+@needs_tmux
 def test_a_client_lists_runs_follows_one_and_cancels_it(
     ws: Workspace, repo: Path, tmp_path: Path, tmux_socket: str
 ) -> None:

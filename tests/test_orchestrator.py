@@ -8,10 +8,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import (
+    CliRunner,
     add_agent,
     branches,
     git,
@@ -24,8 +26,8 @@ from conftest import (
 )
 
 from agentos.receipts import read_receipt
-from agentos.run.orchestrator import start_run
-from agentos.run.store import RunStore
+from agentos.run.orchestrator import RunReport, start_run
+from agentos.run.store import RunStatus, RunStore
 from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
@@ -39,25 +41,53 @@ def repo(tmp_path: Path) -> Path:
 def test_two_agents_run_in_parallel_and_their_work_is_merged(
     ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
+    # Each waits, once started, until the test lets it go: the test lets them go only when
+    # both wait at once, so one at a time never gets there.
     for name in ("alpha", "beta"):
         add_agent(
             ws,
             tmp_path,
             name,
-            f"date +%s.%N > {name}.start\nsleep 1\necho {name} > {name}.txt\n"
-            f"date +%s.%N > {name}.end\n",
+            f"touch {name}.waiting\nuntil [ -e go ]; do sleep 0.05; done\n"
+            f"rm go {name}.waiting\necho {name} > {name}.txt\n",
             checks=[{"name": f"{name} wrote its file", "file_exists": f"{name}.txt"}],
         )
+    reports: list[RunReport] = []
+    running = threading.Thread(
+        target=lambda: reports.append(
+            start_run(ws, "alpha-task and beta-task please", repo, force=True)
+        )
+    )
+    running.start()
 
-    report = start_run(ws, "alpha-task and beta-task please", repo, force=True)
+    def waiting(name: str) -> Path | None:
+        found = list(ws.worktrees_dir.glob(f"*/{name}/{name}.waiting"))
+        return found[0].parent if found else None
+
+    def release_all() -> bool:
+        for name in ("alpha", "beta"):
+            if (worktree := waiting(name)) and not (worktree / "go").exists():
+                (worktree / "go").touch()
+        return not running.is_alive()
+
+    def both_waiting() -> list[Path] | None:
+        found = [waiting("alpha"), waiting("beta")]
+        return [w for w in found if w] if all(found) else None
+
+    try:
+        both = wait_until(both_waiting, timeout=60, what="alpha and beta waiting at once")
+        for worktree in both:
+            (worktree / "go").touch()
+        running.join()
+    finally:
+        if running.is_alive():  # the test failed: let the run end
+            wait_until(release_all, timeout=240, what="the run to end")
+    (report,) = reports
 
     assert report.status == "succeeded", report.message
     assert sorted(a.agent for a in report.agents) == ["alpha", "beta"]
     assert (repo / "alpha.txt").read_text() == "alpha\n"
     assert (repo / "beta.txt").read_text() == "beta\n"
-    start_a, end_a = (float((repo / f"alpha.{x}").read_text()) for x in ("start", "end"))
-    start_b, end_b = (float((repo / f"beta.{x}").read_text()) for x in ("start", "end"))
-    assert start_b < end_a and start_a < end_b, "the two agents did not overlap"
     assert git(repo, "status", "--porcelain") == ""
     assert "AGENTOS_CONTEXT.md" not in git(repo, "ls-files")
     # Nothing is left behind: no session, no extra worktree, no agent branch.
@@ -191,7 +221,8 @@ def test_checks_written_inside_the_worktree_do_not_change_the_gate(
     report = start_run(ws, "cheat-task", repo, force=True)
 
     assert report.status == "failed"
-    assert report.agents[0].gate.as_dict()["checks"][0]["name"] == "must exist"
+    gate = report.agents[0].gate
+    assert gate is not None and gate.as_dict()["checks"][0]["name"] == "must exist"
 
 
 def test_conflicting_agents_stop_the_run_and_keep_both_branches(
@@ -228,7 +259,7 @@ def test_an_agent_past_its_timeout_is_killed_and_fails(
 
 
 def test_a_missing_cli_is_a_clear_error_before_anything_starts(
-    cli, ws: Workspace, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, repo: Path, tmux_socket: str
 ) -> None:
     result = cli(
         "run",
@@ -247,14 +278,14 @@ def test_a_missing_cli_is_a_clear_error_before_anything_starts(
     assert tmux_sessions(tmux_socket) == []
 
 
-def test_uncommitted_changes_in_the_target_are_refused(cli, repo: Path) -> None:
+def test_uncommitted_changes_in_the_target_are_refused(cli: CliRunner, repo: Path) -> None:
     (repo / "shared.txt").write_text("local edit\n")
     result = cli("run", "fix the lint errors", "--repo", str(repo), "--force")
     assert result.returncode == 2
     assert "uncommitted changes (shared.txt)" in result.stderr
 
 
-def test_a_request_no_card_matches_ends_as_no_match(cli, repo: Path) -> None:
+def test_a_request_no_card_matches_ends_as_no_match(cli: CliRunner, repo: Path) -> None:
     result = cli("run", "bake a chocolate cake", "--repo", str(repo), "--force", "--json")
     assert result.returncode == 1
     data = json.loads(result.stdout)
@@ -295,7 +326,7 @@ def _worktree_of(ws: Workspace, name: str) -> Path:
 
 
 def test_kill_9_of_the_orchestrator_then_gc_leaves_nothing_orphaned(
-    ws: Workspace, tmp_path: Path, repo: Path, cli, tmux_socket: str
+    ws: Workspace, tmp_path: Path, repo: Path, cli: CliRunner, tmux_socket: str
 ) -> None:
     add_agent(ws, tmp_path, "worker", "echo halfway > progress.txt\nsleep 120\n")
     proc = _start_in_background(ws, "worker-task", repo)
@@ -304,7 +335,7 @@ def test_kill_9_of_the_orchestrator_then_gc_leaves_nothing_orphaned(
     wait_until(lambda: tmux_sessions(tmux_socket) != [])
 
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+    proc.communicate(timeout=10)  # (and closes its pipes)
     assert tmux_sessions(tmux_socket) != []  # the crash left the session behind
 
     result = cli("gc", "--json")
@@ -344,7 +375,7 @@ def test_sigterm_cancels_the_run_tears_down_and_keeps_the_work(
 
 @pytest.mark.process  # `agentos attach` replaces the process with tmux
 def test_runs_list_show_and_logs_report_a_finished_run(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     add_agent(ws, tmp_path, "talker", "echo hello from the pane\necho done > out.txt\n")
     report = start_run(ws, "talker-task", repo, force=True)
@@ -416,7 +447,7 @@ def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names
 
 
 def test_a_vague_request_is_refused_unless_forced_and_the_receipt_says_so(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     add_agent(ws, tmp_path, "polisher", "echo polished > polish.txt\n")
 
@@ -440,7 +471,7 @@ def test_a_vague_request_is_refused_unless_forced_and_the_receipt_says_so(
 
 
 def test_a_detached_run_can_be_followed_and_cancelled_from_the_cli(
-    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     add_agent(ws, tmp_path, "longhaul", "echo underway > progress.txt\nsleep 120\n")
 
@@ -502,7 +533,7 @@ def test_what_the_checks_write_is_not_merged_as_the_agents_work(
 
 
 def test_gc_survives_a_leftover_worktree_whose_repository_is_gone(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     doomed = make_repo(tmp_path / "doomed")
     leftover = ws.worktrees_dir / "20260101-000000-dead00" / "ghost"
@@ -525,13 +556,13 @@ def test_gc_survives_a_leftover_worktree_whose_repository_is_gone(
 
 
 def test_gc_tells_a_live_orchestrator_from_a_process_that_reused_its_pid(
-    cli, ws: Workspace
+    cli: CliRunner, ws: Workspace
 ) -> None:
     store = RunStore(ws)
-    store.create("20260101-000000-aaaaaa", "in-process run", ws.root, status="running")
+    store.create("20260101-000000-aaaaaa", "in-process run", ws.root, status=RunStatus.RUNNING)
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        store.create("20260101-000000-bbbbbb", "pid reused", ws.root, status="running")
+        store.create("20260101-000000-bbbbbb", "pid reused", ws.root, status=RunStatus.RUNNING)
         store.update("20260101-000000-bbbbbb", pid=sleeper.pid)  # alive, but started later
 
         report = json.loads(cli("gc", "--json").stdout)

@@ -114,7 +114,9 @@ def test_the_right_fix_merges_and_a_wrong_one_fails_the_projects_own_tests(
     assert re.search(PASSED[name], text), text
     # The request asked for the test to change ("and its test in ..."): the change to the
     # base's test is recorded as allowed, and who allowed it.
-    (check,) = load_receipt(ws, receipt).fields["checks"]  # type: ignore[misc]
+    checks = load_receipt(ws, receipt).fields["checks"]
+    assert isinstance(checks, list)
+    (check,) = checks
     evidence = check["evidence"]
     test_file = proj.project.test_file
     assert [(f["kind"], f["allowed"]) for f in evidence["findings"]] == [("test changed", True)]

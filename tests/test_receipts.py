@@ -246,7 +246,7 @@ _STRIPPED = (
     "stripped, or it was written outside AgentOS"
 )
 
-TAMPER: list[tuple[str, Callable[[Workspace], None], list[str]]] = [
+TAMPER: list[tuple[str, Callable[[Workspace], object], list[str]]] = [
     (
         "edit-middle",
         lambda ws: _edit(_r(ws, 5)),

@@ -388,7 +388,8 @@ def test_test_command_passes_test_paths_where_the_runner_takes_them(
 
 def test_environment_puts_the_interpreter_first_and_maps_only_a_worktree(tmp_path: Path) -> None:
     repo, tree = tmp_path / "repo", tmp_path / "wt"
-    repo.mkdir(), tree.mkdir()
+    repo.mkdir()
+    tree.mkdir()
     profile = RepoProfile(
         repo,
         "detected",
@@ -631,7 +632,7 @@ def editable_repo(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
     return get
 
 
-RUNNERS = {
+RUNNERS: dict[str, Callable[[RepoProfile], str]] = {
     "python -m pytest": lambda profile: profile.test_command(["tests/test_where.py"]),
     "pytest script": lambda profile: f"{profile.venv}/bin/pytest -q tests/test_where.py",
 }

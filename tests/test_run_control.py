@@ -14,8 +14,8 @@ from conftest import add_agent, make_repo, needs_tmux, tmux_sessions, wait_until
 
 from agentos.errors import BadInput, NotFound
 from agentos.run import control
-from agentos.run.events import EventKind, read_events
-from agentos.run.orchestrator import start_run
+from agentos.run.events import EventKind, RunEvent, read_events
+from agentos.run.orchestrator import RunOptions, start_run
 from agentos.run.store import AgentStatus, RunStatus, process_start
 from agentos.workspace.files import RunFiles
 from agentos.workspace.layout import Workspace
@@ -43,7 +43,7 @@ def test_a_runs_events_tell_its_phases_and_each_agents_steps_in_order(
     ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     add_agent(ws, tmp_path, "writer", "echo done > out.txt\n")
-    heard = []
+    heard: list[RunEvent] = []
 
     report = start_run(ws, "writer-task", repo, force=True, on_event=heard.append)
 
@@ -122,7 +122,7 @@ def test_a_live_run_cancelled_through_the_library_keeps_its_work(
 ) -> None:
     add_agent(ws, tmp_path, "longhaul", "echo underway > progress.txt\nsleep 120\n")
 
-    run_id, _log = control.start_detached(ws, "longhaul-task", repo, control.RunOptions(force=True))
+    run_id, _log = control.start_detached(ws, "longhaul-task", repo, RunOptions(force=True))
     wait_until(
         lambda: (
             control.status(ws, run_id).status is RunStatus.RUNNING

@@ -15,7 +15,7 @@ from conftest import CliRunner, add_agent, branches, git, make_repo, needs_tmux
 from agentos.run.gc import collect_garbage
 from agentos.run.orchestrator import RunOptions, start_run
 from agentos.run.review import merge_run
-from agentos.run.store import RunStore
+from agentos.run.store import RunStatus, RunStore
 from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
@@ -224,7 +224,9 @@ def test_a_run_being_merged_cannot_be_merged_twice(
     add_agent(ws, tmp_path, "writer", "echo more >> notes.txt\n")
     run = start_run(ws, "writer-task", repo, RunOptions(force=True, merge=False))
     store = RunStore(ws)
-    assert store.claim(run.run_id, ("ready",), "merging", pid=os.getpid())  # another merge
+    assert store.claim(
+        run.run_id, (RunStatus.READY,), RunStatus.MERGING, pid=os.getpid()
+    )  # another merge
 
     out = cli("runs", "merge", run.run_id)
     gc = collect_garbage(ws)  # the merging process is alive: gc leaves the run alone
@@ -232,4 +234,4 @@ def test_a_run_being_merged_cannot_be_merged_twice(
     assert out.returncode == 2
     assert f"run {run.run_id} has status merging" in out.stderr
     assert run.run_id not in gc.aborted_runs
-    assert not store.claim(run.run_id, ("ready",), "merging")
+    assert not store.claim(run.run_id, (RunStatus.READY,), RunStatus.MERGING)

@@ -8,6 +8,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -35,7 +36,7 @@ def top_field(text: str, key: str) -> str:
     return match.group(1).strip()
 
 
-def run_json(cli: CliRunner, *args: str) -> tuple[int, dict]:
+def run_json(cli: CliRunner, *args: str) -> tuple[int, dict[str, Any]]:
     out = cli(*args, "--json")
     assert out.stdout, out.stderr
     return out.returncode, json.loads(out.stdout)

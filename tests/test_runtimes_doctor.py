@@ -9,8 +9,10 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import CliRunner
 from fake_ollama import FakeOllama
 from test_runtimes_frameworks import hiding
 
@@ -31,12 +33,14 @@ def no_clis_path(tmp_path: Path) -> str:
     return f"{bin_dir}:{Path(sys.executable).parent}"
 
 
-def summary(doc: dict) -> list[tuple[object, ...]]:
+def summary(doc: dict[str, Any]) -> list[tuple[object, ...]]:
     return [(c["name"], c["kind"], c["ready"], c["fix"]) for c in doc["checks"]]
 
 
 @pytest.mark.process  # its PYTHONPATH hides the extras when Python starts
-def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Path) -> None:
+def test_doctor_lists_every_runtime_with_its_readiness_and_fix(
+    cli: CliRunner, tmp_path: Path
+) -> None:
     env = {"PATH": no_clis_path(tmp_path), **hiding(tmp_path, "crewai")}
     with FakeOllama(models=(MODEL, "llama3.2:latest")) as fake:
         result = cli("doctor", "--json", env={**env, "OLLAMA_HOST": fake.host})
@@ -71,7 +75,9 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(cli, tmp_path: Pa
     )
 
 
-def test_doctor_fails_on_an_invalid_agentos_yaml_as_every_command_does(cli, ws) -> None:
+def test_doctor_fails_on_an_invalid_agentos_yaml_as_every_command_does(
+    cli: CliRunner, ws: Workspace
+) -> None:
     ws.settings_file.write_text("run: {retries: two}\n")
 
     result = cli("doctor")
@@ -83,7 +89,7 @@ def test_doctor_fails_on_an_invalid_agentos_yaml_as_every_command_does(cli, ws) 
     assert "not ready: fix the workspace's agentos.yaml" in result.stdout
 
 
-def test_doctor_names_ollama_serve_when_the_server_is_down(cli, tmp_path: Path) -> None:
+def test_doctor_names_ollama_serve_when_the_server_is_down(cli: CliRunner, tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         host = f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -101,7 +107,7 @@ def test_doctor_names_ollama_serve_when_the_server_is_down(cli, tmp_path: Path) 
     assert not [name for name in checks if name.startswith("model ")]
 
 
-def test_doctor_fails_when_tmux_and_git_are_missing(cli, tmp_path: Path) -> None:
+def test_doctor_fails_when_tmux_and_git_are_missing(cli: CliRunner, tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     result = cli("doctor", env={"PATH": str(empty)})

@@ -10,10 +10,11 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from conftest import git, make_repo, needs_tmux, tmux_sessions, write_package
+from conftest import CliRunner, git, make_repo, needs_tmux, tmux_sessions, write_package
 from fake_ollama import FakeOllama
 
 from agentos.hub.store import Hub
@@ -56,7 +57,7 @@ def install(
     entry: str,
     files: dict[str, str],
     keyword: str,
-    **fields: object,
+    **fields: Any,
 ) -> None:
     src = write_package(
         tmp_path / "src" / name, name=name, runtime=runtime, entry=entry, files=files, **fields
@@ -76,8 +77,8 @@ def install(
 
 
 def run(
-    cli, repo: Path, request: str, env: dict[str, str] | None = None
-) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+    cli: CliRunner, repo: Path, request: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     result = cli("run", request, "--repo", str(repo), "--force", "--json", env=env)
     report = json.loads(result.stdout) if result.stdout.strip() else {}
     return result, report
@@ -98,7 +99,7 @@ class ScriptedToolModel(GenericFakeChatModel):
         return self
 
 
-def build(tools, request, repo):
+def build(tools, request, repo: Path):
     model = ScriptedToolModel(messages=iter([
         AIMessage(content="", tool_calls=[{
             "name": "write_file", "id": "call-1",
@@ -147,7 +148,7 @@ def build(inputs, tools):
 
 
 def test_a_langchain_agent_on_a_fake_chat_model_changes_the_repo_and_reports_in_the_receipt(
-    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     install(
         ws,
@@ -183,7 +184,7 @@ def test_a_langchain_agent_on_a_fake_chat_model_changes_the_repo_and_reports_in_
 
 
 def test_a_crewai_crew_on_a_custom_llm_changes_the_repo_and_reports_in_the_receipt(
-    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     install(
         ws,
@@ -232,10 +233,10 @@ WRITE_FIX = {"name": "write_file", "arguments": {"path": "hello.py", "content": 
 
 
 def test_the_bundled_langchain_coder_uses_its_ollama_model_through_langchain_ollama(
-    cli, ws: Workspace, repo: Path
+    cli: CliRunner, ws: Workspace, repo: Path
 ) -> None:
     _greeting_gate(ws)
-    script = [
+    script: list[dict[str, Any]] = [
         {"content": "", "tool_calls": [{"name": "read_file", "arguments": {"path": "hello.py"}}]},
         {"content": "", "tool_calls": [WRITE_FIX]},
         {"content": "Fixed greet(). LC-OLLAMA-DONE"},
@@ -267,10 +268,10 @@ def test_the_bundled_langchain_coder_uses_its_ollama_model_through_langchain_oll
 
 @pytest.mark.slow
 def test_the_bundled_crewai_crew_uses_its_ollama_model_for_both_agents(
-    cli, ws: Workspace, repo: Path
+    cli: CliRunner, ws: Workspace, repo: Path
 ) -> None:
     _greeting_gate(ws)
-    script = [
+    script: list[dict[str, Any]] = [
         {"content": "", "tool_calls": [WRITE_FIX]},  # engineer
         {"content": "Changed hello.py so greet() returns 'hello'."},
         {"content": "Reviewed hello.py: correct. CREW-OLLAMA-DONE"},
@@ -359,7 +360,7 @@ def hiding(tmp_path: Path, *modules: str) -> dict[str, str]:
     ids=["langchain-core", "langchain-ollama", "crewai", "ollama"],
 )
 def test_a_missing_extra_stops_the_run_before_anything_starts_naming_the_pip_command(
-    cli,
+    cli: CliRunner,
     ws: Workspace,
     tmp_path: Path,
     repo: Path,
@@ -469,7 +470,7 @@ def test_a_crewai_entry_that_is_not_a_crew_is_named_in_the_pane(tmp_path: Path) 
 
 @pytest.mark.parametrize(("word", "runtime"), [("langchain", "langchain"), ("crewai", "crewai")])
 def test_a_bundled_example_without_its_ollama_server_stops_before_anything_starts(
-    cli, repo: Path, tmp_path: Path, tmux_socket: str, word: str, runtime: str
+    cli: CliRunner, repo: Path, tmp_path: Path, tmux_socket: str, word: str, runtime: str
 ) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,10 +10,11 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from conftest import git, make_repo, needs_tmux, tmux_sessions, write_package
+from conftest import CliRunner, git, make_repo, needs_tmux, tmux_sessions, write_package
 from fake_ollama import FakeOllama
 
 from agentos.hub.store import Hub
@@ -57,7 +58,7 @@ def receipt_of_kind(ws: Workspace, ids: list[str], kind: str) -> str:
 
 
 def install_ollama_agent(ws: Workspace, tmp_path: Path, **fields: object) -> None:
-    manifest: dict[str, object] = {
+    manifest: dict[str, Any] = {
         "runtime": "ollama",
         "entry": "prompt.md",
         "model": MODEL,
@@ -85,7 +86,7 @@ def install_ollama_agent(ws: Workspace, tmp_path: Path, **fields: object) -> Non
     )
 
 
-SCRIPT = [
+SCRIPT: list[dict[str, Any]] = [
     {
         "content": "Let me look at the code.",
         "tool_calls": [{"name": "list_files", "arguments": {}}],
@@ -116,7 +117,7 @@ SCRIPT = [
 
 @needs_tmux
 def test_a_scripted_ollama_server_drives_the_bundled_agent_to_a_merged_change(
-    cli, ws: Workspace, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, repo: Path, tmux_socket: str
 ) -> None:
     ws.settings_file.write_text(yaml.safe_dump(GREETING_GATE))
     head = git(repo, "rev-parse", "HEAD")
@@ -184,7 +185,7 @@ def test_a_scripted_ollama_server_drives_the_bundled_agent_to_a_merged_change(
 
 @needs_tmux
 def test_an_ollama_server_error_fails_the_agent_and_nothing_is_merged(
-    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     install_ollama_agent(ws, tmp_path)
     ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
@@ -218,7 +219,7 @@ def _branches(repo: Path) -> list[str]:
 
 @needs_tmux
 def test_an_unreachable_ollama_server_stops_the_run_before_anything_starts(
-    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     install_ollama_agent(ws, tmp_path)
     host = f"http://127.0.0.1:{closed_port()}"
@@ -238,7 +239,7 @@ def test_an_unreachable_ollama_server_stops_the_run_before_anything_starts(
 
 
 def test_a_model_the_server_has_not_pulled_is_named_with_the_pull_command(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     install_ollama_agent(ws, tmp_path, model="llama3.2")
     with FakeOllama([], models=(MODEL,)) as fake:
@@ -260,7 +261,7 @@ def test_a_model_the_server_has_not_pulled_is_named_with_the_pull_command(
 
 @needs_tmux
 def test_a_model_named_without_a_tag_matches_the_latest_tag(
-    cli, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path, tmux_socket: str
 ) -> None:
     install_ollama_agent(ws, tmp_path, model="llama3.2")
     ws.settings_file.write_text("run: {retries: 0, guardian: false}\n")
@@ -278,7 +279,7 @@ def test_a_model_named_without_a_tag_matches_the_latest_tag(
 
 
 def test_ollama_host_set_but_not_listed_in_env_is_explained(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     if _default_ollama_answers():
         pytest.skip("an Ollama server is running on the default address")
@@ -308,7 +309,7 @@ def _default_ollama_answers() -> bool:
 
 
 def test_an_ollama_package_without_a_model_is_bad_input_naming_the_field(
-    cli, ws: Workspace, tmp_path: Path, repo: Path
+    cli: CliRunner, ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
     install_ollama_agent(ws, tmp_path, model=None)
     result = cli("run", "greeter", "--repo", str(repo), "--force", "--json")
@@ -323,7 +324,7 @@ def test_the_agent_program_streams_text_and_tool_results_to_stdout(tmp_path: Pat
     work = make_repo(tmp_path / "wt", {"a.txt": "one\n"})
     prompt = tmp_path / "prompt.md"
     prompt.write_text("Be brief.\n")
-    script = [
+    script: list[dict[str, Any]] = [
         {
             "content": "Writing b.txt now.",
             "tool_calls": [

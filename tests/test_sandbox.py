@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import sys
 import uuid
@@ -19,6 +18,7 @@ from conftest import (
     add_agent,
     git,
     make_repo,
+    needs_bwrap,
     needs_tmux,
     processes_named,
     tree_listing,
@@ -27,9 +27,6 @@ from conftest import (
 from agentos.receipts import list_receipts, read_receipt
 from agentos.workspace.layout import Workspace
 
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup does it)"
-)
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
 HOSTILE = r"""
@@ -488,7 +485,9 @@ def test_a_repository_made_inside_the_worktree_fails_the_gate(
 
     assert report.status == "failed"
     assert git(repo, "rev-parse", "main") == main_before
-    failing = [c for c in report.agents[0].gate.as_dict()["checks"] if not c["passed"]]
+    gate = report.agents[0].gate
+    assert gate is not None
+    failing = [c for c in gate.as_dict()["checks"] if not c["passed"]]
     assert [c["name"] for c in failing] == ["no nested repositories"]
     assert failing[0]["output_tail"].startswith("sub: a git repository made inside the worktree")
 

@@ -27,10 +27,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _escape_probes import PROBES
-from conftest import wait_until
+from conftest import Lines, wait_until
 
 from agentos.errors import MissingTool
 from agentos.sandbox import Group, Sandbox, SandboxSettings, choose, policy
@@ -238,7 +239,7 @@ class Lab:
             stdout=subprocess.PIPE,
         )
         self.procs.append(holder)
-        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        assert Lines(holder.stdout).next(timeout=60, what="the holder") == b"ready\n"
         user_key = f"agentos-escape-user-key-{self.id}"
         subprocess.run(self.probe_argv(user, "key", "add", user_key, self.secret), check=True)
         tmux = f"agentos-escape-{self.id}-{user}"
@@ -279,7 +280,7 @@ class Lab:
                 "namespace only as root: an unprivileged AgentOS gets bwrap, which uses a "
                 "user namespace)"
             )
-        return choose(SandboxSettings(backend=backend))
+        return choose(SandboxSettings.model_validate({"backend": backend}))
 
     def _run(self, backend: str, user: str) -> dict[str, Outcome]:
         sandbox = self._sandbox(backend, user)
@@ -306,7 +307,7 @@ class Lab:
             start_new_session=True,
         )
         self.procs.append(agent)
-        assert agent.stdout is not None and agent.stdout.readline() == b"ready\n"
+        assert Lines(agent.stdout).next(timeout=60, what="the other agent") == b"ready\n"
         (agent_pid,) = probes_holding(agent_marker)
         group = Group(pol.limits)
         for d in group.dirs:  # delegated to the user: the user could write it, unconfined
@@ -538,7 +539,7 @@ def test_the_proxy_lets_a_wildcard_through_to_subdomains_only(
     port, got = echo_server
     real = socket.getaddrinfo
 
-    def resolve(host: object, *args: object, **kwargs: object) -> object:
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(host, str) and host.lower().rstrip(".").endswith(("example.com", ".net")):
             host = "127.0.0.1"
         return real(host, *args, **kwargs)

@@ -20,15 +20,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CliRunner, add_agent, make_repo, needs_tmux, write_package
+from conftest import (
+    CliRunner,
+    add_agent,
+    make_repo,
+    needs_bwrap,
+    needs_tmux,
+    write_package,
+)
 
 from agentos.evals.suite import BUNDLED
 from agentos.hub.store import Hub
 from agentos.workspace.layout import Workspace, init_workspace
 
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup does it)"
-)
 pytestmark = [needs_tmux, needs_bwrap, pytest.mark.usefixtures("tmux_socket")]
 
 # Probes, one per line of the agent's log: "<name>: <what it found>".

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import add_agent, make_repo, needs_tmux, tmux_sessions
+from conftest import add_agent, make_repo, needs_tmux, tmux_sessions, wait_until
 
 from agentos.sdk import AgentOS, Phase, WorkflowConfig
+from agentos.shared.checks import CheckSpec
 from agentos.workflows.store import TaskStatus
 
 pytestmark = [needs_tmux]
@@ -25,7 +26,7 @@ PHASES = [
         id=1,
         name="find",
         description="Find the cause; write REPORT.md",
-        checks=[{"name": "report written", "file_exists": "REPORT.md"}],
+        checks=[CheckSpec.model_validate({"name": "report written", "file_exists": "REPORT.md"})],
         agent="finder",
     ),
     Phase(id=2, name="fix", description="Fix it", agent="fixer", changes=True),
@@ -62,7 +63,10 @@ def test_two_phases_from_code_both_done_and_nothing_of_ours_left(
 def test_waiting_too_long_raises_and_a_result_is_validated_by_its_checks(
     ws: Any, repo: Path, tmp_path: Path, tmux_socket: str
 ) -> None:
-    add_agent(ws, tmp_path, "slow", "sleep 3; echo done > slow.txt\n")
+    # It waits until the test lets it go (a file the test writes into its worktree).
+    add_agent(
+        ws, tmp_path, "slow", "until [ -e go ]; do sleep 0.05; done\nrm go; echo done > slow.txt\n"
+    )
     add_agent(
         ws,
         tmp_path,
@@ -74,13 +78,17 @@ def test_waiting_too_long_raises_and_a_result_is_validated_by_its_checks(
         aos.create_task("Take your time", phase_id=1)
         with pytest.raises(TimeoutError):
             aos.wait_for_completion(timeout=1)
+        worktree = wait_until(lambda: list(ws.worktrees_dir.glob("*/slow")), what="its worktree")
+        (worktree[0] / "go").write_text("")
         assert aos.wait_for_completion(timeout=120)[0].status == TaskStatus.DONE
 
     review = [Phase(id=1, name="review", description="Review", agent="reviewer")]
     config = WorkflowConfig(
         has_result=True,
         result_checks=[
-            {"name": "approved", "file_contains": {"path": "REVIEW.md", "pattern": "approve"}}
+            CheckSpec.model_validate(
+                {"name": "approved", "file_contains": {"path": "REVIEW.md", "pattern": "approve"}}
+            )
         ],
         on_result_found="stop_all",
     )
@@ -131,11 +139,12 @@ def test_the_readme_ci_example_works_as_written(
 def test_launch_a_registered_workflow_and_shut_down_without_waiting(
     ws: Any, repo: Path, tmp_path: Path, tmux_socket: str
 ) -> None:
-    import time
+    from conftest import agent_wrote, branches, git
 
     from agentos.sdk import LaunchParameter, LaunchTemplate, WorkflowDefinition
 
-    add_agent(ws, tmp_path, "sleeper", "sleep 30\n")
+    # Ran to its end, the nap would pass (exit 0): only a stop fails it.
+    add_agent(ws, tmp_path, "sleeper", "echo napping > nap.txt\nsleep 120\n")
     workflow = WorkflowDefinition(
         id="nap",
         name="Nap",
@@ -149,15 +158,14 @@ def test_launch_a_registered_workflow_and_shut_down_without_waiting(
     execution = aos.launch("nap", minutes=2)
     (task,) = aos.tasks(execution)
     assert aos.get_task(task.id).description == "Nap for 2 minutes"
-    deadline = time.monotonic() + 60
-    while aos.get_task(task.id).status != TaskStatus.RUNNING and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: agent_wrote(ws, "sleeper", "nap.txt", "napping\n"), timeout=60)
 
-    started = time.monotonic()
     aos.shutdown(graceful=False)
 
-    assert time.monotonic() - started < 25  # stopped, not the 30 s nap
-    assert aos.get_task(task.id).status == TaskStatus.FAILED
+    stopped = aos.get_task(task.id)
+    assert stopped.status == TaskStatus.FAILED and stopped.run_id  # stopped, not waited for
+    (kept,) = [b for b in branches(repo) if stopped.run_id in b]
+    assert git(repo, "show", f"{kept}:nap.txt") == "napping"  # its work stays on its branch
     assert tmux_sessions(tmux_socket) == []
 
 
@@ -268,7 +276,7 @@ def test_a_review_phase_changes_nothing_in_the_target_unless_it_says_changes_tru
             id=1,
             name="review",
             description="Review the change; write REVIEW.md",
-            checks=[{"name": "review written", "file_exists": "REVIEW.md"}],
+            checks=[CheckSpec(name="review written", file_exists="REVIEW.md")],
             agent="reviewer",
             changes=changes,
         )
@@ -276,7 +284,9 @@ def test_a_review_phase_changes_nothing_in_the_target_unless_it_says_changes_tru
     config = WorkflowConfig(
         has_result=True,
         result_checks=[
-            {"name": "approved", "file_contains": {"path": "REVIEW.md", "pattern": "approve$"}}
+            CheckSpec.model_validate(
+                {"name": "approved", "file_contains": {"path": "REVIEW.md", "pattern": "approve$"}}
+            )
         ],
     )
     before = git(repo, "rev-parse", "HEAD")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import write_package
+from conftest import missing, write_package
 
 from agentos.hub.store import Hub
 from agentos.receipts import list_receipts, parse_receipt
@@ -233,7 +233,7 @@ def test_a_synthesized_test_that_reaches_the_network_fails_in_the_sandbox(
     from agentos.sandbox import choose
 
     if not choose(ws.settings.sandbox).confined:
-        pytest.skip("no sandbox here")
+        missing("no sandbox works here (bubblewrap, or unshare)")
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     reached: list[bool] = []
@@ -319,7 +319,7 @@ def test_the_mcp_inspector_lists_and_calls_a_synthesized_tool(
 
     inspector = npm_tool("mcp-inspector")
     if inspector is None:
-        pytest.skip("the MCP Inspector is not installed (scripts/test installs it)")
+        missing("the MCP Inspector is not installed (scripts/install-mcp-clients installs it)")
     assert cli("synth", "Reverse a string").returncode == 0
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()

@@ -15,6 +15,7 @@ from conftest import add_agent, git, make_repo, needs_tmux, wait_until
 from test_dashboard import add_fix_it_workflow
 
 from agentos.run import control
+from agentos.run.orchestrator import RunOptions
 from agentos.run.store import AgentStatus, RunStatus
 from agentos.workspace.layout import Workspace
 
@@ -66,7 +67,7 @@ def test_the_tui_shows_a_live_run_its_agent_and_health_and_the_cancel_key_cancel
     add_agent(ws, tmp_path, "ticker", TICKER)
     repo = make_repo(tmp_path / "repo")
     run_id, _ = control.start_detached(
-        ws, "ticker-task", repo, control.RunOptions(force=True), supervisor=SUPERVISOR
+        ws, "ticker-task", repo, RunOptions(force=True), supervisor=SUPERVISOR
     )
     wait_until(
         lambda: (ws.worktrees_dir / run_id / "ticker" / "progress.txt").exists(),

@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, CliRunner
 from pydantic import BaseModel
 
 from agentos.errors import NotFound
@@ -22,7 +22,9 @@ from agentos.workspace.layout import Workspace, find_workspace, init_workspace, 
 from agentos.workspace.settings import Settings
 
 
-def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(cli, tmp_path: Path) -> None:
+def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(
+    cli: CliRunner, tmp_path: Path
+) -> None:
     target = tmp_path / "new-ws"
     first = cli("init", str(target), "--json", workspace=None)
     assert first.returncode == 0, first.stderr
@@ -61,7 +63,9 @@ def _model_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
     return out
 
 
-def test_init_writes_every_setting_with_its_default_commented_out(cli, tmp_path: Path) -> None:
+def test_init_writes_every_setting_with_its_default_commented_out(
+    cli: CliRunner, tmp_path: Path
+) -> None:
     """The agentos.yaml `init` writes says it lists every key with its default: it does
     (every field of the settings model, nested ones too), each parses to the model's
     default, and the file as written sets nothing."""
@@ -173,7 +177,7 @@ def test_a_named_or_found_workspace_gets_no_notice(tmp_path: Path) -> None:
         assert (result.returncode, result.stderr) == (0, ""), (args, cwd, env)
 
 
-def test_a_workspace_flag_pointing_nowhere_is_bad_input(cli, tmp_path: Path) -> None:
+def test_a_workspace_flag_pointing_nowhere_is_bad_input(cli: CliRunner, tmp_path: Path) -> None:
     result = cli("hub", "list", workspace=tmp_path / "missing")
     assert result.returncode == 2
     assert result.stderr.strip() == (
@@ -199,7 +203,7 @@ def test_a_workspace_flag_pointing_nowhere_is_bad_input(cli, tmp_path: Path) -> 
     ids=["unknown", "threshold", "floor-range", "floor-axis", "interval", "check", "yaml", "list"],
 )
 def test_invalid_settings_fail_every_command_naming_file_and_field(
-    cli, ws: Workspace, text: str, field: str, message: str
+    cli: CliRunner, ws: Workspace, text: str, field: str, message: str
 ) -> None:
     ws.settings_file.write_text(text)
     result = cli("hub", "list")
@@ -233,7 +237,7 @@ def test_migrations_apply_once_in_order_and_are_recorded(tmp_path: Path) -> None
     con = database.connect(db)
     names = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY rowid")]
     assert names == [m.name for m in database.STATE_MIGRATIONS]
-    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     con.close()
     con = database.connect(db, extra)
     assert database.migrate(con, extra) == []
@@ -254,7 +258,7 @@ def test_a_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None
     assert [r[0] for r in con.execute("SELECT name FROM migrations")] == ["001_ok"]
 
 
-def test_a_run_store_shared_by_threads_waits_out_another_writer(ws) -> None:
+def test_a_run_store_shared_by_threads_waits_out_another_writer(ws: Workspace) -> None:
     import threading
 
     from agentos.run.store import RunStore
