@@ -89,8 +89,20 @@ def _read(path: Path) -> bytes:
         return b""
 
 
+_OPENED: list[socket.socket] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_what_tests_open() -> Iterator[None]:
+    """The sockets a test connected as an agent, closed when it ends (as the agent's go)."""
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 def _connect(files: AgentFiles) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    _OPENED.append(sock)
     fd = os.open(files.mcp_socket.parent, os.O_RDONLY)
     try:
         sock.connect(f"/proc/self/fd/{fd}/{files.mcp_socket.name}")

@@ -99,7 +99,7 @@ class ScriptedToolModel(GenericFakeChatModel):
         return self
 
 
-def build(tools, request, repo: Path):
+def build(tools, request, repo):
     model = ScriptedToolModel(messages=iter([
         AIMessage(content="", tool_calls=[{
             "name": "write_file", "id": "call-1",
