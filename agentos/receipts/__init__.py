@@ -55,28 +55,64 @@ Its parts: :mod:`~agentos.receipts.chain` (ids, files, the head and its lock),
 
 from __future__ import annotations
 
-from agentos.receipts.chain import FIRST, HEAD_FILE, ID_DIGITS, SUFFIX, receipt_id
-from agentos.receipts.read import (
-    ParsedReceipt,
-    ReceiptInfo,
-    list_receipts,
-    load_receipt,
-    parse_receipt,
-    read_receipt,
-    receipt_path,
-)
+from typing import TYPE_CHECKING
+
+# redact is also its module's name: imported now, so that the name is the function.
 from agentos.receipts.redact import redact
-from agentos.receipts.sign import (
-    ANCHOR_FILE,
-    KEY_FILE,
-    STATE_ANCHOR,
-    STATE_KEY,
-    KeyImport,
-    export_key,
-    import_key,
-)
-from agentos.receipts.verify import ChainReport, verify_chain, verify_receipts
-from agentos.receipts.write import Receipt, Rekeyed, rekey, write_receipt
+from agentos.shared.faces import lazy
+
+if TYPE_CHECKING:
+    from agentos.receipts.chain import FIRST, HEAD_FILE, ID_DIGITS, SUFFIX, receipt_id
+    from agentos.receipts.read import (
+        ParsedReceipt,
+        ReceiptInfo,
+        list_receipts,
+        load_receipt,
+        parse_receipt,
+        read_receipt,
+        receipt_path,
+    )
+    from agentos.receipts.sign import (
+        ANCHOR_FILE,
+        KEY_FILE,
+        STATE_ANCHOR,
+        STATE_KEY,
+        KeyImport,
+        export_key,
+        import_key,
+    )
+    from agentos.receipts.verify import ChainReport, verify_chain, verify_receipts
+    from agentos.receipts.write import Receipt, Rekeyed, rekey, write_receipt
+
+# Imported when first used: `agentos route` writes a receipt and reads none.
+FACE = {
+    "FIRST": "agentos.receipts.chain",
+    "HEAD_FILE": "agentos.receipts.chain",
+    "ID_DIGITS": "agentos.receipts.chain",
+    "SUFFIX": "agentos.receipts.chain",
+    "receipt_id": "agentos.receipts.chain",
+    "ParsedReceipt": "agentos.receipts.read",
+    "ReceiptInfo": "agentos.receipts.read",
+    "list_receipts": "agentos.receipts.read",
+    "load_receipt": "agentos.receipts.read",
+    "parse_receipt": "agentos.receipts.read",
+    "read_receipt": "agentos.receipts.read",
+    "receipt_path": "agentos.receipts.read",
+    "ANCHOR_FILE": "agentos.receipts.sign",
+    "KEY_FILE": "agentos.receipts.sign",
+    "STATE_ANCHOR": "agentos.receipts.sign",
+    "STATE_KEY": "agentos.receipts.sign",
+    "KeyImport": "agentos.receipts.sign",
+    "export_key": "agentos.receipts.sign",
+    "import_key": "agentos.receipts.sign",
+    "ChainReport": "agentos.receipts.verify",
+    "verify_chain": "agentos.receipts.verify",
+    "verify_receipts": "agentos.receipts.verify",
+    "Receipt": "agentos.receipts.write",
+    "Rekeyed": "agentos.receipts.write",
+    "rekey": "agentos.receipts.write",
+    "write_receipt": "agentos.receipts.write",
+}
 
 __all__ = [
     "ANCHOR_FILE",
@@ -107,3 +143,6 @@ __all__ = [
     "verify_receipts",
     "write_receipt",
 ]
+
+if not TYPE_CHECKING:  # a type checker reads the imports above instead
+    __getattr__, __dir__ = lazy(__name__, FACE)
