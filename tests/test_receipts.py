@@ -209,6 +209,68 @@ def test_a_lost_head_is_rebuilt_from_the_files_by_the_next_writer(ws: Workspace)
     assert verify_chain(ws) == []
 
 
+def test_a_lost_head_and_a_lost_key_are_both_named_the_head_first(ws: Workspace) -> None:
+    chain(ws, 3)
+    (ws.receipts_dir / HEAD_FILE).unlink()
+    (ws.state_dir / "receipts.key").unlink()
+    assert verify_chain(ws) == [
+        "00000003: the chain's head (.head) is missing or unreadable, so the newest "
+        "receipts cannot be checked",
+        _key_missing(),
+    ]
+
+
+def test_a_head_naming_a_receipt_beyond_the_newest_is_named_among_the_workspaces_problems(
+    ws: Workspace,
+) -> None:
+    chain(ws, 3)
+    (ws.receipts_dir / HEAD_FILE).write_text(f"00000009 {'a' * 64}\n")
+    _edit(_r(ws, 1))
+    (ws.state_dir / "receipts.key").unlink()
+    assert verify_chain(ws) == [
+        _key_missing(),
+        "00000009: the chain's head (.head) names a receipt beyond the newest there is (00000003)",
+        "00000001: changed after it was written (content does not match its sha256)",
+    ]
+    # With no receipt left at all, the head names one beyond none.
+    for seq in (1, 2, 3):
+        _r(ws, seq).unlink()
+    assert verify_receipts(ws, hashes_only=True).problems == (
+        "00000009: the chain's head (.head) names a receipt beyond the newest there is (none)",
+    )
+
+
+def test_the_first_receipt_must_link_to_the_start(ws: Workspace) -> None:
+    chain(ws, 3)
+    text = _r(ws, 1).read_text()
+    mac = text.splitlines()[-1]
+    content = re.sub(r"\nprevious: none\n", "\nprevious: 00000000 forged\n", text)
+    content = content[: content.index("sha256: ")]
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    _r(ws, 1).write_text(content + f"sha256: {digest}\n{mac}\n")
+    assert verify_chain(ws) == [
+        "00000001: does not follow the start: one of them was changed, or receipts were reordered",
+        "00000001: its signature does not match the workspace's key: forged, or rewritten "
+        "with recomputed hashes",
+        "00000002: does not follow 00000001: one of them was changed, or receipts were reordered",
+    ]
+
+
+def test_hashes_only_reads_no_key_even_where_there_is_one(ws: Workspace) -> None:
+    chain(ws, 2)
+    _edit_and_rehash_keeping_the_mac(_r(ws, 1))  # a bad mac, which only the key could tell
+    _edit_and_rehash_keeping_the_mac(_r(ws, 2))
+    (ws.receipts_dir / HEAD_FILE).write_text(f"00000002 {load_receipt(ws, '2').sha256}\n")
+    report = verify_receipts(ws, hashes_only=True)
+    assert (report.macs_checked, report.notes) == (
+        False,
+        (HASHES_ONLY.removeprefix("note: ").rstrip("\n"),),
+    )
+    assert report.problems == (
+        "00000002: does not follow 00000001: one of them was changed, or receipts were reordered",
+    )
+
+
 # --- tampering ----------------------------------------------------------------------------
 
 
@@ -235,6 +297,11 @@ def _swap(a: Path, b: Path) -> None:
     a.rename(tmp)
     b.rename(a)
     tmp.rename(b)
+
+
+def _edit_and_delete(edited: Path, deleted: Path) -> None:
+    _edit(edited)
+    deleted.unlink()
 
 
 def _r(ws: Workspace, n: int) -> Path:
@@ -315,6 +382,49 @@ TAMPER: list[tuple[str, Callable[[Workspace], object], list[str]]] = [
             "reordered",
             "00000006: does not follow 00000005: one of them was changed, or receipts were "
             "reordered",
+        ],
+    ),
+    (
+        "truncate-last",
+        lambda ws: _r(ws, 10).write_text("receipt: 00000010\n"),
+        [
+            "00000010: changed after it was written (its closing sha256 line is gone)",
+            "00000010: changed after it was written (the chain's head records another sha256)",
+            "00000010: changed after it was written (AgentOS's record of the newest receipt "
+            "holds another sha256)",
+        ],
+    ),
+    (
+        "edit-middle-and-delete-last",
+        lambda ws: _edit_and_delete(_r(ws, 5), _r(ws, 10)),
+        [
+            "00000005: changed after it was written (content does not match its sha256)",
+            "00000010: missing: removed from the chain's end (AgentOS last wrote 00000010)",
+        ],
+    ),
+    (
+        "drop-the-previous-line",
+        lambda ws: _r(ws, 2).write_text(re.sub(r"\nprevious: [^\n]*", "", _r(ws, 2).read_text())),
+        [
+            "00000002: changed after it was written (content does not match its sha256)",
+            "00000002: changed after it was written (its previous line is gone)",
+        ],
+    ),
+    (
+        "edit-and-strip-the-mac",
+        lambda ws: _r(ws, 5).write_text(
+            re.sub(r"mac: \w+\n", "", _r(ws, 5).read_text()).replace("check ", "CHECK ")
+        ),
+        ["00000005: changed after it was written (content does not match its sha256)"],
+    ),
+    (
+        "a-first-line-that-is-not-utf-8",
+        lambda ws: _r(ws, 4).write_bytes(
+            _r(ws, 4).read_bytes().replace(b"receipt: 00000004", b"receipt: \xff0000004")
+        ),
+        [
+            "00000004: changed after it was written (content does not match its sha256)",
+            "00000004: the file holds receipt '\ufffd0000004': receipts were moved or reordered",
         ],
     ),
     (
@@ -578,6 +688,18 @@ def test_the_write_after_a_lost_key_is_refused_until_rekey_which_says_so(
     assert verify_chain(ws) == [
         "00000002: changed after it was written (content does not match its sha256)"
     ]
+
+
+def test_one_receipt_signed_with_a_lost_key_is_named_alone_not_as_a_span(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    chain(ws, 1)
+    (ws.state_dir / KEY).unlink()
+    assert cli("receipts", "rekey", "--reason", "lost").returncode == 0
+    assert verify_receipts(ws).notes == (
+        "00000001: signed with a previous key, not verifiable (the key was replaced by rekey "
+        "00000002; their hashes and links are checked)",
+    )
 
 
 def test_rekey_replaces_a_valid_key_only_with_force(cli: CliRunner, ws: Workspace) -> None:
