@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentos.errors import OperationFailed
-from agentos.worktrees.repo import delete_branch, git_result, head, remove_worktree, repo_lock
+from agentos.worktrees.repo import (
+    commit_staged,
+    delete_branch,
+    git_result,
+    head,
+    remove_worktree,
+    repo_lock,
+)
 
 
 @dataclass
@@ -136,11 +143,11 @@ def _integrated(
                     onto=onto,
                 )
             if squash == "agent":
-                landed.append(_commit_staged(scratch, item.message, item.author))
+                landed.append(commit_staged(scratch, item.message, item.author))
         if squash != "agent":
             message = "\n\n".join(item.message.rstrip("\n") for item in landings) + "\n"
             authors = ", ".join(dict.fromkeys(item.author for item in landings))
-            landed.append(_commit_staged(scratch, message, authors))
+            landed.append(commit_staged(scratch, message, authors))
         landed = [c for c in landed if c]
         merged = git_result(scratch, "rev-parse", "HEAD").stdout.strip()
         return MergeResult(True, merged if landed else None, commits=landed, onto=onto)
@@ -222,25 +229,6 @@ def _changes_something(repo_dir: Path, target: str, commit: str) -> bool:
     """Whether ``commit`` holds work that is not on ``target`` yet."""
     result = git_result(repo_dir, "merge-base", "--is-ancestor", commit, target, check=False)
     return result.returncode != 0
-
-
-def _commit_staged(worktree: Path, message: str, author: str) -> str:
-    """Commit what is staged (nothing staged: no commit, ""); return the commit."""
-    if git_result(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
-        return ""
-    git_result(
-        worktree,
-        "-c",
-        f"user.name={author}",
-        "-c",
-        "user.email=agent@agentos.localhost",
-        "commit",
-        "-q",
-        "--no-verify",
-        "-m",
-        message,
-    )
-    return git_result(worktree, "rev-parse", "HEAD").stdout.strip()
 
 
 def integration_branch(run_id: str) -> str:

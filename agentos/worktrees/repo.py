@@ -319,8 +319,13 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
     sparse = git_result(worktree, "sparse-checkout", "list", check=False).returncode == 0
     # In a sparse worktree, new files outside the sparse paths are the agent's work too.
     git_result(worktree, "add", "-A", *(["--sparse"] if sparse else []))
+    return commit_staged(worktree, message, author) or None
+
+
+def commit_staged(worktree: Path, message: str, author: str) -> str:
+    """Commit what is staged (nothing staged: no commit, ""); return the commit."""
     if git_result(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
-        return None
+        return ""
     git_result(
         worktree,
         "-c",
