@@ -113,6 +113,56 @@ def test_package_and_user_text_is_shown_as_written_never_read_as_markup(
     assert "fix [ci] config" in routed.stdout
 
 
+def test_a_listing_shows_control_characters_as_escapes_and_aligns_wide_text(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    """A request is anyone's text: an escape sequence in it (clear the screen, retitle the
+    terminal) is printed as ``\\x1b``, never sent to the terminal of whoever lists runs; a
+    wide character takes two columns, so the next column still lines up."""
+    from agentos.run.store import RunStore
+
+    store = RunStore(ws)
+    try:
+        store.create("20260101-000000-aaaaaa", "fix \x1b[2J\x1b]0;owned\x07 now", ws.root)
+        store.create("20260101-000000-bbbbbb", "修正 the parser", ws.root)
+    finally:
+        store.close()
+    out = cli("runs", "list")
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["run", "status", "agents", "used", "started", "request"]
+    by_run = {line.split()[0]: line for line in lines[1:]}
+    assert by_run["20260101-000000-aaaaaa"].endswith("fix \\x1b[2J\\x1b]0;owned\\x07 now")
+    assert by_run["20260101-000000-bbbbbb"].endswith("修正 the parser")
+    # every row's request column starts at the header's
+    start = lines[0].index("request")
+    assert all(line[start - 2 : start] == "  " for line in lines[1:])
+
+
+def test_a_table_is_coloured_only_on_a_terminal() -> None:
+    """The header is bold and a Styled cell coloured where click styles output (a terminal);
+    piped, the same table is plain text (click strips the styles)."""
+    import click
+    from click.testing import CliRunner as ClickRunner
+
+    from agentos.cli._common import Styled, table
+
+    @click.command()
+    def show() -> None:
+        table("checks", ["check", "status"], [("tmux", Styled("ok", "green")), ("git", None)])
+
+    plain = ClickRunner().invoke(show, color=False)
+    assert plain.output == "checks\ncheck  status\ntmux   ok\ngit\n"
+    coloured = ClickRunner().invoke(show, color=True)
+    assert coloured.output == (
+        "\x1b[1mchecks\x1b[0m\n"
+        "\x1b[1mcheck\x1b[0m  \x1b[1mstatus\x1b[0m\n"
+        "tmux   \x1b[32mok\x1b[0m\n"
+        "git\n"
+    )
+
+
 def test_the_fast_help_of_every_command_is_clicks_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """`agentos ... --help` is answered from agentos/cli/help.json without click: for every
     command it is the text click renders (so the two cannot drift: regenerate with

@@ -1673,13 +1673,12 @@ def test_a_vague_request_is_blocked_with_exit_1_and_its_questions(cli: Any) -> N
 blocked: ambiguity 0.925 (threshold 0.4)
   ambiguity 0.925 is over the threshold 0.4
   goal 0.250 is under its floor 0.5
- axis        ┃ score ┃ floor ┃ weight ┃ found
-━━━━━━━━━━━━━╇━━━━━━━╇━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━
- goal        │ 0.250 │ 0.50  │ 0.30   │ action: make; vague: better
- constraints │ 0.000 │ 0.00  │ 0.15   │
- scope       │ 0.000 │ 0.00  │ 0.20   │
- context     │ 0.000 │ 0.00  │ 0.15   │
- success     │ 0.000 │ 0.00  │ 0.20   │
+axis         score  floor  weight  found
+goal         0.250  0.50   0.30    action: make; vague: better
+constraints  0.000  0.00   0.15
+scope        0.000  0.00   0.20
+context      0.000  0.00   0.15
+success      0.000  0.00   0.20
 questions:
   goal: What does “it” refer to in “make it better”? Name the thing to change and what should be different afterwards.
   constraints: What must stay as it is (public API, output format, other files, dependencies), and within which limits (versions, size, time)?

@@ -11,7 +11,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from agentos.cli._common import console, fail, json_option, print_json, workspace
+from agentos.cli._common import Styled, console, fail, json_option, print_json, table, workspace
 from agentos.errors import AgentOSError
 from agentos.gate.environment import gate_confiner, gate_environment
 from agentos.gate.hook import (
@@ -96,19 +96,17 @@ def list_(package: str | None, card: str | None, as_json: bool) -> None:
 
 
 def _print_report(result: GateResult) -> None:
-    from rich.table import Table
-
-    t = Table(show_edge=False, header_style="bold", title_justify="left")
-    for col in ("result", "check", "kind", "time", "exit"):
-        t.add_column(col, overflow="fold")
+    rows = []
     for r in result.results:
         mark = (
-            "[green]PASS[/]" if r.passed else "[red]TIMEOUT[/]" if r.timed_out else "[red]FAIL[/]"
+            Styled("PASS", "green")
+            if r.passed
+            else Styled("TIMEOUT" if r.timed_out else "FAIL", "red")
         )
         exit_code = "" if r.exit_code is None else str(r.exit_code)
-        t.add_row(mark, escape(r.name), r.kind, f"{r.duration:.2f}s", exit_code)
-    if result.results:
-        console.print(t)
+        rows.append((mark, r.name, r.kind, f"{r.duration:.2f}s", exit_code))
+    if rows:
+        table(None, ["result", "check", "kind", "time", "exit"], rows)
     for r in result.failures:
         console.print()
         console.print(f"[red bold]{escape(r.name)}[/] -- {escape(r.definition)}")

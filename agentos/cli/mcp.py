@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agentos.cli._common import console, fail, json_option, print_json, table, workspace
+from agentos.cli._common import Styled, console, fail, json_option, print_json, table, workspace
 
 _REPO_HELP = (
     "A repository MCP clients may name (run_task repo, kb_add paths, hub_install "
@@ -169,13 +169,11 @@ def doctor(ctx: click.Context, project: Path | None, timeout: float, as_json: bo
     if as_json:
         print_json(report.as_dict())
     else:
-        from rich.text import Text
-
         colours = {"ok": "green", "warn": "yellow", "fail": "red"}
         table(
             None,
             ["check", "status", "detail"],
-            [(c.name, Text(c.status, style=colours[c.status]), c.detail) for c in report.checks],
+            [(c.name, Styled(c.status, colours[c.status]), c.detail) for c in report.checks],
         )
     if not report.ok:
         fail(ctx, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from agentos.cli._common import console, fail, json_option, print_json, table, workspace
+from agentos.cli._common import fail, json_option, print_json, table, workspace
 from agentos.errors import BadInput
 from agentos.routing.router import ROUTE, Decision, decide
 from agentos.routing.router import route as route_request
@@ -45,10 +45,9 @@ def route(
 
 
 def _show(decision: Decision, receipt: str | None) -> None:
-
-    console.print(f"decision: [bold]{decision.decision}[/]")
+    click.echo("decision: " + click.style(decision.decision, bold=True))
     if decision.tied:
-        console.print(
+        click.echo(
             "tied (make one card more specific, or give it a higher priority): "
             + ", ".join(decision.tied)
         )
@@ -59,10 +58,10 @@ def _show(decision: Decision, receipt: str | None) -> None:
             [(s.card, s.ref, s.score, s.group, ", ".join(s.fired)) for s in decision.selected],
         )
     if decision.rejected:
-        console.print("rejected:")
+        click.echo("rejected:")
         table(
             None,
             ["card", "reason"],
             [(r.card, r.reason) for r in decision.rejected],
         )
-    console.print(f"receipt: {receipt}" if receipt else "receipt: none (dry run)", markup=False)
+    click.echo(f"receipt: {receipt}" if receipt else "receipt: none (dry run)")

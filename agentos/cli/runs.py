@@ -452,7 +452,7 @@ def status(as_json: bool) -> None:
         print_json(data)
         return
     if not data["runs"]:
-        console.print("no run is in progress")
+        click.echo("no run is in progress")
         return
     rows = []
     for r in data["runs"]:
