@@ -27,6 +27,7 @@ __all__ = [
     "NotFound",
     "OperationFailed",
     "RequestBlocked",
+    "StateUnavailable",
     "Tampered",
     "TaskFailed",
     "TooLarge",
@@ -136,6 +137,13 @@ class DatabaseCorrupt(BadInput):
 class DatabaseLocked(BadInput):
     """Another process held an AgentOS database past the busy timeout; the message names
     it where the system tells. Exit code 2."""
+
+
+class StateUnavailable(BadInput):
+    """The state database on a server (PostgreSQL) cannot be used: unreachable, the
+    credentials refused, the database missing, its schema newer than this AgentOS, or the
+    connection lost for longer than AgentOS retries it. The message names the URL with its
+    password masked, and the fix. Exit code 2."""
 
 
 class OperationFailed(AgentOSError):

@@ -34,7 +34,7 @@ import apsw
 
 from agentos.knowledge import tokenizer
 from agentos.knowledge.store import KnowledgeStore
-from agentos.state.database import connect
+from agentos.state.sqlite import connect
 
 QUERIES = [
     "parse command line arguments",

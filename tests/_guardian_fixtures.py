@@ -4,16 +4,15 @@ agent rows written straight into state.db, so a test needs no whole run."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import apsw
 import yaml
 from conftest import write_package
 
+from agentos.errors import NotFound
 from agentos.hub.store import Hub
 from agentos.run.launch import prepare
 from agentos.run.sessions import Sessions, session_name
@@ -85,7 +84,9 @@ def launch(
     session = session_name(run_id, agent)
     store = RunStore(ws)
     try:
-        with contextlib.suppress(apsw.ConstraintError):  # a second agent of the same run
+        try:
+            store.get(run_id)  # a second agent of the same run
+        except NotFound:
             store.create(run_id, "a test", tmp_path, status=RunStatus.RUNNING)
             store.update(run_id, started_at=time.time())
         store.add_agent(
@@ -114,6 +115,6 @@ def interventions(ws: Workspace, run_id: str | None = None) -> list[tuple[str, s
         if run_id:
             sql += " WHERE run_id = ?"
             args = (run_id,)
-        return [tuple(r) for r in store.con.execute(sql + " ORDER BY id", args)]
+        return [tuple(r) for r in store.query(sql + " ORDER BY id", args)]
     finally:
         store.close()

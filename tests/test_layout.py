@@ -346,7 +346,8 @@ def test_the_library_starts_no_adapter_and_writes_sql_only_in_its_stores() -> No
     """The library imports no adapter (the layer test) and starts no `python -m agentos`
     (but for the Claude Code Stop hook's command line); SQL is written only in the stores."""
     stores = {
-        "agentos/state/database.py",
+        "agentos/state/sqlite.py",
+        "agentos/state/postgres.py",
         "agentos/run/store.py",
         "agentos/knowledge/store.py",
         "agentos/workflows/store.py",

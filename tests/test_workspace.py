@@ -17,7 +17,8 @@ from pydantic import BaseModel
 
 from agentos.errors import NotFound
 from agentos.hub.store import Hub
-from agentos.state import database
+from agentos.state import sqlite
+from agentos.state.migrations import SQLITE_MIGRATIONS, Migration
 from agentos.workspace.layout import Workspace, find_workspace, init_workspace, locate_workspace
 from agentos.workspace.settings import Settings
 
@@ -233,25 +234,25 @@ def test_settings_defaults_match_the_spec(ws: Workspace) -> None:
 
 def test_migrations_apply_once_in_order_and_are_recorded(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
-    extra = [*database.STATE_MIGRATIONS, database.Migration("999_extra", "CREATE TABLE extra (x)")]
-    con = database.connect(db)
+    extra = [*SQLITE_MIGRATIONS, Migration("999_extra", "CREATE TABLE extra (x)")]
+    con = sqlite.connect(db)
     names = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY rowid")]
-    assert names == [m.name for m in database.STATE_MIGRATIONS]
+    assert names == [m.name for m in SQLITE_MIGRATIONS]
     assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     con.close()
-    con = database.connect(db, extra)
-    assert database.migrate(con, extra) == []
+    con = sqlite.connect(db, extra)
+    assert sqlite.migrate(con, extra) == []
     names = [r[0] for r in con.execute("SELECT name FROM migrations ORDER BY rowid")]
     assert names[-1] == "999_extra" and len(names) == len(extra)
 
 
 def test_a_failing_migration_leaves_nothing_half_applied(tmp_path: Path) -> None:
     bad = [
-        database.Migration("001_ok", "CREATE TABLE a (x)"),
-        database.Migration("002_bad", "CREATE TABLE b (x); CREATE TABLE a (y)"),
+        Migration("001_ok", "CREATE TABLE a (x)"),
+        Migration("002_bad", "CREATE TABLE b (x); CREATE TABLE a (y)"),
     ]
     with pytest.raises(apsw.SQLError):
-        database.connect(tmp_path / "s.db", bad)
+        sqlite.connect(tmp_path / "s.db", bad)
     con = apsw.Connection(str(tmp_path / "s.db"))
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "b" not in tables and "a" in tables

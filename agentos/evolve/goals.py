@@ -114,7 +114,7 @@ def _from_gates(ws: Workspace, repo: Path | None) -> list[tuple[str, str, float,
     from agentos.receipts import list_receipts, parse_receipt
     from agentos.run.store import RunStore
 
-    if not ws.state_db.is_file():
+    if not ws.state.shared and not ws.state_db.is_file():
         return []
     gates = [r for r in list_receipts(ws) if r.kind == "gate"][-GATE_RECEIPTS:]
     repos: dict[str, str | None] = {}

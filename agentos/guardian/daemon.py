@@ -266,7 +266,7 @@ def status(ws: Workspace, *, interventions: int = 20) -> dict[str, Any]:
     running, pid = _holder(ws)
     last: dict[str, Any] | None = None
     recent: list[dict[str, Any]] = []
-    if ws.state_db.exists():
+    if ws.state.shared or ws.state_db.exists():
         memory, store = GuardianStore(ws), RunStore(ws)
         try:
             last = memory.last_cycle()

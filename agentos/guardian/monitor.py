@@ -94,9 +94,11 @@ class Monitor:
     # -- what to watch ---------------------------------------------------------------------
 
     def watched(self) -> list[Watched]:
-        """The running agents of every active run."""
+        """The running agents of every active run of this host."""
         out = []
         for run in self.store.list(statuses=ACTIVE, limit=10_000):
+            if not self.store.local(run):  # another host's guardian watches it
+                continue
             for agent in run.agents:
                 if agent.status is not AgentStatus.RUNNING or not agent.session:
                     continue

@@ -1,5 +1,6 @@
-"""The guardian's own tables in state.db: what its last cycle saw of each watched agent
-(``guardian_agents``), and the cycle itself (``guardian_cycles``). The runs' tables,
+"""The guardian's own tables in the state: what its last cycle saw of each watched agent
+(``guardian_agents``), and the cycle itself (``guardian_cycles``), one host's apart from
+another's (their schema is in :mod:`agentos.state.migrations`). The runs' tables,
 interventions included, belong to :class:`agentos.run.store.RunStore`."""
 
 from __future__ import annotations
@@ -9,43 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import apsw
-
 from agentos.state import database
-from agentos.state.errors import guarded
+from agentos.state.host import host_id
 from agentos.workspace.layout import Workspace
-
-GUARDIAN_MIGRATIONS = [
-    database.Migration(
-        "guardian_001_agents",
-        """
-        CREATE TABLE guardian_agents (
-            session TEXT PRIMARY KEY,
-            run_id TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            screen TEXT NOT NULL DEFAULT '',
-            log_size INTEGER NOT NULL DEFAULT -1,
-            changed_at REAL NOT NULL,
-            prompt TEXT,
-            prompt_streak INTEGER NOT NULL DEFAULT 0,
-            heartbeat_at REAL,
-            health TEXT NOT NULL,
-            action TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            checked_at REAL NOT NULL
-        );
-        CREATE TABLE guardian_cycles (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            pid INTEGER,
-            started_at REAL,
-            at REAL NOT NULL,
-            cycles INTEGER NOT NULL,
-            agents INTEGER NOT NULL,
-            interval REAL
-        );
-        """,
-    ),
-]
 
 
 @dataclass(frozen=True)
@@ -77,30 +44,24 @@ class Seen:
     reason: str
 
 
-class GuardianStore:
-    """The guardian's tables; one connection, used by one thread at a time. A damaged
-    state.db raises a one-line error naming it (:mod:`agentos.state.errors`)."""
+class GuardianStore(database.Store):
+    """The guardian's tables, this host's part of them (see
+    :class:`agentos.state.database.Store`): a guardian watches its own host's agents, and
+    each host's guardian keeps its memory and its cycle apart. What every host's last cycle
+    saw is read by :meth:`health`."""
 
     def __init__(self, ws: Workspace) -> None:
+        super().__init__(ws.state)
         self.ws = ws
-        with guarded(ws.state_db):
-            self.con: apsw.Connection = database.connect(
-                ws.state_db, [*database.STATE_MIGRATIONS, *GUARDIAN_MIGRATIONS]
-            )
-
-    def close(self) -> None:
-        self.con.close()
+        self.host = host_id()
 
     def memory(self) -> dict[str, Memory]:
-        with guarded(self.ws.state_db):
-            rows = self.con.execute(
-                "SELECT session, screen, log_size, changed_at, prompt_streak, checked_at "
-                "FROM guardian_agents"
-            ).fetchall()
-        return {
-            str(r[0]): Memory(tuple(str(r[1]).split()), *r[2:])  # type: ignore[arg-type]
-            for r in rows
-        }
+        rows = self.query(
+            "SELECT session, screen, log_size, changed_at, prompt_streak, checked_at "
+            "FROM guardian_agents WHERE host = ?",
+            (self.host,),
+        )
+        return {str(r[0]): Memory(tuple(str(r[1]).split()), *r[2:]) for r in rows}
 
     def record_cycle(
         self,
@@ -114,14 +75,24 @@ class GuardianStore:
     ) -> None:
         """One cycle: what it saw of each agent (agents no longer watched are forgotten),
         and the cycle's count (reset when another guardian process took over)."""
-        with guarded(self.ws.state_db), database.transaction(self.con):
+        seen = list(seen)
+
+        def record(con: database.Connection) -> None:
             for s in seen:
-                self.con.execute(
-                    "INSERT OR REPLACE INTO guardian_agents (session, run_id, agent, screen, "
+                con.write(
+                    "INSERT INTO guardian_agents (session, host, run_id, agent, screen, "
                     "log_size, changed_at, prompt, prompt_streak, heartbeat_at, health, action, "
-                    "reason, checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "reason, checked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (session) DO UPDATE SET host = excluded.host, "
+                    "run_id = excluded.run_id, agent = excluded.agent, screen = excluded.screen, "
+                    "log_size = excluded.log_size, changed_at = excluded.changed_at, "
+                    "prompt = excluded.prompt, prompt_streak = excluded.prompt_streak, "
+                    "heartbeat_at = excluded.heartbeat_at, health = excluded.health, "
+                    "action = excluded.action, reason = excluded.reason, "
+                    "checked_at = excluded.checked_at",
                     (
                         s.session,
+                        self.host,
                         s.run_id,
                         s.agent,
                         " ".join(s.screen),
@@ -136,24 +107,29 @@ class GuardianStore:
                         now,
                     ),
                 )
-            for (session,) in list(self.con.execute("SELECT session FROM guardian_agents")):
+            for (session,) in con.rows(
+                "SELECT session FROM guardian_agents WHERE host = ?", (self.host,)
+            ):
                 if session not in keep:
-                    self.con.execute("DELETE FROM guardian_agents WHERE session = ?", (session,))
-            self.con.execute(
-                "INSERT INTO guardian_cycles (id, pid, started_at, at, cycles, agents, interval) "
-                "VALUES (1, ?, ?, ?, 1, ?, ?) ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, "
+                    con.write("DELETE FROM guardian_agents WHERE session = ?", (session,))
+            con.write(
+                "INSERT INTO guardian_cycles (host, pid, started_at, at, cycles, agents, interval) "
+                "VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (host) DO UPDATE SET pid = excluded.pid, "
                 "started_at = excluded.started_at, at = excluded.at, agents = excluded.agents, "
-                "interval = excluded.interval, cycles = CASE WHEN guardian_cycles.pid IS "
-                "excluded.pid THEN guardian_cycles.cycles + 1 ELSE 1 END",
-                (pid, started_at, now, len(keep), interval),
+                "interval = excluded.interval, cycles = CASE WHEN guardian_cycles.pid IS NOT "
+                "DISTINCT FROM excluded.pid THEN guardian_cycles.cycles + 1 ELSE 1 END",
+                (self.host, pid, started_at, now, len(keep), interval),
             )
 
+        self.transaction(record)
+
     def last_cycle(self) -> dict[str, Any] | None:
-        with guarded(self.ws.state_db):
-            row = self.con.execute(
-                "SELECT pid, started_at, at, cycles, agents, interval "
-                "FROM guardian_cycles WHERE id = 1"
-            ).fetchone()
+        """This host's guardian's last cycle."""
+        row = self.one(
+            "SELECT pid, started_at, at, cycles, agents, interval "
+            "FROM guardian_cycles WHERE host = ?",
+            (self.host,),
+        )
         if row is None:
             return None
         pid, started_at, at, cycles, agents, interval = row
@@ -168,13 +144,12 @@ class GuardianStore:
         }
 
     def health(self) -> dict[str, dict[str, Any]]:
-        """Each watched session's health as the last cycle recorded it (see
-        :func:`agentos.guardian.monitor.last_health`)."""
-        with guarded(self.ws.state_db):
-            rows: list[tuple[Any, ...]] = self.con.execute(
-                "SELECT session, run_id, agent, health, action, reason, changed_at, "
-                "prompt, checked_at FROM guardian_agents ORDER BY session"
-            ).fetchall()
+        """Each watched session's health as the last cycle of its host's guardian recorded
+        it (see :func:`agentos.guardian.monitor.last_health`)."""
+        rows = self.query(
+            "SELECT session, run_id, agent, health, action, reason, changed_at, "
+            "prompt, checked_at FROM guardian_agents ORDER BY session"
+        )
         now = time.time()
         out = {}
         for session, run_id, agent, health, action, reason, changed, prompt, checked in rows:
@@ -199,7 +174,7 @@ def last_health(ws: Workspace) -> dict[str, dict[str, Any]]:
     "checked_at", "checked_ago"}}``; ``output_age`` is seconds since the output last
     changed, as of now. Empty when no guardian has run.
     """
-    if not ws.state_db.exists():
+    if not ws.state.shared and not ws.state_db.exists():
         return {}
     store = GuardianStore(ws)
     try:

@@ -39,8 +39,9 @@ import apsw
 from agentos.errors import BadInput, DatabaseCorrupt, NotFound
 from agentos.knowledge import files, fts, ingest, tokenizer
 from agentos.knowledge.ingest import Prepared
-from agentos.state.database import Migration, connect, migrate, transaction
 from agentos.state.errors import guarded, inode, set_aside
+from agentos.state.migrations import Migration
+from agentos.state.sqlite import connect, migrate, transaction
 from agentos.workspace.layout import Workspace
 
 # bm25 weights of the columns path, symbols, body.

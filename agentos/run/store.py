@@ -1,7 +1,9 @@
-"""Runs and their agents as recorded in state.db."""
+"""Runs and their agents as recorded in the state (state.db, or PostgreSQL), with the
+host that runs each, the hosts' heartbeats, and the event stream."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import secrets
@@ -14,6 +16,7 @@ from typing import Any
 
 from agentos.errors import NotFound, OperationFailed
 from agentos.state import database
+from agentos.state.host import host_id
 from agentos.workspace.layout import Workspace
 
 
@@ -103,6 +106,7 @@ class AgentRecord:
     gated_commit: str | None = None  # the commit the last passing gate judged
     receipts: tuple[str, ...] = ()  # the agent's gate receipts, in order
     usage: dict[str, Any] | None = None  # tokens and cost it used (Usage.as_dict())
+    host: str | None = None  # the machine it runs on
 
     @property
     def failing_checks(self) -> list[dict[str, Any]]:
@@ -129,6 +133,8 @@ class RunRecord:
     message: str | None
     pid_start: str | None = None
     options: dict[str, Any] | None = None
+    host: str | None = None  # the machine that runs it (None: recorded before hosts were)
+    cancel_requested: str | None = None  # the host that asked it to cancel
     agents: tuple[AgentRecord, ...] = ()
 
     @property
@@ -167,47 +173,60 @@ class InterventionRecord:
 
 _RUN_COLS = (
     "id, request, repo, target_branch, base_commit, status, decision, receipt, pid, "
-    "created_at, started_at, ended_at, message, pid_start, options"
+    "created_at, started_at, ended_at, message, pid_start, options, host, cancel_requested"
 )
 _AGENT_COLS = (
     "run_id, agent, version, card, branch, worktree, session, status, attempts, "
-    "exit_code, restarts, started_at, ended_at, gate, gated_commit, receipts, usage"
+    "exit_code, restarts, started_at, ended_at, gate, gated_commit, receipts, usage, host"
 )
 _JSON_COLUMNS = ("gate", "receipts", "options", "usage")
+_EVENT_COLS = ("id", "at", "source", "kind", "run", "seq", "task", "agent", "status", "message")
 
 
 class RunStore(database.Store):
-    """state.db's runs for one process (see :class:`agentos.state.database.Store`)."""
+    """The state's runs for one process (see :class:`agentos.state.database.Store`), in
+    state.db or on PostgreSQL (:attr:`Workspace.state`)."""
 
     def __init__(self, ws: Workspace) -> None:
-        super().__init__(ws.state_db)
+        super().__init__(ws.state)
         self.ws = ws
+        self.host = host_id()
+
+    @property
+    def shared(self) -> bool:
+        """Whether other machines share this state (then a record's pids are its host's)."""
+        return self.location.shared
+
+    def local(self, record: RunRecord) -> bool:
+        """Whether ``record``'s processes, sessions and files are on this machine: every run
+        of an unshared state, and the runs this host runs (or, recorded before hosts were,
+        none)."""
+        return not self.shared or record.host in (None, self.host)
 
     def create(
         self, run_id: str, request: str, repo: Path, *, status: RunStatus = RunStatus.PENDING
     ) -> None:
-        with self._write():
-            self.con.execute(
-                "INSERT INTO runs (id, request, repo, status, pid, pid_start, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    request,
-                    str(repo),
-                    status,
-                    os.getpid(),
-                    process_start(os.getpid()),
-                    time.time(),
-                ),
-            )
+        self.write(
+            "INSERT INTO runs (id, request, repo, status, pid, pid_start, created_at, host) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                request,
+                str(repo),
+                status,
+                os.getpid(),
+                process_start(os.getpid()),
+                time.time(),
+                self.host,
+            ),
+        )
 
     def update(self, run_id: str, **fields: Any) -> None:
         if not fields:
             return
         fields = _encode(fields)
         cols = ", ".join(f"{k} = ?" for k in fields)
-        with self._write():
-            self.con.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
+        self.write(f"UPDATE runs SET {cols} WHERE id = ?", (*fields.values(), run_id))
 
     def claim(
         self,
@@ -218,42 +237,89 @@ class RunStore(database.Store):
     ) -> bool:
         """Move a run to ``status`` (with ``fields``) only if it is in one of
         ``from_statuses``, atomically; whether it moved. Two processes claiming one run:
-        one wins."""
+        one wins. A claim that records a pid records this host with it."""
+        if "pid" in fields:
+            fields["host"] = self.host
         fields = _encode({"status": status, **fields})
         cols = ", ".join(f"{k} = ?" for k in fields)
         marks = ", ".join("?" for _ in from_statuses)
-        with self._write():
-            self.con.execute(
+        return bool(
+            self.write(
                 f"UPDATE runs SET {cols} WHERE id = ? AND status IN ({marks})",
                 (*fields.values(), run_id, *from_statuses),
             )
-            return bool(self.con.changes())
+        )
 
     def add_agent(self, run_id: str, agent: str, version: str, **fields: Any) -> None:
+        """Record an agent of a run (on this host), or record it afresh: what ``fields``
+        does not give takes its default."""
         data = _encode(
             {
                 "run_id": run_id,
                 "agent": agent,
                 "version": version,
                 "status": AgentStatus.PENDING,
+                "host": self.host,
                 **fields,
             }
         )
+        keep = ("run_id", "agent")
+        defaults = {"attempts": "0", "restarts": "0"}
+        updates = ", ".join(
+            f"{c} = excluded.{c}" if c in data else f"{c} = {defaults.get(c, 'NULL')}"
+            for c in _AGENT_COLS.split(", ")
+            if c not in keep
+        )
         cols = ", ".join(data)
         marks = ", ".join("?" for _ in data)
-        with self._write():
-            self.con.execute(
-                f"INSERT OR REPLACE INTO run_agents ({cols}) VALUES ({marks})", tuple(data.values())
-            )
+        self.write(
+            f"INSERT INTO run_agents ({cols}) VALUES ({marks}) "
+            f"ON CONFLICT (run_id, agent) DO UPDATE SET {updates}",
+            tuple(data.values()),
+        )
 
     def update_agent(self, run_id: str, agent: str, **fields: Any) -> None:
         fields = _encode(fields)
         cols = ", ".join(f"{k} = ?" for k in fields)
-        with self._write():
-            self.con.execute(
-                f"UPDATE run_agents SET {cols} WHERE run_id = ? AND agent = ?",
-                (*fields.values(), run_id, agent),
+        self.write(
+            f"UPDATE run_agents SET {cols} WHERE run_id = ? AND agent = ?",
+            (*fields.values(), run_id, agent),
+        )
+
+    # -- hosts: who is alive, and who was asked to cancel -------------------------------------
+
+    def heartbeat(self, at: float | None = None) -> None:
+        """Say that this host is alive (its runs' orchestrators do, while they run)."""
+        self.write(
+            "INSERT INTO hosts (id, heartbeat_at) VALUES (?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+            (self.host, time.time() if at is None else at),
+        )
+
+    def heartbeats(self) -> dict[str, float]:
+        """Every host's last heartbeat (seconds since the epoch)."""
+        return {str(h): float(at) for h, at in self.query("SELECT id, heartbeat_at FROM hosts")}
+
+    def request_cancel(self, run_id: str) -> bool:
+        """Ask the host that runs ``run_id`` to cancel it (its orchestrator is woken, on
+        PostgreSQL, by a notification); whether the run was live to ask."""
+
+        def ask(con: database.Connection) -> bool:
+            asked = con.write(
+                "UPDATE runs SET cancel_requested = ? WHERE id = ? AND status IN "
+                f"({', '.join('?' for _ in ACTIVE)})",
+                (self.host, run_id, *ACTIVE),
             )
+            if asked and con.dialect == "postgresql":
+                con.rows("SELECT pg_notify(?, ?)", (database.CANCELS, run_id))
+            return bool(asked)
+
+        return self.transaction(ask)
+
+    def cancel_requested(self, run_id: str) -> str | None:
+        """The host that asked ``run_id`` to cancel, if one did."""
+        row = self.one("SELECT cancel_requested FROM runs WHERE id = ?", (run_id,))
+        return None if row is None or row[0] is None else str(row[0])
 
     # -- what the guardian did to a run's agents ---------------------------------------------
 
@@ -263,40 +329,40 @@ class RunStore(database.Store):
         """Record an intervention (its receipt comes later: :meth:`link_intervention`); a
         restart also counts in the agent's ``restarts``, in the same transaction, so the
         two always agree. Returns the intervention's id."""
-        with self._write():
-            self.con.execute(
-                "INSERT INTO interventions (run_id, agent, action, reason, at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (run_id, agent, action, reason, at),
+
+        def record(con: database.Connection) -> int:
+            row_id = int(
+                con.rows(
+                    "INSERT INTO interventions (run_id, agent, action, reason, at) "
+                    "VALUES (?, ?, ?, ?, ?) RETURNING id",
+                    (run_id, agent, action, reason, at),
+                )[0][0]
             )
-            row_id = self.con.last_insert_rowid()
             if action == "restart":
-                self.con.execute(
+                con.write(
                     "UPDATE run_agents SET restarts = restarts + 1 WHERE run_id = ? AND agent = ?",
                     (run_id, agent),
                 )
-            self.con.execute(  # the event stream says it too, in the same transaction
+            con.write(  # the event stream says it too, in the same transaction
                 "INSERT INTO events (at, source, kind, run, agent, status, message) "
                 "VALUES (?, 'guardian', 'intervention', ?, ?, ?, ?)",
                 (at, run_id, agent, action, f"guardian: {action} {agent}: {reason}"),
             )
-        return row_id
+            return row_id
+
+        return self.transaction(record)
 
     def link_intervention(self, intervention: int, receipt: str) -> None:
-        with self._write():
-            self.con.execute(
-                "UPDATE interventions SET receipt = ? WHERE id = ?", (receipt, intervention)
-            )
+        self.write("UPDATE interventions SET receipt = ? WHERE id = ?", (receipt, intervention))
 
-    def interventions(self, limit: int = 20) -> list[InterventionRecord]:
-        """The latest interventions, newest first."""
-        rows: list[tuple[Any, ...]]
-        with self._read():
-            rows = self.con.execute(
-                "SELECT id, run_id, agent, action, reason, receipt, at "
-                "FROM interventions ORDER BY id DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
+    def interventions(self, limit: int = 20, *, run: str | None = None) -> list[InterventionRecord]:
+        """The latest interventions (of one run, with ``run``), newest first."""
+        clause, args = ("WHERE run_id = ? ", [run]) if run else ("", [])
+        rows = self.query(
+            "SELECT id, run_id, agent, action, reason, receipt, at "
+            f"FROM interventions {clause}ORDER BY id DESC LIMIT ?",
+            (*args, limit),
+        )
         return [InterventionRecord(*row) for row in rows]
 
     def intervention_counts(
@@ -306,35 +372,29 @@ class RunStore(database.Store):
         ids = sorted(run_ids)
         if not ids:
             return {}
-        rows: list[tuple[Any, ...]]
-        with self._read():
-            rows = self.con.execute(
-                "SELECT run_id, agent, action, COUNT(*), MAX(at) FROM interventions "
-                f"WHERE run_id IN ({', '.join('?' for _ in ids)}) GROUP BY run_id, agent, action",
-                ids,
-            ).fetchall()
+        rows = self.query(
+            "SELECT run_id, agent, action, COUNT(*), MAX(at) FROM interventions "
+            f"WHERE run_id IN ({', '.join('?' for _ in ids)}) GROUP BY run_id, agent, action",
+            ids,
+        )
         out: dict[tuple[str, str], dict[str, tuple[int, float]]] = {}
         for run_id, agent, action, count, at in rows:
-            out.setdefault((run_id, agent), {})[action] = (count, at)
+            out.setdefault((run_id, agent), {})[action] = (int(count), float(at))
         return out
 
     def get(self, run_id: str) -> RunRecord:
-        with self._read():
-            return self._get(run_id)
-
-    def _get(self, run_id: str) -> RunRecord:
-        row = self.con.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+        row = self.one(f"SELECT {_RUN_COLS} FROM runs WHERE id = ?", (run_id,))
         if row is None:
             matches = [
                 r[0]
-                for r in self.con.execute(
+                for r in self.query(
                     "SELECT id FROM runs WHERE id LIKE ? ORDER BY id", (f"%{run_id}%",)
                 )
             ]
             if len(matches) != 1:
                 raise NotFound(f"no run {run_id!r}", field="run")
-            return self._get(matches[0])
-        return self._record(row)
+            return self.get(matches[0])
+        return self._records([row])[0]
 
     # -- events -----------------------------------------------------------------------------
 
@@ -351,31 +411,29 @@ class RunStore(database.Store):
         status: str | None = None,
         at: float | None = None,
     ) -> None:
-        """One event into state.db's stream (see :mod:`agentos.run.events`)."""
-        with self._write():
-            self.con.execute(
-                "INSERT INTO events (at, source, kind, run, seq, task, agent, status, message) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (at or time.time(), source, kind, run, seq, task, agent, status, message),
-            )
+        """One event into the state's stream (see :mod:`agentos.run.events`)."""
+        self.write(
+            "INSERT INTO events (at, source, kind, run, seq, task, agent, status, message) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (at or time.time(), source, kind, run, seq, task, agent, status, message),
+        )
 
     def events_after(
         self, after: int = 0, *, run: str | None = None, limit: int = 1000
     ) -> list[dict[str, Any]]:
         """The events with an id over ``after`` (of one run, with ``run``), oldest first."""
         clause, args = ("AND run = ?", [run]) if run else ("", [])
-        with self._read():
-            rows = self.con.execute(
-                "SELECT id, at, source, kind, run, seq, task, agent, status, message FROM events "
-                f"WHERE id > ? {clause} ORDER BY id LIMIT ?",
-                (after, *args, limit),
-            ).fetchall()
-        keys = ("id", "at", "source", "kind", "run", "seq", "task", "agent", "status", "message")
-        return [{k: v for k, v in zip(keys, row, strict=True) if v is not None} for row in rows]
+        rows = self.query(
+            f"SELECT {', '.join(_EVENT_COLS)} FROM events "
+            f"WHERE id > ? {clause} ORDER BY id LIMIT ?",
+            (after, *args, limit),
+        )
+        return [
+            {k: v for k, v in zip(_EVENT_COLS, row, strict=True) if v is not None} for row in rows
+        ]
 
     def last_event_id(self) -> int:
-        with self._read():
-            row = self.con.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()
+        row = self.one("SELECT COALESCE(MAX(id), 0) FROM events")
         return int(str(row[0])) if row else 0
 
     def list(
@@ -386,18 +444,29 @@ class RunStore(database.Store):
         if statuses:
             sql += f" WHERE status IN ({', '.join('?' for _ in statuses)})"
             args = statuses
-        sql += " ORDER BY created_at DESC LIMIT ?"
-        with self._read():
-            return [self._record(row) for row in self.con.execute(sql, (*args, limit)).fetchall()]
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        return self._records(self.query(sql, (*args, limit)))
 
-    def _record(self, row: tuple[Any, ...]) -> RunRecord:
-        agents = tuple(
-            AgentRecord(**self._status(_decode(_AGENT_COLS, a), AgentStatus))
-            for a in self.con.execute(
-                f"SELECT {_AGENT_COLS} FROM run_agents WHERE run_id = ? ORDER BY agent", (row[0],)
+    def _records(self, rows: builtins.list[tuple[Any, ...]]) -> builtins.list[RunRecord]:
+        """Runs from their rows, with their agents (read in one query)."""
+        agents: dict[str, builtins.list[AgentRecord]] = {}
+        ids = [str(row[0]) for row in rows]
+        for start in range(0, len(ids), 500):  # SQLite takes a bounded number of parameters
+            part = ids[start : start + 500]
+            for a in self.query(
+                f"SELECT {_AGENT_COLS} FROM run_agents WHERE run_id IN "
+                f"({', '.join('?' for _ in part)}) ORDER BY run_id, agent",
+                part,
+            ):
+                record = AgentRecord(**self._status(_decode(_AGENT_COLS, a), AgentStatus))
+                agents.setdefault(record.run_id, []).append(record)
+        return [
+            RunRecord(
+                **self._status(_decode(_RUN_COLS, row), RunStatus),
+                agents=tuple(agents.get(str(row[0]), ())),
             )
-        )
-        return RunRecord(**self._status(_decode(_RUN_COLS, row), RunStatus), agents=agents)
+            for row in rows
+        ]
 
     def _status(self, data: dict[str, Any], kind: type[StrEnum]) -> dict[str, Any]:
         try:
@@ -405,8 +474,8 @@ class RunStore(database.Store):
         except ValueError:
             raise OperationFailed(
                 f"run {data.get('run_id') or data.get('id')} has an unknown status "
-                f"{data['status']!r}: state.db was changed by hand or by a newer AgentOS",
-                file=self.ws.state_db,
+                f"{data['status']!r}: the state was changed by hand or by a newer AgentOS",
+                file=self.where,
                 field="status",
             ) from None
         return data

@@ -1,11 +1,20 @@
-"""AgentOS's state database, ``.agentos/state.db``.
+"""AgentOS's state: runs, agents, events, workflow executions and tasks, the guardian's
+memory (and, on PostgreSQL, the receipts chain), in ``.agentos/state.db`` or a PostgreSQL
+database that many machines share.
 
-SQLite through apsw: connections and ordered, named migrations
-(:mod:`~agentos.state.database`), and its failures as one-line errors naming the file
-(:mod:`~agentos.state.errors`). The stores that write it belong to their concepts
-(:mod:`agentos.run.store`, :mod:`agentos.workflows.store`, :mod:`agentos.guardian.store`).
+Where it is (:mod:`~agentos.state.location`), which machine this is
+(:mod:`~agentos.state.host`), the one API the stores use over either backend
+(:mod:`~agentos.state.database`: :mod:`~agentos.state.sqlite` through apsw, and
+:mod:`~agentos.state.postgres` through psycopg, imported only for PostgreSQL), their ordered,
+named migrations (:mod:`~agentos.state.migrations`), SQLite's failures as one-line errors
+naming the file (:mod:`~agentos.state.errors`), and copying a workspace's state to
+PostgreSQL (:mod:`~agentos.state.transfer`). The stores that write it belong to their
+concepts (:mod:`agentos.run.store`, :mod:`agentos.workflows.store`,
+:mod:`agentos.guardian.store`, :mod:`agentos.receipts.table`).
 """
 
-from agentos.state.database import STATE_MIGRATIONS, Migration, Store, connect, transaction
+from agentos.state.database import Store
+from agentos.state.location import StateLocation
+from agentos.state.migrations import Migration
 
-__all__ = ["STATE_MIGRATIONS", "Migration", "Store", "connect", "transaction"]
+__all__ = ["Migration", "StateLocation", "Store"]

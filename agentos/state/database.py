@@ -1,287 +1,186 @@
-"""AgentOS state in SQLite (through apsw): connections and ordered, named migrations.
+"""The state database, whichever backend holds it: one API for the stores over SQLite
+(:mod:`agentos.state.sqlite`, the default) and PostgreSQL (:mod:`agentos.state.postgres`,
+imported only when the state is there).
 
-``state.db`` holds runs, agents and guardian interventions. Each migration runs in its
-own transaction and is recorded by name in ``migrations``, so a database is brought up
-to date by applying the names it has not seen, in order.
+A store (:class:`Store`) runs one set of queries on either: ``?`` placeholders, upserts
+as ``INSERT ... ON CONFLICT``, new ids through ``RETURNING``. A statement on its own is its
+own transaction; several that must hold together go through :meth:`Store.transaction`,
+which takes the backend's write lock up front on SQLite and, on PostgreSQL, whatever
+named lock the work takes (:meth:`Connection.lock`, an advisory lock), so that a check and
+the write it decides are never split by another writer.
 
-A damaged database, or one another process holds past the busy timeout, is a one-line
-error naming the file (:mod:`agentos.state.errors`); an empty file is a new database.
+A PostgreSQL connection lost mid-use is opened again and the statement (or the whole
+transaction) done again, for up to ``AGENTOS_STATE_RETRY`` seconds (default 30); past
+that, :class:`~agentos.errors.StateUnavailable` says so, naming the URL masked.
+
+Followers of the state (``events --follow``, the dashboard's stream, the terminal UI)
+wait on a :class:`Listener`: PostgreSQL wakes it with ``NOTIFY`` as a row is written and
+it issues no query in between; SQLite has no such thing, and its listener wakes after the
+interval the follower polls at.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
-import apsw
+from agentos.errors import BadInput, StateUnavailable
+from agentos.state.connection import (
+    CANCELS,
+    EVENTS,
+    POLL,
+    Connection,
+    ConnectionLost,
+    Listener,
+    Poller,
+    refuse_newer,
+)
+from agentos.state.location import StateLocation
 
-from agentos.state.errors import busy_timeout, guarded, locked
-
-
-@dataclass(frozen=True)
-class Migration:
-    name: str
-    sql: str
-
-
-STATE_MIGRATIONS: list[Migration] = [
-    Migration(
-        "001_runs",
-        """
-        CREATE TABLE runs (
-            id TEXT PRIMARY KEY,
-            request TEXT NOT NULL,
-            repo TEXT NOT NULL,
-            target_branch TEXT,
-            base_commit TEXT,
-            status TEXT NOT NULL,
-            decision TEXT,
-            receipt TEXT,
-            pid INTEGER,
-            created_at REAL NOT NULL,
-            started_at REAL,
-            ended_at REAL,
-            message TEXT
-        );
-        CREATE INDEX runs_status ON runs(status);
-        CREATE TABLE run_agents (
-            run_id TEXT NOT NULL REFERENCES runs(id),
-            agent TEXT NOT NULL,
-            version TEXT NOT NULL,
-            card TEXT,
-            branch TEXT,
-            worktree TEXT,
-            session TEXT,
-            status TEXT NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            exit_code INTEGER,
-            restarts INTEGER NOT NULL DEFAULT 0,
-            started_at REAL,
-            ended_at REAL,
-            PRIMARY KEY (run_id, agent)
-        );
-        """,
-    ),
-    Migration(
-        "002_interventions",
-        """
-        CREATE TABLE interventions (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            run_id TEXT NOT NULL,
-            agent TEXT NOT NULL,
-            action TEXT NOT NULL,
-            reason TEXT NOT NULL,
-            receipt TEXT,
-            at REAL NOT NULL
-        );
-        CREATE INDEX interventions_run ON interventions(run_id, agent);
-        """,
-    ),
-    Migration(
-        "003_runs_pid_start",
-        # When the orchestrator's process started: with the pid, it tells a live
-        # orchestrator from an unrelated process that reused its pid.
-        "ALTER TABLE runs ADD COLUMN pid_start TEXT",
-    ),
-    Migration(
-        "004_review_before_merge",
-        # What a run needs to be reviewed and merged later (``run --no-merge``, ``runs
-        # merge``): each agent's last gate result (JSON), the commit that gate judged, its
-        # gate receipts (JSON list), and the run's options (JSON).
-        """
-        ALTER TABLE run_agents ADD COLUMN gate TEXT;
-        ALTER TABLE run_agents ADD COLUMN gated_commit TEXT;
-        ALTER TABLE run_agents ADD COLUMN receipts TEXT;
-        ALTER TABLE runs ADD COLUMN options TEXT;
-        """,
-    ),
-    Migration(
-        "005_workflows",
-        # Workflow executions and their tasks (agentos.workflows). A task's words and names
-        # (its similarity features) are kept so that a new task is compared with thousands
-        # of live ones through an index, not by reading them all.
-        """
-        CREATE TABLE executions (
-            id TEXT PRIMARY KEY,
-            workflow TEXT NOT NULL,
-            definition TEXT NOT NULL,
-            repo TEXT NOT NULL,
-            parameters TEXT NOT NULL,
-            status TEXT NOT NULL,
-            result TEXT,
-            created_at REAL NOT NULL,
-            ended_at REAL
-        );
-        CREATE TABLE tasks (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            execution TEXT NOT NULL REFERENCES executions(id),
-            phase INTEGER NOT NULL,
-            description TEXT NOT NULL,
-            status TEXT NOT NULL,
-            parent INTEGER,
-            creator TEXT NOT NULL,
-            duplicate_of INTEGER,
-            related_to INTEGER,
-            similarity REAL,
-            run_id TEXT,
-            message TEXT NOT NULL DEFAULT '',
-            created_at REAL NOT NULL,
-            started_at REAL,
-            ended_at REAL,
-            words TEXT NOT NULL,
-            names TEXT NOT NULL
-        );
-        CREATE INDEX tasks_by_execution ON tasks(execution, phase, status);
-        CREATE TABLE task_terms (
-            task INTEGER NOT NULL,
-            execution TEXT NOT NULL,
-            phase INTEGER NOT NULL,
-            term TEXT NOT NULL,
-            nwords INTEGER NOT NULL,
-            nnames INTEGER NOT NULL
-        );
-        CREATE INDEX task_terms_lookup
-            ON task_terms(execution, phase, term, task, nwords, nnames);
-        CREATE TABLE results (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            execution TEXT NOT NULL REFERENCES executions(id),
-            task INTEGER,
-            summary TEXT NOT NULL,
-            validated INTEGER NOT NULL,
-            detail TEXT NOT NULL,
-            at REAL NOT NULL
-        );
-        """,
-    ),
-    Migration(
-        "006_events",
-        # One stream of what happened, for whoever watches (agentos events, a dashboard):
-        # each event with its source (run, guardian, eval, evolve, synthesis, workflow),
-        # its run or task, and a timestamp. ``seq`` is the event's place in its run.
-        """
-        CREATE TABLE events (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            at REAL NOT NULL,
-            source TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            run TEXT,
-            seq INTEGER,
-            task INTEGER,
-            agent TEXT,
-            status TEXT,
-            message TEXT NOT NULL
-        );
-        CREATE INDEX events_by_run ON events(run, id);
-        """,
-    ),
-    Migration(
-        "007_agent_usage",
-        # What each agent used (JSON: tokens, cost), as it reports it: kept as its output
-        # streams, so that a live run shows it too.
-        "ALTER TABLE run_agents ADD COLUMN usage TEXT",
-    ),
+__all__ = [
+    "CANCELS",
+    "EVENTS",
+    "POLL",
+    "Connection",
+    "ConnectionLost",
+    "Listener",
+    "Store",
+    "open_connection",
+    "open_listener",
+    "retry_window",
 ]
 
+T = TypeVar("T")
 
-def connect(path: Path, migrations: Sequence[Migration] = STATE_MIGRATIONS) -> apsw.Connection:
-    """Open (creating if needed) a database in WAL mode with a busy timeout, migrated.
+RETRY_ENV = "AGENTOS_STATE_RETRY"
+DEFAULT_RETRY = 30.0
 
-    Raises :class:`~agentos.errors.DatabaseCorrupt` or
-    :class:`~agentos.errors.DatabaseLocked` naming ``path``; its later queries do the
-    same inside :func:`agentos.state.errors.guarded`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    timeout = busy_timeout()
-    with guarded(path):
-        con = apsw.Connection(str(path))
-        try:
-            con.set_busy_timeout(round(timeout * 1000))
-            _wal(con, path, timeout)
-            con.execute("PRAGMA synchronous=NORMAL")
-            con.execute("PRAGMA foreign_keys=ON")
-            migrate(con, migrations)
-        except BaseException:
-            con.close()
-            raise
+
+def retry_window() -> float:
+    """Seconds a store retries a lost connection (``AGENTOS_STATE_RETRY``, default 30)."""
+    raw = os.environ.get(RETRY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_RETRY
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 3600:
+        raise BadInput(f"must be seconds between 0 and 3600, not {raw!r}", field=RETRY_ENV)
+    return value
+
+
+def as_location(where: StateLocation | Path) -> StateLocation:
+    return where if isinstance(where, StateLocation) else StateLocation("sqlite", path=where)
+
+
+def open_connection(where: StateLocation | Path) -> Connection:
+    """A connection to the state at ``where``, its schema brought up to date. A database
+    whose schema is newer than this AgentOS is refused (:func:`unknown`)."""
+    location = as_location(where)
+    if location.backend == "postgresql":
+        from agentos.state import postgres  # psycopg: only where the state is PostgreSQL
+
+        return postgres.PostgresConnection(location)
+    from agentos.state.migrations import SQLITE_MIGRATIONS
+    from agentos.state.sqlite import SqliteConnection
+
+    assert location.path is not None
+    con = SqliteConnection(location.path)
+    try:
+        refuse_newer(con, [m.name for m in SQLITE_MIGRATIONS])
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
-def _wal(con: apsw.Connection, path: Path, timeout: float) -> None:
-    """Switch to WAL. A database another process is creating or switching at the same
-    moment answers SQLITE_BUSY at once (the busy timeout does not cover a journal-mode
-    change), so this waits and retries up to the busy timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            con.execute("PRAGMA journal_mode=WAL")
-            return
-        except apsw.BusyError:
-            if time.monotonic() > deadline:
-                raise locked(path) from None
-            time.sleep(0.01)
+def open_listener(where: StateLocation | Path, channel: str) -> Listener:
+    location = as_location(where)
+    if location.backend == "postgresql":
+        from agentos.state import postgres
 
-
-def migrate(con: apsw.Connection, migrations: Sequence[Migration]) -> list[str]:
-    """Apply the migrations this database has not seen, in order; return their names."""
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
-    )
-    applied = {row[0] for row in con.execute("SELECT name FROM migrations")}
-    done = []
-    for migration in migrations:
-        if migration.name in applied:
-            continue
-        with transaction(con):
-            # Another process may have applied it while we waited for the write lock.
-            if con.execute("SELECT 1 FROM migrations WHERE name = ?", (migration.name,)).fetchone():
-                continue
-            con.execute(migration.sql)
-            con.execute(
-                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
-                (migration.name, time.time()),
-            )
-        done.append(migration.name)
-    return done
+        return postgres.PostgresListener(location, channel)
+    return Poller()
 
 
 class Store:
-    """A connection to a workspace's state.db for one process, safe to share between
-    threads (an apsw connection refuses a second thread while a call is in progress, so
-    every use takes a lock). A damaged state.db, or one another process holds past the
-    busy timeout, raises a one-line error naming it, on opening or on any use."""
+    """The state for one process, safe to share between threads (every use takes a
+    lock). ``query``, ``one`` and ``write`` run one statement; ``transaction`` runs a
+    function of several, all or nothing. On SQLite a damaged or locked file is a one-line
+    error naming it; on PostgreSQL a lost connection is retried (see the module)."""
 
-    def __init__(self, db: Path) -> None:
-        self.db = db
-        self.con: apsw.Connection = connect(db)
+    def __init__(self, where: StateLocation | Path) -> None:
+        self.location = as_location(where)
+        self.con: Connection = open_connection(self.location)
         self._lock = threading.RLock()
+        self._gave_up = False
 
-    @contextmanager
-    def _read(self) -> Iterator[None]:
-        with self._lock, guarded(self.db):
-            yield
+    @property
+    def dialect(self) -> str:
+        return self.con.dialect
 
-    @contextmanager
-    def _write(self) -> Iterator[None]:
-        with self._read(), transaction(self.con):
-            yield
+    @property
+    def where(self) -> str:
+        """What messages name: the file, or the URL with its password masked."""
+        return self.con.where
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._retried(lambda con: con.rows(sql, args))
+
+    def one(self, sql: str, args: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        rows = self.query(sql, args)
+        return rows[0] if rows else None
+
+    def write(self, sql: str, args: Sequence[Any] = ()) -> int:
+        """One statement, its own transaction; how many rows it changed."""
+        return self._retried(lambda con: con.write(sql, args))
+
+    def transaction(self, work: Callable[[Connection], T]) -> T:
+        """``work`` in one write transaction, done again whole if the connection is lost."""
+
+        def whole(con: Connection) -> T:
+            with con.begin():
+                return work(con)
+
+        return self._retried(whole)
+
+    def listen(self, channel: str) -> Listener:
+        """A listener on ``channel`` of this store's database (a connection of its own)."""
+        return open_listener(self.location, channel)
+
+    def _retried(self, work: Callable[[Connection], T]) -> T:
+        with self._lock:
+            deadline: float | None = None
+            while True:
+                try:
+                    result = work(self.con)
+                    self._gave_up = False
+                    return result
+                except ConnectionLost as lost:
+                    now = time.monotonic()
+                    if deadline is None:  # once given up, one more try, not a whole window
+                        deadline = now + (0.0 if self._gave_up else retry_window())
+                    elif now >= deadline:
+                        self._gave_up = True
+                        raise StateUnavailable(
+                            f"the connection was lost and could not be made again within "
+                            f"{retry_window():g} s ({lost.message})",
+                            file=self.where,
+                            hint=f"is the server running? {RETRY_ENV} sets how long AgentOS "
+                            "retries",
+                        ) from lost
+                    time.sleep(min(0.25, max(deadline - now, 0.0)))
+                    try:
+                        self.con.reconnect()
+                    except ConnectionLost:
+                        continue
 
     def close(self) -> None:
         with self._lock:
             self.con.close()
-
-
-@contextmanager
-def transaction(con: apsw.Connection) -> Iterator[apsw.Connection]:
-    """A write transaction taken up front (BEGIN IMMEDIATE), committed or rolled back."""
-    con.execute("BEGIN IMMEDIATE")
-    try:
-        yield con
-        con.execute("COMMIT")
-    except BaseException:
-        # SQLite may have rolled back already (after SQLITE_FULL, IOERR, BUSY, CORRUPT).
-        if con.in_transaction:
-            con.execute("ROLLBACK")
-        raise

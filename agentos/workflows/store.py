@@ -1,4 +1,4 @@
-"""Workflow executions and their tasks in ``state.db`` (migration ``005_workflows``).
+"""Workflow executions and their tasks in the state (SQLite migration ``005_workflows``).
 
 A task is added with its similarity features (:mod:`agentos.workflows.similarity`): its
 words and names, and one ``task_terms`` row per word and name, indexed by (execution,
@@ -112,10 +112,10 @@ _TASK_COLUMNS = (
 
 
 class WorkflowStore(database.Store):
-    """state.db's executions and tasks (see :class:`agentos.state.database.Store`)."""
+    """The state's executions and tasks (see :class:`agentos.state.database.Store`)."""
 
     def __init__(self, ws: Workspace) -> None:
-        super().__init__(ws.state_db)
+        super().__init__(ws.state)
         self.ws = ws
 
     # -- executions -------------------------------------------------------------------------
@@ -123,72 +123,66 @@ class WorkflowStore(database.Store):
     def create_execution(
         self, execution_id: str, workflow: dict[str, Any], repo: str, parameters: dict[str, Any]
     ) -> None:
-        with self._write():
-            self.con.execute(
-                "INSERT INTO executions (id, workflow, definition, repo, parameters, status, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    execution_id,
-                    workflow["id"],
-                    json.dumps(workflow),
-                    repo,
-                    json.dumps(parameters),
-                    ExecutionStatus.RUNNING,
-                    time.time(),
-                ),
-            )
+        self.write(
+            "INSERT INTO executions (id, workflow, definition, repo, parameters, status, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                execution_id,
+                workflow["id"],
+                json.dumps(workflow),
+                repo,
+                json.dumps(parameters),
+                ExecutionStatus.RUNNING,
+                time.time(),
+            ),
+        )
 
     def execution(self, execution_id: str) -> ExecutionRecord:
-        with self._read():
-            row = self.con.execute(
-                "SELECT id, workflow, definition, repo, parameters, status, result, created_at, "
-                "ended_at FROM executions WHERE id = ?",
-                (execution_id,),
-            ).fetchone()
+        row = self.one(
+            "SELECT id, workflow, definition, repo, parameters, status, result, created_at, "
+            "ended_at FROM executions WHERE id = ?",
+            (execution_id,),
+        )
         if row is None:
             raise NotFound(f"no execution {execution_id!r}", field="EXECUTION")
         return _execution(row)
 
     def executions(self) -> list[ExecutionRecord]:
-        with self._read():
-            rows = self.con.execute(
-                "SELECT id, workflow, definition, repo, parameters, status, result, created_at, "
-                "ended_at FROM executions ORDER BY created_at DESC, id DESC"
-            ).fetchall()
+        rows = self.query(
+            "SELECT id, workflow, definition, repo, parameters, status, result, created_at, "
+            "ended_at FROM executions ORDER BY created_at DESC, id DESC"
+        )
         return [_execution(r) for r in rows]
 
     def end_execution(
         self, execution_id: str, status: ExecutionStatus, result: dict[str, Any] | None = None
     ) -> None:
-        with self._write():
-            self.con.execute(
-                "UPDATE executions SET status = ?, result = COALESCE(?, result), ended_at = ? "
-                "WHERE id = ?",
-                (status, json.dumps(result) if result else None, time.time(), execution_id),
-            )
+        self.write(
+            "UPDATE executions SET status = ?, result = COALESCE(?, result), ended_at = ? "
+            "WHERE id = ?",
+            (status, json.dumps(result) if result else None, time.time(), execution_id),
+        )
 
     # -- results ----------------------------------------------------------------------------
 
     def record_result(
         self, execution_id: str, task_id: int | None, summary: str, validated: bool, detail: str
     ) -> ResultRecord:
-        with self._write():
-            self.con.execute(
-                "INSERT INTO results (execution, task, summary, validated, detail, at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (execution_id, task_id, summary, int(validated), detail, time.time()),
-            )
-            result_id = int(self.con.last_insert_rowid())
+        row = self.query(
+            "INSERT INTO results (execution, task, summary, validated, detail, at) "
+            "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+            (execution_id, task_id, summary, int(validated), detail, time.time()),
+        )
+        result_id = int(row[0][0])
         return next(r for r in self.results(execution_id) if r.id == result_id)
 
     def results(self, execution_id: str | None = None) -> list[ResultRecord]:
         clause, args = ("WHERE execution = ?", [execution_id]) if execution_id else ("", [])
-        with self._read():
-            rows = self.con.execute(
-                f"SELECT id, execution, task, summary, validated, detail, at FROM results "
-                f"{clause} ORDER BY id",
-                args,
-            ).fetchall()
+        rows = self.query(
+            f"SELECT id, execution, task, summary, validated, detail, at FROM results "
+            f"{clause} ORDER BY id",
+            args,
+        )
         return [
             ResultRecord(
                 int(str(r[0])),
@@ -218,38 +212,42 @@ class WorkflowStore(database.Store):
     ) -> TaskRecord:
         """A new task: ``duplicated`` when a live task of the same execution and phase is
         at least ``threshold`` alike (it never runs), else ``pending`` (linked to the most
-        alike one when over ``related``)."""
+        alike one when over ``related``). Two added at once, from any machines, are
+        compared with each other: one waits for the other (a lock on the execution)."""
         if not description.strip():
             raise BadInput("a task needs a description", field="DESCRIPTION")
         self.execution(execution_id)  # exists
         found = features(description)
-        with self._write():
-            best = self._most_similar(execution_id, phase, found, related) if dedup else None
+
+        def add(con: database.Connection) -> int:
+            con.lock(f"agentos tasks {execution_id}")
+            best = self._most_similar(con, execution_id, phase, found, related) if dedup else None
             duplicate = best is not None and best[1] >= threshold
             status = TaskStatus.DUPLICATED if duplicate else TaskStatus.PENDING
-            self.con.execute(
-                "INSERT INTO tasks (execution, phase, description, status, parent, creator, "
-                "duplicate_of, related_to, similarity, created_at, words, names) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    execution_id,
-                    phase,
-                    description,
-                    status,
-                    parent,
-                    creator,
-                    best[0] if duplicate and best else None,
-                    best[0] if best and not duplicate else None,
-                    round(best[1], 4) if best else None,
-                    time.time(),
-                    json.dumps(sorted(found.words)),
-                    json.dumps(sorted(found.names)),
-                ),
+            task_id = int(
+                con.rows(
+                    "INSERT INTO tasks (execution, phase, description, status, parent, creator, "
+                    "duplicate_of, related_to, similarity, created_at, words, names) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    (
+                        execution_id,
+                        phase,
+                        description,
+                        status,
+                        parent,
+                        creator,
+                        best[0] if duplicate and best else None,
+                        best[0] if best and not duplicate else None,
+                        round(best[1], 4) if best else None,
+                        time.time(),
+                        json.dumps(sorted(found.words)),
+                        json.dumps(sorted(found.names)),
+                    ),
+                )[0][0]
             )
-            task_id = int(self.con.last_insert_rowid())
-            self._task_event(task_id, status, description[:200])
+            _task_event(con, task_id, status, description[:200])
             if not duplicate:  # a duplicate is no task to repeat
-                self.con.executemany(
+                con.write_many(
                     "INSERT INTO task_terms (task, execution, phase, term, nwords, nnames) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     [
@@ -257,18 +255,12 @@ class WorkflowStore(database.Store):
                         for t in _terms(found)
                     ],
                 )
-        return self.task(task_id)
+            return task_id
 
-    def _task_event(self, task_id: int, status: TaskStatus, note: str) -> None:
-        """The task's change into the event stream (inside the caller's transaction)."""
-        self.con.execute(
-            "INSERT INTO events (at, source, kind, run, task, status, message) "
-            "SELECT ?, 'workflow', 'task', run_id, id, status, ? FROM tasks WHERE id = ?",
-            (time.time(), f"task {task_id} {status}" + (f": {note}" if note else ""), task_id),
-        )
+        return self.task(self.transaction(add))
 
     def _most_similar(
-        self, execution_id: str, phase: int, new: Features, floor: float
+        self, con: database.Connection, execution_id: str, phase: int, new: Features, floor: float
     ) -> tuple[int, float] | None:
         """The live task most alike ``new`` scoring at least ``floor``. The index gives,
         for each task sharing a term, how many words and names it shares; from those and
@@ -279,15 +271,16 @@ class WorkflowStore(database.Store):
             return None
         marks = ",".join("?" * len(terms))
         aw, an = len(new.words), len(new.names)
-        candidates = self.con.execute(
+        candidates = con.rows(
             f"""
             SELECT task FROM (
                 SELECT task, nwords, nnames, COUNT(*) AS total,
-                       SUM(substr(term, 1, 1) = '{NAME_TERM}') AS names
+                       SUM(CASE WHEN substr(term, 1, 1) = '{NAME_TERM}' THEN 1 ELSE 0 END)
+                           AS names
                 FROM task_terms
                 WHERE execution = ? AND phase = ? AND term IN ({marks})
-                GROUP BY task
-            )
+                GROUP BY task, nwords, nnames
+            ) AS shared
             WHERE (CASE WHEN ? + nwords = 0 THEN 1.0
                         ELSE 2.0 * (total - names) / (? + nwords) END)
                 * (CASE WHEN ? > 0 AND nnames > 0 THEN 1.0 * names / (? + nnames - names)
@@ -295,15 +288,15 @@ class WorkflowStore(database.Store):
                         ELSE 1.0 END) >= ?
             """,
             (execution_id, phase, *terms, aw, aw, an, an, an, floor),
-        ).fetchall()
+        )
         if not candidates:
             return None
         ids = [int(str(c[0])) for c in candidates]
-        rows = self.con.execute(
+        rows = con.rows(
             f"SELECT id, words, names FROM tasks WHERE id IN ({','.join('?' * len(ids))}) "
             "ORDER BY id",
             ids,
-        ).fetchall()
+        )
         best: tuple[int, float] | None = None
         for task_id, words, names in rows:
             old = Features(frozenset(json.loads(str(words))), frozenset(json.loads(str(names))))
@@ -313,10 +306,7 @@ class WorkflowStore(database.Store):
         return best
 
     def task(self, task_id: int) -> TaskRecord:
-        with self._read():
-            row = self.con.execute(
-                f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,)
-            ).fetchone()
+        row = self.one(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,))
         if row is None:
             raise NotFound(f"no task {task_id}", field="TASK")
         return _task(row)
@@ -332,10 +322,7 @@ class WorkflowStore(database.Store):
             where.append("status = ?")
             args.append(status)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        with self._read():
-            rows = self.con.execute(
-                f"SELECT {_TASK_COLUMNS} FROM tasks {clause} ORDER BY id", args
-            ).fetchall()
+        rows = self.query(f"SELECT {_TASK_COLUMNS} FROM tasks {clause} ORDER BY id", args)
         return [_task(r) for r in rows]
 
     def set_task(self, task_id: int, status: TaskStatus, **fields: Any) -> None:
@@ -343,13 +330,23 @@ class WorkflowStore(database.Store):
         unknown = set(fields) - allowed
         assert not unknown, unknown
         sets = ", ".join(["status = ?", *(f"{k} = ?" for k in fields)])
-        with self._write():
-            self.con.execute(
-                f"UPDATE tasks SET {sets} WHERE id = ?", (status, *fields.values(), task_id)
-            )
+
+        def change(con: database.Connection) -> None:
+            con.write(f"UPDATE tasks SET {sets} WHERE id = ?", (status, *fields.values(), task_id))
             if status not in LIVE:  # no longer a task a new one could repeat
-                self.con.execute("DELETE FROM task_terms WHERE task = ?", (task_id,))
-            self._task_event(task_id, status, str(fields.get("message") or ""))
+                con.write("DELETE FROM task_terms WHERE task = ?", (task_id,))
+            _task_event(con, task_id, status, str(fields.get("message") or ""))
+
+        self.transaction(change)
+
+
+def _task_event(con: database.Connection, task_id: int, status: TaskStatus, note: str) -> None:
+    """The task's change into the event stream (inside the caller's transaction)."""
+    con.write(
+        "INSERT INTO events (at, source, kind, run, task, status, message) "
+        "SELECT ?, 'workflow', 'task', run_id, id, status, ? FROM tasks WHERE id = ?",
+        (time.time(), f"task {task_id} {status}" + (f": {note}" if note else ""), task_id),
+    )
 
 
 def _terms(found: Features) -> list[str]:

@@ -21,6 +21,7 @@ from agentos.errors import BadInput, NotFound
 from agentos.shared.fs import atomic_write
 
 if TYPE_CHECKING:
+    from agentos.state.location import StateLocation
     from agentos.workspace.settings import Settings
 
 STATE_DIR = ".agentos"
@@ -53,7 +54,18 @@ class Workspace:
 
     @property
     def state_db(self) -> Path:
+        """The SQLite state file (used when the state is not on a PostgreSQL server)."""
         return self.state_dir / "state.db"
+
+    @property
+    def state(self) -> StateLocation:
+        """Where the workspace's state is: ``AGENTOS_STATE_URL``, else ``state:`` in
+        agentos.yaml, else :attr:`state_db` (see :mod:`agentos.state.location`)."""
+        from agentos.state.location import ENV, locate
+
+        if os.environ.get(ENV, "").strip():  # the settings are not read for it
+            return locate(self.state_db, None, self.settings_file)
+        return locate(self.state_db, self.settings_data.get("state"), self.settings_file)
 
     @property
     def knowledge_db(self) -> Path:

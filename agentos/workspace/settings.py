@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from agentos.sandbox.settings import SandboxSettings, Size
 from agentos.shared import limits
@@ -106,6 +106,10 @@ class SynthesisSettings(StrictModel):
 
 
 class Settings(StrictModel):
+    # Where the state is: a PostgreSQL URL (postgresql://USER@HOST:PORT/DB, no password:
+    # AGENTOS_STATE_URL, PGPASSWORD or ~/.pgpass give it) that many machines share; none:
+    # SQLite in .agentos/state.db. AGENTOS_STATE_URL wins over it (docs/state.md).
+    state: str | None = None
     receipts: ReceiptSettings = ReceiptSettings()
     interview: InterviewSettings = InterviewSettings()
     run: RunSettings = RunSettings()
@@ -118,6 +122,21 @@ class Settings(StrictModel):
     # model (as its CLI names it) -> its price per million tokens; a model not listed has
     # no cost unless its CLI reports one
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    @field_validator("state")
+    @classmethod
+    def _state_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from agentos.errors import BadInput
+        from agentos.state.location import SETTING, parse_url, refuse_password
+
+        try:
+            refuse_password(value)
+            parse_url(value, source=SETTING)
+        except BadInput as exc:
+            raise ValueError(exc.message) from None
+        return value
 
 
 def load_settings(path: Path) -> Settings:
