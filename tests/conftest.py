@@ -507,3 +507,41 @@ def processes_named(marker: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+# --- PostgreSQL --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A real PostgreSQL server for the session (tests/_postgres.py): started once per
+    test process, removed at its end."""
+    from _postgres import Server, bindir
+
+    programs = bindir()
+    if programs is None:
+        missing("PostgreSQL is not installed (scripts/setup installs Debian's postgresql)")
+    server = Server(programs)
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The session server's database, AgentOS's schema in it and every table emptied, and
+    AGENTOS_STATE_URL naming it: every store of the test's workspaces uses it. (A test that
+    needs a database of its own asks ``pg_server.database()``.)"""
+    url = str(pg_server.url(pg_server.fresh()))
+    monkeypatch.setenv("AGENTOS_STATE_URL", url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each test that takes it runs twice: on SQLite (state.db, the default) and on a
+    PostgreSQL database emptied for it (:func:`pg_url`)."""
+    if request.param == "postgresql":
+        request.getfixturevalue("pg_url")
+    return str(request.param)

@@ -1,5 +1,5 @@
-"""Executions and tasks in state.db (issue 21): deduplication against the live tasks of
-the same execution and phase."""
+"""Executions and tasks in the state (issue 21), on SQLite and on PostgreSQL (issue 35):
+deduplication against the live tasks of the same execution and phase."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from agentos.workflows.store import TaskStatus, WorkflowStore
 
 
 @pytest.fixture
-def store(ws: Any) -> Any:
+def store(ws: Any, backend: str) -> Any:
     s = WorkflowStore(ws)
     s.create_execution("e1", {"id": "wf"}, "/repo", {"goal": "x"})
     s.create_execution("e2", {"id": "wf"}, "/repo", {})
@@ -64,7 +64,7 @@ def test_bad_input_is_named(store: Any) -> None:
 
 
 def test_the_indexed_lookup_decides_every_labelled_pair_as_the_similarity_does(
-    ws: Any,
+    ws: Any, backend: str
 ) -> None:
     from test_workflow_similarity import PAIRS
 
@@ -89,7 +89,7 @@ def test_the_indexed_lookup_decides_every_labelled_pair_as_the_similarity_does(
 
 
 def test_tasks_create_from_a_runs_environment_with_its_parent_and_dedup(
-    cli: Any, ws: Any, tmp_path: Any
+    cli: Any, ws: Any, tmp_path: Any, backend: str
 ) -> None:
     import json
 

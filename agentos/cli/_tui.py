@@ -4,7 +4,8 @@ Runs and their agents (status, health, output age) on the left; the selected age
 output, the stream's recent events and the selected run's receipts on the right. Keys:
 ``a`` attach to the agent's tmux session, ``c`` cancel the run, ``l`` its whole log,
 ``w`` launch a workflow from its launch template, ``q`` quit. It reads what the CLI reads
-(:mod:`agentos.cli.views`) every :data:`REFRESH` seconds and has no logic of its own.
+(:mod:`agentos.cli.views`) every :data:`REFRESH` seconds (on PostgreSQL: as the state
+announces each event, and every :data:`HEALTH_REFRESH`) and has no logic of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from textual.widgets import (
     Static,
     TextArea,
 )
+from textual.worker import get_current_worker
 
 from agentos.cli import views
 from agentos.errors import AgentOSError
@@ -40,7 +42,8 @@ from agentos.run.store import ACTIVE
 from agentos.runtimes.usage import describe
 from agentos.workspace.layout import Workspace
 
-REFRESH = 0.5  # seconds between looks at state.db
+REFRESH = 0.5  # seconds between looks at the state (SQLite) and at the agent's output
+HEALTH_REFRESH = 5.0  # on PostgreSQL, which announces events: seconds between other looks
 OUTPUT_TAIL = 8 * 1024  # bytes of the selected agent's output shown
 EVENTS_SHOWN = 30
 RUNS_SHOWN = 30
@@ -98,7 +101,39 @@ class AgentOSApp(App[None]):
         self.query_one("#events", Log).border_title = "events"
         self.query_one("#receipts", Static).border_title = "receipts"
         self.refresh_all()
-        self.set_interval(REFRESH, self.refresh_all)
+        if self.ws.state.shared:
+            # The state announces each event: runs and events are read again then (and
+            # every HEALTH_REFRESH, for the guardian's ages); the output is a file.
+            self.set_interval(REFRESH, self._refresh_output)
+            self.set_interval(HEALTH_REFRESH, self.refresh_all)
+            self._follow()
+        else:
+            self.set_interval(REFRESH, self.refresh_all)
+
+    @work(thread=True, exclusive=True, group="follow")
+    def _follow(self) -> None:
+        """Wait for the state to announce an event; then show it (and what changed)."""
+        from agentos.run.store import RunStore, announces
+        from agentos.state.database import EVENTS
+
+        worker = get_current_worker()
+        store = RunStore(self.ws)
+        listener = store.listen(EVENTS)
+        try:
+            while not worker.is_cancelled:
+                if announces(listener.wait(1.0), self.last_event, None):
+                    self.call_from_thread(self.refresh_all)
+        except AgentOSError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error")
+        finally:
+            listener.close()
+            store.close()
+
+    def _refresh_output(self) -> None:
+        try:
+            self._refresh_selected()
+        except AgentOSError as exc:
+            self.notify(str(exc), severity="error")
 
     # -- what is shown ----------------------------------------------------------------------
 

@@ -1,16 +1,17 @@
-"""``agentos events``: the one stream of what happened (state.db's ``events``)."""
+"""``agentos events``: the one stream of what happened (the state's ``events``)."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import click
 
 from agentos.cli._common import workspace
 from agentos.run.events import event_line
 
-FOLLOW_POLL = 0.2  # seconds between looks for new events
+# Seconds between looks for new events on SQLite; on PostgreSQL, the longest wait for one
+# (the state announces each as it is written, and nothing is read in between).
+FOLLOW_POLL = 0.2
 
 
 @click.command()
@@ -31,13 +32,10 @@ def events(run_id: str | None, follow: bool, limit: int, as_json: bool) -> None:
         return
     store = RunStore(workspace())
     try:
-        last = 0 if run_id else store.last_event_id()  # a run's whole story, then what comes
-        while True:
-            found = store.events_after(last, run=run_id, limit=limit)
+        # a run's whole story, then what comes; else from now on
+        for found in store.follow(0 if run_id else None, run=run_id, poll=FOLLOW_POLL, limit=limit):
             for event in found:
                 click.echo(json.dumps(event) if as_json else event_line(event))
-                last = int(event["id"])
-            time.sleep(FOLLOW_POLL)
     except KeyboardInterrupt:
         return
     finally:

@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -432,6 +432,35 @@ class RunStore(database.Store):
             {k: v for k, v in zip(_EVENT_COLS, row, strict=True) if v is not None} for row in rows
         ]
 
+    def follow(
+        self,
+        after: int | None = None,
+        *,
+        run: str | None = None,
+        poll: float = 0.2,
+        limit: int = 1000,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[builtins.list[dict[str, Any]]]:
+        """The events written after event ``after`` (None: from now on), in batches as they
+        are written, until ``stop()`` (asked after each wait of up to ``poll`` s). On
+        PostgreSQL the state announces each event (``NOTIFY``) and nothing is read between
+        announcements, nor for one about another run's event or one already read; on SQLite
+        the table is read again after each ``poll``."""
+        listener = self.listen(database.EVENTS)  # before the first read: nothing slips by
+        try:
+            last = self.last_event_id() if after is None else after
+            wake = True
+            while not stop():
+                while wake:
+                    found = self.events_after(last, run=run, limit=limit)
+                    if found:
+                        last = int(found[-1]["id"])
+                        yield found
+                    wake = len(found) == limit
+                wake = announces(listener.wait(poll), last, run)
+        finally:
+            listener.close()
+
     def last_event_id(self) -> int:
         row = self.one("SELECT COALESCE(MAX(id), 0) FROM events")
         return int(str(row[0])) if row else 0
@@ -479,6 +508,18 @@ class RunStore(database.Store):
                 field="status",
             ) from None
         return data
+
+
+def announces(payloads: Iterable[str], last: int, run: str | None) -> bool:
+    """Whether any of the ``payloads`` a listener handed back ("ID RUN", or
+    :data:`~agentos.state.database.POLL`) may be an event after ``last`` (of ``run``)."""
+    for payload in payloads:
+        if payload == database.POLL:
+            return True
+        number, _, of = payload.partition(" ")
+        if (not number.isdigit() or int(number) > last) and (run is None or of == run):
+            return True
+    return False
 
 
 def _encode(fields: dict[str, Any]) -> dict[str, Any]:

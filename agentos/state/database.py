@@ -84,9 +84,10 @@ def open_connection(where: StateLocation | Path) -> Connection:
     whose schema is newer than this AgentOS is refused (:func:`unknown`)."""
     location = as_location(where)
     if location.backend == "postgresql":
-        from agentos.state import postgres  # psycopg: only where the state is PostgreSQL
+        _require_psycopg(location)
+        from agentos.state.postgres import PostgresConnection
 
-        return postgres.PostgresConnection(location)
+        return PostgresConnection(location)
     from agentos.state.migrations import SQLITE_MIGRATIONS
     from agentos.state.sqlite import SqliteConnection
 
@@ -103,10 +104,23 @@ def open_connection(where: StateLocation | Path) -> Connection:
 def open_listener(where: StateLocation | Path, channel: str) -> Listener:
     location = as_location(where)
     if location.backend == "postgresql":
-        from agentos.state import postgres
+        _require_psycopg(location)
+        from agentos.state.postgres import PostgresListener
 
-        return postgres.PostgresListener(location, channel)
+        return PostgresListener(location, channel)
     return Poller()
+
+
+def _require_psycopg(location: StateLocation) -> None:
+    """psycopg, imported only where the state is PostgreSQL, is there."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise StateUnavailable(
+            f"the state is on PostgreSQL, and psycopg cannot be imported here ({exc}): "
+            "install AgentOS with its postgres extra (pip install 'agentos-kit[postgres]')",
+            file=location.masked,
+        ) from None
 
 
 class Store:

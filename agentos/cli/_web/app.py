@@ -13,7 +13,6 @@ run, launch a workflow) must carry the token this start printed, which the page 
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import sys
@@ -40,7 +39,9 @@ from agentos.workspace.layout import Workspace
 
 STATIC = Path(__file__).with_name("static")
 TOKEN_HEADER = "x-agentos-token"
-STREAM_POLL = 0.1  # seconds between looks at the event table and the agents' logs
+# Seconds between looks at the agents' logs, and at the event table on SQLite (PostgreSQL
+# announces each event: the table is read then).
+STREAM_POLL = 0.1
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 PAGES = ("runs", "receipts", "packages", "guardian", "knowledge", "evals", "workflows")
 SECURITY_HEADERS = {
@@ -278,10 +279,14 @@ async def _stream(
 ) -> AsyncIterator[dict[str, str]]:
     """The events written after event ``after`` as they are written (``after`` 0: from
     now on; with ``run``, only that run's, and 0 is from its start); with ``run``, its
-    agents' output too, as ``log`` messages, from ``offsets``."""
-    from agentos.run.store import RunStore
+    agents' output too, as ``log`` messages, from ``offsets``. On PostgreSQL the state
+    announces each event and the table is read only then (the agents' logs are files, looked
+    at every ``STREAM_POLL``); on SQLite it is read every ``STREAM_POLL``."""
+    from agentos.run.store import RunStore, announces
+    from agentos.state.database import EVENTS
 
     store = await run_in_threadpool(RunStore, ws)
+    listener = await run_in_threadpool(store.listen, EVENTS)
     agents: list[str] = []
     try:
         if run is None and after == 0:
@@ -292,8 +297,11 @@ async def _stream(
                 agents = [a.agent for a in record.agents]
             except NotFound:
                 pass  # not recorded yet: its agents come with its events
+        wake = True
         while not await request.is_disconnected():
-            found = await run_in_threadpool(store.events_after, after, run=run, limit=500)
+            found: list[dict[str, Any]] = []
+            if wake:
+                found = await run_in_threadpool(store.events_after, after, run=run, limit=500)
             for event in found:
                 after = int(event["id"])
                 yield {"event": "event", "id": str(after), "data": json.dumps(event)}
@@ -308,7 +316,9 @@ async def _stream(
                     if chunk["offset"] != start:
                         offsets[agent] = chunk["offset"]
                         yield {"event": "log", "data": json.dumps({**chunk, "from": start})}
-            if not found:
-                await asyncio.sleep(STREAM_POLL)
+            wake = len(found) == 500 or announces(
+                await run_in_threadpool(listener.wait, STREAM_POLL), after, run
+            )
     finally:
+        listener.close()
         store.close()
