@@ -1,5 +1,5 @@
-"""The one event stream (issue 22, under way): a run's events in state.db, in order, and
-`agentos events` following them."""
+"""The one event stream (issue 22): a run's events in the state, in order, and `agentos
+events` following them; on SQLite and on PostgreSQL (issue 35)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from agentos.run.store import RunStore
 
 @needs_tmux
 @pytest.mark.usefixtures("tmux_socket")
-def test_a_run_writes_its_events_to_the_stream_in_order(cli: Any, ws: Any, tmp_path: Path) -> None:
+def test_a_run_writes_its_events_to_the_stream_in_order(
+    cli: Any, ws: Any, tmp_path: Path, backend: str
+) -> None:
     add_agent(ws, tmp_path, "writer", "echo hi > hi.txt\n")
     ws.settings_file.write_text("run: {guardian: false}\n")
     repo = make_repo(tmp_path / "repo")
@@ -46,7 +48,7 @@ def test_a_run_writes_its_events_to_the_stream_in_order(cli: Any, ws: Any, tmp_p
     assert shown == stored
 
 
-def test_events_follow_prints_a_new_event_as_it_is_written(ws: Any) -> None:
+def test_events_follow_prints_a_new_event_as_it_is_written(ws: Any, backend: str) -> None:
     store = RunStore(ws)
     store.record_event("test", "note", "before the follower")
     follower = subprocess.Popen(

@@ -417,9 +417,11 @@ def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
 def logs(run_id: str, agent: str | None, follow: bool) -> None:
     """Print an agent's pane output (every agent's, when AGENT is not given)."""
     from agentos.cli import views
+    from agentos.run.control import require_here
 
     ws = current_workspace()
     record = RunStore(ws).get(run_id)
+    require_here(ws, record, "its agents' logs are")
     names = [agent] if agent else [a.agent for a in record.agents]
     if agent and not (ws.logs_dir / record.id / f"{agent}.log").exists():
         raise BadInput(f"no log for agent {agent!r} in run {record.id}", field="AGENT")
@@ -477,10 +479,12 @@ def status(as_json: bool) -> None:
 def attach(run_id: str, agent: str | None) -> None:
     """Attach this terminal to an agent's tmux session, to watch or take over
     (detach with the tmux prefix, then d)."""
+    from agentos.run.control import require_here
     from agentos.run.sessions import Sessions
 
     ws = current_workspace()
     record = RunStore(ws).get(run_id)
+    require_here(ws, record, "attach")
     agents = [a for a in record.agents if agent is None or a.agent == agent]
     if not agents or not agents[0].session:
         raise BadInput(f"no agent {agent!r} in run {record.id}", field="AGENT")

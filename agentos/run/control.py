@@ -36,6 +36,7 @@ from agentos.run.store import (
 )
 from agentos.run.values import RunOptions, tail
 from agentos.shared.fs import atomic_write, write_new
+from agentos.state.host import host_id, silent_after
 from agentos.workspace.files import RunFiles
 from agentos.workspace.layout import Workspace
 
@@ -155,7 +156,8 @@ def cancel(ws: Workspace, run_id: str, *, wait: float = 30.0) -> RunStatus:
     gc. :class:`BadInput` when the run already ended; :class:`OperationFailed` when it
     did not stop within ``wait`` seconds. Returns once the orchestrator's process ended
     (sessions ended, work committed, worktrees removed). A background run still starting
-    is stopped before it records anything."""
+    is stopped before it records anything. Where the state is shared, another host's run is
+    asked to cancel, and its host cancels it (see :mod:`agentos.run.liveness`)."""
     record = status(ws, run_id)
     if record.status is RunStatus.STARTING:
         return _cancel_starting(ws, record.id, wait)
@@ -163,6 +165,8 @@ def cancel(ws: Workspace, run_id: str, *, wait: float = 30.0) -> RunStatus:
         raise BadInput(f"run {record.id} is already {record.status}", field="run")
     store = RunStore(ws)
     try:
+        if not store.local(record):
+            return _cancel_remote(store, record, wait)
         if pid_alive(record.pid, record.pid_start):
             os.kill(record.pid or 0, signal.SIGTERM)
             deadline = time.monotonic() + wait
@@ -181,6 +185,37 @@ def cancel(ws: Workspace, run_id: str, *, wait: float = 30.0) -> RunStatus:
     if now in ACTIVE:
         raise OperationFailed(f"run {record.id} did not stop within {wait:g}s")
     return now
+
+
+def _cancel_remote(store: RunStore, record: RunRecord, wait: float) -> RunStatus:
+    """Ask the host that runs ``record`` to cancel it, and wait (woken by the run's events)
+    until it ended. A silent host's run is aborted by gc, once it has been silent long
+    enough (:func:`agentos.state.host.silent_after`)."""
+    store.request_cancel(record.id)
+    deadline = time.monotonic() + wait
+    for _ in store.follow(
+        0, run=record.id, poll=0.2, limit=1000, stop=lambda: time.monotonic() > deadline
+    ):
+        if store.get(record.id).status not in ACTIVE:
+            break
+    now = store.get(record.id).status
+    if now in ACTIVE:
+        raise OperationFailed(
+            f"run {record.id} runs on host {record.host}, which was asked to cancel it and did "
+            f"not within {wait:g}s: is AgentOS there still running? (`agentos gc` on any "
+            f"machine aborts its runs once it has been silent for {silent_after():g}s)"
+        )
+    return now
+
+
+def require_here(ws: Workspace, record: RunRecord, what: str) -> None:
+    """Refuse to use what only the host that runs ``record`` has (its tmux sessions, its
+    worktrees, its logs) from another machine: :class:`BadInput` naming that host."""
+    if ws.state.shared and record.host not in (None, host_id()):
+        raise BadInput(
+            f"run {record.id} runs on host {record.host}, not this one ({host_id()}): {what} there",
+            field="run",
+        )
 
 
 def events(ws: Workspace, run_id: str, offset: int = 0) -> tuple[list[RunEvent], int]:

@@ -1,10 +1,13 @@
 """``agentos gc``: what a crashed orchestrator left behind, cleaned up.
 
 Runs whose orchestrator is gone are marked ``aborted`` (their agents' work committed to
-their branches first), orphaned AgentOS tmux sessions are ended, orphaned worktrees are
-removed and pruned, and leftovers of interrupted hub installs are deleted. AgentOS's own
-locks (hub, receipts) are ``flock`` locks, which the kernel frees when their holder dies,
-so a crash can never leave one held; git's locks inside an agent's worktree go with it.
+their branches first); where the state is shared, only this host's runs are judged by their
+process ids, and another host's live runs are aborted only once that host has been silent
+(no heartbeat, :mod:`agentos.run.liveness`) for longer than ``AGENTOS_HOST_SILENT_AFTER``.
+Orphaned AgentOS tmux sessions are ended, orphaned worktrees are removed and pruned, and
+leftovers of interrupted hub installs are deleted. AgentOS's own locks (hub, receipts) are
+``flock`` locks, which the kernel frees when their holder dies, so a crash can never leave
+one held; git's locks inside an agent's worktree go with it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ from typing import Any, TypeVar
 
 from agentos.errors import AgentOSError
 from agentos.run.sessions import SESSION_PREFIX, Sessions
-from agentos.run.store import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore, pid_alive
+from agentos.run.store import (
+    ACTIVE,
+    UNFINISHED,
+    AgentStatus,
+    RunRecord,
+    RunStatus,
+    RunStore,
+    pid_alive,
+)
+from agentos.state.host import SILENT_ENV, silent_after
 from agentos.workspace.files import RunFiles, runs_root
 from agentos.workspace.layout import Workspace
 from agentos.worktrees import landing
@@ -58,15 +70,28 @@ def collect_garbage(ws: Workspace) -> GcReport:
     report = GcReport()
     store = RunStore(ws)
     try:
-        recent = time.time() - RECENT
+        now = time.time()
         runs = {r.id: r for r in store.list(statuses=ACTIVE, limit=10_000)}
-        runs.update({r.id: r for r in store.list(limit=200) if (r.ended_at or 0) > recent})
+        runs.update({r.id: r for r in store.list(limit=200) if (r.ended_at or 0) > now - RECENT})
         # A run is live while its orchestrator lives, whatever its status says: a cancelled
-        # run is still tearing down until its process ends.
-        live_runs = {run_id for run_id, r in runs.items() if pid_alive(r.pid, r.pid_start)}
+        # run is still tearing down until its process ends. Another host's run is live
+        # while that host heartbeats: its pids mean nothing here.
+        beats = store.heartbeats() if store.shared else {}
+        silence = silent_after()
+        live_runs = set()
+        for run_id, r in runs.items():
+            if store.local(r):
+                if pid_alive(r.pid, r.pid_start):
+                    live_runs.add(run_id)
+            elif now - _last_seen(r, beats) <= silence:
+                live_runs.add(run_id)
         for run in runs.values():
-            if run.id not in live_runs and run.status in ACTIVE:
+            if run.id in live_runs or run.status not in ACTIVE:
+                continue
+            if store.local(run):
                 _abort(ws, store, run, report)
+            else:
+                _abort_silent(ws, store, run, _last_seen(run, beats), report)
         _orphan_sessions(ws, live_runs, report)
         _orphan_worktrees(ws, live_runs, report)
         from agentos.sandbox.limits import reap_orphans
@@ -124,6 +149,40 @@ def _abort(ws: Workspace, store: RunStore, run: RunRecord, report: GcReport) -> 
         ws,
         "run",
         {"status": status, "by": "gc", "message": message, "saved_commits": saved},
+        run_id=run.id,
+        about=run.request,
+    )
+
+
+def _last_seen(run: RunRecord, beats: dict[str, float]) -> float:
+    """When the host of ``run`` was last heard of: its heartbeat, or the run's start."""
+    return beats.get(run.host or "", run.started_at or run.created_at)
+
+
+def _abort_silent(
+    ws: Workspace, store: RunStore, run: RunRecord, seen: float, report: GcReport
+) -> None:
+    """Mark a live run of a host that went silent ``aborted``, naming the host. Its
+    sessions, worktrees and branches are on that host: they are its own gc's to clean when
+    it comes back (they are read as that host's, never here)."""
+    silent = time.time() - seen
+    message = (
+        f"host {run.host} went silent: no heartbeat for {silent:.0f}s (over "
+        f"{silent_after():g}s, {SILENT_ENV}); aborted by gc on {store.host}. What its agents "
+        "did is on that host, on their branches, for its gc to keep when it is back"
+    )
+    if not store.claim(run.id, ACTIVE, RunStatus.ABORTED, ended_at=time.time(), message=message):
+        return  # another machine aborted it first, or its host came back and ended it
+    for agent in run.agents:
+        if agent.status in UNFINISHED:
+            store.update_agent(run.id, agent.agent, status=AgentStatus.ABORTED)
+    report.aborted_runs.append(run.id)
+    from agentos.receipts import write_receipt
+
+    write_receipt(
+        ws,
+        "run",
+        {"status": RunStatus.ABORTED, "by": "gc", "host": run.host, "message": message},
         run_id=run.id,
         about=run.request,
     )

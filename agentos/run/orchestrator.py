@@ -20,7 +20,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from agentos.errors import AgentOSError, BadInput, EnvironmentBroken, check_request
+from agentos.errors import (
+    AgentOSError,
+    BadInput,
+    EnvironmentBroken,
+    StateUnavailable,
+    check_request,
+)
 from agentos.gate.detect import SETTINGS_HINT
 from agentos.gate.environment import gate_environment, missing_programs
 from agentos.gate.judge import TestChanges, reported_outcome
@@ -34,6 +40,7 @@ from agentos.routing.router import VERIFY_GROUP
 from agentos.run import review
 from agentos.run.driver import AgentDriver, RunContext, commit_message
 from agentos.run.events import EventKind, EventLog, Listener, RunEvent
+from agentos.run.liveness import keep_alive
 from agentos.run.preflight import check_agent, check_repo
 from agentos.run.sessions import Sessions, require_tmux, session_name
 from agentos.run.store import ACTIVE, UNFINISHED, AgentStatus, RunStatus, RunStore, new_run_id
@@ -116,6 +123,8 @@ class Orchestrator:
         self._report_lock = threading.Lock()  # teardown threads add notes to the message
         self.agents: list[AgentState] = []
         self.cancel = threading.Event()
+        self.cancel_asked = threading.Event()  # another host asked (agentos.run.liveness)
+        self.lost: StateUnavailable | None = None  # the state, lost mid-run
         self.request_checks: list[Any] = []  # checks the request's own success criteria imply
         self.option_checks = _option_checks(self.options.checks)  # e.g. a workflow phase's
         _check_option_env(self.options.env)
@@ -170,13 +179,18 @@ class Orchestrator:
             },
         )
         try:
-            with _cancel_on_signal(defer=lambda: self.report.status is RunStatus.MERGING):
+            with (
+                _cancel_on_signal(defer=lambda: self.report.status is RunStatus.MERGING),
+                keep_alive(self.ws, self.run_id, self.cancel_asked.set),
+            ):
                 self._run()
         except (Cancelled, KeyboardInterrupt):
             self._finish(
                 RunStatus.CANCELLED,
                 "the run was cancelled; agents' work is kept on their branches",
             )
+        except StateUnavailable as exc:  # lost mid-run: the run still ends, and says so
+            self._lose(exc)
         except AgentOSError as exc:
             self._finish(RunStatus.FAILED, str(exc))
             raise
@@ -568,7 +582,7 @@ class Orchestrator:
                     done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
                     for fut in done:
                         fut.result()
-                    if self.stop is not None and self.stop.is_set():
+                    if (self.stop is not None and self.stop.is_set()) or self.cancel_asked.is_set():
                         raise Cancelled()
             except BaseException:
                 self.cancel.set()
@@ -647,9 +661,34 @@ class Orchestrator:
         with self._report_lock:
             self.report.status = status
             self.report.message = message
-        if self.store is not None:
-            self.store.update(self.run_id, status=status, message=message, ended_at=time.time())
+        self._record(self.run_id, status=status, message=message, ended_at=time.time())
         self.events.emit(EventKind.PHASE, f"run: {status}: {message}", status=status)
+
+    def _record(self, run_id: str, agent: str | None = None, **fields: Any) -> None:
+        """Record how the run (or ``agent``) ended; with the state lost, the run ends all
+        the same (its agents stopped, their work on their branches) and says so."""
+        if self.store is None or self.lost is not None:
+            return
+        try:
+            if agent is None:
+                self.store.update(run_id, **fields)
+            else:
+                self.store.update_agent(run_id, agent, **fields)
+        except StateUnavailable as exc:
+            self._lose(exc)
+
+    def _lose(self, exc: StateUnavailable) -> None:
+        """The state went away and did not come back within its retry window: what is
+        left of the run (teardown) goes on without it."""
+        if self.lost is None:
+            self.lost = exc
+        with self._report_lock:
+            self.report.status = RunStatus.FAILED
+            self.report.message = (
+                f"the state was lost mid-run ({exc}); the run stopped its agents, and their "
+                "work is kept on their branches"
+            )
+        self.events.emit(EventKind.PHASE, f"run: failed: {self.report.message}", status="failed")
 
     def _teardown(self) -> None:
         """End sessions, keep the work on branches, remove worktrees; always. A step that
@@ -731,8 +770,7 @@ class Orchestrator:
                 if commit:
                     agent.commits.append(commit)
                 _remove_tree(agent.worktree)
-        if self.store is not None:
-            self.store.update_agent(self.run_id, agent.name, status=agent.status)
+        self._record(self.run_id, agent.name, status=agent.status)
 
     def _tolerant(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
         """Run one teardown step; a failure is noted in the run's message, not raised."""
@@ -783,8 +821,14 @@ class Orchestrator:
                 a.branch for a in self.report.agents if wt.branch_exists(self.repo, a.branch)
             ],
         }
-        receipt = write_receipt(self.ws, "run", fields, run_id=self.run_id, about=self.request)
-        self.report.receipts.append(receipt.id)
+        if self.lost is not None:
+            kept = ", ".join(fields["kept_branches"]) or "none"  # type: ignore[arg-type]
+            self._note(f"branches kept: {kept}")
+        try:
+            receipt = write_receipt(self.ws, "run", fields, run_id=self.run_id, about=self.request)
+            self.report.receipts.append(receipt.id)
+        except StateUnavailable as exc:  # the receipts are in the state (PostgreSQL)
+            self._note(f"the run's final receipt could not be written ({exc})")
         if self.store is not None:
             self.store.close()
 

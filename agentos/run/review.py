@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from agentos.errors import BadInput, NotFound, OperationFailed
 from agentos.gate.judge import TestChanges
 from agentos.receipts import write_receipt
+from agentos.run.liveness import keep_alive
 from agentos.run.store import (
     ACTIVE,
     AgentRecord,
@@ -380,15 +381,16 @@ def merge_run(ws: Workspace, run_id: str, agents: Sequence[str] = ()) -> MergeOu
         status, message = record.status, "the merge failed; nothing was merged"
         spec = GateSpec.from_json((record.options or {}).get("gate"))
         try:
-            result = land(
-                ws,
-                repo,
-                target,
-                record.id,
-                record.request,
-                work,
-                gate=integration_gate(ws, repo, record.id, spec, [w.agent for w in work]),
-            )
+            with keep_alive(ws):  # other hosts see that the merging run's host is alive
+                result = land(
+                    ws,
+                    repo,
+                    target,
+                    record.id,
+                    record.request,
+                    work,
+                    gate=integration_gate(ws, repo, record.id, spec, [w.agent for w in work]),
+                )
             via = "agentos runs merge" + (f" --agent {' --agent '.join(agents)}" if agents else "")
             receipt = write_receipt(
                 ws,
