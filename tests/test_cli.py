@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,27 +142,72 @@ def test_a_listing_shows_control_characters_as_escapes_and_aligns_wide_text(
     assert all(line[start - 2 : start] == "  " for line in lines[1:])
 
 
-def test_a_table_is_coloured_only_on_a_terminal() -> None:
-    """The header is bold and a Styled cell coloured where click styles output (a terminal);
-    piped, the same table is plain text (click strips the styles)."""
-    import click
-    from click.testing import CliRunner as ClickRunner
+def _on_a_terminal(argv: list[str], env: dict[str, str]) -> str:
+    """What ``argv`` prints to a terminal (a pseudo-terminal as its stdout)."""
+    import pty
 
-    from agentos.cli._common import Styled, table
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed the terminal's last handle
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return b"".join(chunks).decode().replace("\r\n", "\n")
 
-    @click.command()
-    def show() -> None:
-        table("checks", ["check", "status"], [("tmux", Styled("ok", "green")), ("git", None)])
 
-    plain = ClickRunner().invoke(show, color=False)
-    assert plain.output == "checks\ncheck  status\ntmux   ok\ngit\n"
-    coloured = ClickRunner().invoke(show, color=True)
-    assert coloured.output == (
-        "\x1b[1mchecks\x1b[0m\n"
-        "\x1b[1mcheck\x1b[0m  \x1b[1mstatus\x1b[0m\n"
-        "tmux   \x1b[32mok\x1b[0m\n"
-        "git\n"
-    )
+@pytest.mark.process  # a terminal of its own
+@pytest.mark.parametrize("argv", [["hub", "list"], ["cards", "list"]], ids=["fast", "click"])
+def test_a_table_is_styled_on_a_terminal_and_plain_when_piped(
+    ws: Workspace, argv: list[str]
+) -> None:
+    """On a terminal the header is bold; piped, the same table is plain text: alike whether
+    the command is served without click (hub list) or by click (cards list)."""
+    command = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), *argv]
+    env = {**os.environ, "COLUMNS": "200"}
+    piped = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert piped.returncode == 0, piped.stderr
+    assert "\x1b" not in piped.stdout
+    shown = _on_a_terminal(command, env)
+    first, *rest = shown.splitlines()
+    assert first.startswith("\x1b[1m") and first.endswith("\x1b[0m")
+    assert "\x1b" not in "\n".join(rest)  # no cell of these is coloured
+    assert re.sub(r"\x1b\[[0-9;]*m", "", shown) == piped.stdout
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_a_styled_cell_is_coloured_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentos.cli import output
+
+    rows = [("tmux", output.Styled("ok", "green")), ("git", None)]
+    for tty, expected in [
+        (False, "checks\ncheck  status\ntmux   ok\ngit\n"),
+        (
+            True,
+            "\x1b[1mchecks\x1b[0m\n\x1b[1mcheck\x1b[0m  \x1b[1mstatus\x1b[0m\n"
+            "tmux   \x1b[32mok\x1b[0m\ngit\n",
+        ),
+    ]:
+        written = _Stream(tty)
+        monkeypatch.setattr(sys, "stdout", written)
+        output.table("checks", ["check", "status"], rows)
+        assert written.getvalue() == expected
 
 
 def test_the_fast_help_of_every_command_is_clicks_own(monkeypatch: pytest.MonkeyPatch) -> None:

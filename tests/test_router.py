@@ -576,6 +576,9 @@ def test_a_process_that_routes_again_sees_every_kind_of_card_change(
 
     write_card(bare, "a", {"keywords": ["lint"]})
     first = decide(bare, "lint ruff")
+    # The second look starts the folder's watch (a process that routes once never pays for
+    # one); from then on an unchanged folder costs no look at any card.
+    assert decide(bare, "lint ruff").cards_revision == first.cards_revision
     scans: list[Workspace] = []
     real_scan = router._scan_revision
 
@@ -790,7 +793,8 @@ def test_route_prints_the_decision_table_and_receipt(cli: CliRunner) -> None:
     assert result.returncode == 0
     lines = [line.rstrip() for line in result.stdout.splitlines()]
     assert lines[0] == "decision: route"
-    assert "run-tests" in lines[3] and "test-runner@1.1.0" in lines[3]
+    assert lines[1].split() == ["card", "agent", "score", "group", "fired"]
+    assert lines[2].split()[:2] == ["run-tests", "test-runner@1.1.0"]
     assert lines[-1] == "receipt: 00000001"
 
 
@@ -902,8 +906,12 @@ def test_cards_load_in_file_order_but_decide_in_id_order(bare: Workspace) -> Non
 def test_a_process_routing_in_many_workspaces_keeps_few_watches(tmp_path: Path) -> None:
     from agentos.routing import router
 
-    for i in range(12):
+    once, _ = init_workspace(tmp_path / "once")
+    assert decide(once, "fix the lint errors").decision == "route"
+    assert once.cards_dir not in router._WATCHES  # routed once: nothing to watch for
+    for i in range(12):  # routed again: watched from the second look
         ws, _ = init_workspace(tmp_path / f"ws{i}")
+        assert decide(ws, "fix the lint errors").decision == "route"
         assert decide(ws, "fix the lint errors").decision == "route"
     assert 0 < len(router._WATCHES) <= router._MAX_WATCHES
     assert all(w.active for w in router._WATCHES.values())

@@ -38,7 +38,8 @@ def stored_help(args: list[str]) -> str | None:
 
 
 def entry(args: list[str]) -> int:
-    """``agentos ARGS``: the version and stored help answered here, the rest by click."""
+    """``agentos ARGS``: the version and stored help answered here, the commands typed most
+    by :mod:`agentos.cli.fast`, the rest by click."""
     if args == ["--version"]:
         from agentos import __version__
 
@@ -51,6 +52,11 @@ def entry(args: list[str]) -> int:
             return 0
         except UnicodeEncodeError:  # a terminal that cannot show it: click substitutes
             pass
+    from agentos.cli import fast
+
+    code = fast.serve(args)
+    if code is not None:
+        return code
     from agentos.cli._main import main
 
     return main(args)

@@ -71,20 +71,9 @@ def _print_cards(cards: Any) -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """List installed packages, every version, and which is active."""
-    from agentos.cli import views
+    from agentos.cli import fast
 
-    data = views.packages(workspace())
-    if as_json:
-        print_json(data)
-        return
-    table(
-        None,
-        ["name", "version", "active", "sha256", "source"],
-        [
-            (v["name"], v["version"], "*" if v["active"] else "", v["sha256"][:12], v["source"])
-            for v in data["packages"]
-        ],
-    )
+    fast.hub_list(workspace(), as_json)
 
 
 @hub.command()

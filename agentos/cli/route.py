@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import click
 
-from agentos.cli._common import fail, json_option, print_json, table, workspace
-from agentos.errors import BadInput
-from agentos.routing.router import ROUTE, Decision, decide
-from agentos.routing.router import route as route_request
+from agentos.cli._common import fail, json_option, workspace
 
 
 @click.command()
@@ -28,40 +25,6 @@ def route(
 
     Exit status: 0 when the request is routed; 1 when the router asks to clarify (cards
     tie) or no card matches; 2 for bad input (an empty request, an invalid card)."""
-    receipt: str | None = None
-    if dry_run:
-        if run_id is not None:
-            raise BadInput("a dry run writes no receipt to link to a run", field="--run")
-        decision = decide(workspace(), request)
-    else:
-        decision, written = route_request(workspace(), request, run_id=run_id)
-        receipt = written.id
-    if as_json:
-        print_json({**decision.as_dict(), "dry_run": dry_run, "receipt": receipt})
-    else:
-        _show(decision, receipt)
-    if decision.decision != ROUTE:
-        fail(ctx, 1)
+    from agentos.cli import fast
 
-
-def _show(decision: Decision, receipt: str | None) -> None:
-    click.echo("decision: " + click.style(decision.decision, bold=True))
-    if decision.tied:
-        click.echo(
-            "tied (make one card more specific, or give it a higher priority): "
-            + ", ".join(decision.tied)
-        )
-    if decision.selected:
-        table(
-            None,
-            ["card", "agent", "score", "group", "fired"],
-            [(s.card, s.ref, s.score, s.group, ", ".join(s.fired)) for s in decision.selected],
-        )
-    if decision.rejected:
-        click.echo("rejected:")
-        table(
-            None,
-            ["card", "reason"],
-            [(r.card, r.reason) for r in decision.rejected],
-        )
-    click.echo(f"receipt: {receipt}" if receipt else "receipt: none (dry run)")
+    fail(ctx, fast.route(workspace(), request, run_id, dry_run, as_json))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentos.cli._common import console, err_console, fail, json_option, print_json, table
+from agentos.cli._common import console, err_console, fail, json_option, print_json
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
 from agentos.run.events import event_line
@@ -35,12 +35,6 @@ def ensure_guardian(ws: Workspace) -> bool:
     from agentos.guardian.daemon import ensure_running
 
     return ensure_running(ws)
-
-
-def _ago(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
 @click.command()
@@ -221,27 +215,9 @@ def runs() -> None:
 @json_option
 def list_(limit: int, as_json: bool) -> None:
     """List recent runs, newest first."""
-    from agentos.cli import views
+    from agentos.cli import fast
 
-    data = views.runs(current_workspace(), limit)
-    if as_json:
-        print_json(data)
-        return
-    table(
-        None,
-        ["run", "status", "agents", "used", "started", "request"],
-        [
-            (
-                r["id"],
-                r["status"],
-                ", ".join(a["agent"] for a in r["agents"]),
-                describe(r["usage"]),
-                _ago(r["created_at"]),
-                r["request"][:60],
-            )
-            for r in data["runs"]
-        ],
-    )
+    fast.runs_list(current_workspace(), limit, as_json)
 
 
 @runs.command()
@@ -447,30 +423,9 @@ def logs(run_id: str, agent: str | None, follow: bool) -> None:
 @json_option
 def status(as_json: bool) -> None:
     """Live runs and the health of each agent."""
-    from agentos.cli import views
+    from agentos.cli import fast
 
-    data = views.live(current_workspace())
-    if as_json:
-        print_json(data)
-        return
-    if not data["runs"]:
-        click.echo("no run is in progress")
-        return
-    rows = []
-    for r in data["runs"]:
-        for a in r["agents"]:
-            h = r["health"].get(a["agent"]) or {}
-            rows.append(
-                (
-                    r["id"],
-                    a["agent"],
-                    a["status"],
-                    h.get("health", "unknown"),
-                    h.get("output_age", ""),
-                    a["attempts"],
-                )
-            )
-    table(None, ["run", "agent", "status", "health", "last output", "attempt"], rows)
+    fast.status(current_workspace(), as_json)
 
 
 @click.command()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import secrets
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +52,7 @@ class Key:
 
 
 def new_key(first_signed: int) -> Key:
-    return Key(secrets.token_bytes(32), first_signed)
+    return Key(os.urandom(32), first_signed)
 
 
 def _parse_key(data: bytes) -> Key | None:
@@ -82,7 +81,7 @@ def _store_key(state_dir: Path, key: Key, *, replace: bool) -> None:
     """Write the key, readable by its owner alone; without ``replace``, a key another
     writer made first wins."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    tmp = state_dir / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp = state_dir / f".{KEY_FILE}.{os.getpid()}.{os.urandom(4).hex()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with open(fd, "w", encoding="ascii") as fh:
@@ -140,7 +139,7 @@ def replace_key(state_dir: Path, first_signed: int) -> Key:
 
 def write_anchor(state_dir: Path, key: Key, rid: str, digest: str) -> None:
     """Record the newest receipt, signed, outside the receipts folder."""
-    tmp = state_dir / f".{ANCHOR_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp = state_dir / f".{ANCHOR_FILE}.{os.getpid()}.{os.urandom(4).hex()}"
     tmp.write_text(f"{rid} {digest} {key.mac('anchor', rid, digest)}\n", encoding="ascii")
     os.replace(tmp, state_dir / ANCHOR_FILE)
 

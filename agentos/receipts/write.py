@@ -6,11 +6,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import secrets
+import time
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from agentos.errors import BadInput
@@ -34,7 +33,6 @@ from agentos.receipts.sign import (
     signing_key,
     write_anchor,
 )
-from agentos.receipts.verify import check, snapshot
 from agentos.workspace.layout import Workspace
 
 _KIND_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -96,6 +94,14 @@ def write_receipt(
     raise OSError(f"{ws.receipts_dir}: could not append a receipt: another writer ignores the lock")
 
 
+def utc_now() -> str:
+    """The time a receipt records: UTC, to the microsecond (``2026-11-27T09:41:07.123456Z``)."""
+    ns = time.time_ns()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 1_000_000_000)) + (
+        f".{ns // 1000 % 1_000_000:06d}Z"
+    )
+
+
 def _append(
     chain: Chain,
     state_dir: Path,
@@ -120,7 +126,7 @@ def _append(
     else:
         key, signed_from = None, OFF
     rid = receipt_id(seq + 1)
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    now = utc_now()
     header = f"receipt: {rid}\nkind: {kind}\ntime: {now}\n"
     if run_id is not None:
         header += f"run: {run_id}\n"
@@ -132,7 +138,7 @@ def _append(
     )
     data = content + seal.encode()
     final = f"{rid}{SUFFIX}"
-    tmp = f".{rid}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = f".{rid}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode(), dir_fd=chain.fd)
     try:
         try:
@@ -195,6 +201,8 @@ def rekey(ws: Workspace, reason: str, *, force: bool = False) -> Rekeyed:
             file=ws.settings_file,
             field="receipts.sign",
         )
+    from agentos.receipts.verify import check, snapshot
+
     path = ws.state_dir / KEY_FILE
     with open_chain(ws.receipts_dir, exclusive=True) as chain:
         try:

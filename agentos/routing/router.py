@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import marshal
 import os
 import time
@@ -30,14 +29,12 @@ from agentos.receipts import Receipt, write_receipt
 from agentos.routing.cardfiles import CARD_SUFFIX, revision_of
 from agentos.routing.index import Hit, Index, cache_name
 from agentos.shared import limits
-from agentos.shared.dirwatch import DirWatch
 from agentos.shared.fs import atomic_write
 from agentos.workspace.layout import Workspace
 
 if TYPE_CHECKING:
     from agentos.shared.checks import CheckSpec
-
-log = logging.getLogger(__name__)
+    from agentos.shared.dirwatch import DirWatch
 
 ROUTE, CLARIFY, NO_MATCH = "route", "clarify", "no_match"
 # The card group of agents that only verify (run the tests, report): they change nothing,
@@ -164,7 +161,11 @@ def compile_cards(ws: Workspace) -> Index:
             if old != target:
                 old.unlink(missing_ok=True)
     except OSError as exc:  # a read-only workspace still routes, just without the cache
-        log.warning("cannot cache the compiled cards in %s: %s", directory, exc)
+        import logging  # a one-shot `agentos route` does not pay for logging's import
+
+        logging.getLogger(__name__).warning(
+            "cannot cache the compiled cards in %s: %s", directory, exc
+        )
     return index
 
 
@@ -177,10 +178,12 @@ _STAT_FILE = "cards.stat"
 _STATS: dict[Path, dict[str, tuple[int, int, int, int, str, int]]] = {}
 # In a process that routes more than once, a watch on the cards folder (agentos.shared.dirwatch)
 # says whether any card changed since the last look: when none did, the revision is the
-# last one, with no stat of any card.
+# last one, with no stat of any card. The watch starts at a folder's second look: a process
+# that routes once (`agentos route`) has nothing to watch for.
 _WATCHES: dict[Path, DirWatch] = {}  # oldest first
 _MAX_WATCHES = 8
 _REVISIONS: dict[Path, str] = {}
+_LOOKED: set[Path] = set()  # folders this process has read the cards of
 
 
 def current_revision(ws: Workspace) -> str:
@@ -190,10 +193,11 @@ def current_revision(ws: Workspace) -> str:
     watch = _WATCHES.get(directory)
     if watch is not None and not watch.changed() and directory in _REVISIONS:
         return _REVISIONS[directory]
-    if watch is None or not watch.active:  # none yet, or the folder it watched went away
-        watch = _watch(directory)  # before the folder is read
+    if directory in _LOOKED and (watch is None or not watch.active):
+        watch = _watch(directory)  # before the folder is read again
+    _LOOKED.add(directory)
     revision = _scan_revision(ws)
-    if watch.active:
+    if watch is not None and watch.active:
         _REVISIONS[directory] = revision
     return revision
 
@@ -201,6 +205,8 @@ def current_revision(ws: Workspace) -> str:
 def _watch(directory: Path) -> DirWatch:
     """A new watch on ``directory``; a process keeps at most ``_MAX_WATCHES`` (inotify
     instances are a per-user resource other programs need too), the oldest closed first."""
+    from agentos.shared.dirwatch import DirWatch
+
     old = _WATCHES.pop(directory, None)
     if old is not None:
         old.close()
@@ -287,8 +293,49 @@ def load_index(ws: Workspace) -> Index:
 # --- the hub, read once per decision ------------------------------------------------------
 
 # Resolutions against one hub revision, replaced whole when the hub changes (thread-safe:
-# readers hold on to the pair they got).
+# readers hold on to the pair they got). They are kept beside the hub's versions in the
+# cache, by the hub's revision, so that a new process resolves a card's constraint without
+# importing `packaging` (6 ms of every `agentos route`) unless the hub or the constraint is
+# new to it.
 _resolved: tuple[str, dict[tuple[str, str | None], str | NotFound]] = ("", {})
+
+
+def _resolved_file(ws: Workspace, revision: str) -> Path:
+    return cache_dir(ws) / f"hub-resolved-{revision}.marshal"
+
+
+def _load_resolved(ws: Workspace, revision: str) -> dict[tuple[str, str | None], str | NotFound]:
+    with suppress(OSError, ValueError, EOFError, TypeError):
+        kept = marshal.loads(_resolved_file(ws, revision).read_bytes())
+        if isinstance(kept, dict):
+            return {
+                key: value if fits else NotFound(value)
+                for key, (fits, value) in kept.items()
+                if isinstance(key, tuple)
+                and len(key) == 2
+                and isinstance(key[0], str)
+                and isinstance(key[1], str | None)
+                and isinstance(fits, bool)
+                and isinstance(value, str)
+            }
+    return {}
+
+
+def _keep_resolved(
+    ws: Workspace, revision: str, memo: dict[tuple[str, str | None], str | NotFound]
+) -> None:
+    kept = {
+        key: (False, found.message) if isinstance(found, NotFound) else (True, found)
+        for key, found in memo.items()
+    }
+    target = _resolved_file(ws, revision)
+    with suppress(OSError):  # a cache: no fsync; a torn or lost file is resolved again
+        for old in target.parent.glob("hub-resolved-*.marshal"):
+            if old != target:
+                old.unlink(missing_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps(kept))
+        os.replace(tmp, target)
 
 
 def _resolver(ws: Workspace) -> tuple[str, Callable[[str, str | None], str]]:
@@ -297,7 +344,7 @@ def _resolver(ws: Workspace) -> tuple[str, Callable[[str, str | None], str]]:
     rev, versions = hub_versions(ws.hub_dir / "hub.lock", cache_dir(ws))
     known = _resolved
     if known[0] != rev:
-        known = _resolved = (rev, {})
+        known = _resolved = (rev, _load_resolved(ws, rev))
     memo = known[1]
 
     def resolve(agent: str, constraint: str | None) -> str:
@@ -307,6 +354,7 @@ def _resolver(ws: Workspace) -> tuple[str, Callable[[str, str | None], str]]:
                 memo[key] = resolve_version(versions, agent, constraint)
             except NotFound as exc:
                 memo[key] = exc
+            _keep_resolved(ws, rev, dict(memo))
         found = memo[key]
         if isinstance(found, NotFound):
             raise found

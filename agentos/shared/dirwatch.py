@@ -14,7 +14,6 @@ The caller must make the watch *before* it first reads the directory, and drain 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 import struct
@@ -50,12 +49,10 @@ _MASK = (
 
 @functools.lru_cache(maxsize=1)
 def libc() -> ctypes.CDLL | None:
-    """The C library, when it offers inotify (found once: finding it runs ldconfig)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+    """The C library, when it offers inotify: the symbols the interpreter itself is linked
+    with (``dlopen(NULL)``), not ``ctypes.util.find_library``, which runs ldconfig."""
     try:
-        found = ctypes.CDLL(name, use_errno=True)
+        found = ctypes.CDLL(None, use_errno=True)
         found.inotify_init1  # noqa: B018 -- not on every system
         found.inotify_add_watch  # noqa: B018
     except (OSError, AttributeError):

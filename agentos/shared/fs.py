@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 
@@ -15,7 +13,10 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     if isinstance(data, str):
         data = data.encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # tempfile.mkstemp's file (mode 0600, O_EXCL, a random name beside the target), without
+    # importing tempfile and random on every command's path.
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -69,6 +70,8 @@ def remove_tree(path: Path) -> None:
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         path.unlink()
     elif path.exists():
+        import shutil  # not on the path of the commands that never remove a tree
+
         try:
             shutil.rmtree(path)
         except PermissionError:  # a directory it made unreadable: made ours again first

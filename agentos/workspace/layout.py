@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
@@ -250,6 +249,8 @@ def init_workspace(directory: Path) -> tuple[Workspace, list[str]]:
     directory = directory.expanduser().resolve()
     if directory.exists() and not directory.is_dir():
         raise BadInput("exists and is not a directory", file=directory)
+    import shutil
+
     created: list[str] = []
     ws = Workspace(directory)
     for name, target in (("hub", ws.hub_dir), ("routing_cards", ws.cards_dir)):

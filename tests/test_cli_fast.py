@@ -1,0 +1,239 @@
+"""The commands served without click (agentos.cli.fast) read their arguments as click does,
+or leave them to click: compared with click's own parse on every short argument list of
+their options and values, and on seeded random longer ones."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import os
+import random
+import subprocess
+import sys
+from typing import Any
+
+import click
+import pytest
+from conftest import CliRunner
+
+from agentos.cli import fast
+from agentos.cli._main import cli as agentos_cli
+from agentos.workspace.layout import Workspace
+
+
+def _click_command(path: tuple[str, ...]) -> click.Command:
+    command: click.Command = agentos_cli
+    ctx = click.Context(agentos_cli)
+    for name in path:
+        assert isinstance(command, click.Group)
+        found = command.get_command(ctx, name)
+        assert found is not None, path
+        command = found
+    return command
+
+
+def _spec_of(command: click.Command) -> fast.Spec:
+    """A click command's parameters, as :class:`fast.Spec` writes them (help aside)."""
+    arguments, options, flags, integers, defaults = [], {}, {}, set(), {}
+    # What click gives each parameter when the command is called with its arguments alone.
+    required = sum(isinstance(p, click.Argument) for p in command.params)
+    given = command.make_context("command", ["word"] * required).params
+    for param in command.params:
+        assert param.name is not None
+        if isinstance(param, click.Argument):
+            assert (param.nargs, param.required, param.type) == (1, True, click.STRING)
+            arguments.append(param.name)
+            continue
+        assert isinstance(param, click.Option)
+        if param.name == "help":
+            continue
+        assert not param.multiple and not param.count and param.envvar is None
+        assert not param.secondary_opts and len(param.opts) == 1, param.opts
+        if param.is_flag:
+            assert given[param.name] is False
+            flags[param.opts[0]] = param.name
+            continue
+        assert param.type in (click.STRING, click.INT), param.type
+        options[param.opts[0]] = param.name
+        defaults[param.name] = given[param.name]
+        if param.type is click.INT:
+            integers.add(param.name)
+    return fast.Spec(tuple(arguments), options, flags, frozenset(integers), defaults)
+
+
+@pytest.mark.parametrize("path", list(fast.COMMANDS), ids=" ".join)
+def test_each_fast_command_takes_exactly_its_click_commands_parameters(
+    path: tuple[str, ...],
+) -> None:
+    assert fast.COMMANDS[path] == _spec_of(_click_command(path))
+    assert path in fast.BODIES
+
+
+def test_the_fast_path_takes_the_groups_workspace_option_as_click_does() -> None:
+    (workspace,) = [p for p in agentos_cli.params if p.name == "workspace"]
+    assert isinstance(workspace, click.Option)
+    assert sorted(workspace.opts) == sorted(fast.WORKSPACE_OPTIONS)
+
+
+def click_parse(argv: list[str]) -> fast.Parsed | None:
+    """What click makes of ``agentos ARGV``: the command reached, the workspace given and
+    the command's parameters; None when click stops (an error, help)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            ctx = agentos_cli.make_context("agentos", list(argv))
+            workspace = ctx.params["workspace"]
+            args = [*ctx._protected_args, *ctx.args]
+            path: list[str] = []
+            command: click.Command = agentos_cli
+            while isinstance(command, click.Group):
+                if not args:
+                    return None
+                name, sub, args = command.resolve_command(ctx, args)
+                if sub is None or name is None:
+                    return None
+                path.append(name)
+                ctx = sub.make_context(name, args, parent=ctx)
+                args = [*ctx._protected_args, *ctx.args] if isinstance(sub, click.Group) else []
+                command = sub
+            return fast.Parsed(tuple(path), workspace, dict(ctx.params))
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        return None
+
+
+# Tokens each command's argument lists are made of: its own options, others', values that
+# look like options or numbers, the end of options, help, and plain words.
+VOCABULARY = [
+    "--json",
+    "--dry-run",
+    "--run",
+    "--run=r1",
+    "--limit",
+    "--limit=3",
+    "7",
+    "-5",
+    "x",
+    "fix the bug",
+    "--",
+    "-",
+    "-h",
+    "--help",
+    "--jso",
+    "--json=1",
+    "-w",
+]
+
+
+def _argument_lists(path: tuple[str, ...]) -> list[list[str]]:
+    lists = []
+    for prefix in ([], ["-w", "/tmp/w"], ["--workspace=/tmp/w"], ["-w/tmp/w"], ["--workspace"]):
+        for n in range(4):
+            for tail in itertools.product(VOCABULARY, repeat=n):
+                lists.append([*prefix, *path, *tail])
+    rng = random.Random(20261127)
+    for _ in range(3000):
+        lists.append([*path, *rng.choices(VOCABULARY, k=rng.randint(4, 7))])
+    return lists
+
+
+@pytest.mark.parametrize("path", list(fast.COMMANDS), ids=" ".join)
+def test_whatever_the_fast_path_reads_click_reads_the_same(path: tuple[str, ...]) -> None:
+    served = 0
+    for argv in _argument_lists(path):
+        mine = fast.parse(argv)
+        if mine is None:
+            continue  # left to click
+        served += 1
+        assert mine == click_parse(argv), argv
+    assert served > 10  # and it serves the common forms (next test), not nothing
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["route", "fix the bug"],
+        ["route", "--json", "fix the bug"],
+        ["route", "fix the bug", "--json"],
+        ["route", "--dry-run", "--json", "--", "-x"],
+        ["-w", "/tmp/w", "route", "--run", "r1", "fix the bug"],
+        ["--workspace=/tmp/w", "route", "--run=r1", "x"],
+        ["runs", "list"],
+        ["runs", "list", "--limit", "5", "--json"],
+        ["status", "--json"],
+        ["hub", "list"],
+    ],
+    ids=" ".join,
+)
+def test_the_forms_people_and_hooks_type_are_served_without_click(argv: list[str]) -> None:
+    parsed = fast.parse(argv)
+    assert parsed is not None
+    assert parsed == click_parse(argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["route"],
+        ["route", "--help"],
+        ["route", "-h", "x"],
+        ["route", "--limit", "3", "x"],
+        ["runs", "list", "--limit", "many"],
+        ["runs", "list", "--limit"],
+        ["route", "a", "b"],
+        ["runs"],
+        ["runs", "show", "x"],
+        ["--workspace"],
+        ["-x", "route", "y"],
+    ],
+    ids=" ".join,
+)
+def test_errors_and_help_are_left_to_click(argv: list[str]) -> None:
+    assert fast.parse(argv) is None
+
+
+def test_a_fast_command_says_what_click_would_of_a_missing_workspace(
+    cli: CliRunner, tmp_path: Any
+) -> None:
+    gone = tmp_path / "gone"
+    out = cli("runs", "list", workspace=gone)
+    assert (out.returncode, out.stdout, out.stderr) == (
+        2,
+        "",
+        f"error: --workspace: workspace {gone} does not exist (run `agentos init {gone}`)\n",
+    )
+
+
+def test_a_fast_command_refuses_a_broken_settings_file_up_front(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    ws.settings_file.write_text("run: [\n")
+    out = cli("route", "fix the lint errors", "--json")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr.startswith(f"error: {ws.settings_file}: ")
+    assert len(out.stderr.splitlines()) == 1
+
+
+@pytest.mark.process  # what a new process imports
+@pytest.mark.parametrize(
+    "argv",
+    [["route", "--json", "fix the lint errors"], ["runs", "list"], ["status"], ["hub", "list"]],
+    ids=" ".join,
+)
+def test_the_commands_typed_most_import_neither_click_nor_rich(
+    ws: Workspace, argv: list[str]
+) -> None:
+    def imported() -> set[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "agentos", "--workspace", str(ws.root), *argv],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines()}
+
+    first = imported()
+    assert "agentos" in first and not first & {"click", "rich"}
+    if argv[0] == "route":  # the card's constraint, resolved once for this hub, is kept
+        assert "packaging" not in imported()
