@@ -11,6 +11,7 @@ application: the test that a follower issues no query reads them.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -100,7 +101,9 @@ class Server:
         who = user if password is None else f"{user}:{password}"
         return f"postgresql://{who}@/{database}?host={self.root}"
 
-    def sql(self, statement: str, args: Sequence[Any] = (), database: str = "postgres") -> list[Any]:
+    def sql(
+        self, statement: str, args: Sequence[Any] = (), database: str = "postgres"
+    ) -> list[Any]:
         """Run ``statement`` as the superuser on ``database`` (one connection kept per
         database)."""
         import psycopg
@@ -171,8 +174,6 @@ class Server:
         for con in self._admin.values():
             con.close()
         if self.running():
-            try:
+            with contextlib.suppress(subprocess.CalledProcessError):
                 self.stop()
-            except subprocess.CalledProcessError:
-                pass
         shutil.rmtree(self.root, ignore_errors=True)

@@ -348,6 +348,8 @@ def test_the_library_starts_no_adapter_and_writes_sql_only_in_its_stores() -> No
     stores = {
         "agentos/state/sqlite.py",
         "agentos/state/postgres.py",
+        "agentos/state/transfer.py",
+        "agentos/receipts/table.py",
         "agentos/run/store.py",
         "agentos/knowledge/store.py",
         "agentos/workflows/store.py",

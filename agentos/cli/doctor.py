@@ -28,18 +28,20 @@ def _workspace(ctx: click.Context) -> Workspace | None:
 @json_option
 @click.pass_context
 def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
-    """Check tmux, git, the Ollama server (OLLAMA_HOST), each runtime (its CLI or Python
-    extra), the Ollama models of the workspace's active packages, for each active package
-    of an installed agent CLI (Claude Code, Gemini CLI, Codex) whether its model API takes
-    its key, and the programs the checks of the workspace, its active packages and its
-    cards run (ruff for ruff-fixer); print the command that fixes each missing one, and
-    which agents cannot run yet. With --repo, also check the repository's tests: its
-    interpreter exists, its test program is installed, its suite collects.
+    """Check tmux, git, the state (its database opens, on PostgreSQL the server answers and
+    takes the credentials, and its schema is this AgentOS's), the Ollama server
+    (OLLAMA_HOST), each runtime (its CLI or Python extra), the Ollama models of the
+    workspace's active packages, for each active package of an installed agent CLI (Claude
+    Code, Gemini CLI, Codex) whether its model API takes its key, and the programs the
+    checks of the workspace, its active packages and its cards run (ruff for ruff-fixer);
+    print the command that fixes each missing one, and which agents cannot run yet. With
+    --repo, also check the repository's tests: its interpreter exists, its test program is
+    installed, its suite collects.
 
-    Exit code 1 when tmux, git or a program a check runs is missing (a run stops before
-    any agent starts) or, with --repo, when the repository's tests cannot run (one line
-    per problem, naming the fix); a missing runtime or key only matters to the packages
-    that use it."""
+    Exit code 1 when tmux, git, the state or a program a check runs is missing (a run
+    stops before any agent starts) or, with --repo, when the repository's tests cannot run
+    (one line per problem, naming the fix); a missing runtime or key only matters to the
+    packages that use it."""
     from agentos.run.doctor import diagnose
 
     top = None
@@ -64,6 +66,9 @@ def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
         settings = [c.detail for c in result.checks if c.kind == "workspace" and not c.ready]
         for problem in settings:
             console.print(f"settings: {escape(problem)}")
+        state = [c.detail for c in result.checks if c.kind == "state" and not c.ready]
+        for problem in state:
+            console.print(f"state: {problem}", markup=False)
         for c in result.checks:
             if c.kind == "program" and not c.ready:
                 console.print(f"program: {c.detail}; fix: {c.fix}", markup=False)
@@ -75,6 +80,8 @@ def doctor(ctx: click.Context, repo: Path | None, as_json: bool) -> None:
             console.print("ready to run agents")
         elif settings:
             console.print("not ready: fix the workspace's agentos.yaml (every command fails on it)")
+        elif state:
+            console.print("not ready: the state cannot be used (fix what the `state:` line says)")
         elif repo_problems:
             console.print("not ready: the repository's tests cannot run (fix each `repo:` line)")
         else:

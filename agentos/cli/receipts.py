@@ -60,14 +60,23 @@ def show(receipt_id: str, as_json: bool) -> None:
     help="Without the key (a machine that does not hold it): check hashes, links and which "
     "receipts must be signed, not the MACs or the anchor; the output says so.",
 )
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Verify the chain `receipts export` wrote to this folder instead (offline), with "
+    "this workspace's key unless --hashes-only.",
+)
 @json_option
 @click.pass_context
-def verify(ctx: click.Context, hashes_only: bool, as_json: bool) -> None:
+def verify(ctx: click.Context, hashes_only: bool, directory: Path | None, as_json: bool) -> None:
     """Walk the chain: recompute every receipt's sha256, link and MAC. Any edited, removed,
     reordered, moved, forged receipt, or one whose MAC was stripped, is reported by id; a
-    missing key or anchor by name. Exit status 1 when anything is wrong."""
+    missing key or anchor by name. Where the state is PostgreSQL, the chain is its receipts
+    table, and a machine without the key verifies hashes only and says so. Exit status 1
+    when anything is wrong."""
     ws = workspace()
-    data = views.receipts_verified(ws, hashes_only=hashes_only)
+    data = views.receipts_verified(ws, hashes_only=hashes_only, directory=directory)
     problems = data["problems"]
     if as_json:
         print_json(data)
@@ -82,6 +91,22 @@ def verify(ctx: click.Context, hashes_only: bool, as_json: bool) -> None:
             click.echo(f"note: {line}")
     if problems:
         fail(ctx)
+
+
+@receipts.command("export")
+@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False, path_type=Path))
+@json_option
+def export_(directory: Path, as_json: bool) -> None:
+    """Write the chain to DIR (new or empty) as the plain-text files a workspace on SQLite
+    holds, with its head and anchor, so that it can be read with cat and verified offline
+    (`agentos receipts verify --dir DIR`)."""
+    from agentos.receipts import export_receipts
+
+    count = export_receipts(workspace(), directory)
+    if as_json:
+        print_json({"directory": str(directory), "receipts": count})
+    else:
+        click.echo(f"{count} receipt{'s' * (count != 1)} written to {directory}")
 
 
 @receipts.command("rekey")

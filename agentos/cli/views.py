@@ -107,11 +107,18 @@ def receipts(ws: Workspace, run_id: str | None = None, last: int | None = None) 
     return {"receipts": [r.as_dict() for r in found]}
 
 
-def receipts_verified(ws: Workspace, hashes_only: bool = False) -> dict[str, Any]:
+def receipts_verified(
+    ws: Workspace, hashes_only: bool = False, directory: Path | None = None
+) -> dict[str, Any]:
     """``agentos receipts verify --json``: whether the chain is intact, what is not, and
-    what else is true of it (signing off, macs not checked, a replaced key)."""
-    from agentos.receipts import verify_receipts
+    what else is true of it (signing off, macs not checked, a replaced key); of the chain
+    exported to ``directory``, with it."""
+    from agentos.receipts import verify_directory, verify_receipts
 
+    if directory is not None:
+        signing = bool(ws.settings_data["receipts"]["sign"])
+        found = verify_directory(directory, ws.state_dir, hashes_only=hashes_only, signing=signing)
+        return found.as_dict()
     return verify_receipts(ws, hashes_only=hashes_only).as_dict()
 
 

@@ -111,7 +111,7 @@ def _from_evals(ws: Workspace, suite: str | None) -> list[tuple[str, str, float,
 
 
 def _from_gates(ws: Workspace, repo: Path | None) -> list[tuple[str, str, float, str]]:
-    from agentos.receipts import list_receipts, parse_receipt
+    from agentos.receipts import list_receipts, parse_receipt, read_receipt
     from agentos.run.store import RunStore
 
     if not ws.state.shared and not ws.state_db.is_file():
@@ -133,7 +133,7 @@ def _from_gates(ws: Workspace, repo: Path | None) -> list[tuple[str, str, float,
             where_repo = repos[info.run_id]
             if where_repo is None or (repo is not None and Path(where_repo) != repo):
                 continue
-            fields = parse_receipt(info.path.read_text(encoding="utf-8", errors="replace")).fields
+            fields = parse_receipt(read_receipt(ws, info.id)).fields
             checks = fields.get("checks")
             for check in checks if isinstance(checks, list) else []:
                 if not isinstance(check, dict) or "name" not in check:

@@ -63,6 +63,7 @@ from agentos.shared.faces import lazy
 
 if TYPE_CHECKING:
     from agentos.receipts.chain import FIRST, HEAD_FILE, ID_DIGITS, SUFFIX, receipt_id
+    from agentos.receipts.place import export_receipts
     from agentos.receipts.read import (
         ParsedReceipt,
         ReceiptInfo,
@@ -81,7 +82,12 @@ if TYPE_CHECKING:
         export_key,
         import_key,
     )
-    from agentos.receipts.verify import ChainReport, verify_chain, verify_receipts
+    from agentos.receipts.verify import (
+        ChainReport,
+        verify_chain,
+        verify_directory,
+        verify_receipts,
+    )
     from agentos.receipts.write import Receipt, Rekeyed, rekey, write_receipt
 
 # Imported when first used: `agentos route` writes a receipt and reads none.
@@ -108,6 +114,8 @@ FACE = {
     "ChainReport": "agentos.receipts.verify",
     "verify_chain": "agentos.receipts.verify",
     "verify_receipts": "agentos.receipts.verify",
+    "verify_directory": "agentos.receipts.verify",
+    "export_receipts": "agentos.receipts.place",
     "Receipt": "agentos.receipts.write",
     "Rekeyed": "agentos.receipts.write",
     "rekey": "agentos.receipts.write",
@@ -130,6 +138,7 @@ __all__ = [
     "ReceiptInfo",
     "Rekeyed",
     "export_key",
+    "export_receipts",
     "import_key",
     "list_receipts",
     "load_receipt",
@@ -140,6 +149,7 @@ __all__ = [
     "redact",
     "rekey",
     "verify_chain",
+    "verify_directory",
     "verify_receipts",
     "write_receipt",
 ]

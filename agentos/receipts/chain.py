@@ -1,8 +1,13 @@
-"""The chain on disk: receipt ids and files, ``receipts/.head`` (both the lock and the
-record of the newest receipt), and the lines that close every receipt.
+"""Where the chain is, and the lines that close every receipt: receipt ids and files,
+``receipts/.head`` (both the lock and the record of the newest receipt) and the anchor
+(``.agentos/receipts.anchor``) for a workspace whose state is SQLite (:class:`Chain`); a
+table in the state under an advisory lock where the state is PostgreSQL
+(:mod:`agentos.receipts.table`). :func:`agentos.receipts.place.open_chain` opens whichever
+the workspace has; writing, signing, verifying and reading see the same :class:`Chained`
+either way.
 
-Everything goes through a directory fd: no path is looked up twice. A receipt that is not a
-regular file (a FIFO, a directory, a link) is read as empty, never waited on.
+On disk everything goes through a directory fd: no path is looked up twice. A receipt that
+is not a regular file (a FIFO, a directory, a link) is read as empty, never waited on.
 
 A receipt ends with ``signed_from: ID`` (the receipt from which the workspace's receipts
 are signed; ``off`` when its settings turn signing off; absent in receipts written before
@@ -19,7 +24,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +33,8 @@ from agentos.errors import BadInput
 ID_DIGITS = 8
 SUFFIX = ".txt"
 HEAD_FILE = ".head"
+ANCHOR_FILE = "receipts.anchor"  # in the state directory: the newest receipt, signed
+STATE_ANCHOR = f".agentos/{ANCHOR_FILE}"
 FIRST = "none"  # what the first receipt records as its previous
 NAME_RE = re.compile(rf"^(\d{{{ID_DIGITS},}})\.txt$")
 TRAILER_RE = re.compile(rb"(?:^|\n)sha256: ([0-9a-f]{64})\n(?:mac: ([0-9a-f]{64})\n)?\Z")
@@ -101,65 +108,55 @@ def read_regular(name: str | Path, dir_fd: int | None = None) -> bytes:
         return fh.read()
 
 
-class Chain:
-    """The receipts directory, open, under the chain's lock.
+class Chained:
+    """A chain, open under its lock (exclusive to append, shared to verify): the receipts,
+    the head (the newest receipt's id and sha256), and the anchor (the same, signed: the
+    record AgentOS keeps apart from the head). What only reads receipts is written here once;
+    each place (:class:`Chain` on disk, :class:`agentos.receipts.table.TableChain`) says how
+    to read and write its own."""
 
-    ``.head`` is both the lock (flock: exclusive to append, shared to verify) and the
-    record of the newest receipt, rewritten in place, so appending costs no extra file.
-    """
-
-    def __init__(self, directory: Path, *, exclusive: bool) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.directory = directory
-        self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            self.head_fd = os.open(HEAD_FILE, os.O_RDWR | os.O_CREAT, 0o666, dir_fd=self.fd)
-        except IsADirectoryError:
-            os.close(self.fd)
-            raise BadInput(
-                "is a directory: it must be the chain's head file (remove it; the next "
-                "receipt rebuilds it)",
-                file=directory / HEAD_FILE,
-            ) from None
-        except BaseException:
-            os.close(self.fd)
-            raise
-        fcntl.flock(self.head_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-
-    def close(self) -> None:
-        os.close(self.head_fd)  # releases the lock
-        os.close(self.fd)
+    directory: Path | None = None  # the receipts' folder, for a chain on disk
+    where = "receipts"  # what messages name: the folder, or the state's URL, masked
+    head_name = HEAD_FILE  # and the head, and the anchor
+    anchor_name = STATE_ANCHOR
 
     def read(self, name: str) -> bytes:
-        return read_regular(name, self.fd)
+        raise NotImplementedError
 
     def exists(self, name: str) -> bool:
-        try:
-            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        return True
+        raise NotImplementedError
 
     def files(self) -> dict[int, str]:
         """seq -> file name of every receipt present."""
-        out = {}
-        for name in os.listdir(self.fd):
-            m = NAME_RE.match(name)
-            if m and receipt_id(int(m.group(1))) == m.group(1):
-                out[int(m.group(1))] = name
-        return out
+        raise NotImplementedError
 
     def head(self) -> tuple[int, str] | None:
-        """What ``.head`` records: (seq, sha256) of the newest receipt; None if unreadable."""
-        parts = os.pread(self.head_fd, 256, 0).decode("ascii", "replace").split()
-        if len(parts) != 2 or not parts[0].isdigit() or not SHA_RE.fullmatch(parts[1]):
-            return None
-        return int(parts[0]), parts[1]
+        """What the head records: (seq, sha256) of the newest receipt; None if unreadable."""
+        raise NotImplementedError
 
     def set_head(self, rid: str, digest: str) -> None:
-        data = f"{rid} {digest}\n".encode()
-        os.pwrite(self.head_fd, data, 0)
-        os.ftruncate(self.head_fd, len(data))
+        raise NotImplementedError
+
+    def add(self, rid: str, data: bytes) -> bool:
+        """Put receipt ``rid`` in place; False when it exists (never replaced)."""
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        """Make what was added durable."""
+
+    def anchor(self) -> bytes:
+        """The anchor's text (empty when there is none)."""
+        raise NotImplementedError
+
+    def has_anchor(self) -> bool:
+        raise NotImplementedError
+
+    def set_anchor(self, text: str) -> None:
+        raise NotImplementedError
+
+    def path(self, name: str) -> Path | None:
+        """Where receipt ``name`` is as a file (None: in a table)."""
+        return None
 
     def sealed(self, seq: int) -> Sealed | None:
         return sealed(self.read(f"{receipt_id(seq)}{SUFFIX}"))
@@ -196,6 +193,108 @@ class Chain:
                 return seq, sha
             seq, sha = seq + 1, self.declared(following)
 
+
+class Chain(Chained):
+    """The receipts directory, open, under the chain's lock.
+
+    ``.head`` is both the lock (flock: exclusive to append, shared to verify) and the
+    record of the newest receipt, rewritten in place, so appending costs no extra file.
+    The anchor is a file outside the folder (``.agentos/receipts.anchor``).
+    """
+
+    def __init__(self, directory: Path, *, exclusive: bool, anchor: Path | None = None) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.where = str(directory)
+        self.anchor_file = anchor or directory / ANCHOR_FILE
+        self.fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            self.head_fd = os.open(HEAD_FILE, os.O_RDWR | os.O_CREAT, 0o666, dir_fd=self.fd)
+        except IsADirectoryError:
+            os.close(self.fd)
+            raise BadInput(
+                "is a directory: it must be the chain's head file (remove it; the next "
+                "receipt rebuilds it)",
+                file=directory / HEAD_FILE,
+            ) from None
+        except BaseException:
+            os.close(self.fd)
+            raise
+        fcntl.flock(self.head_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+    def close(self) -> None:
+        os.close(self.head_fd)  # releases the lock
+        os.close(self.fd)
+
+    def read(self, name: str) -> bytes:
+        return read_regular(name, self.fd)
+
+    def path(self, name: str) -> Path:
+        return Path(self.where) / name
+
+    def exists(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def files(self) -> dict[int, str]:
+        """seq -> file name of every receipt present."""
+        out = {}
+        for name in os.listdir(self.fd):
+            m = NAME_RE.match(name)
+            if m and receipt_id(int(m.group(1))) == m.group(1):
+                out[int(m.group(1))] = name
+        return out
+
+    def head(self) -> tuple[int, str] | None:
+        """What ``.head`` records: (seq, sha256) of the newest receipt; None if unreadable."""
+        return parse_head(os.pread(self.head_fd, 256, 0))
+
+    def set_head(self, rid: str, digest: str) -> None:
+        data = f"{rid} {digest}\n".encode()
+        os.pwrite(self.head_fd, data, 0)
+        os.ftruncate(self.head_fd, len(data))
+
+    def add(self, rid: str, data: bytes) -> bool:
+        """Write the receipt to a temporary name, fsync it and hard-link it into place
+        (which fails rather than overwrite)."""
+        final = f"{rid}{SUFFIX}"
+        tmp = f".{rid}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode(), dir_fd=self.fd)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self.link_new(tmp, final)
+        except FileExistsError:
+            return False
+        finally:
+            with suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=self.fd)
+        return True
+
+    def sync(self) -> None:
+        os.fsync(self.fd)  # makes the new receipt's name durable
+
+    def anchor(self) -> bytes:
+        return read_regular(self.anchor_file)
+
+    def has_anchor(self) -> bool:
+        return os.path.lexists(self.anchor_file)
+
+    def set_anchor(self, text: str) -> None:
+        tmp = self.anchor_file.with_name(
+            f".{self.anchor_file.name}.{os.getpid()}.{os.urandom(4).hex()}"
+        )
+        tmp.write_text(text, encoding="ascii")
+        os.replace(tmp, self.anchor_file)
+
     def link_new(self, tmp: str, final: str) -> None:
         """Put ``tmp`` at ``final``; never replaces an existing receipt."""
         try:
@@ -208,9 +307,35 @@ class Chain:
             os.rename(tmp, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
 
+def file_of(rid: str, file: Path | None) -> Path:
+    """The file of receipt ``rid``; :class:`~agentos.errors.NotFound` when it is a row of
+    the state's table (PostgreSQL), not a file."""
+    if file is None:
+        from agentos.errors import NotFound
+
+        raise NotFound(
+            f"receipt {rid} is a row of the state's receipts table, not a file: read it with "
+            "`agentos receipts show`, or `agentos receipts export DIR` for files",
+            field="id",
+        )
+    return file
+
+
+def parse_head(data: bytes) -> tuple[int, str] | None:
+    """(seq, sha256) a head records ("00000042 SHA256"); None when it is not one."""
+    parts = data.decode("ascii", "replace").split()
+    if len(parts) != 2 or not parts[0].isdigit() or not SHA_RE.fullmatch(parts[1]):
+        return None
+    return int(parts[0]), parts[1]
+
+
 @contextmanager
-def open_chain(directory: Path, *, exclusive: bool) -> Iterator[Chain]:
-    chain = Chain(directory, exclusive=exclusive)
+def open_directory(
+    directory: Path, *, exclusive: bool, anchor: Path | None = None
+) -> Iterator[Chain]:
+    """A folder of receipts as a chain (the workspace's, or one ``receipts export`` wrote,
+    whose anchor is in it)."""
+    chain = Chain(directory, exclusive=exclusive, anchor=anchor)
     try:
         yield chain
     finally:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentos.errors import NotFound
-from agentos.receipts.chain import NAME_RE, SUFFIX, receipt_id
+from agentos.receipts.chain import NAME_RE, SUFFIX, file_of, receipt_id
 from agentos.receipts.format import HEADER, parse_fields
 from agentos.workspace.layout import Workspace
 
@@ -19,7 +19,12 @@ class ReceiptInfo:
     kind: str
     time: str
     run_id: str | None
-    path: Path
+    file: Path | None  # its file (None: in the state's table, on PostgreSQL)
+
+    @property
+    def path(self) -> Path:
+        """Its file; a receipt in the state's table (PostgreSQL) has none."""
+        return file_of(self.id, self.file)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -27,7 +32,7 @@ class ReceiptInfo:
             "kind": self.kind,
             "time": self.time,
             "run_id": self.run_id,
-            "path": str(self.path),
+            "path": None if self.file is None else str(self.file),
         }
 
 
@@ -57,6 +62,13 @@ def _header(path: Path) -> dict[str, str]:
 
 def list_receipts(ws: Workspace, run_id: str | None = None) -> list[ReceiptInfo]:
     """Every receipt in chain order, or those of one run."""
+    if ws.state.shared:
+        from agentos.receipts.table import listed
+
+        return [
+            ReceiptInfo(receipt_id(seq), kind, time, run, None)
+            for seq, kind, time, run in listed(ws, run_id)
+        ]
     out = []
     for seq, path in _receipt_paths(ws.receipts_dir):
         head = _header(path)
@@ -70,19 +82,27 @@ def list_receipts(ws: Workspace, run_id: str | None = None) -> list[ReceiptInfo]
     return out
 
 
-def receipt_path(ws: Workspace, rid: str) -> Path:
-    """The file of receipt ``rid`` (``00000042``, ``42`` or ``00000042.txt``)."""
+def _seq(rid: str) -> int:
     text = rid.strip().removesuffix(SUFFIX)
     if not text.isdigit() or int(text) == 0:
         raise NotFound(f"{rid!r} is not a receipt id (like 00000042)", field="id")
-    path = ws.receipts_dir / f"{receipt_id(int(text))}{SUFFIX}"
+    return int(text)
+
+
+def receipt_path(ws: Workspace, rid: str) -> Path:
+    """The file of receipt ``rid`` (``00000042``, ``42`` or ``00000042.txt``)."""
+    path = ws.receipts_dir / f"{receipt_id(_seq(rid))}{SUFFIX}"
     if not path.is_file():
-        raise NotFound(f"no receipt {receipt_id(int(text))} in {ws.receipts_dir}", field="id")
+        raise NotFound(f"no receipt {path.stem} in {ws.receipts_dir}", field="id")
     return path
 
 
 def read_receipt(ws: Workspace, id: str) -> str:
-    """The text of a receipt, exactly as written."""
+    """The text of a receipt, exactly as written (from its file, or the state's table)."""
+    if ws.state.shared:
+        from agentos.receipts.table import text_of
+
+        return text_of(ws, _seq(id)).decode("utf-8", "replace")
     return receipt_path(ws, id).read_text(encoding="utf-8", errors="replace")
 
 
@@ -172,5 +192,7 @@ def parse_receipt(text: str, path: Path | None = None) -> ParsedReceipt:
 
 def load_receipt(ws: Workspace, id: str) -> ParsedReceipt:
     """Receipt ``id`` (``00000042``, ``42`` or ``00000042.txt``), read and parsed."""
+    if ws.state.shared:
+        return parse_receipt(read_receipt(ws, id))
     path = receipt_path(ws, id)
     return parse_receipt(path.read_text(encoding="utf-8", errors="replace"), path)

@@ -22,13 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentos.errors import BadInput
-from agentos.receipts.chain import SHA_RE, Chain, open_chain, read_regular, receipt_id
+from agentos.receipts.chain import (
+    ANCHOR_FILE,
+    SHA_RE,
+    STATE_ANCHOR,
+    Chained,
+    read_regular,
+    receipt_id,
+)
+from agentos.receipts.place import open_chain
 from agentos.workspace.layout import Workspace
 
 KEY_FILE = "receipts.key"  # in the state directory (.agentos/), mode 0600
-ANCHOR_FILE = "receipts.anchor"  # in the state directory: the newest receipt, signed
 STATE_KEY = f".agentos/{KEY_FILE}"
-STATE_ANCHOR = f".agentos/{ANCHOR_FILE}"
+__all__ = ["ANCHOR_FILE", "KEY_FILE", "STATE_ANCHOR", "STATE_KEY"]  # and what is defined here
 _KEY_MAX = 4096  # bytes read of a file given to `key import`: a key is 80
 
 
@@ -97,16 +104,16 @@ def _store_key(state_dir: Path, key: Key, *, replace: bool) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def signed_evidence(chain: Chain, state_dir: Path, seq: int) -> str | None:
+def signed_evidence(chain: Chained, seq: int) -> str | None:
     """What shows that this workspace's receipts were signed (the chain's newest receipt is
     ``seq``), or None when nothing does: a workspace from before signing, or never signed."""
-    if os.path.lexists(state_dir / ANCHOR_FILE):
-        return f"{STATE_ANCHOR} exists"
+    if chain.has_anchor():
+        return f"{chain.anchor_name} exists"
     found = chain.newest_signed(seq)
     return None if found is None else f"receipt {receipt_id(found[0])} is signed"
 
 
-def signing_key(chain: Chain, state_dir: Path, seq: int) -> Key:
+def signing_key(chain: Chained, state_dir: Path, seq: int) -> Key:
     """The workspace's key, made now when it never had one (its first signed receipt is
     ``seq + 1``). Never when its receipts were signed already: a lost key is restored or
     replaced on purpose (``receipts rekey``), or its receipts could be rewritten unsigned and
@@ -115,7 +122,7 @@ def signing_key(chain: Chain, state_dir: Path, seq: int) -> Key:
     if key is not None:
         return key
     path = state_dir / KEY_FILE
-    evidence = signed_evidence(chain, state_dir, seq)
+    evidence = signed_evidence(chain, seq)
     if evidence is not None:
         raise BadInput(
             f"is missing, and this workspace's receipts were signed ({evidence}): restore it "
@@ -137,16 +144,14 @@ def replace_key(state_dir: Path, first_signed: int) -> Key:
     return key
 
 
-def write_anchor(state_dir: Path, key: Key, rid: str, digest: str) -> None:
-    """Record the newest receipt, signed, outside the receipts folder."""
-    tmp = state_dir / f".{ANCHOR_FILE}.{os.getpid()}.{os.urandom(4).hex()}"
-    tmp.write_text(f"{rid} {digest} {key.mac('anchor', rid, digest)}\n", encoding="ascii")
-    os.replace(tmp, state_dir / ANCHOR_FILE)
+def write_anchor(chain: Chained, key: Key, rid: str, digest: str) -> None:
+    """Record the newest receipt, signed, apart from the receipts (outside their folder)."""
+    chain.set_anchor(f"{rid} {digest} {key.mac('anchor', rid, digest)}\n")
 
 
-def read_anchor(state_dir: Path, key: Key) -> tuple[int, str] | None:
+def read_anchor(chain: Chained, key: Key) -> tuple[int, str] | None:
     """(seq, sha256) of the newest receipt AgentOS wrote; None when missing or forged."""
-    words = read_regular(state_dir / ANCHOR_FILE).decode("ascii", "replace").split()
+    words = chain.anchor().decode("ascii", "replace").split()
     if len(words) != 3 or not words[0].isdigit() or not SHA_RE.fullmatch(words[1]):
         return None
     if not key.matches(words[2], "anchor", words[0], words[1]):
@@ -219,7 +224,7 @@ def import_key(ws: Workspace, source: Path, *, force: bool = False) -> KeyImport
             file=source,
         )
     target = ws.state_dir / KEY_FILE
-    with open_chain(ws.receipts_dir, exclusive=True) as chain:
+    with open_chain(ws, exclusive=True) as chain:
         try:
             held = load_key(ws.state_dir)
         except BadInput:
@@ -243,6 +248,6 @@ def import_key(ws: Workspace, source: Path, *, force: bool = False) -> KeyImport
                     file=source,
                 )
         _store_key(ws.state_dir, key, replace=True)
-        if seq and read_anchor(ws.state_dir, key) is None:
-            write_anchor(ws.state_dir, key, receipt_id(seq), digest)
+        if seq and read_anchor(chain, key) is None:
+            write_anchor(chain, key, receipt_id(seq), digest)
     return KeyImport(target, receipt_id(key.first_signed), True, checked)

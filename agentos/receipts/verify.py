@@ -28,24 +28,27 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentos.receipts.chain import (
+    ANCHOR_FILE,
     FIRST,
     HEAD_FILE,
     OFF,
     PREVIOUS_RE,
-    Chain,
+    STATE_ANCHOR,
+    Chained,
     Sealed,
-    open_chain,
+    open_directory,
     read_regular,
     receipt_id,
     sealed,
 )
+from agentos.receipts.place import open_chain
 from agentos.receipts.sign import (
-    ANCHOR_FILE,
-    STATE_ANCHOR,
+    KEY_FILE,
     STATE_KEY,
     Key,
     load_key,
@@ -82,46 +85,102 @@ class ChainReport:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What verifying reads under the chain's lock: a consistent listing, head and anchor."""
+    """What verifying reads under the chain's lock: a consistent listing, head and anchor,
+    and how to read a receipt (a file, read after the lock is let go; a row of the table,
+    read in the same snapshot)."""
 
-    directory: Path
+    read: Callable[[str], bytes]
     files: dict[int, str]
     head: tuple[int, str] | None
     key: Key | None
     anchor: tuple[int, str] | None
     anchor_file: bool
     hashes_only: bool
+    head_name: str = HEAD_FILE  # what the messages call the head and the anchor
+    anchor_name: str = STATE_ANCHOR
 
 
-def snapshot(chain: Chain, state_dir: Path, *, hashes_only: bool) -> Snapshot:
+def snapshot(chain: Chained, state_dir: Path, *, hashes_only: bool) -> Snapshot:
     key = None if hashes_only else load_key(state_dir)
+    directory = chain.directory
     return Snapshot(
-        chain.directory,
+        chain.read if directory is None else (lambda name: read_regular(directory / name)),
         chain.files(),
         chain.head(),
         key,
-        None if key is None else read_anchor(state_dir, key),
-        os.path.lexists(state_dir / ANCHOR_FILE),
+        None if key is None else read_anchor(chain, key),
+        chain.has_anchor(),
         hashes_only,
+        chain.head_name,
+        chain.anchor_name,
     )
 
 
 def verify_receipts(ws: Workspace, *, hashes_only: bool = False) -> ChainReport:
-    """Walk the chain (see the module's docstring). ``hashes_only``: without the key."""
+    """Walk the chain (see the module's docstring). ``hashes_only``: without the key.
+
+    Where the state is PostgreSQL, the chain is the state's table, and a machine that holds
+    no key (one that reads, never writes) verifies hashes only, and says so."""
     signing = bool(ws.settings_data["receipts"]["sign"])
+    if ws.state.shared:
+        keyless = not hashes_only and not os.path.lexists(ws.state_dir / KEY_FILE)
+        with open_chain(ws, exclusive=False) as chain:
+            report = check(
+                snapshot(chain, ws.state_dir, hashes_only=hashes_only or keyless), signing=signing
+            )
+        if keyless:
+            note = (
+                f"this machine holds no receipts key ({STATE_KEY}), so the receipts were "
+                "verified by hashes only: `agentos receipts key import FILE` (the key of a "
+                "machine that writes them) checks their MACs too"
+            )
+            report = replace(report, notes=(note, *report.notes))
+        return report
     directory = ws.receipts_dir
     if not directory.is_dir():
         key = None if hashes_only else load_key(ws.state_dir)
-        anchor = None if key is None else read_anchor(ws.state_dir, key)
+        anchor = None if key is None else read_anchor(_Gone(ws.state_dir / ANCHOR_FILE), key)
         problems = (
             ()
             if anchor is None
             else (f"{directory}: missing, but AgentOS wrote {anchor[0]} receipts there",)
         )
         return ChainReport(0, problems, _signing_notes(signing, 0, hashes_only), key is not None)
-    with open_chain(directory, exclusive=False) as chain:
+    with open_chain(ws, exclusive=False) as chain:
         seen = snapshot(chain, ws.state_dir, hashes_only=hashes_only)
     return check(seen, signing=signing)
+
+
+def verify_directory(
+    directory: Path, state_dir: Path, *, hashes_only: bool = False, signing: bool = True
+) -> ChainReport:
+    """Walk the chain in a folder ``receipts export`` wrote (its anchor in it), with the key
+    of the workspace at ``state_dir`` (none: ``hashes_only``)."""
+    if not (directory / HEAD_FILE).is_file():
+        from agentos.errors import BadInput
+
+        raise BadInput(
+            f"holds no receipts chain (no {HEAD_FILE}): give a folder `agentos receipts "
+            "export` wrote",
+            file=directory,
+        )
+    with open_directory(directory, exclusive=False, anchor=directory / ANCHOR_FILE) as chain:
+        seen = snapshot(chain, state_dir, hashes_only=hashes_only)
+    seen = replace(seen, anchor_name=str(directory / ANCHOR_FILE))
+    return check(seen, signing=signing)
+
+
+class _Gone(Chained):
+    """A workspace's chain whose folder is gone: only its anchor is left to read."""
+
+    def __init__(self, anchor: Path) -> None:
+        self.anchor_file = anchor
+
+    def anchor(self) -> bytes:
+        return read_regular(self.anchor_file)
+
+    def has_anchor(self) -> bool:
+        return os.path.lexists(self.anchor_file)
 
 
 def verify_chain(ws: Workspace) -> list[str]:
@@ -186,7 +245,7 @@ class _Walk:
             self.problem(
                 0,
                 0,
-                f"{receipt_id(max(files))}: the chain's head ({HEAD_FILE}) is missing "
+                f"{receipt_id(max(files))}: the chain's head ({seen.head_name}) is missing "
                 "or unreadable, so the newest receipts cannot be checked",
             )
         newest_file = max(files, default=0)
@@ -195,8 +254,8 @@ class _Walk:
             self.problem(
                 0,
                 3,
-                f"{receipt_id(head[0])}: the chain's head ({HEAD_FILE}) names a receipt beyond "
-                f"the newest there is ({receipt_id(top) if top else 'none'})",
+                f"{receipt_id(head[0])}: the chain's head ({seen.head_name}) names a receipt "
+                f"beyond the newest there is ({receipt_id(top) if top else 'none'})",
             )
         previous: str | None = FIRST
         for seq in range(1, top + 1):
@@ -212,7 +271,7 @@ class _Walk:
                     self.problem(seq, 0, f"{rid}: missing (deleted or renamed)")
                 previous = None
                 continue
-            closing, intact = self._one(seq, rid, read_regular(seen.directory / name), previous)
+            closing, intact = self._one(seq, rid, seen.read(name), previous)
             declared = None if closing is None else closing.sha256
             if closing is not None and intact:
                 self._signature(seq, rid, closing)
@@ -347,14 +406,14 @@ class _Walk:
                 self.problem(
                     0,
                     2,
-                    f"AgentOS's record of the newest receipt ({STATE_ANCHOR}) is missing: "
+                    f"AgentOS's record of the newest receipt ({seen.anchor_name}) is missing: "
                     "receipts removed from the chain's end cannot be told",
                 )
             elif key is not None and seen.anchor is None:
                 self.problem(
                     0,
                     2,
-                    f"AgentOS's record of the newest receipt ({STATE_ANCHOR}) is forged (its "
+                    f"AgentOS's record of the newest receipt ({seen.anchor_name}) is forged (its "
                     "signature does not match the key): receipts removed from the chain's end "
                     "cannot be told",
                 )

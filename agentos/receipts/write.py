@@ -4,11 +4,9 @@ workspace's settings turn signing off); and ``rekey``, the one write that starts
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import time
 from collections.abc import Mapping
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,12 +15,12 @@ from agentos.receipts.chain import (
     FIRST,
     OFF,
     SUFFIX,
-    Chain,
-    file_mode,
-    open_chain,
+    Chained,
+    file_of,
     receipt_id,
 )
 from agentos.receipts.format import render, render_fields
+from agentos.receipts.place import open_chain
 from agentos.receipts.redact import redact
 from agentos.receipts.sign import (
     KEY_FILE,
@@ -44,11 +42,16 @@ class Receipt:
     """A receipt just written. ``sha256`` is the hash the next receipt records."""
 
     id: str
-    path: Path
+    file: Path | None  # its file (None: in the state's table, on PostgreSQL)
     sha256: str
     kind: str
     run_id: str | None
     time: str
+
+    @property
+    def path(self) -> Path:
+        """Its file; a receipt in the state's table (PostgreSQL) has none."""
+        return file_of(self.id, self.file)
 
 
 def write_receipt(
@@ -86,12 +89,12 @@ def write_receipt(
     lines.extend(render_fields(fields))
     body = "".join(f"{line}\n" for line in lines)
     sign = bool(ws.settings_data["receipts"]["sign"])
-    with open_chain(ws.receipts_dir, exclusive=True) as chain:
+    with open_chain(ws, exclusive=True) as chain:
         for _attempt in range(3):  # only retried when a writer ignored the lock
             receipt = _append(chain, ws.state_dir, kind, body, run_id, sign=sign)
             if receipt is not None:
                 return receipt
-    raise OSError(f"{ws.receipts_dir}: could not append a receipt: another writer ignores the lock")
+    raise OSError(f"{chain.where}: could not append a receipt: another writer ignores the lock")
 
 
 def utc_now() -> str:
@@ -103,7 +106,7 @@ def utc_now() -> str:
 
 
 def _append(
-    chain: Chain,
+    chain: Chained,
     state_dir: Path,
     kind: str,
     body: str,
@@ -117,7 +120,7 @@ def _append(
     seq, previous = chain.newest()
     if sign:
         key = key or signing_key(chain, state_dir, seq)
-        anchor = read_anchor(state_dir, key)
+        anchor = read_anchor(chain, key)
         if anchor is not None and anchor[0] > seq:
             # Receipts AgentOS wrote are gone from the end: never reuse their ids, so that
             # verify keeps naming them.
@@ -137,28 +140,13 @@ def _append(
         f"sha256: {digest}\n" if key is None else f"sha256: {digest}\nmac: {key.mac(rid, digest)}\n"
     )
     data = content + seal.encode()
-    final = f"{rid}{SUFFIX}"
-    tmp = f".{rid}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode(), dir_fd=chain.fd)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        chain.link_new(tmp, final)
-    except FileExistsError:
+    if not chain.add(rid, data):
         return None
-    finally:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=chain.fd)
     chain.set_head(rid, digest)
     if key is not None:
-        write_anchor(state_dir, key, rid, digest)
-    os.fsync(chain.fd)  # makes the new receipt's name durable
-    return Receipt(rid, chain.directory / final, digest, kind, run_id, now)
+        write_anchor(chain, key, rid, digest)
+    chain.sync()
+    return Receipt(rid, chain.path(f"{rid}{SUFFIX}"), digest, kind, run_id, now)
 
 
 # --- a new key, on purpose ----------------------------------------------------------------
@@ -204,7 +192,7 @@ def rekey(ws: Workspace, reason: str, *, force: bool = False) -> Rekeyed:
     from agentos.receipts.verify import check, snapshot
 
     path = ws.state_dir / KEY_FILE
-    with open_chain(ws.receipts_dir, exclusive=True) as chain:
+    with open_chain(ws, exclusive=True) as chain:
         try:
             old = load_key(ws.state_dir)
             how = "lost" if old is None else "replaced"
@@ -236,5 +224,5 @@ def rekey(ws: Workspace, reason: str, *, force: bool = False) -> Rekeyed:
         body = "".join(f"{line}\n" for line in render_fields(fields))
         receipt = _append(chain, ws.state_dir, "rekey", body, None, sign=True, key=new)
     if receipt is None or receipt.id != receipt_id(new.first_signed):
-        raise OSError(f"{ws.receipts_dir}: no rekey receipt: a writer ignores the lock")
+        raise OSError(f"{chain.where}: no rekey receipt: a writer ignores the lock")
     return Rekeyed(receipt, how, span, found.problems)

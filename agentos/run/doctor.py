@@ -43,7 +43,8 @@ _DISTRIBUTIONS = {"ollama": "ollama", "langchain": "langchain", "crewai": "crewa
 @dataclass(frozen=True)
 class Check:
     name: str
-    kind: str  # "tool", "server", "runtime", "model", "key", "program", "repo" or "workspace"
+    # "tool", "server", "runtime", "model", "key", "program", "repo", "workspace" or "state"
+    kind: str
     ready: bool
     detail: str
     fix: str = ""
@@ -115,6 +116,28 @@ def _settings_check(ws: Workspace) -> Check:
         )
     where = ws.settings_file if ws.settings_file.exists() else f"{ws.root} (defaults)"
     return Check("settings", "workspace", True, str(where), required=True)
+
+
+def _state_check(ws: Workspace) -> Check:
+    """The state can be used: its database opens (on PostgreSQL: the server answers, the
+    credentials are taken, the database is there) and its schema is this AgentOS's."""
+    from agentos.state.database import describe
+
+    try:
+        found = describe(ws.state)
+    except AgentOSError as exc:
+        return Check(
+            "state", "state", False, str(exc), exc.hint or "see docs/state.md", required=True
+        )
+    hosts = f"; {len(found['hosts'])} host(s) heartbeat" if found["hosts"] else ""
+    return Check(
+        "state",
+        "state",
+        True,
+        f"{found['where']} ({found['backend']}): schema {found['schema']}; this host "
+        f"{found['host']}{hosts}",
+        required=True,
+    )
 
 
 def _sandbox_check(ws: Workspace) -> Check:
@@ -393,6 +416,7 @@ def diagnose(
         settings = _settings_check(ws)
         checks.append(settings)
         if settings.ready:
+            checks.append(_state_check(ws))
             checks.append(_sandbox_check(ws))
             checks.append(_keyring_check())
             checks += _models(ws, server)

@@ -123,6 +123,35 @@ def _require_psycopg(location: StateLocation) -> None:
         ) from None
 
 
+def describe(where: StateLocation | Path) -> dict[str, Any]:
+    """``agentos state show``: where the state is, its schema (the newest migration it
+    records), this host, and how long ago each host sharing it last heartbeat."""
+    from agentos.state.host import host_id
+    from agentos.state.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
+
+    location = as_location(where)
+    store = Store(location)
+    try:
+        applied = store.con.applied()
+        known = POSTGRES_MIGRATIONS if location.shared else SQLITE_MIGRATIONS
+        newest = [m.name for m in known if m.name in applied]
+        now = time.time()
+        hosts = {
+            str(h): round(max(0.0, now - float(at)), 1)
+            for h, at in store.query("SELECT id, heartbeat_at FROM hosts ORDER BY id")
+        }
+    finally:
+        store.close()
+    return {
+        "where": location.masked,
+        "backend": location.backend,
+        "source": location.source,
+        "schema": newest[-1] if newest else None,
+        "host": host_id(),
+        "hosts": hosts,
+    }
+
+
 class Store:
     """The state for one process, safe to share between threads (every use takes a
     lock). ``query``, ``one`` and ``write`` run one statement; ``transaction`` runs a

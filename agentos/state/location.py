@@ -93,15 +93,16 @@ def parse_url(text: str, *, source: str, file: Path | None = None) -> StateLocat
     shown = mask(url) if "://" in url else url
     if not url or len(url) > _MAX_URL or any(ord(c) < 32 or c == "\x7f" for c in url):
         raise BadInput(
-            f"{shown[:80]!r} is not a PostgreSQL URL ({SHAPE}; unset it for SQLite)",
+            f"{shown[:80]!r} is not a PostgreSQL URL: it must look like {SHAPE} (or be unset: "
+            "the state is then SQLite, the default)",
             file=file,
             field=source,
         )
     parts = urlsplit(url)
     if parts.scheme.lower() not in SCHEMES or not url.lower().startswith(f"{parts.scheme}://"):
         raise BadInput(
-            f"{shown} is not a PostgreSQL URL: it must look like {SHAPE} (SQLite, the "
-            f"default, needs no {SETTING})",
+            f"{shown} is not a PostgreSQL URL: it must look like {SHAPE} (or be unset: the "
+            "state is then SQLite, the default)",
             file=file,
             field=source,
         )

@@ -72,8 +72,9 @@ def refused(location: StateLocation, exc: psycopg.Error) -> StateUnavailable:
     reason = _first_line(exc, location)
     low = reason.lower()
     where = location.masked
-    if "does not exist" in low and "database" in low:
-        name = _quoted(reason) or "it"
+    missing = re.search(r'database "([^"]*)" does not exist', reason)
+    if missing:
+        name = missing.group(1)
         return StateUnavailable(
             f"the database {name} does not exist on this server: create it, owned by the "
             f"user AgentOS connects as (createdb -O USER {name}; see {_GUIDE})",
@@ -99,8 +100,12 @@ def refused(location: StateLocation, exc: psycopg.Error) -> StateUnavailable:
 
 
 def _first_line(exc: BaseException, location: StateLocation) -> str:
+    """libpq's reason, on one line, without what the message around it says already."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    text = text.removeprefix("connection failed: ")
+    text = re.sub(r"^(connection failed: |connection is bad: )+", "", text)
+    if " failed: FATAL:" in text:  # the server answered: its reason is enough
+        text = text.split(" failed: FATAL:", 1)[1]
+    text = re.sub(r'^connection to server on socket "([^"]*)" failed: ', r"socket \1: ", text)
     if location.url:  # libpq never echoes a password; should a future one, it is masked
         for secret in _secrets(location.url):
             text = text.replace(secret, "***")
@@ -114,11 +119,6 @@ def _secrets(url: str) -> list[str]:
     found += [v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k == "password"]
     raw = parts.netloc.rpartition("@")[0].partition(":")[2]
     return [s for s in {*found, raw} if s]
-
-
-def _quoted(text: str) -> str | None:
-    found = re.search(r'"([^"]*)"', text)
-    return found.group(1) if found else None
 
 
 # -- the connection the stores use ---------------------------------------------------------
