@@ -441,14 +441,29 @@ class RunStore(database.Store):
         limit: int = 1000,
         stop: Callable[[], bool] = lambda: False,
     ) -> Iterator[builtins.list[dict[str, Any]]]:
-        """The events written after event ``after`` (None: from now on), in batches as they
-        are written, until ``stop()`` (asked after each wait of up to ``poll`` s). On
-        PostgreSQL the state announces each event (``NOTIFY``) and nothing is read between
-        announcements, nor for one about another run's event or one already read; on SQLite
-        the table is read again after each ``poll``."""
+        """The events written after event ``after`` (None: after the newest now), in
+        batches as they are written, until ``stop()`` (asked after each wait of up to
+        ``poll`` s). On PostgreSQL the state announces each event (``NOTIFY``) and nothing
+        is read between announcements, nor for one about another run's event or one already
+        read; on SQLite the table is read again after each ``poll``."""
         listener = self.listen(database.EVENTS)  # before the first read: nothing slips by
         try:
             last = self.last_event_id() if after is None else after
+        except BaseException:
+            listener.close()
+            raise
+        return self._following(listener, last, run, poll, limit, stop)
+
+    def _following(
+        self,
+        listener: database.Listener,
+        last: int,
+        run: str | None,
+        poll: float,
+        limit: int,
+        stop: Callable[[], bool],
+    ) -> Iterator[builtins.list[dict[str, Any]]]:
+        try:
             wake = True
             while not stop():
                 while wake:
