@@ -37,12 +37,36 @@ def bindir() -> Path | None:
     return Path(on_path).parent if on_path else None
 
 
+_PREFIX = "agentos-pg-"
+_OWNER = "owner.pid"
+
+
+def remove_orphans(programs: Path) -> list[Path]:
+    """Stop and remove the servers of test processes that were killed before their
+    teardown (their owner's pid, written at start, is gone); the folders removed."""
+    removed = []
+    for root in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        try:
+            owner = int((root / _OWNER).read_text())
+        except (OSError, ValueError):
+            continue
+        if Path(f"/proc/{owner}").exists():
+            continue
+        server = Server.__new__(Server)
+        server.programs, server.root, server.data = programs, root, root / "data"
+        server.as_root, server._admin = os.geteuid() == 0, {}
+        server.remove()
+        removed.append(root)
+    return removed
+
+
 class Server:
     """One PostgreSQL cluster of the test session (or of one test that kills it)."""
 
     def __init__(self, programs: Path) -> None:
         self.programs = programs
-        self.root = Path(tempfile.mkdtemp(prefix="agentos-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix=_PREFIX))
+        (self.root / _OWNER).write_text(str(os.getpid()))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
         self.as_root = os.geteuid() == 0

@@ -516,11 +516,12 @@ def processes_named(marker: str) -> list[int]:
 def pg_server() -> Iterator[Any]:
     """A real PostgreSQL server for the session (tests/_postgres.py): started once per
     test process, removed at its end."""
-    from _postgres import Server, bindir
+    from _postgres import Server, bindir, remove_orphans
 
     programs = bindir()
     if programs is None:
         missing("PostgreSQL is not installed (scripts/setup installs Debian's postgresql)")
+    remove_orphans(programs)  # of test processes killed before their teardown
     server = Server(programs)
     try:
         yield server

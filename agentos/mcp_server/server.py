@@ -395,6 +395,9 @@ def serve(
         "plain HTTP carries the token unencrypted, so pass --allow-remote to listen there",
     )
     token = workspace_token(ws)
+    from agentos.state.database import pool_connections
+
+    pool_connections(ws.state)  # a store per request: on PostgreSQL, from one pool
     sock = listen(host, port)
     try:
         bound = sock.getsockname()[1]

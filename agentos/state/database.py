@@ -52,6 +52,7 @@ __all__ = [
     "Store",
     "open_connection",
     "open_listener",
+    "pool_connections",
     "retry_window",
 ]
 
@@ -109,6 +110,18 @@ def open_listener(where: StateLocation | Path, channel: str) -> Listener:
 
         return PostgresListener(location, channel)
     return Poller()
+
+
+def pool_connections(where: StateLocation | Path) -> None:
+    """From now on, this process's stores on PostgreSQL borrow their connections from one
+    pool (psycopg_pool) instead of opening their own: for the long-lived processes that open
+    a store per request (the dashboard, the MCP server over HTTP). Nothing on SQLite."""
+    location = as_location(where)
+    if location.shared:
+        _require_psycopg(location)
+        from agentos.state.postgres import use_pool
+
+        use_pool()
 
 
 def _require_psycopg(location: StateLocation) -> None:

@@ -110,7 +110,10 @@ class Guard:
 def create_app(ws: Workspace, token: str, *, hosts: list[str], repo: Path) -> Starlette:
     """The dashboard for workspace ``ws``: ``hosts`` are the names the Host header may
     give (``["*"]`` for any), ``repo`` the repository a launched workflow works on unless
-    the form names another."""
+    the form names another. On PostgreSQL its stores share a pool of connections."""
+    from agentos.state.database import pool_connections
+
+    pool_connections(ws.state)
 
     def api(build: Callable[[Request], Any], status: int = 200) -> Handler:
         async def endpoint(request: Request) -> Response:
