@@ -14,7 +14,7 @@ from agentos.cli._common import console, err_console, fail, json_option, print_j
 from agentos.cli._common import workspace as current_workspace
 from agentos.errors import BadInput, OperationFailed
 from agentos.run.events import event_line
-from agentos.run.store import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore
+from agentos.run.store import ACTIVE, AgentStatus, RunRecord, RunStatus
 from agentos.runtimes.usage import describe
 from agentos.workspace.layout import Workspace
 
@@ -393,10 +393,10 @@ def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
 def logs(run_id: str, agent: str | None, follow: bool) -> None:
     """Print an agent's pane output (every agent's, when AGENT is not given)."""
     from agentos.cli import views
-    from agentos.run.control import require_here
+    from agentos.run.control import require_here, status
 
     ws = current_workspace()
-    record = RunStore(ws).get(run_id)
+    record = status(ws, run_id)
     require_here(ws, record, "its agents' logs are")
     names = [agent] if agent else [a.agent for a in record.agents]
     if agent and not (ws.logs_dir / record.id / f"{agent}.log").exists():
@@ -414,7 +414,7 @@ def logs(run_id: str, agent: str | None, follow: bool) -> None:
                     "".join(prefix + line for line in chunk["text"].splitlines(keepends=True))
                 )
                 sys.stdout.flush()
-        if not follow or RunStore(ws).get(record.id).status not in ACTIVE:
+        if not follow or status(ws, record.id).status not in ACTIVE:
             return
         time.sleep(0.25)
 
@@ -434,11 +434,11 @@ def status(as_json: bool) -> None:
 def attach(run_id: str, agent: str | None) -> None:
     """Attach this terminal to an agent's tmux session, to watch or take over
     (detach with the tmux prefix, then d)."""
-    from agentos.run.control import require_here
+    from agentos.run.control import require_here, status
     from agentos.run.sessions import Sessions
 
     ws = current_workspace()
-    record = RunStore(ws).get(run_id)
+    record = status(ws, run_id)
     require_here(ws, record, "attach")
     agents = [a for a in record.agents if agent is None or a.agent == agent]
     if not agents or not agents[0].session:

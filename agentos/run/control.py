@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import suppress
+from contextlib import closing, suppress
 from dataclasses import asdict
 from pathlib import Path
 
@@ -193,11 +193,13 @@ def _cancel_remote(store: RunStore, record: RunRecord, wait: float) -> RunStatus
     enough (:func:`agentos.state.host.silent_after`)."""
     store.request_cancel(record.id)
     deadline = time.monotonic() + wait
-    for _ in store.follow(
+    following = store.follow(
         0, run=record.id, poll=0.2, limit=1000, stop=lambda: time.monotonic() > deadline
-    ):
-        if store.get(record.id).status not in ACTIVE:
-            break
+    )
+    with closing(following):
+        for _ in following:
+            if store.get(record.id).status not in ACTIVE:
+                break
     now = store.get(record.id).status
     if now in ACTIVE:
         raise OperationFailed(
@@ -213,8 +215,7 @@ def require_here(ws: Workspace, record: RunRecord, what: str) -> None:
     worktrees, its logs) from another machine: :class:`BadInput` naming that host."""
     if ws.state.shared and record.host not in (None, host_id()):
         raise BadInput(
-            f"run {record.id} runs on host {record.host}, not this one ({host_id()}): {what} there",
-            field="run",
+            f"run {record.id} runs on host {record.host}, not this one ({host_id()}): {what} there"
         )
 
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from agentos.errors import AgentOSError
+from agentos.errors import AgentOSError, StateUnavailable
 from agentos.run.store import RunStore
 from agentos.state.database import CANCELS, POLL
 from agentos.state.host import heartbeat_interval
@@ -35,14 +35,19 @@ WAKE = 1.0  # seconds between looks at whether the run ended, while nothing is a
 
 @contextmanager
 def keep_alive(
-    ws: Workspace, run_id: str | None = None, on_cancel: Callable[[], None] | None = None
+    ws: Workspace,
+    run_id: str | None = None,
+    on_cancel: Callable[[], None] | None = None,
+    on_lost: Callable[[StateUnavailable], None] | None = None,
 ) -> Iterator[None]:
-    """Heartbeat for this host while the block runs, and call ``on_cancel`` (once) when
-    another host asks to cancel ``run_id``. Nothing on an unshared state."""
+    """Heartbeat for this host while the block runs, call ``on_cancel`` (once) when another
+    host asks to cancel ``run_id``, and ``on_lost`` (once) when the state stays out of reach
+    past its retry window (:func:`agentos.state.database.retry_window`): a run learns it even
+    while nothing else of it writes. Nothing on an unshared state."""
     if not ws.state.shared:
         yield
         return
-    beat = _Heartbeat(ws, run_id, on_cancel)
+    beat = _Heartbeat(ws, run_id, on_cancel, on_lost)
     beat.start()
     try:
         yield
@@ -52,11 +57,16 @@ def keep_alive(
 
 class _Heartbeat:
     def __init__(
-        self, ws: Workspace, run_id: str | None, on_cancel: Callable[[], None] | None
+        self,
+        ws: Workspace,
+        run_id: str | None,
+        on_cancel: Callable[[], None] | None,
+        on_lost: Callable[[StateUnavailable], None] | None,
     ) -> None:
         self.ws = ws
         self.run_id = run_id
         self.on_cancel = on_cancel
+        self.on_lost = on_lost
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="agentos-heartbeat", daemon=True)
 
@@ -88,7 +98,13 @@ class _Heartbeat:
                     self.done.wait(min(WAKE, max(due - time.monotonic(), 0.0)))
                 if asked and self.run_id and store.cancel_requested(self.run_id):
                     self._cancel()
-            except AgentOSError as exc:  # the state is away: the run's own store says so
+            except StateUnavailable as exc:  # retried for its window, and still away
+                log.debug("heartbeat: %s", exc)
+                if store is not None and self.on_lost is not None:
+                    lost, self.on_lost = self.on_lost, None
+                    lost(exc)
+                self.done.wait(WAKE)
+            except AgentOSError as exc:
                 log.debug("heartbeat: %s", exc)
                 self.done.wait(WAKE)
         if listener is not None:

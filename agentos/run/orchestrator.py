@@ -125,6 +125,7 @@ class Orchestrator:
         self.cancel = threading.Event()
         self.cancel_asked = threading.Event()  # another host asked (agentos.run.liveness)
         self.lost: StateUnavailable | None = None  # the state, lost mid-run
+        self.losing: StateUnavailable | None = None  # ... as the heartbeat found it
         self.request_checks: list[Any] = []  # checks the request's own success criteria imply
         self.option_checks = _option_checks(self.options.checks)  # e.g. a workflow phase's
         _check_option_env(self.options.env)
@@ -181,7 +182,7 @@ class Orchestrator:
         try:
             with (
                 _cancel_on_signal(defer=lambda: self.report.status is RunStatus.MERGING),
-                keep_alive(self.ws, self.run_id, self.cancel_asked.set),
+                keep_alive(self.ws, self.run_id, self.cancel_asked.set, self._losing),
             ):
                 self._run()
         except (Cancelled, KeyboardInterrupt):
@@ -584,6 +585,8 @@ class Orchestrator:
                         fut.result()
                     if (self.stop is not None and self.stop.is_set()) or self.cancel_asked.is_set():
                         raise Cancelled()
+                    if self.losing is not None:
+                        raise self.losing
             except BaseException:
                 self.cancel.set()
                 raise
@@ -677,11 +680,17 @@ class Orchestrator:
         except StateUnavailable as exc:
             self._lose(exc)
 
+    def _losing(self, exc: StateUnavailable) -> None:
+        """The heartbeat found the state out of reach past its retry window: the agents
+        are stopped at the next look (:meth:`_in_parallel`)."""
+        self.losing = exc
+
     def _lose(self, exc: StateUnavailable) -> None:
         """The state went away and did not come back within its retry window: what is
         left of the run (teardown) goes on without it."""
         if self.lost is None:
             self.lost = exc
+        self.events.sink = None  # the stream is in the state: the events file keeps them
         with self._report_lock:
             self.report.status = RunStatus.FAILED
             self.report.message = (

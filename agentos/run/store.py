@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -440,7 +440,7 @@ class RunStore(database.Store):
         poll: float = 0.2,
         limit: int = 1000,
         stop: Callable[[], bool] = lambda: False,
-    ) -> Iterator[builtins.list[dict[str, Any]]]:
+    ) -> Generator[builtins.list[dict[str, Any]]]:
         """The events written after event ``after`` (None: after the newest now), in
         batches as they are written, until ``stop()`` (asked after each wait of up to
         ``poll`` s). On PostgreSQL the state announces each event (``NOTIFY``) and nothing
@@ -462,7 +462,7 @@ class RunStore(database.Store):
         poll: float,
         limit: int,
         stop: Callable[[], bool],
-    ) -> Iterator[builtins.list[dict[str, Any]]]:
+    ) -> Generator[builtins.list[dict[str, Any]]]:
         try:
             wake = True
             while not stop():
