@@ -175,7 +175,7 @@ def test_a_workspace_migrates_into_an_empty_database_once_and_reads_the_same_the
     source = sqlite.connect(ws.state_db)
     terms, events = source.execute(
         "SELECT (SELECT COUNT(*) FROM task_terms), (SELECT COUNT(*) FROM events)"
-    ).fetchone()
+    ).fetchall()[0]
     source.close()
 
     migrated = cli("state", "migrate", "--to", url)
