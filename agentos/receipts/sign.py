@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import stat
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,9 +66,10 @@ def _parse_key(data: bytes) -> Key | None:
 def load_key(state_dir: Path) -> Key | None:
     """The workspace's key; None when it has none."""
     path = state_dir / KEY_FILE
-    if not os.path.lexists(path):
+    data = read_regular(path)
+    if not data and not os.path.lexists(path):  # read as empty: missing, or not a key
         return None
-    key = _parse_key(read_regular(path))
+    key = _parse_key(data)
     if key is None:
         raise BadInput(
             "is not a receipts key: restore it from a backup or `agentos receipts key import "
@@ -138,10 +140,30 @@ def replace_key(state_dir: Path, first_signed: int) -> Key:
 
 
 def write_anchor(state_dir: Path, key: Key, rid: str, digest: str) -> None:
-    """Record the newest receipt, signed, outside the receipts folder."""
+    """Record the newest receipt, signed, outside the receipts folder.
+
+    Rewritten in place, as the chain's head is (under the chain's lock, which every reader
+    of the anchor holds too): a line of fixed length, one write, no new file per receipt.
+    Whatever is there that is not a regular file of its own is replaced instead."""
+    data = f"{rid} {digest} {key.mac('anchor', rid, digest)}\n".encode("ascii")
+    path = state_dir / ANCHOR_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError:
+        fd = None
+    if fd is not None:
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                os.pwrite(fd, data, 0)
+                if st.st_size > len(data):
+                    os.ftruncate(fd, len(data))
+                return
+        finally:
+            os.close(fd)
     tmp = state_dir / f".{ANCHOR_FILE}.{os.getpid()}.{os.urandom(4).hex()}"
-    tmp.write_text(f"{rid} {digest} {key.mac('anchor', rid, digest)}\n", encoding="ascii")
-    os.replace(tmp, state_dir / ANCHOR_FILE)
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def read_anchor(state_dir: Path, key: Key) -> tuple[int, str] | None:
