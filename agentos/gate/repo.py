@@ -242,7 +242,7 @@ def repo_profile(ws: Workspace, repo: Path, *, at: str | None = None) -> RepoPro
     python = _interpreter(python_value, repo) if python_value else None
     if python is not None:
         reasons.append(f"python from {python_from}: {python}")
-    found = detect(repo, os.environ, python)
+    found = detect(repo, os.environ, python, ws.state_dir / "cache")
     test, test_from = pick("test")
     tool, runner, problems = found.tool, found.runner, list(found.problems)
     if test:

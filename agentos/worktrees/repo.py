@@ -13,7 +13,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -391,13 +391,19 @@ def remove_worktree(repo_dir: Path, path: Path) -> None:
         git_result(repo_dir, "worktree", "prune", check=False)
 
 
-def commits_ahead(repo_dir: Path, branch: str, base: str) -> int:
-    """Commits on ``branch`` since ``base``: 0 when the branch does not exist; -1 when git
-    cannot tell (callers must then treat the branch as holding work)."""
-    if not branch_exists(repo_dir, branch):
-        return 0
-    result = git_result(repo_dir, "rev-list", "--count", f"{base}..{branch}", check=False)
-    return int(result.stdout.strip()) if result.returncode == 0 else -1
+def branch_tips(repo_dir: Path, branches: Iterable[str]) -> dict[str, str]:
+    """The commit each of ``branches`` points at, for those that exist: one git process
+    for all of them. :class:`OperationFailed` when git cannot tell."""
+    wanted = {f"refs/heads/{b}": b for b in branches if b}
+    if not wanted:
+        return {}
+    listed = run_git(repo_dir, "for-each-ref", "--format=%(objectname) %(refname)", *wanted)
+    tips = {}
+    for line in listed.splitlines():
+        commit, _, ref = line.partition(" ")
+        if ref in wanted:  # a pattern matches the refs below it too: exact names only
+            tips[wanted[ref]] = commit
+    return tips
 
 
 def branch_exists(repo_dir: Path, branch: str) -> bool:
