@@ -242,7 +242,8 @@ class Orchestrator:
         elif touched := [
             a.name
             for a in self.agents
-            if a.gated_commit and wt.touches(self.repo, a.base, a.gated_commit, REPO_FILE)
+            if a.gated_commit not in (None, a.base)
+            and wt.touches(self.repo, a.base, a.gated_commit, REPO_FILE)
         ]:
             # How the repository is tested is not an agent's to change unseen.
             self._ready(f"not merged: {', '.join(touched)} changed {REPO_FILE}, review it")

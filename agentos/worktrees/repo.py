@@ -196,9 +196,34 @@ def repo_lock(repo_dir: Path) -> Iterator[None]:
         yield
 
 
-def ensure_agent_files_excluded(repo: git.Repo) -> None:
-    """Keep AgentOS's files in worktrees out of status, diffs and commits."""
-    exclude = Path(repo.common_dir) / "info" / "exclude"
+def checkout_state(repo_dir: Path) -> tuple[Path, Path, str, str | None] | None:
+    """One git process's answer for a repository about to be run on: its top-level
+    directory, its common git directory, the HEAD commit and the checked-out branch (None
+    when HEAD is detached); None when git cannot say all of it (not a repository, no
+    commit yet: :func:`open_repo` then says which)."""
+    result = git_result(
+        repo_dir,
+        "rev-parse",
+        "--path-format=absolute",
+        "--show-toplevel",
+        "--git-common-dir",
+        "HEAD",
+        "--symbolic-full-name",
+        "HEAD",
+        check=False,
+    )
+    lines = result.stdout.splitlines()
+    if result.returncode != 0 or len(lines) != 4:
+        return None
+    top, common, commit, ref = lines
+    branch = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
+    return Path(top), Path(common), commit, branch
+
+
+def ensure_agent_files_excluded(common_dir: Path) -> None:
+    """Keep AgentOS's files in worktrees out of status, diffs and commits (``common_dir``:
+    the repository's common git directory)."""
+    exclude = Path(common_dir) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     text = exclude.read_text() if exclude.exists() else ""
     if AGENT_FILES_GLOB not in text.splitlines():
