@@ -66,7 +66,7 @@ def test_bad_input_is_named(store: Any) -> None:
 def test_the_indexed_lookup_decides_every_labelled_pair_as_the_similarity_does(
     ws: Any,
 ) -> None:
-    from test_workflow_similarity import PAIRS
+    from test_workflow_similarity import PAIRS  # the calibration part
 
     from agentos.workflows.similarity import (
         DEFAULT_THRESHOLD,

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
 from agentos.errors import BadInput, NotFound
 from agentos.state import database
+from agentos.workflows.embeddings import Embedding, cosine, pack, unpack
 from agentos.workflows.similarity import (
     DEFAULT_THRESHOLD,
-    ONE_SIDED_NAMES,
     RELATED_THRESHOLD,
     Features,
+    Frequencies,
+    Scorer,
+    background,
     features,
-    similarity,
 )
 from agentos.workspace.layout import Workspace
 
@@ -48,9 +51,61 @@ class ExecutionStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+_BATCH = 64  # tasks scored exactly at a time, best bound first
+
 # The tasks a new one may repeat: those that will run, run, or ran well.
 LIVE = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.DONE)
-NAME_TERM = "="  # prefixes a name among the terms (a stem never holds one)
+
+
+@dataclass(frozen=True)
+class Method:
+    """How a score was found, and the thresholds it is judged by."""
+
+    name: str  # "words" or "embeddings"
+    threshold: float  # at or over it: a duplicate
+    related: float  # at or over it: related
+
+    @classmethod
+    def words(cls, threshold: float, related: float) -> Method:
+        return cls("words", threshold, min(related, threshold))
+
+    @classmethod
+    def embeddings(cls, threshold: float) -> Method:
+        return cls("embeddings", threshold, max(0.0, threshold - EMBEDDING_RELATED_BELOW))
+
+
+EMBEDDING_RELATED_BELOW = 0.1  # embeddings: related from this far under the threshold
+
+
+@dataclass(frozen=True)
+class Match:
+    """A live task and how alike it is to the one compared."""
+
+    task: int
+    execution: str
+    phase: int
+    score: float
+    method: Method
+
+    @property
+    def duplicate(self) -> bool:
+        return self.score >= self.method.threshold
+
+    @property
+    def margin(self) -> float:
+        """How far over (or under) its method's threshold: comparable across methods."""
+        return self.score - self.method.threshold
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "execution": self.execution,
+            "phase": self.phase,
+            "score": round(self.score, 4),
+            "method": self.method.name,
+            "threshold": self.method.threshold,
+            "duplicate": self.duplicate,
+        }
 
 
 @dataclass(frozen=True)
@@ -215,22 +270,37 @@ class WorkflowStore(database.Store):
         dedup: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
         related: float = RELATED_THRESHOLD,
+        embedding: Embedding | None = None,
     ) -> TaskRecord:
         """A new task: ``duplicated`` when a live task of the same execution and phase is
-        at least ``threshold`` alike (it never runs), else ``pending`` (linked to the most
-        alike one when over ``related``)."""
+        at least ``threshold`` alike (it never runs; its message names the task it
+        repeats), else ``pending`` (linked to the most alike one when over ``related``).
+        ``embedding``: the new task's vector from an Ollama model
+        (:mod:`agentos.workflows.embeddings`): compared with the vectors of the live tasks
+        the same model embedded, besides the words."""
         if not description.strip():
             raise BadInput("a task needs a description", field="DESCRIPTION")
         self.execution(execution_id)  # exists
         found = features(description)
         with self._write():
-            best = self._most_similar(execution_id, phase, found, related) if dedup else None
-            duplicate = best is not None and best[1] >= threshold
+            best = None
+            if dedup:
+                scope = (execution_id, phase)
+                method = Method.words(threshold, related)
+                matches = self._matches(scope, found, method, 1, floor=threshold)
+                if embedding is not None:
+                    matches += self._embedding_matches(scope, found, embedding, 1)
+                best = max(matches, key=lambda m: (m.duplicate, m.margin), default=None)
+            duplicate = best is not None and best.duplicate
             status = TaskStatus.DUPLICATED if duplicate else TaskStatus.PENDING
+            message = ""
+            if best is not None and duplicate:
+                original = self._description(best.task)
+                message = f"a duplicate of task {best.task}: {original[:200]}"
             self.con.execute(
                 "INSERT INTO tasks (execution, phase, description, status, parent, creator, "
-                "duplicate_of, related_to, similarity, created_at, words, names) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "duplicate_of, related_to, similarity, message, created_at, words, names) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     execution_id,
                     phase,
@@ -238,9 +308,10 @@ class WorkflowStore(database.Store):
                     status,
                     parent,
                     creator,
-                    best[0] if duplicate and best else None,
-                    best[0] if best and not duplicate else None,
-                    round(best[1], 4) if best else None,
+                    best.task if duplicate and best else None,
+                    best.task if best and not duplicate else None,
+                    round(best.score, 4) if best else None,
+                    message,
                     time.time(),
                     json.dumps(sorted(found.words)),
                     json.dumps(sorted(found.names)),
@@ -249,15 +320,12 @@ class WorkflowStore(database.Store):
             task_id = int(self.con.last_insert_rowid())
             self._task_event(task_id, status, description[:200])
             if not duplicate:  # a duplicate is no task to repeat
-                self.con.executemany(
-                    "INSERT INTO task_terms (task, execution, phase, term, nwords, nnames) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (task_id, execution_id, phase, t, len(found.words), len(found.names))
-                        for t in _terms(found)
-                    ],
-                )
+                self._index(task_id, execution_id, phase, found, embedding)
         return self.task(task_id)
+
+    def _description(self, task_id: int) -> str:
+        row = self.con.execute("SELECT description FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return str(row[0]) if row else ""
 
     def _task_event(self, task_id: int, status: TaskStatus, note: str) -> None:
         """The task's change into the event stream (inside the caller's transaction)."""
@@ -267,50 +335,277 @@ class WorkflowStore(database.Store):
             (time.time(), f"task {task_id} {status}" + (f": {note}" if note else ""), task_id),
         )
 
-    def _most_similar(
-        self, execution_id: str, phase: int, new: Features, floor: float
-    ) -> tuple[int, float] | None:
-        """The live task most alike ``new`` scoring at least ``floor``. The index gives,
-        for each task sharing a term, how many words and names it shares; from those and
-        its word and name counts SQL bounds its score from above (the names' factor is
-        exact), so only tasks that could reach ``floor`` are read and scored."""
-        terms = _terms(new)
-        if not terms:
-            return None
-        marks = ",".join("?" * len(terms))
-        aw, an = len(new.words), len(new.names)
-        candidates = self.con.execute(
-            f"""
-            SELECT task FROM (
-                SELECT task, nwords, nnames, COUNT(*) AS total,
-                       SUM(substr(term, 1, 1) = '{NAME_TERM}') AS names
-                FROM task_terms
-                WHERE execution = ? AND phase = ? AND term IN ({marks})
-                GROUP BY task
+    # -- the index: terms, their document frequencies, vectors ------------------------------
+
+    def _index(
+        self,
+        task_id: int,
+        execution_id: str,
+        phase: int,
+        found: Features,
+        embedding: Embedding | None,
+    ) -> None:
+        """A live task into the index (inside the caller's transaction): its terms, one
+        more task for each term's count and for the scope's, its vector if it has one."""
+        terms = sorted(found.terms())
+        self.con.executemany(
+            "INSERT INTO task_terms (task, execution, phase, term, nwords, nnames) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(task_id, execution_id, phase, t, len(found.words), len(found.names)) for t in terms],
+        )
+        self.con.executemany(
+            "INSERT INTO task_term_counts (execution, phase, term, tasks) VALUES (?, ?, ?, 1) "
+            "ON CONFLICT (execution, phase, term) DO UPDATE SET tasks = tasks + 1",
+            [(execution_id, phase, t) for t in ["", *terms]],
+        )
+        if embedding is not None:
+            self.con.execute(
+                "INSERT INTO task_embeddings (task, execution, phase, model, vector) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (task_id, execution_id, phase, embedding.model, pack(embedding.vector)),
             )
-            WHERE (CASE WHEN ? + nwords = 0 THEN 1.0
-                        ELSE 2.0 * (total - names) / (? + nwords) END)
-                * (CASE WHEN ? > 0 AND nnames > 0 THEN 1.0 * names / (? + nnames - names)
-                        WHEN ? > 0 OR nnames > 0 THEN {ONE_SIDED_NAMES}
-                        ELSE 1.0 END) >= ?
-            """,
-            (execution_id, phase, *terms, aw, aw, an, an, an, floor),
-        ).fetchall()
-        if not candidates:
-            return None
-        ids = [int(str(c[0])) for c in candidates]
+
+    def _unindex(self, task_id: int) -> None:
+        """A task that is no longer live out of the index (inside the caller's transaction)."""
         rows = self.con.execute(
-            f"SELECT id, words, names FROM tasks WHERE id IN ({','.join('?' * len(ids))}) "
-            "ORDER BY id",
-            ids,
+            "SELECT execution, phase, term FROM task_terms WHERE task = ?", (task_id,)
         ).fetchall()
-        best: tuple[int, float] | None = None
-        for task_id, words, names in rows:
-            old = Features(frozenset(json.loads(str(words))), frozenset(json.loads(str(names))))
-            score = similarity(new, old)
-            if score >= floor and (best is None or score > best[1]):
-                best = (int(str(task_id)), score)  # ties: the oldest, found first
-        return best
+        if rows:
+            execution_id, phase = rows[0][0], rows[0][1]
+            self.con.executemany(
+                "UPDATE task_term_counts SET tasks = tasks - 1 "
+                "WHERE execution = ? AND phase = ? AND term = ?",
+                [(execution_id, phase, t) for t in ["", *(str(r[2]) for r in rows)]],
+            )
+            self.con.execute(
+                "DELETE FROM task_term_counts WHERE execution = ? AND phase = ? AND tasks <= 0",
+                (execution_id, phase),
+            )
+        self.con.execute("DELETE FROM task_terms WHERE task = ?", (task_id,))
+        self.con.execute("DELETE FROM task_embeddings WHERE task = ?", (task_id,))
+
+    def _frequencies(
+        self, scope: tuple[str, int], terms: Iterable[str], new: Features
+    ) -> Frequencies:
+        """The frequencies a comparison in ``scope`` weighs ``terms`` with: the background's,
+        the scope's live tasks' (the index's counts) and ``new``'s own."""
+        wanted = sorted({"", *terms})
+        counts = {t: 0 for t in wanted}
+        for chunk in _chunks(wanted):
+            for term, tasks in self.con.execute(
+                f"SELECT term, tasks FROM task_term_counts WHERE execution = ? AND phase = ? "
+                f"AND term IN ({','.join('?' * len(chunk))})",
+                (*scope, *chunk),
+            ):
+                counts[str(term)] = int(str(tasks))
+        live = counts.pop("")
+        return background().plus_counts(live, counts).plus(new)
+
+    def _matches(
+        self, scope: tuple[str, int], new: Features, method: Method, limit: int, floor: float
+    ) -> list[Match]:
+        """The ``limit`` live tasks of ``scope`` most alike ``new`` by their words among
+        those that could score ``floor``, those scoring at least ``method.related``.
+
+        A task's score is at most 2X / (W + X), X the weight of the terms it shares with
+        ``new`` and W the weight of ``new``'s: a task must share at least X_min to reach
+        ``floor``. A task sharing none of the heaviest terms of ``new`` (those whose
+        lighter rest weighs less than X_min) cannot, so only the tasks holding one of
+        those heaviest, rarest terms are read from the index; their shared weight is then
+        summed, and the ones that can still reach the floor scored exactly, best bound
+        first. Every task that can reach ``floor`` is found; one under it only when it is
+        among those read (a new task's related one: the most alike of those)."""
+        terms = sorted(new.terms())
+        if not terms:
+            return []
+        freq = self._frequencies(scope, terms, new)
+        weights = {t: freq.weight(t) for t in terms}
+        least = floor * sum(weights.values()) / (2 - floor)  # X_min
+        heaviest, rest = [], sum(weights.values())
+        for term in sorted(terms, key=lambda t: (-weights[t], t)):
+            if rest < least:
+                break
+            heaviest.append(term)
+            rest -= weights[term]
+        candidates: set[int] = set()
+        for chunk in _chunks(heaviest):
+            candidates.update(
+                int(str(r[0]))
+                for r in self.con.execute(
+                    f"SELECT task FROM task_terms WHERE execution = ? AND phase = ? "
+                    f"AND term IN ({','.join('?' * len(chunk))})",
+                    (*scope, *chunk),
+                )
+            )
+        if not candidates:
+            return []
+        shared: dict[int, float] = {}
+        for chunk in _chunks(terms):
+            for task, term in self.con.execute(
+                f"SELECT task, term FROM task_terms WHERE execution = ? AND phase = ? "
+                f"AND term IN ({','.join('?' * len(chunk))}) "
+                f"AND task IN ({','.join('?' * len(candidates))})",
+                (*scope, *chunk, *sorted(candidates)),
+            ):
+                key = int(str(task))
+                shared[key] = shared.get(key, 0.0) + weights[str(term)]
+        total = sum(weights.values())
+        # Best bound first: once ``limit`` tasks scored at least the next one's bound, the
+        # rest cannot do better.
+        hopeful = sorted(
+            ((2 * x / (total + x), t) for t, x in shared.items() if x >= least - 1e-9),
+            key=lambda bound_task: (-bound_task[0], bound_task[1]),
+        )
+        return self._score(scope, new, hopeful, method, limit, freq)
+
+    def _score(
+        self,
+        scope: tuple[str, int],
+        new: Features,
+        hopeful: list[tuple[float, int]],
+        method: Method,
+        limit: int,
+        freq: Frequencies | None = None,
+    ) -> list[Match]:
+        """The tasks of ``hopeful`` (their score's upper bound, the task; best bound first)
+        scored exactly against ``new``, in batches, until ``limit`` of them score at least
+        the next bound; the best ``limit`` at or over the floor."""
+        found: list[Match] = []
+        for start in range(0, len(hopeful), _BATCH):
+            batch = hopeful[start : start + _BATCH]
+            if len(found) >= limit and found[limit - 1].score >= batch[0][0]:
+                break
+            olds = self._features([t for _, t in batch])
+            every = frozenset().union(*(f.terms() for f in olds.values()), new.terms())
+            if freq is None or not every <= freq.counts.keys():
+                known = freq.counts.keys() if freq is not None else frozenset()
+                freq = self._frequencies(scope, every | known, new)
+            score = Scorer(freq)
+            found += [
+                Match(task, scope[0], scope[1], score(new, old), method)
+                for task, old in olds.items()
+            ]
+            found = [m for m in found if m.score >= method.related]
+            found.sort(key=lambda m: (-m.score, m.task))  # ties: the oldest
+        return found[:limit]
+
+    def _features(self, tasks: list[int]) -> dict[int, Features]:
+        out = {}
+        for chunk in _chunks(tasks):
+            for task, words, names in self.con.execute(
+                f"SELECT id, words, names FROM tasks WHERE id IN ({','.join('?' * len(chunk))}) "
+                "ORDER BY id",
+                chunk,
+            ):
+                out[int(str(task))] = Features(
+                    frozenset(json.loads(str(words))), frozenset(json.loads(str(names)))
+                )
+        return out
+
+    def _embedding_matches(
+        self, scope: tuple[str, int], new: Features, embedding: Embedding, limit: int
+    ) -> list[Match]:
+        """The live tasks of ``scope`` whose vectors (from the same model) are nearest
+        ``embedding``: cosine times the substitution factor of the words (an embedding
+        finds "the login endpoint" and "the logout endpoint" alike; the words do not)."""
+        method = Method.embeddings(embedding.threshold)
+        rows = self.con.execute(
+            "SELECT task, vector FROM task_embeddings WHERE execution = ? AND phase = ? "
+            "AND model = ?",
+            (*scope, embedding.model),
+        ).fetchall()
+        near = [
+            (cosine(embedding.vector, unpack(vector)), int(str(task)))
+            for task, vector in rows
+            if isinstance(vector, bytes)
+        ]
+        near = sorted((c, t) for c, t in near if c >= method.related)[::-1][: 4 * limit + 4]
+        if not near:
+            return []
+        olds = self._features([t for _, t in near])
+        freq = self._frequencies(
+            scope, frozenset().union(new.terms(), *(f.terms() for f in olds.values())), new
+        )
+        found = []
+        for score, task in near:
+            old = olds[task]
+            factor = Scorer(freq).substitution(old.terms() - new.terms(), new.terms() - old.terms())
+            if score * factor >= method.related:
+                found.append(Match(task, scope[0], scope[1], score * factor, method))
+        found.sort(key=lambda m: (-m.score, m.task))
+        return found[:limit]
+
+    def similar(
+        self,
+        text: str,
+        *,
+        execution_id: str | None = None,
+        phase: int | None = None,
+        limit: int = 5,
+        floor: float = 0.1,
+        embedding: Embedding | None = None,
+    ) -> list[Match]:
+        """The live tasks most alike ``text`` (``agentos tasks similar``), in every
+        execution and phase or those given: the scores a new task there would get."""
+        new = features(text)
+        clauses, args = ["term = ''", "tasks > 0"], list[str | int]()
+        if execution_id is not None:
+            clauses.append("execution = ?")
+            args.append(execution_id)
+        if phase is not None:
+            clauses.append("phase = ?")
+            args.append(phase)
+        found: list[Match] = []
+        with self._read():
+            scopes = self.con.execute(
+                f"SELECT execution, phase FROM task_term_counts WHERE {' AND '.join(clauses)} "
+                "ORDER BY execution, phase",
+                args,
+            ).fetchall()
+            for execution, phase_id in scopes:
+                scope = (str(execution), int(str(phase_id)))
+                method = Method.words(DEFAULT_THRESHOLD, floor)
+                found += self._matches(scope, new, method, limit, floor=floor)
+                if embedding is not None:
+                    found += self._embedding_matches(scope, new, embedding, limit)
+        found.sort(key=lambda m: (-m.margin, m.task))
+        best: dict[int, Match] = {}
+        for match in found:  # a task found by both methods: its better margin
+            best.setdefault(match.task, match)
+        return list(best.values())[:limit]
+
+    def plain_matches(self, execution_id: str, phase: int, text: str) -> list[Match]:
+        """The same scores as the index gives, by reading every live task of the scope and
+        scoring each: what ``benchmarks/workflow_bench.py`` measures the index against."""
+        new = features(text)
+        scope = (execution_id, phase)
+        with self._read():
+            tasks = [
+                int(str(r[0]))
+                for r in self.con.execute(
+                    "SELECT DISTINCT task FROM task_terms WHERE execution = ? AND phase = ?",
+                    scope,
+                )
+            ]
+            every = {
+                str(term): int(str(n))
+                for term, n in self.con.execute(
+                    "SELECT term, tasks FROM task_term_counts WHERE execution = ? AND phase = ?",
+                    scope,
+                )
+            }
+            live = every.pop("", 0)
+            every.update({t: every.get(t, 0) for t in new.terms()})
+            freq = background().plus_counts(live, every).plus(new)
+            method = Method.words(DEFAULT_THRESHOLD, RELATED_THRESHOLD)
+            score = Scorer(freq)
+            found = [
+                Match(task, execution_id, phase, score(new, old), method)
+                for task, old in self._features(tasks).items()
+            ]
+        found = [m for m in found if m.score >= method.related]
+        found.sort(key=lambda m: (-m.score, m.task))
+        return found
 
     def task(self, task_id: int) -> TaskRecord:
         with self._read():
@@ -348,12 +643,13 @@ class WorkflowStore(database.Store):
                 f"UPDATE tasks SET {sets} WHERE id = ?", (status, *fields.values(), task_id)
             )
             if status not in LIVE:  # no longer a task a new one could repeat
-                self.con.execute("DELETE FROM task_terms WHERE task = ?", (task_id,))
+                self._unindex(task_id)
             self._task_event(task_id, status, str(fields.get("message") or ""))
 
 
-def _terms(found: Features) -> list[str]:
-    return sorted(found.words) + sorted(NAME_TERM + n for n in found.names)
+def _chunks(items: list[Any] | list[str] | list[int], size: int = 400) -> list[list[Any]]:
+    """``items`` in slices small enough for one statement's parameters."""
+    return [list(items[i : i + size]) for i in range(0, len(items), size)] or []
 
 
 def _task(row: Any) -> TaskRecord:
