@@ -313,9 +313,14 @@ class Scorer:
         score = min(1.0, 2 * shared / (math.fsum(map(weight, ta)) + math.fsum(map(weight, tb))))
         return score * self.substitution(ta - tb, tb - ta)
 
-    def substitution(self, own_a: Iterable[str], own_b: Iterable[str]) -> float:
-        kinds_a = {self.kind(t) for t in own_a} - {Kind.FILLER}
-        kinds_b = {self.kind(t) for t in own_b} - {Kind.FILLER}
+    def substitution(
+        self, own_a: Iterable[str], own_b: Iterable[str], *, names_only: bool = False
+    ) -> float:
+        """:func:`substitution`; ``names_only``: of names alone (another number, flag,
+        file or identifier), not of words."""
+        ignored = {Kind.FILLER, Kind.OBJECT} if names_only else {Kind.FILLER}
+        kinds_a = {self.kind(t) for t in own_a} - ignored
+        kinds_b = {self.kind(t) for t in own_b} - ignored
         return SUBSTITUTED if kinds_a & kinds_b else 1.0
 
 

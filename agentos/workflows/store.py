@@ -506,8 +506,9 @@ class WorkflowStore(database.Store):
         self, scope: tuple[str, int], new: Features, embedding: Embedding, limit: int
     ) -> list[Match]:
         """The live tasks of ``scope`` whose vectors (from the same model) are nearest
-        ``embedding``: cosine times the substitution factor of the words (an embedding
-        finds "the login endpoint" and "the logout endpoint" alike; the words do not)."""
+        ``embedding``: cosine times the substitution factor of the names (a vector finds
+        "HTTP 429" and "HTTP 503", or parse_date and format_date, alike; the names do
+        not). Not of the words: most paraphrases have a word of their own on each side."""
         method = Method.embeddings(embedding.threshold)
         rows = self.con.execute(
             "SELECT task, vector FROM task_embeddings WHERE execution = ? AND phase = ? "
@@ -529,7 +530,9 @@ class WorkflowStore(database.Store):
         found = []
         for score, task in near:
             old = olds[task]
-            factor = Scorer(freq).substitution(old.terms() - new.terms(), new.terms() - old.terms())
+            factor = Scorer(freq).substitution(
+                old.terms() - new.terms(), new.terms() - old.terms(), names_only=True
+            )
             if score * factor >= method.related:
                 found.append(Match(task, scope[0], scope[1], score * factor, method))
         found.sort(key=lambda m: (-m.score, m.task))
@@ -574,6 +577,19 @@ class WorkflowStore(database.Store):
             best.setdefault(match.task, match)
         return list(best.values())[:limit]
 
+    def term_counts(self, execution_id: str, phase: int) -> dict[str, int]:
+        """How many live tasks of the execution and phase hold each term (``""``: how many
+        live tasks there are): the document frequencies deduplication weighs terms by."""
+        with self._read():
+            return {
+                str(term): int(str(n))
+                for term, n in self.con.execute(
+                    "SELECT term, tasks FROM task_term_counts WHERE execution = ? AND phase = ? "
+                    "ORDER BY term",
+                    (execution_id, phase),
+                )
+            }
+
     def plain_matches(self, execution_id: str, phase: int, text: str) -> list[Match]:
         """The same scores as the index gives, by reading every live task of the scope and
         scoring each: what ``benchmarks/workflow_bench.py`` measures the index against."""
@@ -587,13 +603,7 @@ class WorkflowStore(database.Store):
                     scope,
                 )
             ]
-            every = {
-                str(term): int(str(n))
-                for term, n in self.con.execute(
-                    "SELECT term, tasks FROM task_term_counts WHERE execution = ? AND phase = ?",
-                    scope,
-                )
-            }
+            every = self.term_counts(execution_id, phase)
             live = every.pop("", 0)
             every.update({t: every.get(t, 0) for t in new.terms()})
             freq = background().plus_counts(live, every).plus(new)
