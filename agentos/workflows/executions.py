@@ -16,7 +16,8 @@ from agentos.errors import BadInput, check_request
 from agentos.run.store import new_run_id
 from agentos.workflows import embeddings
 from agentos.workflows.definitions import WorkflowDefinition, find_workflow
-from agentos.workflows.store import Match, TaskRecord, WorkflowStore
+from agentos.workflows.index import Match
+from agentos.workflows.store import TaskRecord, WorkflowStore
 from agentos.workspace.layout import Workspace
 
 EXECUTION_ENV = "AGENTOS_EXECUTION_ID"
