@@ -19,9 +19,10 @@ two tasks' terms: twice the weight they share over the weight of both.
 **Substitution**: the terms each of the two has of its own (not in the other) say whether
 they are the same form about other objects ("the login endpoint" / "the logout endpoint",
 "HTTP 429" / "HTTP 503", "add caching" / "remove caching"): when each side has a term of
-its own of the same kind (two objects, two actions, two numbers, two identifiers...) the
-score is lowered. A word of its own that is a filler ("properly", "again") or says little
-(a frequent word) is no other object, so a paraphrase that adds a word is not penalised.
+its own of the same kind (two objects or kinds of work, two numbers, two identifiers...)
+the score is lowered. A word of its own that is a filler ("properly", "again") or says
+little (a word in most tasks) is no other object, so a paraphrase that adds a word is not
+penalised.
 
 The labelled pairs in ``tests/data/dedup/`` calibrate :data:`DEFAULT_THRESHOLD` (the
 calibration part) and measure it (the held-out part, which nothing is tuned on).
@@ -254,6 +255,8 @@ def frequencies_json(frequencies: Frequencies) -> str:
 
 
 def kind(term: str, frequencies: Frequencies) -> Kind:
+    """What ``term`` is, for the substitution rule: a name by its form, a word by the
+    words file ([work], [fillers]) or, when it is in most tasks, a filler."""
     if term.startswith(NAME_TERM):
         name = term[len(NAME_TERM) :]
         if name.startswith("--"):
