@@ -7,10 +7,11 @@ since it was last found valid.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from agentos.sandbox.settings import SandboxSettings, Size
 from agentos.shared import limits
@@ -105,6 +106,30 @@ class SynthesisSettings(StrictModel):
     timeout: int = Field(default=120, gt=0)  # seconds the tests may take
 
 
+class DedupSettings(StrictModel):
+    """``workflows.dedup``: how a workflow task is found to repeat a live one. The words
+    (agentos.workflows.similarity) always; with ``embeddings``, also the vectors of an
+    Ollama model (through the ollama client, OLLAMA_HOST), compared by cosine: a task is a
+    duplicate when either says so. A server that cannot be reached is one warning and the
+    words alone."""
+
+    embeddings: str | None = None  # ollama:MODEL
+    threshold: float = Field(default=0.9, gt=0, le=1)  # the cosine that means "the same task"
+
+    @field_validator("embeddings")
+    @classmethod
+    def _ollama_model(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"ollama:[\w.:/-]+", value):
+            raise ValueError(f"{value!r} is not ollama:MODEL (e.g. ollama:nomic-embed-text)")
+        return value
+
+
+class WorkflowSettings(StrictModel):
+    """``workflows:``: what every workflow execution in this workspace shares."""
+
+    dedup: DedupSettings = DedupSettings()
+
+
 class Settings(StrictModel):
     receipts: ReceiptSettings = ReceiptSettings()
     interview: InterviewSettings = InterviewSettings()
@@ -118,6 +143,7 @@ class Settings(StrictModel):
     # model (as its CLI names it) -> its price per million tokens; a model not listed has
     # no cost unless its CLI reports one
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    workflows: WorkflowSettings = WorkflowSettings()
 
 
 def load_settings(path: Path) -> Settings:
