@@ -1385,3 +1385,30 @@ def test_random_bytes_never_make_the_parser_raise() -> None:
     ]
     for _ in range(2000):
         parse_receipt("".join(rng.choice(pieces) for _ in range(rng.randrange(0, 40))))
+
+
+@pytest.mark.parametrize("planted", ["symlink", "hard link", "fifo"])
+def test_the_anchor_is_rewritten_in_place_but_never_through_what_was_planted_there(
+    ws: Workspace, tmp_path: Path, planted: str
+) -> None:
+    """The anchor is rewritten in place (no new file per receipt); a link or a FIFO left in
+    its place is replaced, never written through or waited on, and the chain verifies."""
+    chain(ws, 2)
+    anchor = ws.state_dir / ANCHOR
+    inode = anchor.stat().st_ino
+    chain(ws, 1)
+    assert anchor.stat().st_ino == inode  # in place
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    anchor.unlink()
+    if planted == "symlink":
+        anchor.symlink_to(outside)
+    elif planted == "hard link":
+        os.link(outside, anchor)
+    else:
+        os.mkfifo(anchor)
+    written = write_receipt(ws, "note", {"n": 4})
+    assert outside.read_text() == "keep me\n"
+    assert not anchor.is_symlink() and anchor.is_file() and anchor.stat().st_nlink == 1
+    assert anchor.read_text().split()[:2] == [written.id, written.sha256]
+    assert verify_receipts(ws).ok

@@ -739,3 +739,40 @@ def test_a_real_projects_suite_passes_with_the_worktrees_fix_and_fails_with_a_wr
     if proj.project.main_shadows_worktree:  # without the shim the wrong fix would pass
         result = sh(only, tree, profile.environment(base_env()))
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_an_interpreters_answer_is_kept_until_its_sys_path_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a plain interpreter has pytest is asked once (starting it costs ~100 ms of
+    every run) and kept, until a package lands in (or leaves) a folder of its sys.path,
+    the interpreter or the PYTHON* variables change."""
+    from agentos.gate.detect import _python3_has_pytest
+
+    site = tmp_path / "site"
+    site.mkdir()
+    asked = tmp_path / "asked"
+    python = tmp_path / "python3"
+    real = Path(os.path.realpath(shutil.which("python3") or "python3"))
+    python.write_text(f'#!/bin/sh\necho x >> {asked}\nexec {real} -S "$@"\n')
+    python.chmod(0o755)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    cache = tmp_path / "cache"
+
+    def ask() -> tuple[bool, int]:
+        found = _python3_has_pytest(str(python), cache)
+        return found, len(asked.read_text().splitlines()) if asked.exists() else 0
+
+    assert ask() == (False, 1)
+    assert ask() == (False, 1)  # kept
+    (site / "pytest").mkdir()
+    (site / "pytest" / "__init__.py").write_text("")
+    assert ask() == (True, 2)  # installed into a folder of its sys.path: asked again
+    assert ask() == (True, 2)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "elsewhere"))
+    assert ask() == (False, 3)  # other variables: another answer
+    shutil.rmtree(site / "pytest")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    assert ask() == (False, 4)  # removed
+    (cache / "interpreters.json").write_text("{not json")
+    assert ask() == (False, 5)  # a broken cache is asked again

@@ -173,8 +173,9 @@ def test_a_workspace_migrates_into_an_empty_database_once_and_reads_the_same_the
     before = [cli(*v).stdout for v in views]
     listed = json.loads(cli("receipts", "list", "--json").stdout)
     source = sqlite.connect(ws.state_db)
-    terms, events = source.execute(
-        "SELECT (SELECT COUNT(*) FROM task_terms), (SELECT COUNT(*) FROM events)"
+    terms, counts, events = source.execute(
+        "SELECT (SELECT COUNT(*) FROM task_terms), (SELECT COUNT(*) FROM task_term_counts), "
+        "(SELECT COUNT(*) FROM events)"
     ).fetchall()[0]
     source.close()
 
@@ -190,7 +191,8 @@ def test_a_workspace_migrates_into_an_empty_database_once_and_reads_the_same_the
     assert (migrated.returncode, migrated.stdout) == (
         0,
         f"migrated to {shown}: runs 3, run_agents 3, interventions 1, executions 1, tasks 3, "
-        f"task_terms {terms}, results 1, events {events}, receipts 100, receipts_marks 2\n"
+        f"task_terms {terms}, task_term_counts {counts}, task_embeddings 0, results 1, "
+        f"events {events}, receipts 100, receipts_marks 2\n"
         "the receipt chain verifies there (100 receipts, hashes, links and MACs); set state: "
         f"{shown} in agentos.yaml (or AGENTOS_STATE_URL) to use it\n",
     ), migrated.stderr
@@ -203,8 +205,9 @@ def test_a_workspace_migrates_into_an_empty_database_once_and_reads_the_same_the
     assert (again.returncode, again.stderr) == (
         2,
         f"error: {shown}: already holds AgentOS state (runs 3, run_agents 3, interventions 1, "
-        f"executions 1, tasks 3, task_terms {terms}, results 1, events {events}, receipts 101, "
-        "receipts_marks 2): migrate into an empty database (a new one: createdb -O USER DB)\n",
+        f"executions 1, tasks 3, task_terms {terms}, task_term_counts {counts}, results 1, "
+        f"events {events}, receipts 101, receipts_marks 2): migrate into an empty database (a "
+        "new one: createdb -O USER DB)\n",
     )
 
 

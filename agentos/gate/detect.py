@@ -14,6 +14,7 @@ Everything found is said in ``reasons``; what is missing, with its fix, in ``pro
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,30 +288,96 @@ def _program(name: str, python: Path | None) -> str | None:
     return (shutil.which(name, path=bindir) if bindir else None) or shutil.which(name)
 
 
-def _has_pytest(python: Path, venv: Path | None) -> bool:
-    return has_pytest(venv) if venv is not None else _python3_has_pytest(str(python))
+def _has_pytest(python: Path, venv: Path | None, cache_dir: Path | None) -> bool:
+    return has_pytest(venv) if venv is not None else _python3_has_pytest(str(python), cache_dir)
 
 
-def _python3_has_pytest(python: str) -> bool:
+# Asking an interpreter whether it has pytest starts it (~100 ms, on every run of a
+# repository without an environment of its own), so its answer is kept in the workspace's
+# cache with what it depended on: the interpreter's file, the PYTHON* variables and the
+# working directory it was asked in, and the folders of its sys.path (and its user site,
+# present or not), whose modification times change when a package is installed into them or
+# removed. Any of these different, and it is asked again.
+_ASK = (
+    "import importlib.util as u, json, os, site, sys\n"
+    "user = site.getusersitepackages() if site.ENABLE_USER_SITE else None\n"
+    "print(json.dumps({'pytest': u.find_spec('pytest') is not None, "
+    "'path': [os.path.abspath(p) for p in sys.path] + ([user] if user else [])}))"
+)
+_ANSWERS = "interpreters.json"
+_KEPT_ANSWERS = 32
+
+
+def _stamp(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _asked_in(python: str) -> str | None:
+    """What an interpreter's answer depends on, besides its sys.path's folders."""
+    try:
+        st = os.stat(python)
+        here = os.getcwd()
+    except OSError:
+        return None
+    variables = sorted((k, v) for k, v in os.environ.items() if k.startswith("PYTHON"))
+    real = os.path.realpath(python)
+    return json.dumps([python, real, st.st_size, st.st_mtime_ns, st.st_ino, here, variables])
+
+
+def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
+    key = _asked_in(python) if cache_dir is not None else None
+    kept: dict[str, Any] = {}
+    if key is not None and cache_dir is not None:
+        with suppress(OSError, ValueError):
+            loaded = json.loads((cache_dir / _ANSWERS).read_bytes())
+            kept = loaded if isinstance(loaded, dict) else {}
+        answer = kept.get(key)
+        with suppress(TypeError, ValueError):
+            if isinstance(answer, dict) and all(
+                _stamp(path) == stamp for path, stamp in answer["stamps"]
+            ):
+                return bool(answer["pytest"])
     try:
         out = subprocess.run(
-            [python, "-c", "import importlib.util as u; print(u.find_spec('pytest') is not None)"],
+            [python, "-c", _ASK],
             capture_output=True,
             text=True,
             timeout=ASK_TIMEOUT,
             stdin=subprocess.DEVNULL,
         )
-    except (OSError, subprocess.TimeoutExpired):
+        told = json.loads(out.stdout)
+        found = told["pytest"] is True
+        folders = [str(p) for p in told["path"]]
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
         return False
-    return out.stdout.strip() == "True"
+    if key is not None and cache_dir is not None:
+        kept.pop(key, None)
+        kept[key] = {"pytest": found, "stamps": [[p, _stamp(p)] for p in folders]}
+        while len(kept) > _KEPT_ANSWERS:
+            kept.pop(next(iter(kept)))
+        with suppress(OSError):  # a cache: no fsync, a torn file is asked again
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = cache_dir / f".{_ANSWERS}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(kept), encoding="utf-8")
+            os.replace(tmp, cache_dir / _ANSWERS)
+    return found
 
 
 def pytest_command(python: Path | str) -> str:
     return f"{shlex.quote(str(python))} -m pytest -q"
 
 
-def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -> Detected:
-    """How ``repo`` is tested: its environment (or the interpreter given) and its runner."""
+def detect(
+    repo: Path,
+    environ: Mapping[str, str],
+    python: Path | None = None,
+    cache_dir: Path | None = None,
+) -> Detected:
+    """How ``repo`` is tested: its environment (or the interpreter given) and its runner.
+    An interpreter's answers are kept in ``cache_dir`` (the workspace's cache) when given."""
     if python is not None:
         env: Environment | None = Environment("custom", python, venv_of(python))
     else:
@@ -320,7 +388,7 @@ def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -
     py = env.python if env else None
     venv = env.venv if env else None
     runs = py is not None and os.access(py, os.X_OK)  # a missing one: check_profile says so
-    if py is not None and runs and _has_pytest(py, venv):
+    if py is not None and runs and _has_pytest(py, venv, cache_dir):
         reasons.append(f"pytest is installed in {venv or py}: its interpreter runs the suite")
         return Detected(tool, "pytest", pytest_command(py), py, venv, tuple(reasons), ())
     if py is not None and runs:
@@ -355,7 +423,7 @@ def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -
     reasons.append("no environment, tox, nox or Makefile test target: plain pytest on PATH")
     if python3 is None:
         problems.append(f"`python3` is not on PATH: install Python 3, or {SETTINGS_HINT}")
-    elif not _python3_has_pytest(python3):
+    elif not _python3_has_pytest(python3, cache_dir):
         problems.append(
             f"pytest is not installed for {python3}: create the project's environment "
             f"(python3 -m venv .venv, then install the project and its test dependencies "

@@ -289,11 +289,28 @@ class Chain(Chained):
         return os.path.lexists(self.anchor_file)
 
     def set_anchor(self, text: str) -> None:
-        tmp = self.anchor_file.with_name(
-            f".{self.anchor_file.name}.{os.getpid()}.{os.urandom(4).hex()}"
-        )
-        tmp.write_text(text, encoding="ascii")
-        os.replace(tmp, self.anchor_file)
+        """Rewritten in place, as the head is (under the chain's lock, which every reader
+        of the anchor holds too): a line of fixed length, one write, no new file per
+        receipt. Whatever is there that is not a regular file of its own is replaced."""
+        data = text.encode("ascii")
+        path = self.anchor_file
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                    os.pwrite(fd, data, 0)
+                    if st.st_size > len(data):
+                        os.ftruncate(fd, len(data))
+                    return
+            finally:
+                os.close(fd)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
 
     def link_new(self, tmp: str, final: str) -> None:
         """Put ``tmp`` at ``final``; never replaces an existing receipt."""

@@ -72,9 +72,10 @@ def _parse_key(data: bytes) -> Key | None:
 def load_key(state_dir: Path) -> Key | None:
     """The workspace's key; None when it has none."""
     path = state_dir / KEY_FILE
-    if not os.path.lexists(path):
+    data = read_regular(path)
+    if not data and not os.path.lexists(path):  # read as empty: missing, or not a key
         return None
-    key = _parse_key(read_regular(path))
+    key = _parse_key(data)
     if key is None:
         raise BadInput(
             "is not a receipts key: restore it from a backup or `agentos receipts key import "

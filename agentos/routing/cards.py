@@ -178,11 +178,13 @@ def load_card(path: Path, data: bytes | None = None) -> Card:
 
 @dataclass(frozen=True)
 class CardSet:
-    """The valid cards of a directory, in file-name order, and the set's revision."""
+    """The valid cards of a directory, in file-name order, the sha256 of each file's bytes,
+    and the set's revision."""
 
     cards: tuple[Card, ...]
     files: tuple[Path, ...]
     revision: str
+    digests: tuple[str, ...] = ()
 
 
 def _duplicates(found: list[tuple[Path, Card]]) -> list[Problem]:
@@ -223,7 +225,12 @@ def load_cards(cards_dir: Path) -> CardSet:
     dup = _duplicates(found)
     if dup:
         raise ValidationFailed(dup[0].message, file=dup[0].file, field=dup[0].field)
-    return CardSet(tuple(c for _, c in found), tuple(p for p, _ in found), revision_of(digests))
+    return CardSet(
+        tuple(c for _, c in found),
+        tuple(p for p, _ in found),
+        revision_of(digests),
+        tuple(d for _, d in digests),
+    )
 
 
 # --- lint ---------------------------------------------------------------------------------

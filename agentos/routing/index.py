@@ -12,7 +12,9 @@ Compiling turns every trigger into data looked up by the request's own words:
   first use and kept for the life of the process.
 
 The index is plain tuples, lists, dicts and strings, so it is cached with :mod:`marshal`
-(no code runs on load, unlike pickle).
+(no code runs on load, unlike pickle). It records which file and content each card came
+from, so that when a few cards change :meth:`Index.updated` takes out the changed files'
+cards and puts in their new ones, without reading or compiling the others.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import re
 import sys
 import warnings
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from re import _constants as sre_c  # type: ignore[attr-defined]  # no public parser API
 from re import _parser as sre_parse  # type: ignore[attr-defined]
@@ -38,8 +40,9 @@ if TYPE_CHECKING:
 
 # 3: regexes matched by RE2 (a cached index of older cards is rebuilt). 4: only cards within
 # the limits of agentos.shared.limits are compiled (a cached index of older cards is rebuilt, so a
-# card over them, once accepted, is refused).
-FORMAT = 4
+# card over them, once accepted, is refused). 5: the file and content of each card, for
+# incremental updates.
+FORMAT = 5
 KEYWORD, PHRASE, REQUIRE, EXCLUDE, REGEX = 0, 1, 2, 3, 4
 _POINTS = {KEYWORD: 1, PHRASE: 3}
 _REGEX_POINTS = 3
@@ -143,6 +146,67 @@ def _unpack(blob: bytes) -> array[int]:
     return out
 
 
+def _without(packed: bytes, ci: int, width: int) -> bytes:
+    """A packed posting list of entries ``width`` long, without those of card ``ci``."""
+    entries = _unpack(packed)
+    kept: list[int] = []
+    for j in range(0, len(entries), width):
+        if entries[j] != ci:
+            kept.extend(entries[j : j + width])
+    return _pack(kept)
+
+
+# The row of a card an update took out: no id, no texts; nothing points at it.
+_EMPTY_ROW: CardRow = ("", "", "", 0, "", 0, "", "", b"")
+
+
+def _compiled_card(
+    card: Card, term: Callable[[str], int]
+) -> tuple[CardRow, list[tuple[int, int, int]], list[tuple[str, int]]]:
+    """A card's row, its postings as (term, role, position of the text) with ``term``
+    giving each text's term id, and its regexes with their positions."""
+    t = card.triggers
+    texts: list[str] = []
+    requires: list[int] = []
+    entries: list[tuple[int, int, int]] = []
+    for role, items in (
+        (KEYWORD, t.keywords),
+        (PHRASE, t.phrases),
+        (REQUIRE, t.require),
+        (EXCLUDE, t.exclude),
+    ):
+        seen: set[int] = set()
+        for text in items:
+            ti, pos = term(text), len(texts)
+            texts.append(text)
+            if role == REQUIRE:
+                requires += [ti, pos]
+            if ti not in seen:  # the same stems twice in one list count once
+                seen.add(ti)
+                entries.append((ti, role, pos))
+    regexes = []
+    for pattern in dict.fromkeys(t.regex):
+        regexes.append((pattern, len(texts)))
+        texts.append(pattern)
+    checks = (
+        json.dumps([c.model_dump(mode="json", exclude_none=True) for c in card.checks])
+        if card.checks
+        else ""
+    )
+    row: CardRow = (
+        card.id,
+        card.agent,
+        card.version or "",
+        card.priority,
+        card.group,
+        card.min_score,
+        checks,
+        "\0".join(texts),
+        _pack(requires),
+    )
+    return row, entries, regexes
+
+
 class Index:
     """A compiled card set. Posting lists are packed arrays decoded only when a request
     touches them, so loading the cached index creates few objects."""
@@ -161,11 +225,13 @@ class Index:
             self.grams,
             self.gram_lens,
             self.always,
+            self.files,
         ) = data
         if (fmt, byteorder) != (FORMAT, sys.byteorder):
             raise ValueError(f"index format {fmt}/{byteorder}, expected {FORMAT}")
-        self._data = data
         self._compiled: dict[int, patterns.Regex] = {}
+        self._term_ids: dict[tuple[str, ...], int] | None = None
+        self._ids: dict[str, int] | None = None  # row by card id
 
     def card(self, ci: int) -> tuple[str, str, str | None, int, str]:
         """id, agent, version constraint (None: the active version), priority, group."""
@@ -178,7 +244,15 @@ class Index:
     # -- building --------------------------------------------------------------------------
 
     @classmethod
-    def build(cls, cards: Sequence[Card], revision: str) -> Index:
+    def build(
+        cls,
+        cards: Sequence[Card],
+        revision: str,
+        files: Sequence[tuple[str, str]] | None = None,
+    ) -> Index:
+        """The index of ``cards``; ``files`` says, card by card, the file each came from and
+        the sha256 of its bytes (without it the index cannot be updated, only rebuilt)."""
+        named = list(zip(files, cards, strict=True)) if files is not None else None
         ordered = sorted(cards, key=lambda c: c.id)
         term_ids: dict[tuple[str, ...], int] = {}
         postings: list[list[int]] = []
@@ -194,48 +268,15 @@ class Index:
             return term_ids[key]
 
         for ci, card in enumerate(ordered):
-            t = card.triggers
-            texts: list[str] = []
-            requires: list[int] = []
-            for role, items in (
-                (KEYWORD, t.keywords),
-                (PHRASE, t.phrases),
-                (REQUIRE, t.require),
-                (EXCLUDE, t.exclude),
-            ):
-                seen: set[int] = set()
-                for text in items:
-                    ti, pos = term(text), len(texts)
-                    texts.append(text)
-                    if role == REQUIRE:
-                        requires += [ti, pos]
-                    if ti not in seen:  # the same stems twice in one list count once
-                        seen.add(ti)
-                        postings[ti] += [ci, role, pos]
-            for pattern in dict.fromkeys(t.regex):
+            row, entries, regexes = _compiled_card(card, term)
+            for ti, role, pos in entries:
+                postings[ti] += [ci, role, pos]
+            for pattern, pos in regexes:
                 if pattern not in patterns:
                     patterns[pattern] = len(pattern_cards)
                     pattern_cards.append([])
-                pattern_cards[patterns[pattern]] += [ci, len(texts)]
-                texts.append(pattern)
-            checks = (
-                json.dumps([c.model_dump(mode="json", exclude_none=True) for c in card.checks])
-                if card.checks
-                else ""
-            )
-            rows.append(
-                (
-                    card.id,
-                    card.agent,
-                    card.version or "",
-                    card.priority,
-                    card.group,
-                    card.min_score,
-                    checks,
-                    "\0".join(texts),
-                    _pack(requires),
-                )
-            )
+                pattern_cards[patterns[pattern]] += [ci, pos]
+            rows.append(row)
 
         terms = list(term_ids)
         frequency: dict[str, int] = {}
@@ -256,7 +297,8 @@ class Index:
             else:
                 for k in sorted(keys):
                     grams.setdefault(k, []).append(pi)
-        return cls(
+        position = {card.id: ci for ci, card in enumerate(ordered)}
+        index = cls(
             (
                 FORMAT,
                 sys.byteorder,
@@ -270,11 +312,152 @@ class Index:
                 {k: tuple(v) for k, v in grams.items()},
                 tuple(sorted({len(k) for k in grams})),
                 tuple(always),
+                {}
+                if named is None
+                else {name: (digest, position[card.id]) for (name, digest), card in named},
             )
         )
+        index._term_ids = term_ids
+        return index
+
+    def updated(
+        self, revision: str, removed: Iterable[str], added: Sequence[tuple[str, str, Card]]
+    ) -> Index:
+        """A new index of this one's cards without those of the files ``removed`` and with
+        ``added`` (file name, sha256 of its bytes, card); this one is left as it is.
+
+        A removed card's row is left empty and its postings dropped; an added card takes a
+        new row at the end (hits are ordered by card id, not by row). :class:`ValueError`
+        when this index does not know its files, names a file it does not have, or an added
+        card's id is another file's: the caller compiles the whole set instead, which says
+        what is wrong.
+        """
+        if not self.files and (added or removed):
+            raise ValueError("an index without its files cannot be updated")
+        rows = list(self.cards)
+        postings = list(self.postings)
+        anchors = dict(self.anchors)
+        multi = dict(self.multi)
+        patterns_ = list(self.patterns)
+        pattern_cards = list(self.pattern_cards)
+        grams = {k: list(v) for k, v in self.grams.items()}
+        always = list(self.always)
+        files = dict(self.files)
+        term_ids = dict(self.term_ids())
+        pattern_ids = {p: pi for pi, p in enumerate(patterns_)}
+        ids = dict(self.ids())
+
+        for name in removed:
+            _digest, ci = files.pop(name)
+            row = rows[ci]
+            for text in row[7].split("\0") if row[7] else ():
+                ti = term_ids.get(stem_phrase(text))
+                if ti is not None:
+                    postings[ti] = _without(postings[ti], ci, 3)
+                pi = pattern_ids.get(text)
+                if pi is not None:
+                    pattern_cards[pi] = _without(pattern_cards[pi], ci, 2)
+            ids.pop(row[0], None)
+            rows[ci] = _EMPTY_ROW
+
+        def term(text: str) -> int:
+            key = stem_phrase(text)
+            ti = term_ids.get(key)
+            if ti is None:  # a new term, anchored at its stem filed under the fewest terms
+                ti = term_ids[key] = len(postings)
+                postings.append(b"")
+                if len(key) > 1:
+                    multi[ti] = " ".join(key)
+                offset = min(range(len(key)), key=lambda k: (len(anchors.get(key[k], b"")), k))
+                anchors[key[offset]] = anchors.get(key[offset], b"") + _pack([ti, offset])
+            return ti
+
+        for name, digest, card in added:
+            if card.id in ids or name in files:
+                raise ValueError(f"card id {card.id!r} or file {name!r} is there already")
+            ci = len(rows)
+            row, entries, regexes = _compiled_card(card, term)
+            for ti, role, pos in entries:
+                postings[ti] += _pack([ci, role, pos])
+            for pattern, pos in regexes:
+                pi = pattern_ids.get(pattern)
+                if pi is None:
+                    pi = pattern_ids[pattern] = len(patterns_)
+                    patterns_.append(pattern)
+                    pattern_cards.append(b"")
+                    keys = necessary_keys(pattern)
+                    if keys is None:
+                        always.append(pi)
+                    else:
+                        for k in sorted(keys):
+                            grams.setdefault(k, []).append(pi)
+                pattern_cards[pi] += _pack([ci, pos])
+            rows.append(row)
+            ids[card.id] = ci
+            files[name] = (digest, ci)
+
+        index = Index(
+            (
+                FORMAT,
+                sys.byteorder,
+                revision,
+                rows,
+                multi,
+                anchors,
+                postings,
+                patterns_,
+                pattern_cards,
+                {k: tuple(v) for k, v in grams.items()},
+                tuple(sorted({len(k) for k in grams})),
+                tuple(always),
+                files,
+            )
+        )
+        index._term_ids = term_ids
+        index._ids = ids
+        return index
+
+    def ids(self) -> dict[str, int]:
+        """Each card's row by its id."""
+        if self._ids is None:
+            self._ids = {row[0]: ci for ci, row in enumerate(self.cards) if row[0]}
+        return self._ids
+
+    def term_ids(self) -> dict[tuple[str, ...], int]:
+        """Each term's id by its stems (read off the anchors once, when first asked)."""
+        if self._term_ids is None:
+            found: dict[tuple[str, ...], int] = {}
+            for stem, packed in self.anchors.items():
+                entries = _unpack(packed)
+                for j in range(0, len(entries), 2):
+                    ti = entries[j]
+                    joined = self.multi.get(ti)
+                    found[tuple(joined.split(" ")) if joined is not None else (stem,)] = ti
+            self._term_ids = found
+        return self._term_ids
+
+    def dead_rows(self) -> int:
+        """Rows left empty by updates (a rebuild drops them)."""
+        return len(self.cards) - len(self.ids())
 
     def dumps(self) -> bytes:
-        return marshal.dumps(self._data)
+        return marshal.dumps(
+            (
+                FORMAT,
+                sys.byteorder,
+                self.revision,
+                self.cards,
+                self.multi,
+                self.anchors,
+                self.postings,
+                self.patterns,
+                self.pattern_cards,
+                self.grams,
+                self.gram_lens,
+                self.always,
+                self.files,
+            )
+        )
 
     @classmethod
     def loads(cls, blob: bytes) -> Index:
@@ -358,7 +541,7 @@ class Index:
                 a[0] += _REGEX_POINTS
                 a[1].append((pos, REGEX))
         hits = []
-        for ci in sorted(acc):
+        for ci in sorted(acc, key=lambda ci: self.cards[ci][0]):  # in card-id order
             score, fired, excluded = acc[ci]
             if not score:
                 continue

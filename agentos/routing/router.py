@@ -27,9 +27,8 @@ from agentos.hub.versions import hub_versions, parse_ref
 from agentos.hub.versions import resolve as resolve_version
 from agentos.receipts import Receipt, write_receipt
 from agentos.routing.cardfiles import CARD_SUFFIX, revision_of
-from agentos.routing.index import Hit, Index, cache_name
+from agentos.routing.index import FORMAT, Hit, Index, cache_name
 from agentos.shared import limits
-from agentos.shared.fs import atomic_write
 from agentos.workspace.layout import Workspace
 
 if TYPE_CHECKING:
@@ -152,11 +151,22 @@ def compile_cards(ws: Workspace) -> Index:
     from agentos.routing.cards import load_cards  # the card schema, only needed to compile
 
     cards = load_cards(ws.cards_dir)
-    index = Index.build(cards.cards, cards.revision)
+    files = [(path.name, digest) for path, digest in zip(cards.files, cards.digests, strict=True)]
+    index = Index.build(cards.cards, cards.revision, files)
+    _keep_index(ws, index)
+    return index
+
+
+def _keep_index(ws: Workspace, index: Index) -> None:
+    """The compiled cards in the cache, by their revision (a cache: no fsync, a torn file is
+    compiled again); older ones removed."""
     directory = cache_dir(ws)
-    target = directory / cache_name(cards.revision)
+    target = directory / cache_name(index.revision)
     try:
-        atomic_write(target, index.dumps())
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(index.dumps())
+        os.replace(tmp, target)
         for old in directory.glob("router-*.idx"):
             if old != target:
                 old.unlink(missing_ok=True)
@@ -166,7 +176,60 @@ def compile_cards(ws: Workspace) -> Index:
         logging.getLogger(__name__).warning(
             "cannot cache the compiled cards in %s: %s", directory, exc
         )
-    return index
+
+
+def _newest_kept(ws: Workspace) -> Index | None:
+    """The newest compiled index in the cache, of whatever card set (None if none loads)."""
+    kept = []
+    with suppress(OSError):
+        for path in cache_dir(ws).glob(f"router-*-f{FORMAT}-*.idx"):
+            with suppress(OSError):
+                kept.append((path.stat().st_mtime_ns, path))
+    for _, path in sorted(kept, reverse=True):
+        with suppress(OSError, ValueError, EOFError, TypeError):
+            return Index.loads(path.read_bytes())
+    return None
+
+
+# An index is updated in place of compiling the whole set when at most this share of its
+# files changed, and while the rows updates left empty stay under a quarter of it.
+_UPDATE_SHARE = 10
+
+
+def _updated_index(ws: Workspace, previous: Index, revision: str) -> Index | None:
+    """``previous`` with only the card files that changed since read again (as the scan
+    that gave ``revision`` saw them); None when the whole set should be compiled: too much
+    changed, a changed card is not valid or clashes with another (compiling all of them
+    says which, as it always has), or the files moved on since the scan."""
+    from agentos.errors import AgentOSError
+
+    if not previous.files or _SCANNED.get(ws.cards_dir) != revision:
+        return None
+    stats, files = _STATS[ws.cards_dir], previous.files
+    delta = _DELTAS.get(ws.cards_dir)
+    if delta is not None and delta[:2] == (previous.revision, revision):
+        looked = delta[2]  # the watch named what changed between the two: nothing else did
+    else:
+        looked = stats.keys() | files.keys()
+    changed = [n for n in looked if n in stats and files.get(n, ("",))[0] != stats[n][4]]
+    removed = [n for n in looked if n in files and (n not in stats or n in changed)]
+    limit = max(16, len(stats) // _UPDATE_SHARE)
+    if len(removed) + len(changed) > limit or previous.dead_rows() + len(removed) > limit * 2.5:
+        return None
+    from agentos.routing.cards import load_card, read_card
+
+    added = []
+    try:
+        for name in sorted(changed):
+            path = ws.cards_dir / name
+            data = read_card(path)
+            digest = stats[name][4]
+            if hashlib.sha256(data).hexdigest() != digest:
+                return None  # written again since the scan
+            added.append((name, digest, load_card(path, data)))
+        return previous.updated(revision, removed, added)
+    except (AgentOSError, ValueError):
+        return None
 
 
 # The card set's revision without reading every card on every route: a file whose size,
@@ -175,11 +238,16 @@ def compile_cards(ws: Workspace) -> Index:
 # file system's timestamp granularity is never missed). Anything else is hashed again.
 _RACY_NS = 2_000_000_000
 _STAT_FILE = "cards.stat"
-_STATS: dict[Path, dict[str, tuple[int, int, int, int, str, int]]] = {}
+_Entry = tuple[int, int, int, int, str, int]  # size, mtime, ctime, inode, sha256, hashed at
+_STATS: dict[Path, dict[str, _Entry]] = {}  # by card file name, as the last scan saw them
+_SCANNED: dict[Path, str] = {}  # the revision of those entries
+# What the last scan of a watched folder looked at again: (revision before, after, names).
+_DELTAS: dict[Path, tuple[str, str, frozenset[str]]] = {}
 # In a process that routes more than once, a watch on the cards folder (agentos.shared.dirwatch)
-# says whether any card changed since the last look: when none did, the revision is the
-# last one, with no stat of any card. The watch starts at a folder's second look: a process
-# that routes once (`agentos route`) has nothing to watch for.
+# says which cards changed since the last look: when none did, the revision is the last
+# one, with no stat of any card; when some did, only those are looked at again. The watch
+# starts at a folder's second look: a process that routes once (`agentos route`) has nothing
+# to watch for.
 _WATCHES: dict[Path, DirWatch] = {}  # oldest first
 _MAX_WATCHES = 8
 _REVISIONS: dict[Path, str] = {}
@@ -191,7 +259,10 @@ def current_revision(ws: Workspace) -> str:
     no change since, else computed from a stat cache when it can be."""
     directory = ws.cards_dir
     watch = _WATCHES.get(directory)
-    if watch is not None and not watch.changed() and directory in _REVISIONS:
+    names = watch.changes() if watch is not None else None
+    if names is not None and directory in _REVISIONS and directory in _STATS:
+        if names:
+            _REVISIONS[directory] = _scan_revision(ws, only=names)
         return _REVISIONS[directory]
     if directory in _LOOKED and (watch is None or not watch.active):
         watch = _watch(directory)  # before the folder is read again
@@ -216,41 +287,45 @@ def _watch(directory: Path) -> DirWatch:
     return watch
 
 
-def _scan_revision(ws: Workspace) -> str:
+def _is_card_file(name: str) -> bool:
+    return name.endswith(CARD_SUFFIX) and not name.startswith(".")
+
+
+def _scan_revision(ws: Workspace, only: set[str] | None = None) -> str:
+    """The card set's revision, from the files' stats and the hashes kept for them; with
+    ``only``, the names the folder's watch saw change, the other files are as the last scan
+    of this process saw them and only these are looked at (and hashed) again."""
     directory = ws.cards_dir
-    known = _STATS.get(directory)
     stat_path = cache_dir(ws) / _STAT_FILE
-    if known is None:
-        known = {}
-        with suppress(OSError, ValueError, EOFError, TypeError):
-            loaded = marshal.loads(stat_path.read_bytes())
-            if isinstance(loaded, tuple) and len(loaded) == 2 and loaded[0] == str(directory):
-                known = {
-                    name: entry
-                    for name, entry in dict(loaded[1]).items()
-                    if isinstance(entry, tuple) and len(entry) == 6
-                }
+    if only is not None:
+        known = _STATS[directory]
+        fresh = dict(known)
+        names = sorted(n for n in only if _is_card_file(n))
+        for name in names:
+            fresh.pop(name, None)
+        looked = frozenset(names)
+    else:
+        known = _STATS.get(directory) or _read_stats(directory, stat_path)
+        fresh = {}
+        names = None
     now = time.time_ns()
-    fresh: dict[str, tuple[int, int, int, int, str, int]] = {}
-    changed = False
+    rehashed = 0
     try:
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except (FileNotFoundError, NotADirectoryError):
         dir_fd = None
     try:  # os with a directory fd, not pathlib: this loop runs for every card on every route
-        names = (
-            []
-            if dir_fd is None
-            else sorted(
-                n for n in os.listdir(dir_fd) if n.endswith(CARD_SUFFIX) and not n.startswith(".")
-            )
-        )
+        if names is None:
+            names = [] if dir_fd is None else sorted(filter(_is_card_file, os.listdir(dir_fd)))
+        elif dir_fd is None:
+            names = []
+        shown = str(directory)
         for name in names:
             try:
                 st = os.stat(name, dir_fd=dir_fd)
-                limits.check_stat(st, limits.CARD, directory / name)  # before it is hashed
+                limits.check_stat(st, limits.CARD, f"{shown}/{name}")  # before it is hashed
                 sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                old = known.get(name)
+                old = known.get(name) if only is None else None  # a watched change: hashed
                 if old is not None and old[:4] == sig and max(sig[1], sig[2]) < old[5] - _RACY_NS:
                     fresh[name] = old
                     continue
@@ -259,31 +334,65 @@ def _scan_revision(ws: Workspace) -> str:
             except FileNotFoundError:
                 continue
             fresh[name] = (*sig, digest, now)
-            changed = True
+            rehashed += 1
     finally:
         if dir_fd is not None:
             os.close(dir_fd)
-    if changed or fresh.keys() != known.keys():
+    if only is not None:
+        fresh = dict(sorted(fresh.items()))
+    # The kept stats are for the next process. A watching process that saw a few cards
+    # change leaves them be: a new process hashes those few again (and keeps them).
+    if only is None and (rehashed or fresh.keys() != known.keys()):
         with suppress(OSError):  # a cache: no fsync; a torn or lost file is rebuilt
             stat_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = stat_path.with_name(f".{_STAT_FILE}.{os.getpid()}.tmp")
             tmp.write_bytes(marshal.dumps((str(directory), fresh)))
             os.replace(tmp, stat_path)
+    revision = revision_of((name, entry[4]) for name, entry in fresh.items())
+    if only is not None:
+        _DELTAS[directory] = (_SCANNED[directory], revision, looked)
+    else:
+        _DELTAS.pop(directory, None)
     _STATS[directory] = fresh
-    return revision_of((name, entry[4]) for name, entry in fresh.items())
+    _SCANNED[directory] = revision
+    return revision
+
+
+def _read_stats(directory: Path, stat_path: Path) -> dict[str, _Entry]:
+    """The stats and hashes a process kept for the card files of ``directory``."""
+    with suppress(OSError, ValueError, EOFError, TypeError):
+        loaded = marshal.loads(stat_path.read_bytes())
+        if isinstance(loaded, tuple) and len(loaded) == 2 and loaded[0] == str(directory):
+            return {
+                name: entry
+                for name, entry in dict(loaded[1]).items()
+                if isinstance(entry, tuple) and len(entry) == 6
+            }
+    return {}
 
 
 def load_index(ws: Workspace) -> Index:
-    """The compiled index of the workspace's cards as they are now on disk."""
+    """The compiled index of the workspace's cards as they are now on disk: the one this
+    process has when no card changed; the one kept in the cache for this card set; this
+    process's own, or else the newest kept one, with the changed cards alone compiled again
+    (kept for the next process only in the second case: a process that routes all day
+    does not write 10,000 cards' index at each edit); else a new one."""
     revision = current_revision(ws)
-    index = _INDEXES.get(ws.cards_dir)
-    if index is not None and index.revision == revision:
-        return index
+    previous = _INDEXES.get(ws.cards_dir)
+    if previous is not None and previous.revision == revision:
+        return previous
     index = None
     with suppress(OSError, ValueError, EOFError, TypeError):
         cached = Index.loads((cache_dir(ws) / cache_name(revision)).read_bytes())
         if cached.revision == revision:
             index = cached
+    if index is None and previous is not None:  # this process's own, with what changed
+        index = _updated_index(ws, previous, revision)
+    if index is None:  # the newest one kept on disk, with what changed since
+        older = _newest_kept(ws)
+        index = None if older is None else _updated_index(ws, older, revision)
+        if index is not None:
+            _keep_index(ws, index)
     if index is None:
         index = compile_cards(ws)
     _INDEXES[ws.cards_dir] = index

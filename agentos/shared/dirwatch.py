@@ -18,6 +18,7 @@ import functools
 import os
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 # <sys/inotify.h>
@@ -64,14 +65,25 @@ EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 _ENDS = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_Q_OVERFLOW
 
 
-def _ends_watch(data: bytes) -> bool:
+def _names(data: bytes) -> tuple[set[str], bool, bool]:
+    """The entries the events in ``data`` name; whether one of them ends the watch (the
+    directory gone or moved, events lost); whether one is about the directory itself (no
+    entry named: the caller cannot tell which entries it touched)."""
+    names: set[str] = set()
+    ends = unnamed = False
     offset = 0
     while offset + EVENT.size <= len(data):
         _wd, mask, _cookie, length = EVENT.unpack_from(data, offset)
+        start = offset + EVENT.size
+        name = data[start : start + length].split(b"\0", 1)[0]
         if mask & _ENDS:
-            return True
-        offset += EVENT.size + length
-    return False
+            ends = True
+        elif name:
+            names.add(os.fsdecode(name))
+        else:
+            unnamed = True
+        offset = start + length
+    return names, ends, unnamed
 
 
 class DirWatch:
@@ -99,29 +111,40 @@ class DirWatch:
         """True when something happened in the directory since the last call (the events
         are consumed), or when this watch cannot tell. A directory removed or moved away,
         or events lost, end the watch: it cannot tell any more."""
+        return self.changes() != set()
+
+    def changes(self) -> set[str] | None:
+        """The names of the entries that were added, removed, renamed or written since the
+        last call (the events are consumed): empty when nothing happened; None when this
+        watch cannot tell (see :meth:`changed`), and then the caller looks at every entry."""
         with self._lock:
             if self._fd is None:
-                return True
-            seen = False
+                return None
+            seen: set[str] = set()
+            unknown = False
             while True:
                 try:
                     data = os.read(self._fd, 65536)
                 except BlockingIOError:
-                    return seen
+                    return None if unknown else seen
                 except OSError:
                     self.close()
-                    return True
+                    return None
                 if not data:
                     self.close()
-                    return True
-                seen = True
-                if _ends_watch(data):
+                    return None
+                names, ends, unnamed = _names(data)
+                if ends:
                     self.close()
-                    return True
+                    return None
+                seen |= names
+                unknown = unknown or unnamed
 
-    def close(self) -> None:
+    def close(self, _close: Callable[[int], None] = os.close) -> None:
+        # os.close bound at definition: a watch a module global keeps is closed while the
+        # interpreter exits, when that module's globals may be gone already.
         if self._fd is not None:
-            os.close(self._fd)
+            _close(self._fd)
             self._fd = None
 
     def __del__(self) -> None:

@@ -13,8 +13,23 @@ concepts (:mod:`agentos.run.store`, :mod:`agentos.workflows.store`,
 :mod:`agentos.guardian.store`, :mod:`agentos.receipts.table`).
 """
 
-from agentos.state.database import Store
-from agentos.state.location import StateLocation
-from agentos.state.migrations import Migration
+from typing import TYPE_CHECKING
+
+from agentos.shared.faces import lazy
+
+if TYPE_CHECKING:
+    from agentos.state.database import Store
+    from agentos.state.location import StateLocation
+    from agentos.state.migrations import Migration
+
+# Imported when first used: a store imports the part it needs (`runs list` reads no schema).
+FACE = {
+    "Migration": "agentos.state.migrations",
+    "StateLocation": "agentos.state.location",
+    "Store": "agentos.state.database",
+}
 
 __all__ = ["Migration", "StateLocation", "Store"]
+
+if not TYPE_CHECKING:  # a type checker reads the imports above instead
+    __getattr__, __dir__ = lazy(__name__, FACE)

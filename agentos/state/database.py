@@ -206,6 +206,10 @@ class Store:
 
         return self._retried(whole)
 
+    def reading(self, work: Callable[[Connection], T]) -> T:
+        """``work``, several reads on the connection, done again whole if it is lost."""
+        return self._retried(work)
+
     def listen(self, channel: str) -> Listener:
         """A listener on ``channel`` of this store's database (a connection of its own)."""
         return open_listener(self.location, channel)

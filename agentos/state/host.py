@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import socket
 
 from agentos.errors import BadInput
 
@@ -37,7 +36,7 @@ def host_id() -> str:
                 field=HOST_ENV,
             )
         return given
-    name = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip("-._")[:63]
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", os.uname().nodename).strip("-._")[:63]
     return name or "localhost"
 
 

@@ -19,7 +19,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from agentos.errors import BadInput
 
@@ -63,6 +62,8 @@ class StateLocation:
 
 def mask(url: str) -> str:
     """``url`` with any password in it (``user:PASSWORD@``, ``?password=``) as ``***``."""
+    from urllib.parse import urlsplit  # only where a URL is given: SQLite reads none
+
     parts = urlsplit(url)
     netloc = parts.netloc
     userinfo, at, hostport = netloc.rpartition("@")
@@ -78,6 +79,8 @@ def mask(url: str) -> str:
 
 
 def has_password(url: str) -> bool:
+    from urllib.parse import parse_qsl, urlsplit
+
     parts = urlsplit(url)
     userinfo, at, _ = parts.netloc.rpartition("@")
     if at and ":" in userinfo:
@@ -89,6 +92,8 @@ def parse_url(text: str, *, source: str, file: Path | None = None) -> StateLocat
     """The location ``text`` names; :class:`BadInput` naming ``file`` and ``source`` (the
     variable or the setting), and the URL masked, when it is not a PostgreSQL URL AgentOS
     can use."""
+    from urllib.parse import unquote, urlsplit
+
     url = text.strip()
     shown = mask(url) if "://" in url else url
     if not url or len(url) > _MAX_URL or any(ord(c) < 32 or c == "\x7f" for c in url):

@@ -30,6 +30,8 @@ TABLES = (
     "executions",
     "tasks",
     "task_terms",
+    "task_term_counts",
+    "task_embeddings",
     "results",
     "events",
 )

@@ -7,6 +7,7 @@ since it was last found valid.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -105,6 +106,30 @@ class SynthesisSettings(StrictModel):
     timeout: int = Field(default=120, gt=0)  # seconds the tests may take
 
 
+class DedupSettings(StrictModel):
+    """``workflows.dedup``: how a workflow task is found to repeat a live one. The words
+    (agentos.workflows.similarity) always; with ``embeddings``, also the vectors of an
+    Ollama model (through the ollama client, OLLAMA_HOST), compared by cosine: a task is a
+    duplicate when either says so. A server that cannot be reached is one warning and the
+    words alone."""
+
+    embeddings: str | None = None  # ollama:MODEL
+    threshold: float = Field(default=0.9, gt=0, le=1)  # the cosine that means "the same task"
+
+    @field_validator("embeddings")
+    @classmethod
+    def _ollama_model(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"ollama:[\w.:/-]+", value):
+            raise ValueError(f"{value!r} is not ollama:MODEL (e.g. ollama:nomic-embed-text)")
+        return value
+
+
+class WorkflowSettings(StrictModel):
+    """``workflows:``: what every workflow execution in this workspace shares."""
+
+    dedup: DedupSettings = DedupSettings()
+
+
 class Settings(StrictModel):
     # Where the state is: a PostgreSQL URL (postgresql://USER@HOST:PORT/DB, no password:
     # AGENTOS_STATE_URL, PGPASSWORD or ~/.pgpass give it) that many machines share; none:
@@ -122,6 +147,7 @@ class Settings(StrictModel):
     # model (as its CLI names it) -> its price per million tokens; a model not listed has
     # no cost unless its CLI reports one
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    workflows: WorkflowSettings = WorkflowSettings()
 
     @field_validator("state")
     @classmethod

@@ -1,0 +1,293 @@
+"""When a few cards change, the router compiles only those: the updated index decides
+exactly as a whole compile of the same cards would, through every kind of change (edited in
+place, renamed, added, removed, an id changed), and a change it cannot take (an invalid
+card, a duplicate id) is refused with the whole compile's own error."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agentos.errors import ValidationFailed
+from agentos.routing import router
+from agentos.routing.cards import Card, load_cards
+from agentos.routing.index import Hit, Index
+from agentos.routing.router import decide, decide_with
+from agentos.workspace.layout import Workspace, init_workspace
+
+VOCAB = [
+    "lint",
+    "tests",
+    "fix",
+    "bug",
+    "docs",
+    "ruff",
+    "format",
+    "parser",
+    "crash",
+    "deploy",
+    "config",
+    "cache",
+    "build",
+    "release",
+    "typo",
+    "login",
+    "schema",
+    "index",
+]
+
+
+def _card(rng: random.Random, card_id: str) -> dict[str, Any]:
+    def pick(k: int) -> list[str]:
+        return rng.sample(VOCAB, k)
+
+    triggers: dict[str, Any] = {
+        "keywords": pick(rng.randint(1, 3)),
+        "phrases": [" ".join(pick(2)) for _ in range(rng.randint(0, 2))],
+        "regex": rng.choice([[], [r"\bE\d{3}\b"], [rf"\b{rng.choice(VOCAB)}-\d+"], ["zz+q"]]),
+        "require": pick(1) if rng.random() < 0.2 else [],
+        "exclude": pick(1) if rng.random() < 0.2 else [],
+    }
+    return {
+        "id": card_id,
+        "agent": "ruff-fixer",
+        "priority": rng.randint(0, 2),
+        "group": f"g{rng.randint(0, 3)}",
+        "min_score": rng.randint(1, 3),
+        "triggers": triggers,
+    }
+
+
+def _requests(rng: random.Random) -> list[str]:
+    out = []
+    for _ in range(40):
+        words = rng.sample(VOCAB, rng.randint(1, 6))
+        if rng.random() < 0.3:
+            words.append(rng.choice(["E501", f"{rng.choice(VOCAB)}-42", "zzzq"]))
+        out.append(" ".join(words))
+    return out
+
+
+def _hits(index: Index, request: str) -> list[tuple[str, int, list[str], str | None]]:
+    return [(index.card(h.card)[0], h.score, h.fired, h.reason) for h in index.match(request)]
+
+
+def _built(files: dict[str, dict[str, Any]]) -> Index:
+    cards = [Card.model_validate(data) for _, data in sorted(files.items())]
+    return Index.build(cards, "rev", [(name, name) for name in sorted(files)])
+
+
+def test_an_updated_index_matches_as_a_whole_build_through_every_kind_of_change() -> None:
+    rng = random.Random(38)
+    files = {f"c{i:03d}.yaml": _card(rng, f"c{i:03d}") for i in range(120)}
+    digests = {name: f"d{name}" for name in files}  # stands for each file's content
+    cards = [Card.model_validate(data) for _, data in sorted(files.items())]
+    index = Index.build(cards, "rev", [(name, digests[name]) for name in sorted(files)])
+    requests = _requests(rng)
+    next_id = 1000
+    kinds = ["edited in place", "renamed", "added", "removed", "id changed"]
+    for step in range(80):
+        kind = kinds[step % len(kinds)]
+        name = rng.choice(sorted(files))
+        removed: list[str] = []
+        added: list[tuple[str, str, Card]] = []
+        if kind == "edited in place":
+            files[name] = _card(rng, files[name]["id"])
+            removed, added = [name], [(name, f"d{step}", Card.model_validate(files[name]))]
+        elif kind == "renamed":
+            new = f"r{step:03d}.yaml"
+            files[new] = files.pop(name)
+            removed, added = [name], [(new, f"d{step}", Card.model_validate(files[new]))]
+        elif kind == "added":
+            next_id += 1
+            new = f"n{next_id}.yaml"
+            files[new] = _card(rng, f"n{next_id}")
+            added = [(new, f"d{step}", Card.model_validate(files[new]))]
+        elif kind == "removed":
+            del files[name]
+            removed = [name]
+        else:
+            next_id += 1
+            files[name] = {**files[name], "id": f"n{next_id}"}
+            removed, added = [name], [(name, f"d{step}", Card.model_validate(files[name]))]
+        index = index.updated(f"rev{step}", removed, added)
+        whole = _built(files)
+        for request in requests:
+            assert _hits(index, request) == _hits(whole, request), (kind, request)
+            assert decide_with(index, request, "hub", _fixed).as_dict() == (
+                decide_with(whole, request, "hub", _fixed).as_dict()
+                | {"cards_revision": f"rev{step}"}
+            ), (kind, request)
+        # The index a new process would load from the cache is the same index.
+        assert Index.loads(index.dumps()).files == index.files
+    assert index.dead_rows() > 0  # updates left rows behind, and still decided alike
+
+
+def _fixed(agent: str, constraint: str | None) -> str:
+    return "1.0.0"
+
+
+def test_an_update_that_would_clash_is_refused_so_the_whole_set_is_compiled() -> None:
+    rng = random.Random(7)
+    files = {f"c{i}.yaml": _card(rng, f"c{i}") for i in range(3)}
+    index = _built(files)
+    clash = Card.model_validate({**_card(rng, "c1"), "id": "c1"})
+    with pytest.raises(ValueError, match="c1"):
+        index.updated("rev2", [], [("other.yaml", "x", clash)])
+    with pytest.raises(ValueError, match="files"):
+        Index.build([clash], "rev").updated("rev2", [], [("a.yaml", "x", clash)])
+
+
+# --- a workspace of 10,000 cards -----------------------------------------------------------
+
+
+def _write(ws: Workspace, name: str, data: dict[str, Any]) -> Path:
+    path = ws.cards_dir / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    """10,000 cards, each with keywords of its own (``kw<i>``) and a shared word."""
+    ws, _ = init_workspace(tmp_path_factory.mktemp("big") / "ws")
+    for old in ws.cards_dir.glob("*.yaml"):
+        old.unlink()
+    for i in range(10_000):
+        (ws.cards_dir / f"card-{i:05d}.yaml").write_text(
+            f"id: card-{i:05d}\nagent: ruff-fixer\ngroup: g{i:05d}\n"
+            f"triggers:\n  keywords: [kw{i}, shared]\n"
+        )
+    return ws
+
+
+def _selected(ws: Workspace, request: str) -> list[str]:
+    return [s.card for s in decide(ws, request).selected]
+
+
+def test_at_10000_cards_each_kind_of_change_is_seen_by_the_next_decision_compiling_only_it(
+    big: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = big
+    assert _selected(ws, "kw7 please") == ["card-00007"]  # compiles the whole set once
+    assert _selected(ws, "kw7 please") == ["card-00007"]  # the folder is watched from here
+
+    def no_whole_compile(_ws: Workspace) -> Index:
+        raise AssertionError("the whole card set was compiled again")
+
+    monkeypatch.setattr(router, "compile_cards", no_whole_compile)
+    cards = ws.cards_dir
+
+    # edited in place: kw7 becomes kw7b (same file)
+    text = (cards / "card-00007.yaml").read_text()
+    (cards / "card-00007.yaml").write_text(text.replace("kw7,", "kw7b,"))
+    assert _selected(ws, "kw7 please") == []
+    assert _selected(ws, "kw7b please") == ["card-00007"]
+
+    # replaced by a rename: a new file takes card-00008's place under another name
+    _write(ws, ".tmp", {"id": "card-00008", "agent": "ruff-fixer", "group": "g00008",
+                        "triggers": {"keywords": ["renamedkw", "shared"]}})  # fmt: skip
+    (cards / ".tmp").rename(cards / "card-08-renamed.yaml")
+    (cards / "card-00008.yaml").unlink()
+    assert _selected(ws, "kw8 please") == []
+    assert _selected(ws, "renamedkw please") == ["card-00008"]
+
+    # added
+    _write(ws, "zz-new.yaml", {"id": "zz-new", "agent": "ruff-fixer", "group": "new",
+                               "triggers": {"keywords": ["brandnew"]}})  # fmt: skip
+    assert _selected(ws, "brandnew kw9") == ["card-00009", "zz-new"]
+
+    # removed
+    (cards / "card-00009.yaml").unlink()
+    assert _selected(ws, "brandnew kw9") == ["zz-new"]
+
+    # a new process (nothing in memory) updates the index the last one kept on disk
+    router._INDEXES.clear()
+    for state in (router._STATS, router._SCANNED, router._DELTAS, router._REVISIONS):
+        state.clear()
+    router._LOOKED.clear()
+    text = (cards / "card-00010.yaml").read_text()
+    (cards / "card-00010.yaml").write_text(text.replace("kw10,", "kw10b,"))
+    assert _selected(ws, "kw10b please") == ["card-00010"]
+
+    # every decision so far, and the final set's, equal a whole compile of the same cards
+    final = decide(ws, "shared kw7b renamedkw brandnew kw9 kw10b")
+    monkeypatch.undo()
+    whole = load_cards(cards)
+    assert len(whole.cards) == 10_000
+    reference = Index.build(whole.cards, whole.revision)
+    for request in ["shared kw7b renamedkw brandnew kw9 kw10b", "kw7b", "renamedkw", "kw10"]:
+        got = decide(ws, request)
+        want = decide_with(reference, request, got.hub_revision, lambda a, c: "1.0.0")
+        assert [(s.card, s.score, s.fired) for s in got.selected] == [
+            (s.card, s.score, s.fired) for s in want.selected
+        ]
+        assert got.cards_revision == want.cards_revision == whole.revision
+    assert final.cards_revision == whole.revision
+
+
+def test_an_invalid_edited_card_is_refused_as_a_whole_compile_refuses_it(
+    tmp_path: Path,
+) -> None:
+    ws, _ = init_workspace(tmp_path / "ws")
+    decide(ws, "fix the lint errors")
+    decide(ws, "fix the lint errors")
+    (ws.cards_dir / "fix-lint.yaml").write_text("id: fix-lint\nagent: ruff-fixer\npriority: x\n")
+    with pytest.raises(ValidationFailed) as incremental:
+        decide(ws, "fix the lint errors")
+    with pytest.raises(ValidationFailed) as whole:
+        load_cards(ws.cards_dir)
+    assert str(incremental.value) == str(whole.value)
+    assert "fix-lint.yaml" in str(incremental.value)
+
+
+def test_a_duplicate_id_from_an_added_card_is_refused_as_a_whole_compile_refuses_it(
+    tmp_path: Path,
+) -> None:
+    ws, _ = init_workspace(tmp_path / "ws")
+    decide(ws, "fix the lint errors")
+    decide(ws, "fix the lint errors")
+    original = (ws.cards_dir / "fix-lint.yaml").read_text()
+    (ws.cards_dir / "zz-copy.yaml").write_text(original)
+    with pytest.raises(ValidationFailed) as incremental:
+        decide(ws, "fix the lint errors")
+    with pytest.raises(ValidationFailed) as whole:
+        load_cards(ws.cards_dir)
+    assert str(incremental.value) == str(whole.value)
+    assert "duplicate card id 'fix-lint'" in str(incremental.value)
+    (ws.cards_dir / "zz-copy.yaml").unlink()
+    assert decide(ws, "fix the lint errors").decision == "route"  # and it recovers
+
+
+def test_a_card_rewritten_within_the_same_second_is_still_seen(tmp_path: Path) -> None:
+    """Same size, same timestamp granularity: the content tells the versions apart."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    for old in ws.cards_dir.glob("*.yaml"):
+        old.unlink()
+    path = _write(ws, "a.yaml", {"id": "a", "agent": "ruff-fixer",
+                                 "triggers": {"keywords": ["lint"]}})  # fmt: skip
+    for _ in range(2):
+        assert _selected(ws, "lint") == ["a"]
+    stamp = path.stat().st_mtime_ns
+    path.write_text(path.read_text().replace("lint", "ruff"))
+    os.utime(path, ns=(stamp, stamp))
+    assert _selected(ws, "ruff") == ["a"]
+    assert _selected(ws, "lint") == []
+
+
+def test_hits_keep_card_id_order_after_updates() -> None:
+    rng = random.Random(3)
+    files = {f"c{i}.yaml": _card(rng, f"c{i}") for i in range(5)}
+    index = _built(files)
+    extra = Card.model_validate({**_card(rng, "c00"), "triggers": {"keywords": ["lint"]}})
+    index = index.updated("r", [], [("y.yaml", "e", extra)])
+    late = Card.model_validate({**_card(rng, "a-first"), "triggers": {"keywords": ["lint"]}})
+    index = index.updated("r2", [], [("z.yaml", "d", late)])  # a later row, an earlier id
+    hits: list[Hit] = index.match("lint")
+    ids = [index.card(h.card)[0] for h in hits]
+    assert ids == sorted(ids) and ids[0] == "a-first"
