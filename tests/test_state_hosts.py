@@ -53,6 +53,7 @@ def test_two_hosts_share_a_state_gc_on_one_spares_the_others_live_run_and_a_canc
 
     gc = cli("gc", "--json", env=beta, workspace=beta_ws.root)
     logs = cli("runs", "logs", run_id, env=beta, workspace=beta_ws.root)
+    diff = cli("runs", "diff", run_id, env=beta, workspace=beta_ws.root)
     spared = control.status(ws, run_id)
     cancel = cli("runs", "cancel", run_id, "--json", env=beta, workspace=beta_ws.root)
     wait_until(lambda: not control.detached_running(ws, run_id), what="alpha's run to end")
@@ -65,6 +66,11 @@ def test_two_hosts_share_a_state_gc_on_one_spares_the_others_live_run_and_a_canc
     assert (logs.returncode, logs.stderr) == (
         2,
         f"error: run {run_id} runs on host alpha, not this one (beta): its agents' logs are "
+        "there\n",
+    )
+    assert (diff.returncode, diff.stderr) == (
+        2,
+        f"error: run {run_id} runs on host alpha, not this one (beta): review and merge it "
         "there\n",
     )
     assert (spared.status, spared.host, len(sessions)) == (RunStatus.RUNNING, "alpha", 1)

@@ -393,7 +393,8 @@ def cancel(run_id: str, wait_s: float, as_json: bool) -> None:
 def logs(run_id: str, agent: str | None, follow: bool) -> None:
     """Print an agent's pane output (every agent's, when AGENT is not given)."""
     from agentos.cli import views
-    from agentos.run.control import require_here, status
+    from agentos.run.control import status
+    from agentos.run.store import require_here
 
     ws = current_workspace()
     record = status(ws, run_id)
@@ -434,8 +435,9 @@ def status(as_json: bool) -> None:
 def attach(run_id: str, agent: str | None) -> None:
     """Attach this terminal to an agent's tmux session, to watch or take over
     (detach with the tmux prefix, then d)."""
-    from agentos.run.control import require_here, status
+    from agentos.run.control import status
     from agentos.run.sessions import Sessions
+    from agentos.run.store import require_here
 
     ws = current_workspace()
     record = status(ws, run_id)

@@ -36,7 +36,7 @@ from agentos.run.store import (
 )
 from agentos.run.values import RunOptions, tail
 from agentos.shared.fs import atomic_write, write_new
-from agentos.state.host import host_id, silent_after
+from agentos.state.host import silent_after
 from agentos.workspace.files import RunFiles
 from agentos.workspace.layout import Workspace
 
@@ -208,15 +208,6 @@ def _cancel_remote(store: RunStore, record: RunRecord, wait: float) -> RunStatus
             f"machine aborts its runs once it has been silent for {silent_after():g}s)"
         )
     return now
-
-
-def require_here(ws: Workspace, record: RunRecord, what: str) -> None:
-    """Refuse to use what only the host that runs ``record`` has (its tmux sessions, its
-    worktrees, its logs) from another machine: :class:`BadInput` naming that host."""
-    if ws.state.shared and record.host not in (None, host_id()):
-        raise BadInput(
-            f"run {record.id} runs on host {record.host}, not this one ({host_id()}): {what} there"
-        )
 
 
 def events(ws: Workspace, run_id: str, offset: int = 0) -> tuple[list[RunEvent], int]:

@@ -34,6 +34,7 @@ from agentos.run.store import (
     RunStatus,
     RunStore,
     process_start,
+    require_here,
 )
 from agentos.workspace.layout import Workspace
 from agentos.worktrees import landing
@@ -245,7 +246,9 @@ def _record(ws: Workspace, run_id: str) -> RunRecord:
         store.close()
 
 
-def _repo(record: RunRecord) -> Path:
+def _repo(record: RunRecord, ws: Workspace | None = None) -> Path:
+    if ws is not None:  # its repository and branches are on the host that ran it
+        require_here(ws, record, "review and merge it")
     repo = Path(record.repo)
     if not repo.is_dir():
         raise NotFound(f"the repository of run {record.id} is gone", file=repo, field="repo")
@@ -271,7 +274,7 @@ def run_diff(ws: Workspace, run_id: str, agent: str | None = None) -> list[Agent
     """Each agent's work in a run against the run's base: the passing state when its gate
     passed, else the last state on its branch."""
     record = _record(ws, run_id)
-    repo = _repo(record)
+    repo = _repo(record, ws)
     agents = [a for a in record.agents if agent is None or a.agent == agent]
     if agent is not None and not agents:
         known = ", ".join(a.agent for a in record.agents) or "none"
@@ -354,7 +357,7 @@ def merge_run(ws: Workspace, run_id: str, agents: Sequence[str] = ()) -> MergeOu
     blocked = (record.options or {}).get("no_merge")
     if blocked:
         raise BadInput(f"run {record.id} must not be merged: {blocked}", field="ID")
-    repo = _repo(record)
+    repo = _repo(record, ws)
     target = record.target_branch or ""
     if wt.head(repo)[0] == target:
         wt.refuse_uncommitted(repo, f"on {target}")
@@ -471,7 +474,7 @@ def discard_run(ws: Workspace, run_id: str) -> list[str]:
     record = _record(ws, run_id)
     if record.status in ACTIVE:
         raise BadInput(f"run {record.id} is still {record.status}: cancel it first", field="ID")
-    repo = _repo(record)
+    repo = _repo(record, ws)
     dropped = [a.branch for a in record.agents if a.branch and wt.branch_exists(repo, a.branch)]
     archive_branches(repo, record.id, [(a.agent, a.branch or "") for a in record.agents])
     write_receipt(

@@ -14,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from agentos.errors import NotFound, OperationFailed
+from agentos.errors import BadInput, NotFound, OperationFailed
 from agentos.state import database
 from agentos.state.host import host_id
 from agentos.workspace.layout import Workspace
@@ -551,6 +551,15 @@ def _decode(cols: str, row: tuple[Any, ...]) -> dict[str, Any]:
             value = json.loads(data[key]) if data[key] else None
             data[key] = tuple(value or ()) if key == "receipts" else value
     return data
+
+
+def require_here(ws: Workspace, record: RunRecord, what: str) -> None:
+    """Refuse to use what only the host that runs ``record`` has (its tmux sessions, its
+    worktrees, its logs) from another machine: :class:`BadInput` naming that host."""
+    if ws.state.shared and record.host not in (None, host_id()):
+        raise BadInput(
+            f"run {record.id} runs on host {record.host}, not this one ({host_id()}): {what} there"
+        )
 
 
 def pid_running(pid: int | None) -> bool:
