@@ -70,8 +70,7 @@ def test_two_hosts_share_a_state_gc_on_one_spares_the_others_live_run_and_a_canc
     )
     assert (diff.returncode, diff.stderr) == (
         2,
-        f"error: run {run_id} runs on host alpha, not this one (beta): review and merge it "
-        "there\n",
+        f"error: run {run_id} runs on host alpha, not this one (beta): review and merge it there\n",
     )
     assert (spared.status, spared.host, len(sessions)) == (RunStatus.RUNNING, "alpha", 1)
     assert json.loads(cancel.stdout) == {"run": run_id, "status": "cancelled"}, cancel.stderr

@@ -59,8 +59,10 @@ def rows(app: AgentOSApp) -> list[list[str]]:
 
 
 def test_the_tui_shows_a_live_run_its_agent_and_health_and_the_cancel_key_cancels_it(
-    guarded: Workspace, tmp_path: Path
+    guarded: Workspace, tmp_path: Path, backend: str
 ) -> None:
+    """On SQLite the TUI reads the state every half second; on PostgreSQL it is woken by
+    each event the state announces (and reads the guardian's word every few seconds)."""
     from agentos.guardian import SUPERVISOR
 
     ws = guarded
@@ -90,8 +92,8 @@ def test_the_tui_shows_a_live_run_its_agent_and_health_and_the_cancel_key_cancel
             await pilot.press("c")
             await until(
                 pilot,
-                lambda: any(r[0] == run_id and r[1] == "cancelled" for r in rows(app)),
-                "the run shown cancelled",
+                lambda: any(r[0] == run_id and r[1] == r[3] == "cancelled" for r in rows(app)),
+                "the run and its agent shown cancelled",
             )
             return rows(app)
 

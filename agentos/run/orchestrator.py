@@ -768,17 +768,12 @@ class Orchestrator:
             self._tolerant(f"stop {agent.name}'s MCP tools", agent.tools.stop)
         if agent.egress is not None:
             agent.egress.close()
-        if agent.status in UNFINISHED:
+        ended = agent.status in UNFINISHED
+        if ended:
             agent.status = (
                 AgentStatus.CANCELLED
                 if self.report.status is RunStatus.CANCELLED
                 else AgentStatus.FAILED
-            )
-            self.events.emit(
-                EventKind.AGENT,
-                f"{agent.name}: {agent.status}",
-                status=agent.status,
-                agent=agent.name,
             )
         if agent.worktree.exists():
             try:
@@ -798,6 +793,13 @@ class Orchestrator:
                     agent.commits.append(commit)
                 _remove_tree(agent.worktree)
         self._record(self.run_id, agent.name, status=agent.status)
+        if ended:  # recorded first: whoever the event wakes reads the agent's new status
+            self.events.emit(
+                EventKind.AGENT,
+                f"{agent.name}: {agent.status}",
+                status=agent.status,
+                agent=agent.name,
+            )
 
     def _tolerant(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
         """Run one teardown step; a failure is noted in the run's message, not raised."""
