@@ -60,6 +60,7 @@ def test_doctor_lists_every_runtime_with_its_readiness_and_fix(
         ("langchain", "runtime", True, ""),
         ("crewai", "runtime", False, "pip install 'agentos-kit[crewai]'"),
         ("settings", "workspace", True, ""),
+        ("state", "state", True, ""),
         ("sandbox", "tool", True, ""),
         ("keyctl", "tool", True, ""),
         # the bundled ollama/langchain/crewai examples all use this model

@@ -117,6 +117,29 @@ def test_a_database_whose_schema_is_newer_than_this_agentos_is_refused_in_one_li
     )
 
 
+def test_doctor_checks_the_states_connection_and_schema(
+    cli: Any, ws: Workspace, pg_server: Any, pg_url: str
+) -> None:
+    from agentos.state.host import host_id
+
+    good = json.loads(cli("doctor", "--json").stdout)
+    bad = cli("doctor", env={"AGENTOS_STATE_URL": pg_server.url("no_such_db")})
+
+    state = next(c for c in good["checks"] if c["name"] == "state")
+    assert (state["ready"], _blank(state["detail"], pg_server)) == (
+        True,
+        f"postgresql://postgres@/agentos_shared?host=SERVER (postgresql): schema 001_state; "
+        f"this host {host_id()}",
+    )
+    assert bad.returncode == 1
+    assert [_blank(line, pg_server) for line in bad.stdout.splitlines()[-2:]] == [
+        "state: postgresql://postgres@/no_such_db?host=SERVER: the database no_such_db does "
+        "not exist on this server: create it, owned by the user AgentOS connects as "
+        "(createdb -O USER no_such_db; see docs/state.md)",
+        "not ready: the state cannot be used (fix what the `state:` line says)",
+    ]
+
+
 def _modules_after(args: list[str], env: dict[str, str]) -> tuple[int, set[str]]:
     """The exit code of ``agentos ARGS`` in a new process, and the modules it imported."""
     code = (

@@ -287,3 +287,21 @@ def test_a_run_store_shared_by_threads_waits_out_another_writer(ws: Workspace) -
         t.join(timeout=30)
     assert errors == []
     assert {a.status for a in store.get("r1").agents} == {"running"}
+
+
+def test_a_state_db_with_a_migration_this_agentos_does_not_know_is_refused_in_one_line(
+    cli: Any, ws: Workspace
+) -> None:
+    con = sqlite.connect(ws.state_db)
+    con.execute("INSERT INTO migrations VALUES ('010_from_the_future', 0)")
+    con.close()
+
+    out = cli("runs", "list")
+
+    assert (out.returncode, out.stdout, out.stderr) == (
+        2,
+        "",
+        f"error: {ws.state_db}: its schema is newer than this AgentOS (it has migration "
+        "010_from_the_future, which this version does not know): upgrade AgentOS on this "
+        "machine to use it\n",
+    )
