@@ -52,6 +52,7 @@ def test_two_hosts_share_a_state_gc_on_one_spares_the_others_live_run_and_a_canc
     beta = {"AGENTOS_HOST_ID": "beta"}
 
     gc = cli("gc", "--json", env=beta, workspace=beta_ws.root)
+    listed = cli("runs", "list", env=beta, workspace=beta_ws.root).stdout.splitlines()
     logs = cli("runs", "logs", run_id, env=beta, workspace=beta_ws.root)
     diff = cli("runs", "diff", run_id, env=beta, workspace=beta_ws.root)
     spared = control.status(ws, run_id)
@@ -63,6 +64,10 @@ def test_two_hosts_share_a_state_gc_on_one_spares_the_others_live_run_and_a_canc
         "aborted_runs": [], "killed_sessions": [], "removed_worktrees": [],
         "saved_commits": [], "problems": [],
     }  # fmt: skip
+    assert [line.split()[:4] for line in listed] == [
+        ["run", "status", "host", "agents"],
+        [run_id, "running", "alpha", "longhaul"],
+    ]
     assert (logs.returncode, logs.stderr) == (
         2,
         f"error: run {run_id} runs on host alpha, not this one (beta): its agents' logs are "

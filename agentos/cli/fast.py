@@ -220,13 +220,15 @@ def runs_list(ws: Workspace, limit: int, as_json: bool) -> int:
     if as_json:
         print_json(data)
         return 0
+    hosts = ws.state.shared  # many machines: which one runs each
     table(
         None,
-        ["run", "status", "agents", "used", "started", "request"],
+        ["run", "status", *(["host"] if hosts else []), "agents", "used", "started", "request"],
         [
             (
                 r["id"],
                 r["status"],
+                *([r["host"] or ""] if hosts else []),
                 ", ".join(a["agent"] for a in r["agents"]),
                 describe(r["usage"]),
                 when(r["created_at"]),
