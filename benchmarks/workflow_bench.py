@@ -166,15 +166,11 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=6)
     parser.add_argument("--write-frequencies", action="store_true")
     parser.add_argument("--no-scheduler", action="store_true", help="skip the scheduler's figures")
-    parser.add_argument(
-        "--no-judgement", action="store_true", help="skip the labelled pairs' figures"
-    )
     args = parser.parse_args()
     if args.write_frequencies:
         write_frequencies()
         return
-    if not args.no_judgement:
-        judgement()
+    judgement()
     if not args.no_scheduler:
         scheduler_vs_runs(args.tasks)
     rng = random.Random(7)

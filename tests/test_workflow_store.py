@@ -75,7 +75,6 @@ def test_the_indexed_lookup_decides_every_labelled_pair_as_the_similarity_does(
     )
 
     store = WorkflowStore(ws)
-    related = 0
     try:
         for i, pair in enumerate(PAIRS):
             store.create_execution(f"p{i}", {"id": "wf"}, "/repo", {})
@@ -83,14 +82,10 @@ def test_the_indexed_lookup_decides_every_labelled_pair_as_the_similarity_does(
             second = store.add_task(f"p{i}", 1, pair["b"], creator="test")
             score = text_similarity(pair["a"], pair["b"])
             assert (second.status == TaskStatus.DUPLICATED) == (score >= DEFAULT_THRESHOLD)
-            assert (second.duplicate_of == first.id) == (score >= DEFAULT_THRESHOLD)
-            # Related: the most alike of the tasks the duplicate check read, over the floor.
-            if second.related_to is not None:
-                assert second.related_to == first.id and score >= RELATED_THRESHOLD, pair
-                related += 1
+            linked = second.duplicate_of or second.related_to
+            assert (linked == first.id) == (score >= RELATED_THRESHOLD), (pair, score)
     finally:
         store.close()
-    assert related >= 30  # most related pairs are linked: the check was not vacuous
 
 
 def test_tasks_create_from_a_runs_environment_with_its_parent_and_dedup(
@@ -242,46 +237,6 @@ def test_the_term_counts_follow_the_live_tasks_as_they_come_and_go(store: Any) -
     assert store.term_counts("e1", 1) == {} and store.term_counts("e2", 1) == {}
 
 
-def test_live_tasks_stored_before_the_features_changed_are_indexed_again_on_opening(
-    ws: Any,
-) -> None:
-    """A state.db of the first deduplication (migrations up to 008, its index of the old
-    terms): migration 009 empties the index, and the store fills it again from the live
-    tasks' descriptions, so that they are found as a new task's duplicates."""
-    from collections import Counter
-
-    from agentos.state.database import STATE_MIGRATIONS, connect
-    from agentos.workflows.similarity import features
-
-    con = connect(ws.state_db, STATE_MIGRATIONS[:-1])
-    con.execute(
-        "INSERT INTO executions (id, workflow, definition, repo, parameters, status, "
-        "created_at) VALUES ('e1', 'wf', '{}', '/repo', '{}', 'running', 0)"
-    )
-    texts = {"pending": "Add unit tests for parse_date", "failed": "Fix the parser"}
-    for status, text in texts.items():
-        con.execute(
-            "INSERT INTO tasks (execution, phase, description, status, creator, created_at, "
-            "words, names) VALUES ('e1', 1, ?, ?, 'sdk', 0, '[\"unit\"]', '[]')",
-            (text, status),
-        )
-    con.execute(
-        "INSERT INTO task_terms (task, execution, phase, term, nwords, nnames) "
-        "VALUES (1, 'e1', 1, 'unit', 1, 0)"
-    )
-    con.close()
-
-    store = WorkflowStore(ws)
-    try:
-        live = features(texts["pending"]).terms()
-        assert store.term_counts("e1", 1) == {"": 1, **Counter(live)}
-        again = store.add_task("e1", 1, "Write unit tests covering parse_date", creator="sdk")
-        assert again.status == TaskStatus.DUPLICATED and again.duplicate_of == 1
-    finally:
-        store.close()
-    WorkflowStore(ws).close()  # opening again finds nothing left to index
-
-
 def test_the_index_finds_what_a_plain_loop_over_every_live_task_finds(store: Any) -> None:
     """Every task the index leaves unread could not have reached the threshold: the
     duplicate check through it and by scoring every live task give the same answer, for
@@ -312,7 +267,6 @@ def test_tasks_similar_prints_the_nearest_live_tasks_with_their_scores(
 
     from agentos.workflows.definitions import WorkflowDefinition
     from agentos.workflows.executions import create_task, open_execution
-    from agentos.workflows.similarity import DEFAULT_THRESHOLD
 
     workflow = WorkflowDefinition.model_validate(
         {"id": "w", "name": "W", "phases": [{"id": 1, "name": "a", "description": "A"}]}
@@ -335,12 +289,10 @@ def test_tasks_similar_prints_the_nearest_live_tasks_with_their_scores(
 
     shown = cli("tasks", "similar", "Reloading the configuration leaks memory")
     assert shown.returncode == 0, shown.stderr
-    said = f"yes (>= {DEFAULT_THRESHOLD})"
     assert shown.stdout == (
         "similar tasks\n"
-        f"task  {'execution':<{len(execution)}}  phase  score  method  {'duplicate':<{len(said)}}  "
-        "description\n"
-        f"{first.id:<4}  {execution}  1      {score[1]}   words   {said}  "
+        f"task  {'execution':<{len(execution)}}  phase  score  method  duplicate     description\n"
+        f"{first.id:<4}  {execution}  1      {score[1]}   words   yes (>= 0.5)  "
         "Fix the memory leak when the config is reloaded\n"
     )
     as_json = json.loads(cli("tasks", "similar", "Add a dry-run flag to deploy", "--json").stdout)
@@ -351,8 +303,8 @@ def test_tasks_similar_prints_the_nearest_live_tasks_with_their_scores(
             "phase": 1,
             "score": None,
             "method": "words",
-            "threshold": DEFAULT_THRESHOLD,
-            "duplicate": as_json[0]["score"] >= DEFAULT_THRESHOLD,
+            "threshold": 0.5,
+            "duplicate": as_json[0]["score"] >= 0.5,
             "description": "Add a --dry-run flag to the deploy command",
         }
     ]

@@ -214,18 +214,6 @@ STATE_MIGRATIONS: list[Migration] = [
         CREATE INDEX task_embeddings_by_scope ON task_embeddings(execution, phase, model);
         """,
     ),
-    Migration(
-        "009_dedup_features",
-        # Deduplication's features changed (issue 37, second round): a task's terms in the
-        # order it says them, and the words it writes as names, as JSON in tasks.features.
-        # The index is emptied here; the workflow store fills it again from the live
-        # tasks' descriptions (those whose features are NULL) when it opens the database.
-        """
-        ALTER TABLE tasks ADD COLUMN features TEXT;
-        DELETE FROM task_terms;
-        DELETE FROM task_term_counts;
-        """,
-    ),
 ]
 
 

@@ -14,6 +14,7 @@ hold the connection's lock, and a transaction to change it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,6 @@ from agentos.workflows.similarity import (
     Frequencies,
     Scorer,
     background,
-    substitution,
 )
 
 _BATCH = 64  # tasks scored exactly at a time, best bound first
@@ -244,12 +244,14 @@ class TaskIndex:
     def _features(self, tasks: list[int]) -> dict[int, Features]:
         out = {}
         for chunk in _chunks(tasks):
-            for task, stored in self.con.execute(
-                f"SELECT id, features FROM tasks WHERE id IN ({','.join('?' * len(chunk))}) "
+            for task, words, names in self.con.execute(
+                f"SELECT id, words, names FROM tasks WHERE id IN ({','.join('?' * len(chunk))}) "
                 "ORDER BY id",
                 chunk,
             ):
-                out[int(str(task))] = Features.from_stored(str(stored))
+                out[int(str(task))] = Features(
+                    frozenset(json.loads(str(words))), frozenset(json.loads(str(names)))
+                )
         return out
 
     def embedding_matches(
@@ -274,10 +276,15 @@ class TaskIndex:
         if not near:
             return []
         olds = self._features([t for _, t in near])
+        freq = self.frequencies(
+            scope, frozenset().union(new.terms(), *(f.terms() for f in olds.values())), new
+        )
         found = []
         for score, task in near:
             old = olds[task]
-            factor = substitution(old, new, names_only=True)
+            factor = Scorer(freq).substitution(
+                old.terms() - new.terms(), new.terms() - old.terms(), names_only=True
+            )
             if score * factor >= method.related:
                 found.append(Match(task, scope[0], scope[1], score * factor, method))
         found.sort(key=lambda m: (-m.score, m.task))

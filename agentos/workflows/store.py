@@ -110,32 +110,6 @@ class WorkflowStore(database.Store):
         super().__init__(ws.state_db)
         self.ws = ws
         self.index = TaskIndex(self.con)
-        self._index_unindexed()
-
-    def _index_unindexed(self) -> None:
-        """The live tasks whose features a migration cleared (``009_dedup_features``):
-        their features worked out again from their descriptions, into the index."""
-        with self._read():
-            rows = self.con.execute(
-                f"SELECT id, execution, phase, description FROM tasks WHERE features IS NULL "
-                f"AND status IN ({','.join('?' * len(LIVE))}) ORDER BY id",
-                LIVE,
-            ).fetchall()
-        if not rows:
-            return
-        with self._write():
-            for task_id, execution_id, phase, description in rows:
-                found = features(str(description))
-                self.con.execute(
-                    "UPDATE tasks SET features = ?, words = ?, names = ? WHERE id = ?",
-                    (
-                        found.stored(),
-                        json.dumps(sorted(found.words)),
-                        json.dumps(sorted(found.names)),
-                        task_id,
-                    ),
-                )
-                self.index.add(int(str(task_id)), str(execution_id), int(str(phase)), found, None)
 
     # -- executions -------------------------------------------------------------------------
 
@@ -263,8 +237,8 @@ class WorkflowStore(database.Store):
                 message = f"a duplicate of task {best.task}: {original[:200]}"
             self.con.execute(
                 "INSERT INTO tasks (execution, phase, description, status, parent, creator, "
-                "duplicate_of, related_to, similarity, message, created_at, words, names, "
-                "features) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "duplicate_of, related_to, similarity, message, created_at, words, names) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     execution_id,
                     phase,
@@ -279,7 +253,6 @@ class WorkflowStore(database.Store):
                     time.time(),
                     json.dumps(sorted(found.words)),
                     json.dumps(sorted(found.names)),
-                    found.stored(),
                 ),
             )
             task_id = int(self.con.last_insert_rowid())
