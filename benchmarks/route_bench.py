@@ -339,6 +339,16 @@ def bench_process(tmp: Path, repeat: int = 15) -> None:
     request = "please fix the lint errors in the parser and run the tests"
     for label, cmd in (
         ("python -c pass", [sys.executable, "-c", "pass"]),
+        # The floor of any decision in a new process: the standard modules it needs, the
+        # stemmer (apsw) and the regex engine (RE2), imported and nothing done.
+        (
+            "python: a decision's imports",
+            [
+                sys.executable,
+                "-c",
+                "import pathlib, typing, re, json, dataclasses, hashlib, apsw, re2",
+            ],
+        ),
         ("agentos --version", [*exe, "--version"]),
         ("agentos hub list (any command)", [*exe, "hub", "list", "--json"]),
         ("agentos route REQUEST", [*exe, "route", request]),

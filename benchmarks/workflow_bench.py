@@ -1,6 +1,6 @@
 """Workflow benchmark: prints figures, asserts nothing.
 
-    .venv/bin/python benchmarks/workflow_bench.py [--existing 10000]
+    .venv/bin/python benchmarks/workflow_bench.py [--existing 10000] [--no-judgement]
     .venv/bin/python benchmarks/workflow_bench.py --write-frequencies
 
 Measured in fresh workspaces, in the same run:
@@ -166,11 +166,15 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=6)
     parser.add_argument("--write-frequencies", action="store_true")
     parser.add_argument("--no-scheduler", action="store_true", help="skip the scheduler's figures")
+    parser.add_argument(
+        "--no-judgement", action="store_true", help="skip the labelled pairs' figures"
+    )
     args = parser.parse_args()
     if args.write_frequencies:
         write_frequencies()
         return
-    judgement()
+    if not args.no_judgement:
+        judgement()
     if not args.no_scheduler:
         scheduler_vs_runs(args.tasks)
     rng = random.Random(7)
