@@ -61,7 +61,6 @@ def connect(location: StateLocation) -> psycopg.Connection[Any]:
             f"libpq cannot read this URL ({_first_line(exc, location)}): write it as "
             "postgresql://USER@HOST:PORT/DB",
             file=location.masked,
-            field=location.source if location.source == ENV else None,
         ) from None
     except psycopg.OperationalError as exc:
         raise refused(location, exc) from None
