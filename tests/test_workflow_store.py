@@ -128,7 +128,9 @@ def test_tasks_create_from_a_runs_environment_with_its_parent_and_dedup(
     assert [t["status"] for t in shown["tasks"]] == ["pending", "pending", "duplicated"]
 
 
-def test_an_mcp_client_creates_lists_and_submits_and_saves_a_memory(ws: Any, tmp_path: Any) -> None:
+def test_an_mcp_client_creates_lists_and_submits_and_saves_a_memory(
+    ws: Any, tmp_path: Any, backend: str
+) -> None:
     import anyio
     from conftest import make_repo
     from test_mcp_server import connect, ok
