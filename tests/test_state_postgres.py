@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Lines, tree_listing, wait_until
+from conftest import Lines, add_agent, make_repo, needs_tmux, tree_listing, wait_until
 
 from agentos.receipts import write_receipt
+from agentos.run.orchestrator import start_run
 from agentos.run.store import RunStore
 from agentos.workspace.layout import Workspace
 
@@ -293,6 +294,23 @@ def test_the_dashboards_stream_on_postgresql_sends_an_event_another_process_writ
     assert {k: v for k, v in event.items() if k != "at"} == {
         "id": 1, "source": "test", "kind": "note", "run": "r9", "message": "from another process"
     }  # fmt: skip
+
+
+@needs_tmux
+@pytest.mark.usefixtures("tmux_socket")
+def test_no_agent_gets_the_states_url_even_when_its_package_lists_it(
+    ws: Workspace, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTOS_STATE_URL", pg_url + "&password=hunter2")  # trust: unused
+    add_agent(ws, tmp_path, "envdump", "env | sort > env.txt\n", env=["AGENTOS_STATE_URL"])
+    repo = make_repo(tmp_path / "repo")
+
+    report = start_run(ws, "envdump-task", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    seen = (repo / "env.txt").read_text()
+    assert "AGENTOS_STATE_URL" not in seen and "hunter2" not in seen
+    assert f"AGENTOS_RUN_ID={report.run_id}\n" in seen
 
 
 # -- receipts in the state's table -----------------------------------------------------------

@@ -27,6 +27,10 @@ _ENTRY_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+# Variables an agent never gets, whatever its package lists: where AgentOS's state is.
+KEPT_FROM_AGENTS = ("AGENTOS_STATE_URL",)
+
+
 class GuardianOverrides(StrictModel):
     """A package's own guardian policy; each key given replaces the workspace's."""
 
@@ -97,8 +101,14 @@ class Manifest(StrictModel):
         return f"{self.name}@{self.version}"
 
     def passed(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """The variables of ``environ`` its agent gets: those it lists in ``env``."""
-        return {name: environ[name] for name in self.env if name in environ}
+        """The variables of ``environ`` its agent gets: those it lists in ``env``, but
+        AgentOS's own state URL (its password, and the database every record and receipt is
+        in): no package gets it by listing it."""
+        return {
+            name: environ[name]
+            for name in self.env
+            if name in environ and name not in KEPT_FROM_AGENTS
+        }
 
     def check_entry(self, package_dir: Path, *, file: Path) -> None:
         """Check that ``entry`` names something present in the package."""
