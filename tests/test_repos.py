@@ -776,3 +776,34 @@ def test_an_interpreters_answer_is_kept_until_its_sys_path_changes(
     assert ask() == (False, 4)  # removed
     (cache / "interpreters.json").write_text("{not json")
     assert ask() == (False, 5)  # a broken cache is asked again
+
+
+def test_asking_an_interpreter_whether_it_has_pytest_runs_no_code_of_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The question runs outside any sandbox, from where AgentOS was started (often the
+    repository, where an agent's work lands): a json.py there is not imported, and cannot
+    make up an answer that is then kept."""
+    from agentos.gate.detect import detect
+
+    python = Path(os.path.realpath(shutil.which("python3") or "python3"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    monkeypatch.chdir(clean)
+    honest = detect(repo, os.environ, python, tmp_path / "cache-clean")
+
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    ran = tmp_path / "ran.txt"
+    for module in ("json", "site", "importlib"):
+        (planted / f"{module}.py").write_text(
+            f"import pathlib\npathlib.Path({str(ran)!r}).write_text({module!r})\n"
+            'def dumps(value): return \'{"pytest": true, "path": []}\'\n'
+        )
+    monkeypatch.chdir(planted)
+    asked = detect(repo, os.environ, python, tmp_path / "cache")
+
+    assert not ran.exists(), f"{ran.read_text()}.py of the working directory ran"
+    assert (asked.runner, asked.problems) == (honest.runner, honest.problems)
