@@ -301,7 +301,10 @@ def _has_pytest(python: Path, venv: Path | None, cache_dir: Path | None) -> bool
 # The question runs unconfined, in AgentOS's working directory (often the repository, where
 # agents' work lands), which is sys.path[0] of `python -c`: nothing is imported from there
 # (a json.py would run, and could make up an answer that is then kept); it is only looked
-# in for pytest, as before. The answer: True or False, then the folders, NUL-separated.
+# in for pytest, as before. The answer: True or False, the interpreter that ran, then the
+# folders, NUL-separated. It is kept only when that interpreter is the file asked: a script
+# that starts another (pyenv's and asdf's python3 start the version a file of theirs names)
+# may start another one next time with nothing recorded here changed.
 _ASK = (
     "import sys\n"
     "here = sys.path.pop(0) if sys.path[:1] == [''] else None\n"
@@ -310,7 +313,7 @@ _ASK = (
     "user = site.getusersitepackages() if site.ENABLE_USER_SITE else None\n"
     "found = u.find_spec('pytest') is not None\n"
     "paths = [os.path.abspath(p) for p in sys.path] + ([user] if user else [])\n"
-    "sys.stdout.write('\\0'.join([str(found), *paths]))"
+    "sys.stdout.write('\\0'.join([str(found), sys.executable, *paths]))"
 )
 _ANSWERS = "interpreters.json"
 _KEPT_ANSWERS = 32
@@ -357,12 +360,13 @@ def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
             stdin=subprocess.DEVNULL,
         )
         told = out.stdout.split("\0")
-        if out.returncode != 0 or told[0] not in ("True", "False"):
+        if out.returncode != 0 or told[0] not in ("True", "False") or len(told) < 2:
             return False
-        found, folders = told[0] == "True", told[1:]
+        found, ran, folders = told[0] == "True", told[1], told[2:]
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return False
-    if key is not None and cache_dir is not None:
+    itself = os.path.realpath(ran) == os.path.realpath(python)
+    if key is not None and cache_dir is not None and itself:
         kept.pop(key, None)
         kept[key] = {"pytest": found, "stamps": [[p, _stamp(p)] for p in folders]}
         while len(kept) > _KEPT_ANSWERS:
