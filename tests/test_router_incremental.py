@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from agentos.errors import ValidationFailed
+from agentos.errors import AgentOSError, ValidationFailed
 from agentos.routing import router
 from agentos.routing.cards import Card, load_cards
 from agentos.routing.index import Hit, Index
 from agentos.routing.router import decide, decide_with
+from agentos.shared import limits
 from agentos.workspace.layout import Workspace, init_workspace
 
 VOCAB = [
@@ -291,3 +292,26 @@ def test_hits_keep_card_id_order_after_updates() -> None:
     hits: list[Hit] = index.match("lint")
     ids = [index.card(h.card)[0] for h in hits]
     assert ids == sorted(ids) and ids[0] == "a-first"
+
+
+@pytest.mark.parametrize("kind", ["too large", "a FIFO", "a folder"])
+def test_a_card_file_the_scan_refuses_is_refused_at_every_decision_not_only_the_first(
+    tmp_path: Path, kind: str
+) -> None:
+    """A process that watches the folder refuses it as a whole compile does, every time:
+    the old card is not served once the change has been seen."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    for _ in range(2):  # the folder is watched from the second decision
+        assert decide(ws, "fix the lint errors").decision == "route"
+    path = ws.cards_dir / "fix-lint.yaml"
+    if kind == "too large":
+        path.write_bytes(path.read_bytes() + b"#" * limits.CARD.most)
+    else:
+        path.unlink()
+        os.mkfifo(path) if kind == "a FIFO" else path.mkdir()
+    with pytest.raises(AgentOSError) as whole:
+        load_cards(ws.cards_dir)
+    for _ in range(3):
+        with pytest.raises(type(whole.value)) as seen:
+            decide(ws, "fix the lint errors")
+        assert str(seen.value).startswith(f"{path}: ")

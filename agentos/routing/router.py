@@ -260,10 +260,14 @@ def current_revision(ws: Workspace) -> str:
     directory = ws.cards_dir
     watch = _WATCHES.get(directory)
     names = watch.changes() if watch is not None else None
-    if names is not None and directory in _REVISIONS and directory in _STATS:
-        if names:
-            _REVISIONS[directory] = _scan_revision(ws, only=names)
-        return _REVISIONS[directory]
+    # The last revision is kept again only once this look is done: a look that raised (a
+    # card file the scan refuses) leaves none, and the next one reads the folder again
+    # (and refuses it again) rather than take the events it consumed for no change.
+    last = _REVISIONS.pop(directory, None)
+    if names is not None and last is not None and directory in _STATS:
+        revision = _scan_revision(ws, only=names) if names else last
+        _REVISIONS[directory] = revision
+        return revision
     if directory in _LOOKED and (watch is None or not watch.active):
         watch = _watch(directory)  # before the folder is read again
     _LOOKED.add(directory)
