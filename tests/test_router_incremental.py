@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import random
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +317,52 @@ def test_a_card_file_the_scan_refuses_is_refused_at_every_decision_not_only_the_
         with pytest.raises(type(whole.value)) as seen:
             decide(ws, "fix the lint errors")
         assert str(seen.value).startswith(f"{path}: ")
+
+
+def test_decisions_in_threads_of_one_process_lose_no_card_edit(tmp_path: Path) -> None:
+    """The MCP server's tools and a workflow's tasks decide in threads of one process: an
+    edit one thread's look at the folder took in is in every later decision."""
+    ws, _ = init_workspace(tmp_path / "ws")
+
+    padding = "#" * 64_000 + "\n"  # each card takes a while to hash: looks overlap more
+
+    def write(i: int, word: str) -> None:
+        (ws.cards_dir / f"c{i:03d}.yaml").write_text(
+            f"id: c{i:03d}\nagent: ruff-fixer\ntriggers:\n  keywords: [k{i}, {word}]\n{padding}"
+        )
+
+    for i in range(400):
+        write(i, "before")
+    for _ in range(2):  # the folder is watched from the second look
+        router.current_revision(ws)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def look() -> None:
+        try:
+            while not stop.is_set():
+                router.current_revision(ws)
+        except BaseException as exc:  # the test says what a thread raised
+            errors.append(exc)
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: their looks overlap
+    try:
+        for t in threads:
+            t.start()
+        for i in range(400):  # each card edited once: an edit lost is lost for good
+            write(i, "after")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(interval)
+    assert errors == []
+    whole = load_cards(ws.cards_dir)
+    assert router.current_revision(ws) == whole.revision
+    decision = decide(ws, "k7 after")
+    assert (decision.cards_revision, [s.card for s in decision.selected]) == (
+        whole.revision,
+        ["c007"],
+    )

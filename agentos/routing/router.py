@@ -15,6 +15,7 @@ import hashlib
 import json
 import marshal
 import os
+import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -254,9 +255,20 @@ _REVISIONS: dict[Path, str] = {}
 _LOOKED: set[Path] = set()  # folders this process has read the cards of
 
 
+# One look at the card folders at a time in a process (the MCP server's tools and a workflow's
+# tasks decide in threads): the events a look takes from a folder's watch are in the
+# revision and stats it leaves, before another thread looks.
+_LOCK = threading.RLock()
+
+
 def current_revision(ws: Workspace) -> str:
     """``cards.cards_revision(ws.cards_dir)``: the last one when the folder's watch saw
     no change since, else computed from a stat cache when it can be."""
+    with _LOCK:
+        return _current_revision(ws)
+
+
+def _current_revision(ws: Workspace) -> str:
     directory = ws.cards_dir
     watch = _WATCHES.get(directory)
     names = watch.changes() if watch is not None else None
@@ -381,6 +393,11 @@ def load_index(ws: Workspace) -> Index:
     process's own, or else the newest kept one, with the changed cards alone compiled again
     (kept for the next process only in the second case: a process that routes all day
     does not write 10,000 cards' index at each edit); else a new one."""
+    with _LOCK:
+        return _load_index(ws)
+
+
+def _load_index(ws: Workspace) -> Index:
     revision = current_revision(ws)
     previous = _INDEXES.get(ws.cards_dir)
     if previous is not None and previous.revision == revision:
