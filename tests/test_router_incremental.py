@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -366,3 +367,58 @@ def test_decisions_in_threads_of_one_process_lose_no_card_edit(tmp_path: Path) -
         whole.revision,
         ["c007"],
     )
+
+
+def _route_twice(ws: Workspace, request: str) -> list[str]:
+    """What ``request`` selects, decided twice: the folder is watched from the second."""
+    first = _selected(ws, request)
+    assert _selected(ws, request) == first
+    return first
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_a_card_edited_through_another_name_is_seen_by_the_next_decision(
+    tmp_path: Path, link: str
+) -> None:
+    """A watch on the cards folder hears of writes made through its own entries only: a
+    card that is a link to a file elsewhere (cards kept in another folder or repository) is
+    looked at again at each decision, and its edits seen as a whole compile sees them."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    for old in ws.cards_dir.glob("*.yaml"):
+        old.unlink()
+    elsewhere = tmp_path / "team-cards"
+    elsewhere.mkdir()
+    target = elsewhere / "a.yaml"
+    target.write_text("id: a\nagent: ruff-fixer\ntriggers:\n  keywords: [lint]\n")
+    card = ws.cards_dir / "a.yaml"
+    card.symlink_to(target) if link == "symlink" else os.link(target, card)
+    assert _route_twice(ws, "lint") == ["a"]
+
+    target.write_text("id: a\nagent: ruff-fixer\ntriggers:\n  keywords: [ruff]\n")
+    assert _selected(ws, "ruff") == ["a"]
+    assert _selected(ws, "lint") == []
+    assert decide(ws, "ruff").cards_revision == load_cards(ws.cards_dir).revision
+
+
+def test_a_cards_folder_that_is_a_link_pointed_at_another_folder_is_read_there(
+    tmp_path: Path,
+) -> None:
+    """``routing_cards`` a link to a checkout of cards, pointed at another one (``ln -sfn
+    cards-v2 routing_cards``): the next decision uses the cards it points at now."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    versions = {}
+    for version, word in (("v1", "lint"), ("v2", "ruff")):
+        folder = versions[version] = tmp_path / f"cards-{version}"
+        folder.mkdir()
+        (folder / "a.yaml").write_text(
+            f"id: a\nagent: ruff-fixer\ntriggers:\n  keywords: [{word}]\n"
+        )
+    shutil.rmtree(ws.cards_dir)
+    ws.cards_dir.symlink_to(versions["v1"])
+    assert _route_twice(ws, "lint") == ["a"]
+
+    swap = tmp_path / "ws" / "swap"
+    swap.symlink_to(versions["v2"])
+    swap.rename(ws.cards_dir)  # the link replaced at once, as ln -sfn does
+    assert _selected(ws, "ruff") == ["a"]
+    assert _selected(ws, "lint") == []
