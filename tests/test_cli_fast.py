@@ -36,9 +36,12 @@ def _click_command(path: tuple[str, ...]) -> click.Command:
 def _spec_of(command: click.Command) -> fast.Spec:
     """A click command's parameters, as :class:`fast.Spec` writes them (help aside)."""
     arguments, options, flags, integers, defaults = [], {}, {}, set(), {}
-    # What click gives each parameter when the command is called with its arguments alone.
+    # What click gives each parameter when the command is called with its arguments alone;
+    # under the group's context, as click makes it: a context of its own would give the
+    # command a help option without -h, which click keeps for the command's later help.
     required = sum(isinstance(p, click.Argument) for p in command.params)
-    given = command.make_context("command", ["word"] * required).params
+    group = agentos_cli.make_context("agentos", [], resilient_parsing=True)
+    given = command.make_context("command", ["word"] * required, parent=group).params
     for param in command.params:
         assert param.name is not None
         if isinstance(param, click.Argument):
