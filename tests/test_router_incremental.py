@@ -422,3 +422,23 @@ def test_a_cards_folder_that_is_a_link_pointed_at_another_folder_is_read_there(
     swap.rename(ws.cards_dir)  # the link replaced at once, as ln -sfn does
     assert _selected(ws, "ruff") == ["a"]
     assert _selected(ws, "lint") == []
+
+
+@pytest.mark.parametrize("trigger", ["keywords", "regex"])
+def test_a_trigger_holding_a_NUL_is_refused_as_the_index_cannot_keep_it(
+    tmp_path: Path, trigger: str
+) -> None:
+    """The index keeps a card's trigger texts joined by NUL: one holding a NUL was read back
+    as two (the fired trigger misnamed), and when its card was edited or removed in a process
+    that routes again, the update left that text's postings to a row of no card, which then
+    fired (a rejection naming no card, or an IndexError) where a whole compile has nothing."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    (ws.cards_dir / "nul.yaml").write_text(
+        f'id: nul\nagent: ruff-fixer\ntriggers:\n  {trigger}: ["fix\\0lint", "other"]\n'
+    )
+    with pytest.raises(ValidationFailed, match="NUL") as whole:
+        load_cards(ws.cards_dir)
+    with pytest.raises(ValidationFailed) as routed:
+        decide(ws, "fix lint other")
+    assert str(routed.value) == str(whole.value)
+    assert "nul.yaml" in str(whole.value)
