@@ -442,3 +442,37 @@ def test_a_trigger_holding_a_NUL_is_refused_as_the_index_cannot_keep_it(
         decide(ws, "fix lint other")
     assert str(routed.value) == str(whole.value)
     assert "nul.yaml" in str(whole.value)
+
+
+def _as_a_new_process() -> None:
+    """Forget what this process knows of card folders, as a new process starts."""
+    router._INDEXES.clear()
+    for state in (router._STATS, router._SCANNED, router._DELTAS, router._REVISIONS):
+        state.clear()
+    router._LOOKED.clear()
+
+
+@pytest.mark.parametrize("process", ["the same process", "a new process"])
+def test_a_card_link_whose_file_is_gone_is_refused_as_a_whole_compile_refuses_it(
+    tmp_path: Path, process: str
+) -> None:
+    """A card that is a link to a file that is gone cannot be read: a whole compile says so.
+    The scan took it for a card removed, and the index kept on disk from before, updated
+    without it, decided as if it had never been there."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    target = tmp_path / "team-cards" / "b.yaml"
+    target.parent.mkdir()
+    target.write_text("id: b\nagent: ruff-fixer\ntriggers:\n  keywords: [ruff]\n")
+    (ws.cards_dir / "b.yaml").symlink_to(target)
+    assert _route_twice(ws, "ruff lint errors") == ["fix-lint", "b"]
+
+    target.unlink()
+    if process == "a new process":
+        _as_a_new_process()
+    with pytest.raises(ValidationFailed) as whole:
+        load_cards(ws.cards_dir)
+    for _ in range(2):
+        with pytest.raises(ValidationFailed) as seen:
+            decide(ws, "ruff lint errors")
+        assert str(seen.value).startswith(f"{ws.cards_dir / 'b.yaml'}: ")
+    assert "cannot read" in str(whole.value)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentos.errors import NotFound, check_request
+from agentos.errors import NotFound, ValidationFailed, check_request
 from agentos.hub.versions import hub_versions, parse_ref
 from agentos.hub.versions import resolve as resolve_version
 from agentos.receipts import Receipt, write_receipt
@@ -365,7 +365,7 @@ def _scan_revision(
                 st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 if stat.S_ISLNK(st.st_mode) or st.st_nlink > 1:
                     unheard.add(name)
-                    st = os.stat(name, dir_fd=dir_fd)
+                    st = _followed(name, dir_fd, f"{shown}/{name}")
                 limits.check_stat(st, limits.CARD, f"{shown}/{name}")  # before it is hashed
                 sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 # A change the watch named is hashed again; anything else by its stat.
@@ -401,6 +401,15 @@ def _scan_revision(
     _SCANNED[directory] = revision
     _UNHEARD[directory] = frozenset(unheard)
     return revision
+
+
+def _followed(name: str, dir_fd: int | None, shown: str) -> os.stat_result:
+    """The stat of the file a card that is a link leads to. A link that leads nowhere is not
+    a card removed: it cannot be read, as a whole compile of the folder says."""
+    try:
+        return os.stat(name, dir_fd=dir_fd)
+    except OSError as exc:
+        raise ValidationFailed(f"cannot read: {exc.strerror or exc}", file=shown) from None
 
 
 def _read_stats(directory: Path, stat_path: Path) -> dict[str, _Entry]:
