@@ -69,12 +69,12 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     listings people type most (``hub list``, ``runs list``, ``status``) answer within
     100 ms, and rich's import and layout cost 25-35 ms of that (issue 33).
     """
-    header: list[_Cell] = [(_printable(str(c)), None) for c in columns]
+    header: list[_Cell] = [(printable(str(c)), None) for c in columns]
     lines = [header] + [line for row in rows for line in _physical_lines([_cell(v) for v in row])]
     width = _cell_width(lines)
     widths = [max(width(line[i][0]) for line in lines) for i in range(len(header))]
     if title:
-        echo(style(_printable(title), bold=True))
+        echo(style(printable(title), bold=True))
     for n, line in enumerate(lines):
         out = [
             style(text, bold=n == 0, fg=fg) + " " * (widths[i] - width(text))
@@ -88,8 +88,8 @@ _Cell = tuple[str, str | None]  # a cell's text, and its colour on a terminal
 
 def _cell(value: Any) -> _Cell:
     if isinstance(value, Styled):
-        return _printable(value.text), value.fg
-    return _printable("" if value is None else str(value)), None
+        return printable(value.text), value.fg
+    return printable("" if value is None else str(value)), None
 
 
 # Control characters (but the line break, which makes a cell's lines) written as escapes: a
@@ -98,7 +98,9 @@ def _cell(value: Any) -> _Cell:
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c != 0x0A}
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
+    """``text`` with its control characters (but line breaks) written as escapes: what
+    anyone wrote, safe to print to a terminal."""
     if text.isprintable():
         return text
     text = text.translate(_CONTROLS)

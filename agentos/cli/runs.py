@@ -12,6 +12,7 @@ import click
 
 from agentos.cli._common import console, err_console, fail, json_option, print_json
 from agentos.cli._common import workspace as current_workspace
+from agentos.cli.output import printable
 from agentos.errors import BadInput, OperationFailed
 from agentos.run.events import event_line
 from agentos.run.store import ACTIVE, AgentStatus, RunRecord, RunStatus
@@ -239,11 +240,13 @@ def show(run_id: str, as_json: bool) -> None:
 
 
 def _print_run(record: RunRecord) -> None:
+    # The request and the message are anyone's text: printed as written, never as markup
+    # or escape sequences for the terminal.
     console.print(
         f"run [bold]{record.id}[/]: {record.status}"
-        + (f" — {record.message}" if record.message else "")
+        + (f" — {escape(printable(record.message))}" if record.message else "")
     )
-    console.print(f"  request: {record.request}")
+    console.print(f"  request: {printable(record.request)}", markup=False)
     if record.usage:
         console.print(f"  used:    {describe(record.usage)} (all its agents)")
     console.print(

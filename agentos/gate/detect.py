@@ -298,11 +298,22 @@ def _has_pytest(python: Path, venv: Path | None, cache_dir: Path | None) -> bool
 # working directory it was asked in, and the folders of its sys.path (and its user site,
 # present or not), whose modification times change when a package is installed into them or
 # removed. Any of these different, and it is asked again.
+# The question runs unconfined, in AgentOS's working directory (often the repository, where
+# agents' work lands), which is sys.path[0] of `python -c`: nothing is imported from there
+# (a json.py would run, and could make up an answer that is then kept); it is only looked
+# in for pytest, as before. The answer: True or False, the interpreter that ran, then the
+# folders, NUL-separated. It is kept only when that interpreter is the file asked: a script
+# that starts another (pyenv's and asdf's python3 start the version a file of theirs names)
+# may start another one next time with nothing recorded here changed.
 _ASK = (
-    "import importlib.util as u, json, os, site, sys\n"
+    "import sys\n"
+    "here = sys.path.pop(0) if sys.path[:1] == [''] else None\n"
+    "import importlib.util as u, os, site\n"
+    "if here is not None: sys.path.insert(0, here)\n"
     "user = site.getusersitepackages() if site.ENABLE_USER_SITE else None\n"
-    "print(json.dumps({'pytest': u.find_spec('pytest') is not None, "
-    "'path': [os.path.abspath(p) for p in sys.path] + ([user] if user else [])}))"
+    "found = u.find_spec('pytest') is not None\n"
+    "paths = [os.path.abspath(p) for p in sys.path] + ([user] if user else [])\n"
+    "sys.stdout.write('\\0'.join([str(found), sys.executable, *paths]))"
 )
 _ANSWERS = "interpreters.json"
 _KEPT_ANSWERS = 32
@@ -348,12 +359,14 @@ def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
             timeout=ASK_TIMEOUT,
             stdin=subprocess.DEVNULL,
         )
-        told = json.loads(out.stdout)
-        found = told["pytest"] is True
-        folders = [str(p) for p in told["path"]]
-    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+        told = out.stdout.split("\0")
+        if out.returncode != 0 or told[0] not in ("True", "False") or len(told) < 2:
+            return False
+        found, ran, folders = told[0] == "True", told[1], told[2:]
+    except (OSError, subprocess.TimeoutExpired, ValueError):
         return False
-    if key is not None and cache_dir is not None:
+    itself = os.path.realpath(ran) == os.path.realpath(python)
+    if key is not None and cache_dir is not None and itself:
         kept.pop(key, None)
         kept[key] = {"pytest": found, "stamps": [[p, _stamp(p)] for p in folders]}
         while len(kept) > _KEPT_ANSWERS:

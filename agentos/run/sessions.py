@@ -82,9 +82,14 @@ class Sessions:
             self._server = libtmux.Server(socket_name=self.socket)
         return self._server
 
-    def socket_path(self) -> Path:
-        """Where tmux puts this server's socket (``-L``: in ``$TMUX_TMPDIR/tmux-UID``)."""
-        return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / self.socket
+    def socket_path(self) -> Path | None:
+        """Where tmux puts this server's socket (``-L``: in ``tmux-UID`` of ``$TMUX_TMPDIR``
+        or ``/tmp``); None when only tmux can say. tmux passes over a ``TMUX_TMPDIR`` that is
+        not an absolute path to a folder (3.x uses ``/tmp`` then; older ones fail)."""
+        tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
+        if not (os.path.isabs(tmpdir) and os.path.isdir(tmpdir)):
+            return None
+        return Path(tmpdir) / f"tmux-{os.getuid()}" / self.socket
 
     def start(self, name: str, command: list[str], cwd: Path) -> int | None:
         """Start a detached session running ``command`` in ``cwd``; returns the pane's pid.
@@ -133,7 +138,8 @@ class Sessions:
 
     def panes(self) -> list[PaneInfo]:
         """One batched tmux query for every AgentOS pane on the server."""
-        if shutil.which("tmux") is None or not self.socket_path().exists():
+        socket = self.socket_path()
+        if shutil.which("tmux") is None or (socket is not None and not socket.exists()):
             return []  # no socket: no server, and nothing to ask it
         fmt = "#{session_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}"
         result = self.server.cmd("list-panes", "-a", "-F", fmt)
