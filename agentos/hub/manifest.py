@@ -104,11 +104,8 @@ class Manifest(StrictModel):
         """The variables of ``environ`` its agent gets: those it lists in ``env``, but
         AgentOS's own state URL (its password, and the database every record and receipt is
         in): no package gets it by listing it."""
-        return {
-            name: environ[name]
-            for name in self.env
-            if name in environ and name not in KEPT_FROM_AGENTS
-        }
+        given = [n for n in self.env if n in environ and n not in KEPT_FROM_AGENTS]
+        return {n: environ[n] for n in given}
 
     def check_entry(self, package_dir: Path, *, file: Path) -> None:
         """Check that ``entry`` names something present in the package."""
