@@ -142,7 +142,7 @@ def main() -> int:
         # Round by round, each kind once per round, not one kind after the other: on a
         # shared machine the load drifts over a minute, and kinds measured in blocks are
         # compared at different loads (by several hundred ms either way, whichever ran
-        # first: how the egress proxy seemed to cost 300-700 ms).
+        # first).
         raws: list[float] = []
         runs: list[float] = []
         plains: list[float] = []
@@ -151,20 +151,26 @@ def main() -> int:
         for i in range(rounds):
             raws.append(raw_cli(str(claude), model, root, prompt, i))
             runs.append(agentos("claude-coder"))
-            plains.append(agentos(plain))
-            opens.append(agentos(open_net))
+            # Which of the two goes first alternates, so that neither is always the one
+            # that follows claude-coder.
+            for agent in (plain, open_net) if i % 2 == 0 else (open_net, plain):
+                (plains if agent == plain else opens).append(agentos(agent))
             trues.append(timed_run(ws, repo, "bench", "writer"))
     raw, run, plain_run, open_run, true = (
         statistics.median(x) for x in (raws, runs, plains, opens, trues)
     )
-    proxy = statistics.median(p - o for p, o in zip(plains, opens, strict=True))
+    proxies = sorted(p - o for p, o in zip(plains, opens, strict=True))
+    proxy = statistics.median(proxies)
     overhead, plain_overhead = run - raw, plain_run - raw
     ms = 1000
     print(f"claude -p alone (scripted API, one Write): p50 {raw * ms:.0f} ms")
     print(f"agentos run, claude-coder (MCP kb_search): p50 {run * ms:.0f} ms")
     print(f"agentos run, claude-coder without MCP:     p50 {plain_run * ms:.0f} ms")
     print(f"  ... and with the host's network (no proxy): p50 {open_run * ms:.0f} ms")
-    print(f"  ... its egress proxy and relay, round by round: p50 {proxy * ms:+.0f} ms")
+    print(
+        f"  ... its egress proxy and relay, round by round: p50 {proxy * ms:+.0f} ms "
+        f"(rounds {', '.join(f'{d * ms:+.0f}' for d in proxies)})"
+    )
     print(f"fixed run cost (one shell agent writing a file, merged): p50 {true * ms:.0f} ms")
     ratio = overhead / true
     print(
