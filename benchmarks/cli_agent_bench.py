@@ -15,7 +15,10 @@ Claude Code (from scripts/install-mcp-clients) talks to the scripted model API o
    agent (here the benchmarks' `writer`, which writes a file, so that its run merges too).
 
 AgentOS's overhead around the CLI is (2) - (1); it is printed next to (3) and as a ratio of
-it. All three are measured in this run, medians of --rounds.
+it. All three are measured in this run, medians of --rounds; each round runs each kind once,
+so that they are compared at the same load. What the egress proxy and its relay cost is the
+median of the rounds' differences between the copy without MCP tools and the one with the
+host's network.
 """
 
 from __future__ import annotations
@@ -133,22 +136,41 @@ def main() -> int:
                 subprocess.run([*git, "commit", "-qm", "again"], cwd=repo, check=True)
             return timed_run(ws, repo, REQUEST, agent)
 
-        agentos("claude-coder")  # warm up: knowledge store, caches, the CLI's first start
-        raw_cli(str(claude), model, root, prompt, -1)
-        raws = [raw_cli(str(claude), model, root, prompt, i) for i in range(rounds)]
-        runs = [agentos("claude-coder") for _ in range(rounds)]
-        plains = [agentos(plain) for _ in range(rounds)]
-        opens = [agentos(open_net) for _ in range(rounds)]
-        trues = [timed_run(ws, repo, "bench", "writer") for _ in range(rounds)]
+        for agent in ("claude-coder", plain, open_net):  # warm up: knowledge store, caches
+            agentos(agent)
+        raw_cli(str(claude), model, root, prompt, -1)  # the CLI's first start
+        # Round by round, each kind once per round, not one kind after the other: on a
+        # shared machine the load drifts over a minute, and kinds measured in blocks are
+        # compared at different loads (by several hundred ms either way, whichever ran
+        # first).
+        raws: list[float] = []
+        runs: list[float] = []
+        plains: list[float] = []
+        opens: list[float] = []
+        trues: list[float] = []
+        for i in range(rounds):
+            raws.append(raw_cli(str(claude), model, root, prompt, i))
+            runs.append(agentos("claude-coder"))
+            # Which of the two goes first alternates, so that neither is always the one
+            # that follows claude-coder.
+            for agent in (plain, open_net) if i % 2 == 0 else (open_net, plain):
+                (plains if agent == plain else opens).append(agentos(agent))
+            trues.append(timed_run(ws, repo, "bench", "writer"))
     raw, run, plain_run, open_run, true = (
         statistics.median(x) for x in (raws, runs, plains, opens, trues)
     )
+    proxies = sorted(p - o for p, o in zip(plains, opens, strict=True))
+    proxy = statistics.median(proxies)
     overhead, plain_overhead = run - raw, plain_run - raw
     ms = 1000
     print(f"claude -p alone (scripted API, one Write): p50 {raw * ms:.0f} ms")
     print(f"agentos run, claude-coder (MCP kb_search): p50 {run * ms:.0f} ms")
     print(f"agentos run, claude-coder without MCP:     p50 {plain_run * ms:.0f} ms")
     print(f"  ... and with the host's network (no proxy): p50 {open_run * ms:.0f} ms")
+    print(
+        f"  ... its egress proxy and relay, round by round: p50 {proxy * ms:+.0f} ms "
+        f"(rounds {', '.join(f'{d * ms:+.0f}' for d in proxies)})"
+    )
     print(f"fixed run cost (one shell agent writing a file, merged): p50 {true * ms:.0f} ms")
     ratio = overhead / true
     print(

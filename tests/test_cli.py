@@ -196,7 +196,8 @@ def test_a_table_is_styled_on_a_terminal_and_plain_when_piped(
     """On a terminal the header is bold; piped, the same table is plain text: alike whether
     the command is served without click (hub list) or by click (cards list)."""
     command = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), *argv]
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(COLUMNS="200", TERM="xterm")
     piped = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
     assert piped.returncode == 0, piped.stderr
     assert "\x1b" not in piped.stdout
@@ -216,8 +217,24 @@ class _Stream(io.StringIO):
         return self.tty
 
 
+@pytest.mark.parametrize("setting", [("NO_COLOR", "1"), ("TERM", "dumb")], ids=lambda s: s[0])
+def test_no_color_and_a_dumb_terminal_get_plain_text(
+    monkeypatch: pytest.MonkeyPatch, setting: tuple[str, str]
+) -> None:
+    from agentos.cli import output
+
+    monkeypatch.setenv(*setting)
+    written = _Stream(True)
+    monkeypatch.setattr(sys, "stdout", written)
+    output.table(None, ["check", "status"], [("tmux", output.Styled("ok", "green"))])
+    assert written.getvalue() == "check  status\ntmux   ok\n"
+
+
 def test_a_styled_cell_is_coloured_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
     from agentos.cli import output
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
 
     rows = [("tmux", output.Styled("ok", "green")), ("git", None)]
     for tty, expected in [

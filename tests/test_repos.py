@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -768,23 +769,42 @@ def test_an_interpreters_answer_is_kept_until_its_sys_path_changes(
     monkeypatch.setenv("PYTHONPATH", str(site))
     cache = tmp_path / "cache"
 
+    here = tmp_path / "cwd"  # the working directory is on the interpreter's path too
+    here.mkdir()
+    monkeypatch.chdir(here)
+    aged = iter(range(100, 0, -1))
+
+    def age() -> None:
+        """Every folder last changed long ago, each time at another moment (a folder
+        changed in the last seconds keeps no answer: it may change again unseen)."""
+        venv = python.parent.parent
+        folders = [tmp_path, here, site, elsewhere, *(p for p in venv.rglob("*") if p.is_dir())]
+        then = time.time_ns() - next(aged) * 10**9
+        for folder in folders:
+            os.utime(folder, ns=(then, then))
+
     def ask() -> tuple[bool, int]:
         found = _python3_has_pytest(str(python), cache)
         return found, len(asked.read_text().splitlines()) if asked.exists() else 0
 
     assert ask() == (False, 1)
-    assert ask() == (False, 1)  # kept
+    assert ask() == (False, 2)  # a folder changed just now: not kept
+    age()
+    assert ask() == (False, 3)
+    assert ask() == (False, 3)  # kept
     (site / "pytest").mkdir()
     (site / "pytest" / "__init__.py").write_text("")
-    assert ask() == (True, 2)  # installed into a folder of its sys.path: asked again
-    assert ask() == (True, 2)
+    age()
+    assert ask() == (True, 4)  # installed into a folder of its sys.path: asked again
+    assert ask() == (True, 4)
     monkeypatch.setenv("PYTHONPATH", str(elsewhere))
-    assert ask() == (False, 3)  # other variables: another answer
+    assert ask() == (False, 5)  # other variables: another answer
     shutil.rmtree(site / "pytest")
+    age()
     monkeypatch.setenv("PYTHONPATH", str(site))
-    assert ask() == (False, 4)  # removed
+    assert ask() == (False, 6)  # removed
     (cache / "interpreters.json").write_text("{not json")
-    assert ask() == (False, 5)  # a broken cache is asked again
+    assert ask() == (False, 7)  # a broken cache is asked again
 
 
 def test_a_python3_that_starts_another_interpreter_is_asked_each_time(tmp_path: Path) -> None:

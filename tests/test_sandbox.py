@@ -518,3 +518,103 @@ def test_an_agents_egress_proxy_serves_a_bounded_number_of_connections(tmp_path:
         for conn in held:
             conn.close()
         egress.close()
+
+
+FLOODER = r"""python3 - <<'PY'
+# The relay to its proxy (127.0.0.1:3128 in its own network namespace), attacked: hundreds of
+# connections held open, random bytes, connections reset or half-closed, a burst opened and
+# closed at once; then what it may reach must still be reached, and nothing else.
+import os, socket, struct, time, urllib.error, urllib.request
+relay = ("127.0.0.1", 3128)
+held = []
+for _ in range(300):
+    try:
+        held.append(socket.create_connection(relay, 5))
+    except OSError:
+        break
+print("held", len(held) >= 100, flush=True)
+for s in held[:50]:
+    try:
+        s.sendall(os.urandom(4096))
+    except OSError:
+        pass
+for s in held[50:100]:  # reset, not closed
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+for s in held[100:150]:
+    try:
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+for _ in range(300):
+    try:
+        socket.create_connection(relay, 5).close()
+    except OSError:
+        pass
+for s in held:
+    s.close()
+proxied = urllib.request.build_opener(urllib.request.ProxyHandler(
+    {"http": os.environ["HTTP_PROXY"]}))
+deadline = time.monotonic() + 60  # the proxy frees the flood's connections as they close
+while True:
+    try:
+        print("allowed", proxied.open("http://127.0.0.1:ALLOWED/", timeout=10).read().decode())
+        break
+    except (OSError, urllib.error.URLError) as exc:
+        if time.monotonic() > deadline:
+            print("allowed FAILED", exc)
+            break
+try:
+    proxied.open("http://127.0.0.1:1/", timeout=10)
+    print("other reached")
+except urllib.error.HTTPError as exc:
+    print("other", exc.code)
+PY
+"""
+
+
+@needs_bwrap
+def test_the_relay_to_an_agents_proxy_outlives_a_flood_of_connections_and_garbage(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """The relay binds first and imports what serves after it went to the background: an
+    agent that floods it, sends it garbage, resets and half-closes its connections still
+    reaches what its package names, and only that."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from agentos.run.orchestrator import start_run
+
+    class Hello(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
+    add_agent(
+        ws,
+        tmp_path,
+        "flooder",
+        FLOODER.replace("ALLOWED", str(port)),
+        sandbox={"network": [f"127.0.0.1:{port}"]},
+    )
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    try:
+        report = start_run(ws, "flooder-task", repo, force=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    log = (ws.logs_dir / report.run_id / "flooder.log").read_text()
+    lines = [line for line in log.splitlines() if line.startswith(("held", "allowed", "other"))]
+    assert lines == ["held True", "allowed hello", "other 403"], log
+    gate = next(r for r in list_receipts(ws, run_id=report.run_id) if r.kind == "gate")
+    assert "127.0.0.1:1" in read_receipt(ws, gate.id)  # network_denied

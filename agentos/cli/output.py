@@ -9,6 +9,7 @@ decides for its own ``echo``: piped or captured, the same output is plain text.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ def _stream(err: bool) -> TextIO:
 
 
 def coloured(err: bool = False) -> bool:
-    """Whether styles reach the stream: a terminal (as click's ``echo`` decides)."""
+    """Whether styles reach the stream: a terminal (as click's ``echo`` decides), unless
+    ``NO_COLOR`` is set (no-color.org) or the terminal is ``TERM=dumb``, as rich decided."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
     stream = _stream(err)
     try:
         return stream.isatty()

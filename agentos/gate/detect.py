@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 import tomllib
 from collections.abc import Mapping
 from contextlib import suppress
@@ -316,6 +317,7 @@ _ASK = (
     "sys.stdout.write('\\0'.join([str(found), sys.executable, *paths]))"
 )
 _ANSWERS = "interpreters.json"
+_RACY_NS = 2_000_000_000
 _KEPT_ANSWERS = 32
 
 
@@ -333,7 +335,10 @@ def _asked_in(python: str) -> str | None:
         here = os.getcwd()
     except OSError:
         return None
-    variables = sorted((k, v) for k, v in os.environ.items() if k.startswith("PYTHON"))
+    # PYTHON* variables, and HOME: the user site-packages lie under it.
+    variables = sorted(
+        (k, v) for k, v in os.environ.items() if k.startswith("PYTHON") or k == "HOME"
+    )
     real = os.path.realpath(python)
     return json.dumps([python, real, st.st_size, st.st_mtime_ns, st.st_ino, here, variables])
 
@@ -366,9 +371,15 @@ def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return False
     itself = os.path.realpath(ran) == os.path.realpath(python)
-    if key is not None and cache_dir is not None and itself:
+    found_stamps = [(p, _stamp(p)) for p in folders]
+    # A folder changed within the last seconds may change again within its timestamp's
+    # granularity (the router's "racy clean" rule): such an answer is not kept.
+    recent = time.time_ns() - _RACY_NS
+    settled = all(s is None or s < recent for _, s in found_stamps)
+    stamps = [[p, s] for p, s in found_stamps]
+    if key is not None and cache_dir is not None and itself and settled:
         kept.pop(key, None)
-        kept[key] = {"pytest": found, "stamps": [[p, _stamp(p)] for p in folders]}
+        kept[key] = {"pytest": found, "stamps": stamps}
         while len(kept) > _KEPT_ANSWERS:
             kept.pop(next(iter(kept)))
         with suppress(OSError):  # a cache: no fsync, a torn file is asked again

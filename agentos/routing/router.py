@@ -373,10 +373,17 @@ def _scan_revision(
                 if old is not None and old[:4] == sig and max(sig[1], sig[2]) < old[5] - _RACY_NS:
                     fresh[name] = old
                     continue
-                with open(os.open(name, os.O_RDONLY, dir_fd=dir_fd), "rb") as fh:
+                # Never waited on: a card swapped for a FIFO since its stat is not read.
+                fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK, dir_fd=dir_fd)
+                with open(fd, "rb") as fh:
+                    limits.check_stat(os.fstat(fd), limits.CARD, f"{shown}/{name}")
                     digest = hashlib.file_digest(fh, "sha256").hexdigest()
             except FileNotFoundError:
                 continue
+            except PermissionError as exc:  # as a whole compile says it (read_card)
+                raise ValidationFailed(
+                    f"cannot read: {exc.strerror or exc}", file=f"{shown}/{name}"
+                ) from None
             fresh[name] = (*sig, digest, now)
             rehashed += 1
     finally:

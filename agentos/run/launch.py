@@ -103,7 +103,7 @@ def prepare(
         for name in ("NO_PROXY", "no_proxy"):
             env.pop(name, None)
         env.update(HTTPS_PROXY=proxy, HTTP_PROXY=proxy, https_proxy=proxy, http_proxy=proxy)
-        argv = [sys.executable, "-I", str(_RELAY), str(files.egress_socket), str(PROXY_PORT)]
+        argv = [sys.executable, "-I", "-S", str(_RELAY), str(files.egress_socket), str(PROXY_PORT)]
         start_relay = (
             f"{shlex.join(argv)} >> {shlex.quote(str(files.log))} 2>&1 || {{ "
             f"echo 'AgentOS: the relay to its network proxy did not start' >> "
