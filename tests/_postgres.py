@@ -112,11 +112,13 @@ class Server:
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "start")
 
-    def stop(self) -> None:
-        """Stop the server at once (``immediate``: as a crash, no goodbye to clients)."""
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server: at once (``immediate``: as a crash, no goodbye to clients, and
+        what was committed last may be lost, this server not waiting on the disk), or
+        ``fast`` (its clients cut off, everything committed kept)."""
         for con in self._admin.values():
             con.close()
-        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def running(self) -> bool:
         return (self.data / "postmaster.pid").exists()

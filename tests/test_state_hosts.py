@@ -243,3 +243,43 @@ def test_a_migration_whose_chain_does_not_verify_there_leaves_the_target_empty(
         "SELECT (SELECT COUNT(*) FROM runs) + (SELECT COUNT(*) FROM receipts)", database=target
     )
     assert counts == [(0,)]
+
+
+def test_a_server_back_within_the_retry_window_takes_the_writes_made_while_it_was_away(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event and a receipt written while the server restarts (the store's connection
+    broken by it): each is retried, the connection made again, until the server is back,
+    and lands once."""
+    import threading
+
+    from _postgres import Server, bindir
+
+    from agentos.receipts import list_receipts, verify_receipts
+
+    programs = bindir()
+    assert programs is not None
+    server = Server(programs)
+    try:
+        monkeypatch.setenv("AGENTOS_STATE_URL", server.url(server.database()))
+        monkeypatch.setenv("AGENTOS_STATE_RETRY", "60")
+        store = RunStore(ws)
+        try:
+            store.create("r1", "request", ws.root)
+            write_receipt(ws, "note", {"n": 1})
+            server.stop("fast")  # every client's connection cut
+            back = threading.Thread(target=server.start)
+            back.start()  # pg_ctl -w: it answers again in a second or so
+            store.record_event("run", "note", "written while the server was away", run="r1")
+            write_receipt(ws, "note", {"n": 2})
+            back.join(timeout=60)
+            events = [e["message"] for e in store.events_after(0, run="r1")]
+        finally:
+            store.close()
+        report = verify_receipts(ws)
+        receipts = [(r.id, r.kind) for r in list_receipts(ws)]
+    finally:
+        server.remove()
+    assert events == ["written while the server was away"]
+    assert receipts == [("00000001", "note"), ("00000002", "note")]
+    assert (report.ok, report.receipts, report.problems) == (True, 2, ())

@@ -4,13 +4,34 @@ and the chain written out as files (``receipts export``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from agentos.errors import BadInput
 from agentos.receipts.chain import ANCHOR_FILE, Chained, open_directory, receipt_id
 from agentos.workspace.layout import Workspace
+
+T = TypeVar("T")
+
+
+def retried(ws: Workspace, work: Callable[[], T]) -> T:
+    """``work`` (one append, a transaction of its own), done again while the state's
+    connection is lost, for up to its retry window (a chain on disk: once)."""
+    if not ws.state.shared:
+        return work()
+    from agentos.state.database import ConnectionLost, retry_window
+
+    deadline = time.monotonic() + retry_window()
+    while True:
+        try:
+            return work()
+        except ConnectionLost:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.25)
 
 
 @contextmanager

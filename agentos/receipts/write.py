@@ -20,7 +20,7 @@ from agentos.receipts.chain import (
     receipt_id,
 )
 from agentos.receipts.format import render, render_fields
-from agentos.receipts.place import open_chain
+from agentos.receipts.place import open_chain, retried
 from agentos.receipts.redact import redact
 from agentos.receipts.sign import (
     KEY_FILE,
@@ -89,12 +89,16 @@ def write_receipt(
     lines.extend(render_fields(fields))
     body = "".join(f"{line}\n" for line in lines)
     sign = bool(ws.settings_data["receipts"]["sign"])
-    with open_chain(ws, exclusive=True) as chain:
-        for _attempt in range(3):  # only retried when a writer ignored the lock
-            receipt = _append(chain, ws.state_dir, kind, body, run_id, sign=sign)
-            if receipt is not None:
-                return receipt
-    raise OSError(f"{chain.where}: could not append a receipt: another writer ignores the lock")
+
+    def append() -> Receipt:
+        with open_chain(ws, exclusive=True) as chain:
+            for _attempt in range(3):  # only retried when a writer ignored the lock
+                receipt = _append(chain, ws.state_dir, kind, body, run_id, sign=sign)
+                if receipt is not None:
+                    return receipt
+        raise OSError(f"{chain.where}: could not append a receipt: another writer ignores it")
+
+    return retried(ws, append)  # in the state's table: done again if the connection broke
 
 
 def utc_now() -> str:
