@@ -292,6 +292,13 @@ def _edit_and_rehash_keeping_the_mac(path: Path) -> None:
     path.write_text(path.read_text() + mac + "\n")
 
 
+def _drop_the_previous_line_rehash_and_keep_the_mac(path: Path) -> None:
+    text = path.read_text()
+    mac = text.splitlines()[-1]
+    body = re.sub(r"\nprevious: [^\n]*", "", text[: text.rindex("sha256: ")])
+    path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n{mac}\n")
+
+
 def _swap(a: Path, b: Path) -> None:
     tmp = a.with_suffix(".swap")
     a.rename(tmp)
@@ -408,6 +415,16 @@ TAMPER: list[tuple[str, Callable[[Workspace], object], list[str]]] = [
         [
             "00000002: changed after it was written (content does not match its sha256)",
             "00000002: changed after it was written (its previous line is gone)",
+        ],
+    ),
+    (
+        # Not intact: judged for that alone, not for the mac its new sha256 cannot match.
+        "drop-the-previous-line-rehashed-keeping-the-mac",
+        lambda ws: _drop_the_previous_line_rehash_and_keep_the_mac(_r(ws, 2)),
+        [
+            "00000002: changed after it was written (its previous line is gone)",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
         ],
     ),
     (
