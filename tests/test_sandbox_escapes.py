@@ -599,6 +599,8 @@ BAD_HOST_ENTRIES = [
     (".example.com", "is not a host or host:port"),
     ("*.*.example.com", "is not a host or host:port"),
     (":443", "is not a host or host:port"),
+    ("api.example.com\n:443", "is not a host or host:port"),  # a name no host could match
+    ("api.example\x0b.com", "is not a host or host:port"),
 ]
 
 
