@@ -613,8 +613,13 @@ def test_an_allowed_host_is_a_lowercase_name_and_an_optional_port(
     assert parse_host(entry) == parsed
 
 
+def _shown(entry: str) -> str:
+    """An id for a test of ``entry``: its control characters written ``<0xN>``."""
+    return "".join(c if c.isprintable() else f"<{ord(c):#x}>" for c in entry)
+
+
 @pytest.mark.parametrize(
-    ("entry", "why"), BAD_HOST_ENTRIES, ids=[repr(e)[1:-1] for e, _ in BAD_HOST_ENTRIES]
+    ("entry", "why"), BAD_HOST_ENTRIES, ids=[_shown(e) for e, _ in BAD_HOST_ENTRIES]
 )
 def test_an_entry_that_is_not_a_host_is_refused_saying_why(entry: str, why: str) -> None:
     from agentos.sandbox.egress import parse_host
