@@ -324,6 +324,15 @@ def test_diff_checks_need_a_git_repository_and_a_real_base(repo: Path, tmp_path:
         ("src", "srcx", False),
         ("src", "x/src", False),
         ("*.md", "README.mdx", False),
+        ("*.md", "README_md", False),
+        ("a**c", "ab/xc", True),
+        ("a**c", "ab/xd", False),
+        ("a?c", "abc", True),
+        ("X11/**", "X11/a", True),
+        ("X11/**", "11/a", False),
+        ("[ab].[cd]", "a.c", True),
+        ("[ab].[cd]", "axc", False),
+        ("[\\].py", "X.py", False),
     ],
 )
 def test_glob_matching(glob: str, path: str, matches: bool) -> None:
@@ -380,23 +389,25 @@ def test_untracked_files_count_lines_as_git_would_and_binary_ones_as_one(repo: P
     (repo / "big.txt").write_text("line\n" * 20_000)  # 100,000 bytes: two reads
     (repo / "big-unended.txt").write_bytes(b"x" * 70_000)  # one line, its end in the second
     (repo / "late-nul.txt").write_bytes(b"a\n" * 5_000 + b"\0\n")  # NUL at byte 10,000
-    (repo / "second-read-nul.txt").write_bytes(b"a\n" * 40_000 + b"\0\n")
+    (repo / "second-read-nul.txt").write_bytes(b"a\n" * 32_818 + b"\0\n")  # NUL at 65,636
+    (repo / "nul-at-8000.txt").write_bytes(b"a" * 8_000 + b"\0\n")  # git reads 8000 bytes
     (repo / "blob.bin").write_bytes(b"PK\0\0" + b"\n" * 10)
     (repo / "link").symlink_to("README.md")
     base = git(repo, "rev-parse", "HEAD")
-    [(passed, tail)] = _tails(repo, check(name="size", max_diff_lines=65_005))
+    [(passed, tail)] = _tails(repo, check(name="size", max_diff_lines=57_824))
     assert (passed, tail) == (
         True,
-        f"65005 line(s) changed in 7 file(s) against {base[:12]} (limit 65005)\n"
-        "  +40001 -0  second-read-nul.txt (untracked)\n"
+        f"57824 line(s) changed in 8 file(s) against {base[:12]} (limit 57824)\n"
+        "  +32819 -0  second-read-nul.txt (untracked)\n"
         "  +20000 -0  big.txt (untracked)\n"
         "  +5001 -0  late-nul.txt (untracked)\n"
         "  +1 -0  big-unended.txt (untracked)\n"
         "  +1 -0  blob.bin (binary) (untracked)\n"
         "  +1 -0  link (binary) (untracked)\n"
+        "  +1 -0  nul-at-8000.txt (untracked)\n"
         "  +0 -0  empty.txt (untracked)\n",
     )
-    assert _tails(repo, check(name="size", max_diff_lines=65_004))[0][0] is False
+    assert _tails(repo, check(name="size", max_diff_lines=57_823))[0][0] is False
 
 
 def test_diff_checks_count_binary_changes_renames_and_names_that_are_not_utf_8(
