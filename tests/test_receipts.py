@@ -299,6 +299,14 @@ def _drop_the_previous_line_rehash_and_keep_the_mac(path: Path) -> None:
     path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n{mac}\n")
 
 
+def _rewrite(path: Path, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in a receipt, recompute its sha256 and keep its mac."""
+    text = path.read_text()
+    mac = text.splitlines()[-1]
+    body = text[: text.rindex("sha256: ")].replace(old, new)
+    path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n{mac}\n")
+
+
 def _swap(a: Path, b: Path) -> None:
     tmp = a.with_suffix(".swap")
     a.rename(tmp)
@@ -415,6 +423,18 @@ TAMPER: list[tuple[str, Callable[[Workspace], object], list[str]]] = [
         [
             "00000002: changed after it was written (content does not match its sha256)",
             "00000002: changed after it was written (its previous line is gone)",
+        ],
+    ),
+    (
+        # Its mac covers the sha256, so a rehashed receipt keeping it is named twice.
+        "a-signed-from-line-naming-no-receipt",
+        lambda ws: _rewrite(_r(ws, 2), "signed_from: 00000001\n", "signed_from: soon\n"),
+        [
+            "00000002: its signed_from line ('soon') names no receipt: written outside AgentOS",
+            "00000002: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
         ],
     ),
     (
@@ -756,6 +776,25 @@ def test_a_key_replaced_by_hand_without_a_rekey_receipt_fails_verify(ws: Workspa
     ]
 
 
+def test_a_receipt_signed_with_another_key_is_named_so_before_its_head_problem(
+    ws: Workspace,
+) -> None:
+    chain(ws, 2)
+    (ws.state_dir / KEY).write_text(f"{'ab' * 32} 3\n")
+    (ws.receipts_dir / HEAD_FILE).write_text(f"00000002 {'a' * 64}\n")
+    other = (
+        "{}: signed with another key than the workspace's, and 00000003, where its key "
+        "begins, is no rekey receipt: forged, or the key was replaced by hand"
+    )
+    assert verify_chain(ws) == [
+        "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is forged (its "
+        "signature does not match the key): receipts removed from the chain's end cannot be told",
+        other.format("00000001"),
+        other.format("00000002"),
+        "00000002: changed after it was written (the chain's head records another sha256)",
+    ]
+
+
 def test_an_exported_key_imported_into_a_copy_lets_it_verify_macs_and_write(
     cli: CliRunner, ws: Workspace, tmp_path: Path
 ) -> None:
@@ -933,6 +972,31 @@ def test_a_chain_of_the_first_signing_version_verifies_and_its_stripped_macs_are
     (ws.state_dir / KEY).unlink()
     (ws.state_dir / ANCHOR).unlink()
     assert verify_receipts(ws, hashes_only=True).problems == (_STRIPPED.format("00000002"),)
+
+
+def test_macs_stripped_from_a_chain_of_the_first_signing_version_are_named_by_its_key(
+    ws: Workspace,
+) -> None:
+    """No receipt says where signing began: the key does (its first receipt, 1 here)."""
+    _old_chain(ws, 3, key=bytes(range(32)))
+    for seq in (1, 2):
+        text = _r(ws, seq).read_text()
+        _r(ws, seq).write_text(text[: text.index("mac: ")])
+    assert verify_chain(ws) == [_STRIPPED.format("00000001"), _STRIPPED.format("00000002")]
+
+
+def test_a_rekey_after_receipts_written_with_signing_off_notes_no_previous_key(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {sign: false}\n")
+    chain(Workspace(ws.root), 2)
+    ws.settings_file.write_text("run: {guardian: false}\n")
+    assert cli("receipts", "rekey", "--reason", "signing from now on").returncode == 0
+    report = verify_receipts(Workspace(ws.root))
+    assert (report.problems, report.notes) == (
+        (),
+        ("2 receipts written with signing off: no mac, only hashes and links",),
+    )
 
 
 def test_signing_off_writes_unsigned_receipts_that_verify_and_verify_says_so(
