@@ -240,6 +240,61 @@ def test_a_head_naming_a_receipt_beyond_the_newest_is_named_among_the_workspaces
     )
 
 
+def _forge_the_anchor(ws: Workspace) -> None:
+    """Change the last digit of the anchor's signature."""
+    path = ws.state_dir / "receipts.anchor"
+    text = path.read_text()
+    path.write_text(text[:-2] + ("1" if text[-2] == "0" else "0") + "\n")
+
+
+@pytest.mark.parametrize("anchor", ["lost", "forged"])
+def test_the_anchors_problem_comes_before_a_head_naming_a_receipt_beyond_the_newest(
+    ws: Workspace, anchor: str
+) -> None:
+    chain(ws, 3)
+    (ws.receipts_dir / HEAD_FILE).write_text(f"00000009 {'a' * 64}\n")
+    path = ws.state_dir / "receipts.anchor"
+    if anchor == "lost":
+        path.unlink()
+    else:
+        _forge_the_anchor(ws)
+    problem = {
+        "lost": "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is missing: "
+        "receipts removed from the chain's end cannot be told",
+        "forged": "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is forged "
+        "(its signature does not match the key): receipts removed from the chain's end cannot "
+        "be told",
+    }[anchor]
+    assert verify_chain(ws) == [
+        problem,
+        "00000009: the chain's head (.head) names a receipt beyond the newest there is (00000003)",
+    ]
+
+
+def test_a_receipts_folder_removed_whole_is_named_with_the_receipts_agentos_wrote(
+    ws: Workspace,
+) -> None:
+    chain(ws, 3)
+    shutil.rmtree(ws.receipts_dir)
+    assert verify_receipts(ws).as_dict() == {
+        "ok": False,
+        "receipts": 0,
+        "macs_checked": True,
+        "problems": [f"{ws.receipts_dir}: missing, but AgentOS wrote 3 receipts there"],
+        "notes": [],
+    }
+    # Without the key, the anchor cannot be trusted: nothing says receipts were there.
+    assert verify_receipts(ws, hashes_only=True).as_dict() == {
+        "ok": True,
+        "receipts": 0,
+        "macs_checked": False,
+        "problems": [],
+        "notes": [HASHES_ONLY.removeprefix("note: ").rstrip("\n")],
+    }
+    _forge_the_anchor(ws)  # a forged anchor says nothing
+    assert verify_receipts(ws).problems == ()
+
+
 def test_the_first_receipt_must_link_to_the_start(ws: Workspace) -> None:
     chain(ws, 3)
     text = _r(ws, 1).read_text()
