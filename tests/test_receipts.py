@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import itertools
@@ -13,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from agentos.errors import BadInput, NotFound
 from agentos.hub.store import Hub
 from agentos.receipts import (
     HEAD_FILE,
+    ChainReport,
     ParsedReceipt,
     list_receipts,
     load_receipt,
@@ -293,6 +296,19 @@ def test_a_receipts_folder_removed_whole_is_named_with_the_receipts_agentos_wrot
     }
     _forge_the_anchor(ws)  # a forged anchor says nothing
     assert verify_receipts(ws).problems == ()
+
+
+def test_verify_reads_the_chain_while_another_reader_holds_it(ws: Workspace) -> None:
+    """Readers share the chain's lock (writers take it alone): a second verify never waits
+    for the first."""
+    chain(ws, 2)
+    done: list[ChainReport] = []
+    with (ws.receipts_dir / HEAD_FILE).open("rb") as head:
+        fcntl.flock(head, fcntl.LOCK_SH)  # as a verify in progress holds it
+        reader = threading.Thread(target=lambda: done.append(verify_receipts(ws)), daemon=True)
+        reader.start()
+        reader.join(timeout=30)
+    assert [report.ok for report in done] == [True]
 
 
 def test_the_first_receipt_must_link_to_the_start(ws: Workspace) -> None:
