@@ -282,10 +282,12 @@ def test_diff_checks_see_files_an_earlier_shell_check_wrote(repo: Path) -> None:
 def test_diff_checks_need_a_git_repository_and_a_real_base(repo: Path, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    with pytest.raises(BadInput, match="not a git repository"):
+    with pytest.raises(BadInput) as err:
         run_gate([check(name="d", max_diff_lines=1)], plain)
-    with pytest.raises(BadInput, match="'no-such-rev' is not a commit"):
+    assert str(err.value) == f"worktree: {plain} is not a git repository; diff checks need one"
+    with pytest.raises(BadInput) as err:
         run_gate([check(name="d", max_diff_lines=1)], repo, base="no-such-rev")
+    assert str(err.value) == f"base: 'no-such-rev' is not a commit in {repo}"
     with pytest.raises(NotFound):
         run_gate([], tmp_path / "missing")
 
@@ -356,11 +358,13 @@ def test_file_checks_refuse_a_symlink_out_of_the_worktree_and_name_the_matching_
     (repo / "out").symlink_to(outside)
     (repo / "notes.txt").write_bytes(b"first\nsecond \xff\nthird: x = 3\n")
     (repo / "dangling").symlink_to(repo / "nowhere")
+    (repo / "lead.txt").write_text("\nx = 1\n")
     contains = [
         ("out/secret.txt", "x"),
         ("notes.txt", r"^third: x = \d$"),
         ("notes.txt", "second \ufffd$"),  # a byte that is not UTF-8 reads as U+FFFD
         ("src", "x"),
+        ("lead.txt", "^x"),
     ]
     assert _tails(
         repo,
@@ -379,6 +383,7 @@ def test_file_checks_refuse_a_symlink_out_of_the_worktree_and_name_the_matching_
         (True, "/^third: x = \\d$/ matches notes.txt at line 3\n"),
         (True, "/second \ufffd$/ matches notes.txt at line 2\n"),
         (False, "src cannot be read: Is a directory\n"),
+        (True, "/^x/ matches lead.txt at line 2\n"),
     ]
 
 
@@ -448,6 +453,38 @@ def test_diff_checks_count_binary_changes_renames_and_names_that_are_not_utf_8(
             "  odd\tname.txt\n",
         ),
     ]
+
+
+def test_a_file_named_like_the_base_commit_or_starting_with_a_space_is_a_file(
+    repo: Path,
+) -> None:
+    """Paths never read as revisions or options (``--``), and are split off git's numbers
+    at their tabs alone."""
+    (repo / " lead.txt").write_text("a\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a name with a space first")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / " lead.txt").write_text("a\nb\n")
+    (repo / base).write_text("x\n")
+    assert _tails(repo, check(name="where", no_changes_outside=["src"])) == [
+        (
+            False,
+            f"2 file(s) changed outside src (against {base[:12]}):\n"
+            "   lead.txt\n"
+            f"  {base} (untracked)\n",
+        )
+    ]
+
+
+def test_a_diff_git_cannot_make_is_bad_input_naming_the_base(repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+    (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()  # the base's tree is lost
+    with pytest.raises(BadInput) as err:
+        run_gate([check(name="size", max_diff_lines=1)], repo)
+    prefix = f"base: git diff against {base!r} failed: "
+    assert str(err.value).startswith(prefix)
+    assert "tree" in str(err.value).removeprefix(prefix)  # git's own words, whichever they are
 
 
 def test_only_agentos_files_at_the_top_are_left_out_of_the_diff(repo: Path) -> None:
