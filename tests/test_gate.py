@@ -282,10 +282,12 @@ def test_diff_checks_see_files_an_earlier_shell_check_wrote(repo: Path) -> None:
 def test_diff_checks_need_a_git_repository_and_a_real_base(repo: Path, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    with pytest.raises(BadInput, match="not a git repository"):
+    with pytest.raises(BadInput) as err:
         run_gate([check(name="d", max_diff_lines=1)], plain)
-    with pytest.raises(BadInput, match="'no-such-rev' is not a commit"):
+    assert str(err.value) == f"worktree: {plain} is not a git repository; diff checks need one"
+    with pytest.raises(BadInput) as err:
         run_gate([check(name="d", max_diff_lines=1)], repo, base="no-such-rev")
+    assert str(err.value) == f"base: 'no-such-rev' is not a commit in {repo}"
     with pytest.raises(NotFound):
         run_gate([], tmp_path / "missing")
 
@@ -307,10 +309,247 @@ def test_diff_checks_need_a_git_repository_and_a_real_base(repo: Path, tmp_path:
         ("[!a]*.txt", "b.txt", True),
         ("[!a]*.txt", "a.txt", False),
         ("./tests/**", "tests/x.py", True),
+        ("/src/", "src/a.py", True),
+        ("**", "a/b/c.py", True),
+        ("a/**/b", "a/b", True),
+        ("a/**/b", "a/x/y/b", True),
+        ("a/**/b", "a/x/yb", False),
+        ("a**", "ab/c", True),
+        ("a.b", "a.b", True),
+        ("a.b", "axb", False),
+        ("[ab].py", "b.py", True),
+        ("[ab].py", "c.py", False),
+        ("[!ab].py", "c.py", True),
+        ("[]].py", "].py", True),
+        ("[\\].py", "\\.py", True),
+        ("[.py", "[.py", True),
+        ("src", "srcx", False),
+        ("src", "x/src", False),
+        ("*.md", "README.mdx", False),
+        ("*.md", "README_md", False),
+        ("a**c", "ab/xc", True),
+        ("a**c", "ab/xd", False),
+        ("a?c", "abc", True),
+        ("X11/**", "X11/a", True),
+        ("X11/**", "11/a", False),
+        ("[ab].[cd]", "a.c", True),
+        ("[ab].[cd]", "axc", False),
+        ("[\\].py", "X.py", False),
     ],
 )
 def test_glob_matching(glob: str, path: str, matches: bool) -> None:
     assert bool(glob_regex(glob).match(path)) is matches
+
+
+# --- the built-in checks' edges (found by mutation testing: docs/mutation.md) --------------
+
+
+def _tails(repo: Path, *checks: CheckSpec, base: str | None = None) -> list[tuple[bool, str]]:
+    result = run_gate(list(checks), repo, base=base)
+    return [(r.passed, r.output_tail) for r in result.results]
+
+
+def test_file_checks_refuse_a_symlink_out_of_the_worktree_and_name_the_matching_line(
+    repo: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("x = 1\n")
+    (repo / "out").symlink_to(outside)
+    (repo / "notes.txt").write_bytes(b"first\nsecond \xff\nthird: x = 3\n")
+    (repo / "dangling").symlink_to(repo / "nowhere")
+    (repo / "lead.txt").write_text("\nx = 1\n")
+    contains = [
+        ("out/secret.txt", "x"),
+        ("notes.txt", r"^third: x = \d$"),
+        ("notes.txt", "second \ufffd$"),  # a byte that is not UTF-8 reads as U+FFFD
+        ("src", "x"),
+        ("lead.txt", "^x"),
+    ]
+    assert _tails(
+        repo,
+        check(name="e1", file_exists="out/secret.txt"),
+        check(name="e2", file_exists="src"),
+        check(name="e3", file_exists="dangling"),
+        *(
+            check(name=f"c{i}", file_contains={"path": path, "pattern": pattern})
+            for i, (path, pattern) in enumerate(contains)
+        ),
+    ) == [
+        (False, "out/secret.txt leads outside the worktree (symlink)\n"),
+        (True, "src exists\n"),
+        (False, "dangling does not exist\n"),
+        (False, "out/secret.txt leads outside the worktree (symlink)\n"),
+        (True, "/^third: x = \\d$/ matches notes.txt at line 3\n"),
+        (True, "/second \ufffd$/ matches notes.txt at line 2\n"),
+        (False, "src cannot be read: Is a directory\n"),
+        (True, "/^x/ matches lead.txt at line 2\n"),
+    ]
+
+
+def test_untracked_files_count_lines_as_git_would_and_binary_ones_as_one(repo: Path) -> None:
+    """Text: its newlines, plus one for a last line without one, across reads of 64 KiB; a
+    NUL in the first 8000 bytes: binary (one line); a symlink: one line."""
+    (repo / "empty.txt").write_text("")
+    (repo / "big.txt").write_text("line\n" * 20_000)  # 100,000 bytes: two reads
+    (repo / "big-unended.txt").write_bytes(b"x" * 70_000)  # one line, its end in the second
+    (repo / "late-nul.txt").write_bytes(b"a\n" * 5_000 + b"\0\n")  # NUL at byte 10,000
+    (repo / "second-read-nul.txt").write_bytes(b"a\n" * 32_818 + b"\0\n")  # NUL at 65,636
+    (repo / "nul-at-8000.txt").write_bytes(b"a" * 8_000 + b"\0\n")  # git reads 8000 bytes
+    (repo / "blob.bin").write_bytes(b"PK\0\0" + b"\n" * 10)
+    (repo / "link").symlink_to("README.md")
+    base = git(repo, "rev-parse", "HEAD")
+    [(passed, tail)] = _tails(repo, check(name="size", max_diff_lines=57_824))
+    assert (passed, tail) == (
+        True,
+        f"57824 line(s) changed in 8 file(s) against {base[:12]} (limit 57824)\n"
+        "  +32819 -0  second-read-nul.txt (untracked)\n"
+        "  +20000 -0  big.txt (untracked)\n"
+        "  +5001 -0  late-nul.txt (untracked)\n"
+        "  +1 -0  big-unended.txt (untracked)\n"
+        "  +1 -0  blob.bin (binary) (untracked)\n"
+        "  +1 -0  link (binary) (untracked)\n"
+        "  +1 -0  nul-at-8000.txt (untracked)\n"
+        "  +0 -0  empty.txt (untracked)\n",
+    )
+    assert _tails(repo, check(name="size", max_diff_lines=57_823))[0][0] is False
+
+
+def test_diff_checks_count_binary_changes_renames_and_names_that_are_not_utf_8(
+    repo: Path,
+) -> None:
+    (repo / "img.bin").write_bytes(b"\0\1\2")
+    (repo / "odd\tname.txt").write_text("a\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "binary and odd")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / "img.bin").write_bytes(b"\0\1\2\3")
+    git(repo, "mv", "README.md", "READ.md")  # no renames: a deletion and an addition
+    (repo / "odd\tname.txt").write_text("a\nb\n")
+    (repo / os.fsdecode(b"caf\xe9.txt")).write_text("x\n")
+    git(repo, "commit", "-qam", "changes")
+    assert _tails(
+        repo,
+        check(name="size", max_diff_lines=0),
+        check(name="where", no_changes_outside=["src"]),
+        base=base,
+    ) == [
+        (
+            False,
+            f"5 line(s) changed in 5 file(s) against {base[:12]} (limit 0)\n"
+            "  +1 -0  READ.md\n"
+            "  +0 -1  README.md\n"
+            "  +1 -0  caf\\xe9.txt (untracked)\n"
+            "  +0 -0  img.bin (binary)\n"
+            "  +1 -0  odd\tname.txt\n",
+        ),
+        (
+            False,
+            f"5 file(s) changed outside src (against {base[:12]}):\n"
+            "  READ.md\n"
+            "  README.md\n"
+            "  caf\\xe9.txt (untracked)\n"
+            "  img.bin\n"
+            "  odd\tname.txt\n",
+        ),
+    ]
+
+
+def test_a_file_named_like_the_base_commit_or_starting_with_a_space_is_a_file(
+    repo: Path,
+) -> None:
+    """Paths never read as revisions or options (``--``), and are split off git's numbers
+    at their tabs alone."""
+    (repo / " lead.txt").write_text("a\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a name with a space first")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / " lead.txt").write_text("a\nb\n")
+    (repo / base).write_text("x\n")
+    assert _tails(repo, check(name="where", no_changes_outside=["src"])) == [
+        (
+            False,
+            f"2 file(s) changed outside src (against {base[:12]}):\n"
+            "   lead.txt\n"
+            f"  {base} (untracked)\n",
+        )
+    ]
+
+
+def test_a_diff_git_cannot_make_is_bad_input_naming_the_base(repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+    (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()  # the base's tree is lost
+    with pytest.raises(BadInput) as err:
+        run_gate([check(name="size", max_diff_lines=1)], repo)
+    prefix = f"base: git diff against {base!r} failed: "
+    assert str(err.value).startswith(prefix)
+    assert "tree" in str(err.value).removeprefix(prefix)  # git's own words, whichever they are
+
+
+def test_only_agentos_files_at_the_top_are_left_out_of_the_diff(repo: Path) -> None:
+    (repo / "AGENTOS_NOTES.md").write_text("not the agent's\n")
+    (repo / "src" / "AGENTOS_NOTES.md").write_text("the agent's\n")
+    (repo / "AGENTOS_DIR").mkdir()
+    (repo / "AGENTOS_DIR" / "x.txt").write_text("the agent's too\n")
+    assert _tails(repo, check(name="where", no_changes_outside=[]))[0][1].splitlines()[1:] == [
+        "  AGENTOS_DIR/x.txt (untracked)",
+        "  src/AGENTOS_NOTES.md (untracked)",
+    ]
+
+
+def test_the_largest_changes_are_listed_first_and_at_most_50(repo: Path) -> None:
+    for n in range(60):
+        (repo / f"f{n:02}.txt").write_text("x\n" * (1 + n % 3))
+    tail = _tails(repo, check(name="size", max_diff_lines=120))[0][1]
+    lines = tail.splitlines()
+    base = git(repo, "rev-parse", "HEAD")
+    assert lines[0] == f"120 line(s) changed in 60 file(s) against {base[:12]} (limit 120)"
+    assert (
+        lines[1:]
+        == [
+            f"  +{lines_} -0  f{n:02}.txt (untracked)"
+            for lines_, n in sorted(
+                ((1 + n % 3, n) for n in range(60)), key=lambda p: (-p[0], p[1])
+            )
+        ][:50]
+    )
+
+
+def test_no_allowed_paths_is_said_as_nothing_and_every_change_is_outside(repo: Path) -> None:
+    (repo / "src" / "app.py").write_text("x = 2\n")
+    base = git(repo, "rev-parse", "HEAD")
+    assert _tails(repo, check(name="none", no_changes_outside=[])) == [
+        (False, f"1 file(s) changed outside (nothing) (against {base[:12]}):\n  src/app.py\n")
+    ]
+    assert _tails(repo, check(name="two", no_changes_outside=["docs", "src"])) == [
+        (True, "1 changed file(s), all inside docs, src\n")
+    ]
+
+
+def test_diff_checks_judge_the_worktree_whatever_git_variables_the_caller_has(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE and the like would point git elsewhere."""
+    other = make_repo(tmp_path / "other", {"a.txt": "a\n"})
+    (other / "b.txt").write_text("b\n" * 7)
+    for name, value in [
+        ("GIT_DIR", other / ".git"),
+        ("GIT_WORK_TREE", other),
+        ("GIT_INDEX_FILE", other / ".git" / "index"),
+        ("GIT_OBJECT_DIRECTORY", other / ".git" / "objects"),
+        ("GIT_COMMON_DIR", other / ".git"),
+        ("GIT_CEILING_DIRECTORIES", repo.parent),
+    ]:
+        monkeypatch.setenv(name, str(value))
+    (repo / "src" / "app.py").write_text("x = 2\n")
+    base = git(repo, "--git-dir", str(repo / ".git"), "rev-parse", "HEAD")
+    assert _tails(repo / "src", check(name="size", max_diff_lines=2)) == [
+        (
+            True,
+            f"2 line(s) changed in 1 file(s) against {base[:12]} (limit 2)\n  +1 -1  src/app.py\n",
+        )
+    ]
 
 
 # --- collecting checks -------------------------------------------------------------------

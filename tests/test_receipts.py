@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import itertools
@@ -13,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from agentos.errors import BadInput, NotFound
 from agentos.hub.store import Hub
 from agentos.receipts import (
     HEAD_FILE,
+    ChainReport,
     ParsedReceipt,
     list_receipts,
     load_receipt,
@@ -240,6 +243,74 @@ def test_a_head_naming_a_receipt_beyond_the_newest_is_named_among_the_workspaces
     )
 
 
+def _forge_the_anchor(ws: Workspace) -> None:
+    """Change the last digit of the anchor's signature."""
+    path = ws.state_dir / "receipts.anchor"
+    text = path.read_text()
+    path.write_text(text[:-2] + ("1" if text[-2] == "0" else "0") + "\n")
+
+
+@pytest.mark.parametrize("anchor", ["lost", "forged"])
+def test_the_anchors_problem_comes_before_a_head_naming_a_receipt_beyond_the_newest(
+    ws: Workspace, anchor: str
+) -> None:
+    chain(ws, 3)
+    (ws.receipts_dir / HEAD_FILE).write_text(f"00000009 {'a' * 64}\n")
+    path = ws.state_dir / "receipts.anchor"
+    if anchor == "lost":
+        path.unlink()
+    else:
+        _forge_the_anchor(ws)
+    problem = {
+        "lost": "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is missing: "
+        "receipts removed from the chain's end cannot be told",
+        "forged": "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is forged "
+        "(its signature does not match the key): receipts removed from the chain's end cannot "
+        "be told",
+    }[anchor]
+    assert verify_chain(ws) == [
+        problem,
+        "00000009: the chain's head (.head) names a receipt beyond the newest there is (00000003)",
+    ]
+
+
+def test_a_receipts_folder_removed_whole_is_named_with_the_receipts_agentos_wrote(
+    ws: Workspace,
+) -> None:
+    chain(ws, 3)
+    shutil.rmtree(ws.receipts_dir)
+    assert verify_receipts(ws).as_dict() == {
+        "ok": False,
+        "receipts": 0,
+        "macs_checked": True,
+        "problems": [f"{ws.receipts_dir}: missing, but AgentOS wrote 3 receipts there"],
+        "notes": [],
+    }
+    # Without the key, the anchor cannot be trusted: nothing says receipts were there.
+    assert verify_receipts(ws, hashes_only=True).as_dict() == {
+        "ok": True,
+        "receipts": 0,
+        "macs_checked": False,
+        "problems": [],
+        "notes": [HASHES_ONLY.removeprefix("note: ").rstrip("\n")],
+    }
+    _forge_the_anchor(ws)  # a forged anchor says nothing
+    assert verify_receipts(ws).problems == ()
+
+
+def test_verify_reads_the_chain_while_another_reader_holds_it(ws: Workspace) -> None:
+    """Readers share the chain's lock (writers take it alone): a second verify never waits
+    for the first."""
+    chain(ws, 2)
+    done: list[ChainReport] = []
+    with (ws.receipts_dir / HEAD_FILE).open("rb") as head:
+        fcntl.flock(head, fcntl.LOCK_SH)  # as a verify in progress holds it
+        reader = threading.Thread(target=lambda: done.append(verify_receipts(ws)), daemon=True)
+        reader.start()
+        reader.join(timeout=30)
+    assert [report.ok for report in done] == [True]
+
+
 def test_the_first_receipt_must_link_to_the_start(ws: Workspace) -> None:
     chain(ws, 3)
     text = _r(ws, 1).read_text()
@@ -290,6 +361,21 @@ def _edit_and_rehash_keeping_the_mac(path: Path) -> None:
     mac = path.read_text().splitlines()[-1]
     _edit_and_rehash(path)
     path.write_text(path.read_text() + mac + "\n")
+
+
+def _drop_the_previous_line_rehash_and_keep_the_mac(path: Path) -> None:
+    text = path.read_text()
+    mac = text.splitlines()[-1]
+    body = re.sub(r"\nprevious: [^\n]*", "", text[: text.rindex("sha256: ")])
+    path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n{mac}\n")
+
+
+def _rewrite(path: Path, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in a receipt, recompute its sha256 and keep its mac."""
+    text = path.read_text()
+    mac = text.splitlines()[-1]
+    body = text[: text.rindex("sha256: ")].replace(old, new)
+    path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n{mac}\n")
 
 
 def _swap(a: Path, b: Path) -> None:
@@ -408,6 +494,28 @@ TAMPER: list[tuple[str, Callable[[Workspace], object], list[str]]] = [
         [
             "00000002: changed after it was written (content does not match its sha256)",
             "00000002: changed after it was written (its previous line is gone)",
+        ],
+    ),
+    (
+        # Its mac covers the sha256, so a rehashed receipt keeping it is named twice.
+        "a-signed-from-line-naming-no-receipt",
+        lambda ws: _rewrite(_r(ws, 2), "signed_from: 00000001\n", "signed_from: soon\n"),
+        [
+            "00000002: its signed_from line ('soon') names no receipt: written outside AgentOS",
+            "00000002: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        # Not intact: judged for that alone, not for the mac its new sha256 cannot match.
+        "drop-the-previous-line-rehashed-keeping-the-mac",
+        lambda ws: _drop_the_previous_line_rehash_and_keep_the_mac(_r(ws, 2)),
+        [
+            "00000002: changed after it was written (its previous line is gone)",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
         ],
     ),
     (
@@ -739,6 +847,25 @@ def test_a_key_replaced_by_hand_without_a_rekey_receipt_fails_verify(ws: Workspa
     ]
 
 
+def test_a_receipt_signed_with_another_key_is_named_so_before_its_head_problem(
+    ws: Workspace,
+) -> None:
+    chain(ws, 2)
+    (ws.state_dir / KEY).write_text(f"{'ab' * 32} 3\n")
+    (ws.receipts_dir / HEAD_FILE).write_text(f"00000002 {'a' * 64}\n")
+    other = (
+        "{}: signed with another key than the workspace's, and 00000003, where its key "
+        "begins, is no rekey receipt: forged, or the key was replaced by hand"
+    )
+    assert verify_chain(ws) == [
+        "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is forged (its "
+        "signature does not match the key): receipts removed from the chain's end cannot be told",
+        other.format("00000001"),
+        other.format("00000002"),
+        "00000002: changed after it was written (the chain's head records another sha256)",
+    ]
+
+
 def test_an_exported_key_imported_into_a_copy_lets_it_verify_macs_and_write(
     cli: CliRunner, ws: Workspace, tmp_path: Path
 ) -> None:
@@ -916,6 +1043,31 @@ def test_a_chain_of_the_first_signing_version_verifies_and_its_stripped_macs_are
     (ws.state_dir / KEY).unlink()
     (ws.state_dir / ANCHOR).unlink()
     assert verify_receipts(ws, hashes_only=True).problems == (_STRIPPED.format("00000002"),)
+
+
+def test_macs_stripped_from_a_chain_of_the_first_signing_version_are_named_by_its_key(
+    ws: Workspace,
+) -> None:
+    """No receipt says where signing began: the key does (its first receipt, 1 here)."""
+    _old_chain(ws, 3, key=bytes(range(32)))
+    for seq in (1, 2):
+        text = _r(ws, seq).read_text()
+        _r(ws, seq).write_text(text[: text.index("mac: ")])
+    assert verify_chain(ws) == [_STRIPPED.format("00000001"), _STRIPPED.format("00000002")]
+
+
+def test_a_rekey_after_receipts_written_with_signing_off_notes_no_previous_key(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {sign: false}\n")
+    chain(Workspace(ws.root), 2)
+    ws.settings_file.write_text("run: {guardian: false}\n")
+    assert cli("receipts", "rekey", "--reason", "signing from now on").returncode == 0
+    report = verify_receipts(Workspace(ws.root))
+    assert (report.problems, report.notes) == (
+        (),
+        ("2 receipts written with signing off: no mac, only hashes and links",),
+    )
 
 
 def test_signing_off_writes_unsigned_receipts_that_verify_and_verify_says_so(

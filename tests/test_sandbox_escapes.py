@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import platform
@@ -22,6 +23,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import termios
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -483,6 +485,7 @@ WILDCARD = [
     ("a.example.com", True),
     ("deep.a.example.com", True),
     ("A.Example.COM", True),
+    ("X.example.com", True),  # resolved by the name asked, capitals and all
     ("evilexample.com", False),  # the suffix without its dot
     ("example.com.evil.net", False),  # the name inside another
     ("example.com", False),  # the domain itself: `*.` names its subdomains only
@@ -532,16 +535,19 @@ def echo_server() -> Iterator[tuple[int, list[str]]]:
 def test_the_proxy_lets_a_wildcard_through_to_subdomains_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo_server: tuple[int, list[str]]
 ) -> None:
-    """Every name resolves to a live server (the DNS is faked: it is outside), so that
-    only the allow-list decides what gets through."""
+    """Every name of the table resolves to a live server (the DNS is faked: it is outside),
+    so that only the allow-list decides what gets through; no other name resolves."""
     from agentos.sandbox.egress import Egress
 
     port, got = echo_server
     real = socket.getaddrinfo
+    names = {host.lower() for host, _ in WILDCARD}
 
     def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(host, str) and host.lower().rstrip(".").endswith(("example.com", ".net")):
+        if isinstance(host, str) and host.lower() in names:
             host = "127.0.0.1"
+        elif isinstance(host, str) and host.lower().endswith(("example.com", ".net")):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return real(host, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", resolve)
@@ -593,6 +599,8 @@ BAD_HOST_ENTRIES = [
     (".example.com", "is not a host or host:port"),
     ("*.*.example.com", "is not a host or host:port"),
     (":443", "is not a host or host:port"),
+    ("api.example.com\n:443", "is not a host or host:port"),  # a name no host could match
+    ("api.example\x0b.com", "is not a host or host:port"),
 ]
 
 
@@ -605,7 +613,14 @@ def test_an_allowed_host_is_a_lowercase_name_and_an_optional_port(
     assert parse_host(entry) == parsed
 
 
-@pytest.mark.parametrize(("entry", "why"), BAD_HOST_ENTRIES, ids=[e for e, _ in BAD_HOST_ENTRIES])
+def _shown(entry: str) -> str:
+    """An id for a test of ``entry``: its control characters written ``<0xN>``."""
+    return "".join(c if c.isprintable() else f"<{ord(c):#x}>" for c in entry)
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"), BAD_HOST_ENTRIES, ids=[_shown(e) for e, _ in BAD_HOST_ENTRIES]
+)
 def test_an_entry_that_is_not_a_host_is_refused_saying_why(entry: str, why: str) -> None:
     from agentos.sandbox.egress import parse_host
 
@@ -752,3 +767,243 @@ def test_an_allowed_host_that_does_not_answer_is_a_bad_gateway(tmp_path: Path) -
     assert answer.startswith(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
     assert b"refused" in answer.lower()
     assert egress.denied == []
+
+
+def _unread(conn: socket.socket) -> int:
+    """Bytes ``conn`` sent that its peer has not read yet (Linux's TIOCOUTQ)."""
+    return int(struct.unpack("i", fcntl.ioctl(conn, termios.TIOCOUTQ, b"\0" * 4))[0])
+
+
+def _head_of(size: int, target: str = "127.0.0.1:1") -> bytes:
+    """A ``CONNECT`` head of exactly ``size`` bytes (a header padded to length)."""
+    start, end = f"CONNECT {target} HTTP/1.1\r\nX-Pad: ".encode(), b"\r\n\r\n"
+    return start + b"a" * (size - len(start) - len(end)) + end
+
+
+def test_a_request_head_is_read_whole_up_to_64_kib_and_one_byte_more_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A head in two pieces (the proxy read the first before the second was sent) is one
+    head; a head of exactly MAX_HEAD bytes is answered, one byte more is hung up on."""
+    from agentos.sandbox.egress import MAX_HEAD, Egress
+
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [])
+    try:
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(10)
+            conn.connect(str(sock))
+            conn.sendall(b"CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1")
+            wait_until(lambda: _unread(conn) == 0, what="the proxy read the first piece")
+            conn.sendall(b"\r\n\r\n")
+            pieces = conn.recv(4096)
+        whole = _ask(sock, _head_of(MAX_HEAD, "127.0.0.2:1"))
+        over = _ask(sock, _head_of(MAX_HEAD + 1, "127.0.0.3:1"))
+    finally:
+        egress.close()
+    body = b"AgentOS: 127.0.0.1:1: not allowed by this agent's sandbox.network\n"
+    assert pieces == (
+        b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n"
+        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+    assert whole.startswith(b"HTTP/1.1 403 Forbidden\r\n")
+    assert over == b""  # hung up on without an answer, and not judged
+    assert egress.denied == ["127.0.0.1:1", "127.0.0.2:1"]
+
+
+def test_a_request_line_that_is_not_three_words_between_single_spaces_gets_no_answer(
+    tmp_path: Path,
+) -> None:
+    from agentos.sandbox.egress import Egress
+
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [])
+    try:
+        answers = [
+            _ask(sock, b"CONNECT  127.0.0.1:1 HTTP/1.1\r\n\r\n"),  # two spaces
+            _ask(sock, b"CONNECT 127.0.0.1:1\r\n\r\n"),
+            _ask(sock, b"CONNECT 443 HTTP/1.1\r\n\r\n"),  # a port and no host
+            _ask(sock, b"CONNECT 127.0.0.1:https HTTP/1.1\r\n\r\n"),
+        ]
+    finally:
+        egress.close()
+    assert answers == [b"", b"", b"", b""]
+    assert egress.denied == []
+
+
+def test_a_refused_relative_target_is_remembered_by_its_first_200_characters(
+    tmp_path: Path,
+) -> None:
+    from agentos.sandbox.egress import Egress
+
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [])
+    target = "/" + "a" * 299
+    try:
+        answer = _ask(sock, f"GET {target} HTTP/1.1\r\n\r\n".encode())
+    finally:
+        egress.close()
+    body = f"AgentOS: {target[:200]}: only absolute http:// URLs are by this agent's "
+    assert answer.endswith((body + "sandbox.network\n").encode())
+    assert egress.denied == [target[:200]]
+
+
+def test_at_most_100_denials_are_remembered_the_first_ones(tmp_path: Path) -> None:
+    from agentos.sandbox.egress import MAX_DENIED, Egress
+
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [])
+    try:
+        for n in range(1, MAX_DENIED + 3):
+            answer = _ask(sock, f"CONNECT 127.0.0.1:{n} HTTP/1.1\r\n\r\n".encode())
+            assert answer.startswith(b"HTTP/1.1 403 Forbidden\r\n")  # denied, remembered or not
+    finally:
+        egress.close()
+    assert MAX_DENIED == 100
+    assert egress.denied == [f"127.0.0.1:{n}" for n in range(1, 101)]
+
+
+@pytest.fixture
+def shouting_server() -> Iterator[int]:
+    """A TCP server on loopback that answers each piece it gets in capitals: bytes that went
+    back to their sender unseen by it would come back as they were sent."""
+    server = socket.socket(socket.AF_INET6)
+    server.bind(("::1", 0))
+    server.listen(16)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn, contextlib.suppress(OSError):
+                while data := conn.recv(4096):
+                    conn.sendall(data.upper())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    with contextlib.suppress(OSError):
+        server.shutdown(socket.SHUT_RDWR)
+    server.close()
+    thread.join(timeout=5)
+
+
+def test_a_connect_to_an_ipv6_address_pipes_both_ways(tmp_path: Path, shouting_server: int) -> None:
+    from agentos.sandbox.egress import Egress
+
+    port = shouting_server
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [f"[::1]:{port}"])
+    established = b"HTTP/1.1 200 Connection established\r\n\r\n"
+    try:
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.settimeout(10)
+            conn.connect(str(sock))
+            conn.sendall(f"CONNECT [::1]:{port} HTTP/1.1\r\n\r\n".encode())
+            got = b""
+            while len(got) < len(established) and (data := conn.recv(4096)):
+                got += data
+            conn.sendall(b"ping")  # after the head: through the pipe, not with it
+            got += conn.recv(4)
+    finally:
+        egress.close()
+    assert got == established + b"PING"
+    assert egress.denied == []
+
+
+def test_a_connection_that_says_nothing_is_closed_after_the_timeouts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo_server: tuple[int, list[str]]
+) -> None:
+    """A head never finished is hung up on after CONNECT_TIMEOUT, a piped connection with
+    no bytes either way after IDLE_TIMEOUT (both shortened here from 15 and 900 s)."""
+    from agentos.sandbox import egress as module
+
+    monkeypatch.setattr(module, "CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr(module, "IDLE_TIMEOUT", 0.5)
+    port, _ = echo_server
+    sock = tmp_path / "egress.sock"
+    egress = module.Egress(sock, [f"127.0.0.1:{port}"])
+    established = b"HTTP/1.1 200 Connection established\r\n\r\n"
+    try:
+        unfinished = _ask(sock, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n".encode())
+        idle = _ask(sock, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+    finally:
+        egress.close()
+    assert unfinished == b""
+    assert idle == established  # then closed: _ask reads until the proxy hangs up
+
+
+def test_an_allowed_host_that_takes_no_connection_is_a_bad_gateway_after_the_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose queue of connections is full drops the next one's SYN: the proxy's
+    connect waits CONNECT_TIMEOUT (shortened here from 15 s), not the kernel's minutes."""
+    from agentos.sandbox import egress as module
+
+    monkeypatch.setattr(module, "CONNECT_TIMEOUT", 0.5)
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(socket.socket())
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        for _ in range(2):  # fills its queue: never accepted
+            queued = stack.enter_context(socket.socket())
+            queued.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                queued.connect(("127.0.0.1", port))
+        sock = tmp_path / "egress.sock"
+        egress = module.Egress(sock, [f"127.0.0.1:{port}"])
+        try:
+            answer = _ask(sock, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+        finally:
+            egress.close()
+    assert answer == b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\ntimed out\n"
+
+
+def test_a_client_that_leaves_before_its_answer_raises_nothing_in_the_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head is still read after the client closed; the 403 or 502 then has no one to
+    go to, and the proxy carries on (no thread of it dies with an exception)."""
+    from agentos.sandbox.egress import Egress
+
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    before = threading.active_count()
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [f"127.0.0.1:{port}"])
+    try:
+        for target in ("127.0.0.1:1", f"127.0.0.1:{port}"):  # denied; allowed, refused
+            with socket.socket(socket.AF_UNIX) as conn:
+                conn.connect(str(sock))
+                conn.sendall(f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+        # Answered once the proxy accepted it: after the two above, whose threads then ran.
+        answer = _ask(sock, b"CONNECT 127.0.0.1:2 HTTP/1.1\r\n\r\n")
+        wait_until(lambda: threading.active_count() == before + 1, what="the requests handled")
+    finally:
+        egress.close()
+    assert answer.startswith(b"HTTP/1.1 403 Forbidden\r\n")
+    assert errors == []
+    assert egress.denied == ["127.0.0.1:1", "127.0.0.1:2"]
+
+
+def test_closing_an_egress_twice_or_after_its_socket_file_went_is_harmless(
+    tmp_path: Path,
+) -> None:
+    from agentos.sandbox.egress import Egress
+
+    sock = tmp_path / "egress.sock"
+    egress = Egress(sock, [])
+    egress.close()
+    assert not sock.exists()
+    egress.close()
+    other = Egress(sock, [])
+    sock.unlink()  # the run's files removed under it
+    other.close()
+    assert not sock.exists()

@@ -38,7 +38,7 @@ def parse_host(entry: str) -> tuple[str, int | None]:
     """``host``, ``host:port``, ``[v6]:port`` or ``*.domain``: the host (lowercase) and the
     port (None: any); ValueError when it is none of these."""
     entry = entry.strip().lower()
-    if any(c in entry for c in "/@?# \t"):
+    if any(c in entry for c in "/@?# ") or not entry.isprintable():  # no space, no control
         raise ValueError(f"{entry!r} is not a host or host:port (like api.anthropic.com)")
     host, port = entry, None
     if entry.startswith("["):
