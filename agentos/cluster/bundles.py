@@ -1,0 +1,200 @@
+"""Commits between the driver and a node, as git bundles: no shared file system, no git server.
+
+Out: the commit an attempt starts from (the run's base, or the agent's last attempt), as a
+bundle of the agent's branch that leaves out what the nodes are known to hold (so that,
+once a node has a repository, a run sends only the commits it lacks). A node that lacks a
+prerequisite says so, and gets the whole history once.
+
+On the node: one cache clone per repository (``git init``, never ``--shared``: no
+alternates, nothing read from the driver's disk), which keeps every commit it received
+under ``refs/agentos/have/`` so that later bundles stay small. Worktrees are made from it.
+
+Back: the attempt's commits, from the commit it started at to the one its gate judged: a
+bundle of a few KB for a small change, whatever the size of the repository. The driver
+takes it into the user's repository and checks that its tip is the commit the gate judged
+and descends from the commit the attempt started at, before anything points to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentos.errors import OperationFailed, VerifyFailed
+from agentos.shared.fs import atomic_write
+from agentos.worktrees import repo as wt
+
+HAVE_PREFIX = "refs/agentos/have/"  # on a node: every commit it received, kept reachable
+KNOWN_KEPT = 16  # commits the driver remembers the nodes hold, per repository
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+class NeedHistory(Exception):
+    """The node lacks a prerequisite of the bundle it was sent: send it the whole history."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A bundle of ``ref`` at ``tip``, without what ``left_out`` reaches (empty: whole)."""
+
+    data: bytes
+    ref: str
+    tip: str
+    left_out: tuple[str, ...]
+
+
+def _sha(text: str) -> str:
+    sha = text.strip()
+    if not _SHA.match(sha):
+        raise OperationFailed(f"not a commit id: {sha[:80]!r}")
+    return sha
+
+
+def create(repo: Path, ref: str, left_out: Iterable[str] = ()) -> Outgoing:
+    """A bundle of ``ref`` (a full ref name) without the history of ``left_out``; the
+    whole history when that fails (a commit left out is not in ``repo``, or nothing would
+    be left in the bundle)."""
+    tip = _sha(wt.run_git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}"))
+    left = tuple(c for c in left_out if c != tip)
+    with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
+        out = Path(tmp) / "out.bundle"
+        result = wt.git_result(
+            repo, "bundle", "create", "-q", str(out), ref, *(f"^{c}" for c in left), check=False
+        )
+        if result.returncode != 0 and left:
+            left = ()
+            result = wt.git_result(repo, "bundle", "create", "-q", str(out), ref, check=False)
+        if result.returncode != 0:
+            raise OperationFailed(f"git bundle create failed in {repo}: {result.stderr.strip()}")
+        return Outgoing(out.read_bytes(), ref, tip, left)
+
+
+def take(repo: Path, data: bytes, ref: str, into: str) -> str:
+    """Fetch ``ref`` of the bundle ``data`` into ``repo`` as ``into``; the commit it is.
+    :class:`NeedHistory` when the repository lacks a prerequisite of the bundle."""
+    with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
+        path = Path(tmp) / "in.bundle"
+        path.write_bytes(data)
+        verified = wt.git_result(repo, "bundle", "verify", "-q", str(path), check=False)
+        if verified.returncode != 0:
+            if "lacks these prerequisite" in verified.stderr or "prerequisite" in verified.stderr:
+                raise NeedHistory(verified.stderr.strip())
+            raise VerifyFailed(f"a bundle that git does not accept: {verified.stderr.strip()}")
+        with wt.repo_lock(repo):
+            fetched = wt.git_result(
+                repo,
+                "fetch",
+                "-q",
+                "--no-tags",
+                "--no-write-fetch-head",
+                str(path),
+                f"+{ref}:{into}",
+                check=False,
+            )
+        if fetched.returncode != 0:
+            # A thin bundle whose pack leans on objects this repository lacks.
+            raise NeedHistory(fetched.stderr.strip())
+    return _sha(wt.run_git(repo, "rev-parse", "--verify", f"{into}^{{commit}}"))
+
+
+def has_commit(repo: Path, commit: str) -> bool:
+    result = wt.git_result(repo, "cat-file", "-e", f"{commit}^{{commit}}", check=False)
+    return result.returncode == 0
+
+
+def commits_between(repo: Path, start: str, tip: str) -> list[str]:
+    """The commits ``start..tip``, oldest first."""
+    out = wt.run_git(repo, "rev-list", "--reverse", f"{start}..{tip}")
+    return [_sha(line) for line in out.splitlines() if line.strip()]
+
+
+# --- the node's cache clone ---------------------------------------------------------------
+
+
+def cache_clone(path: Path) -> Path:
+    """The node's clone of one repository (made empty the first time): a plain ``git
+    init``, whose objects are its own (no alternates)."""
+    if not (path / ".git").is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["git", "init", "-q", "-b", "agentos-cache", str(path)],
+            check=True,
+            capture_output=True,
+            env=wt.git_env(),
+        )
+        # Agents' worktrees are made from it; nothing is ever checked out in it.
+        wt.run_git(path, "config", "gc.auto", "0")
+    return path
+
+
+def receive(cache: Path, data: bytes, ref: str) -> str:
+    """A bundle from the driver into the cache clone, kept under ``refs/agentos/have/``."""
+    with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
+        path = Path(tmp) / "in.bundle"
+        path.write_bytes(data)
+        heads = wt.run_git(cache, "bundle", "list-heads", str(path)).split()
+        tip = _sha(heads[0]) if heads else ""
+    if not tip:
+        raise VerifyFailed("the bundle from the driver holds no commit")
+    return take(cache, data, ref, HAVE_PREFIX + tip)
+
+
+def send_back(cache: Path, start: str, tip: str) -> bytes:
+    """The commits ``start..tip`` as a bundle of ``refs/agentos/attempt`` (thin: the
+    driver holds ``start``)."""
+    ref = f"refs/agentos/attempt/{tip}"
+    wt.run_git(cache, "update-ref", ref, tip)
+    try:
+        return create(cache, ref, [start]).data
+    finally:
+        wt.git_result(cache, "update-ref", "-d", ref, check=False)
+
+
+# --- what the driver knows the nodes hold ------------------------------------------------
+
+
+class Known:
+    """Commits of one repository each node has reported holding (by Ray node id): a bundle
+    to the nodes leaves out what every node seen so far holds
+    (``.agentos/cluster/known/<repository>.json`` of the driver). A node never seen, or one
+    whose cache was removed, asks for the whole history once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def nodes(self) -> dict[str, list[str]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {
+            str(node): [c for c in commits if isinstance(c, str) and _SHA.match(c)][:KNOWN_KEPT]
+            for node, commits in data.items()
+            if isinstance(commits, list)
+        }
+
+    def common(self) -> list[str]:
+        """What every node seen holds, newest first."""
+        nodes = list(self.nodes().values())
+        if not nodes:
+            return []
+        return [c for c in nodes[0] if all(c in other for other in nodes[1:])]
+
+    def add(self, node: str, commit: str) -> None:
+        with self._lock:
+            nodes = self.nodes()
+            held = nodes.get(node, [])
+            if held and held[0] == commit:
+                return
+            nodes[node] = [commit, *(c for c in held if c != commit)][:KNOWN_KEPT]
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, json.dumps(nodes))
