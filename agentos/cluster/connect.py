@@ -10,6 +10,7 @@ the tests', stays on 127.0.0.1).
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from types import ModuleType
 
@@ -32,6 +33,22 @@ def ray_module() -> ModuleType:
     return ray
 
 
+PROBE_TIMEOUT = 3.0  # seconds to reach the head's port before Ray is asked (it waits minutes)
+
+
+def _unreachable(address: str) -> str | None:
+    """Why nothing listens at ``HOST:PORT`` (``ray://HOST:PORT``), or None. ``auto`` is
+    Ray's to find (it answers at once when no cluster runs here)."""
+    if address == "auto":
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
 def connect(ws: Workspace, address: str | None = None) -> ModuleType:
     """Join the cluster (``address``, else ``cluster.address`` of the workspace) once per
     process; ``ray``. A cluster that does not answer is bad input naming the address."""
@@ -40,6 +57,14 @@ def connect(ws: Workspace, address: str | None = None) -> ModuleType:
         if ray.is_initialized():
             return ray
         where = address or ws.settings.cluster.address
+        problem = _unreachable(where)
+        if problem:
+            raise BadInput(
+                f"no Ray cluster answers at {where} ({problem})",
+                file=ws.settings_file,
+                field="cluster.address",
+                hint="start one with `agentos cluster join --head`, or fix the address",
+            )
         try:
             ray.init(
                 address=where,

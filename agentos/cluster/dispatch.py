@@ -257,27 +257,12 @@ class RayDispatch:
     def _items(self, stream: Any) -> Iterator[object]:
         """What the attempt sends, as it comes; the run's cancel cancels the task and
         waits for its teardown on the node."""
-        ray = self.ray
-        while True:
-            if self.ctx.cancel.is_set():
-                ray.cancel(stream)
-                deadline = time.monotonic() + CANCEL_WAIT
-                while time.monotonic() < deadline:
-                    try:
-                        ray.get(next(stream))
-                    except StopIteration:
-                        break
-                    except ray.exceptions.RayError:
-                        break
-                raise Cancelled()
-            ready, _ = ray.wait([stream], timeout=POLL)
-            if not ready:
-                continue
-            try:
-                ref = next(stream)
-            except StopIteration:
-                return
-            yield ray.get(ref)
+        from agentos.cluster.tasks import CancelledHere, follow
+
+        try:
+            yield from follow(stream, self.ctx.cancel, POLL, CANCEL_WAIT)
+        except CancelledHere:
+            raise Cancelled() from None
 
     def _note(self, agent: AgentState, note: Note) -> None:
         """A line from the node: its progress (started, gating) as the agent's status
@@ -391,6 +376,9 @@ class RayDispatch:
         if result.log:
             with agent.files.log.open("ab") as fh:
                 fh.write(result.log)
+        if result.outbox:  # read by whoever started the run (the workflow scheduler)
+            with agent.files.kept_outbox.open("ab") as fh:
+                fh.write(result.outbox)
         passed = result.status is AgentStatus.PASSED
         receipts: list[str] = []
         if result.fields is not None:

@@ -68,12 +68,13 @@ from agentos.sandbox import choose
 from agentos.sandbox.confine import Scene, venv_paths
 from agentos.shared.checks import CheckSpec
 from agentos.shared.fs import atomic_write
-from agentos.workspace.files import RunFiles
+from agentos.workspace.files import AgentFiles, RunFiles
 from agentos.workspace.layout import Workspace
 from agentos.workspace.settings import NodeSettings, Settings, load_settings
 from agentos.worktrees import repo as wt
 
 LOG_BACK = 64 * 1024  # bytes of the agent's output sent back to the driver's log
+OUTBOX_MAX = 256 * 1024  # bytes of its outbox sent back (agentos.run.outbox.MAX_BYTES)
 DEFAULT_HOME = "~/.agentos-node"  # a node's workspace when AGENTOS_HOME is not set
 RENEW = 1.0  # seconds between renewals of an attempt's lease
 ENV_DEPENDENCY_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
@@ -183,6 +184,7 @@ class AttemptResult:
     sandbox: dict[str, Any] | None = None
     feedback: str = ""  # for the next attempt, when this one failed
     log: bytes = b""  # the end of its output
+    outbox: bytes = b""  # what it asked of AgentOS besides its work (agentos.run.outbox)
     timings: dict[str, float] = field(default_factory=dict)  # seconds, by step
 
 
@@ -245,7 +247,7 @@ def run_attempt(
     clock = time.monotonic()
     ws = node_workspace(spec.settings)
     try:
-        package_dir = _prove(ws, spec, node, fetch)
+        package_dir = _prove(ws, spec.manifest, spec.package, spec.version, node, fetch)
         cache = bundles.cache_clone(cluster_dir(ws) / "repos" / spec.repo.key)
         if not bundles.has_commit(cache, spec.repo.start):
             try:
@@ -264,21 +266,26 @@ def run_attempt(
     return _Attempt(ws, spec, node, cache, profile, package_dir, cancel, say, timings).run()
 
 
-def _prove(ws: NodeWorkspace, spec: AttemptSpec, node: NodeInfo, fetch: Any) -> Path:
+def _prove(
+    ws: NodeWorkspace,
+    manifest: Manifest,
+    package: Shipment,
+    version: str,
+    node: NodeInfo,
+    fetch: Any,
+) -> Path:
     """What must hold before anything starts here; the package's folder, verified.
     :class:`Refused` naming the node and what is missing."""
     where = f"node {node.name}"
-    if spec.version != __version__:
-        raise Refused(
-            f"{where}: AgentOS {__version__} is installed, the driver runs {spec.version}"
-        )
+    if version != __version__:
+        raise Refused(f"{where}: AgentOS {__version__} is installed, the driver runs {version}")
     lacking = [tool for tool in ("git", "tmux") if shutil.which(tool) is None]
     if lacking:
         raise Refused(f"{where}: {' and '.join(lacking)} not installed")
-    if spec.manifest.mcp:
+    if manifest.mcp:
         raise Refused(
-            f"{where}: {spec.manifest.ref} asks for AgentOS's MCP tools "
-            f"({', '.join(spec.manifest.mcp)}), which act on the driver's workspace: run it "
+            f"{where}: {manifest.ref} asks for AgentOS's MCP tools "
+            f"({', '.join(manifest.mcp)}), which act on the driver's workspace: run it "
             "with the local backend"
         )
     try:
@@ -286,18 +293,18 @@ def _prove(ws: NodeWorkspace, spec: AttemptSpec, node: NodeInfo, fetch: Any) -> 
     except AgentOSError as exc:
         raise Refused(f"{where}: {exc.message}") from None
     try:
-        package_dir = unpacked(ws, spec.package, lambda: fetch(spec.package.archive[0]))
+        package_dir = unpacked(ws, package, lambda: fetch(package.archive[0]))
     except Tampered as exc:
         problems = "; ".join(exc.problems) if exc.problems else exc.message
         raise Refused(
-            f"{where}: {spec.package.ref} refused, it is not what the driver's hub.lock "
-            f"says ({problems}); remove {cluster_dir(ws) / 'packages' / spec.package.sha256} "
+            f"{where}: {package.ref} refused, it is not what the driver's hub.lock "
+            f"says ({problems}); remove {cluster_dir(ws) / 'packages' / package.sha256} "
             "there to fetch it again"
         ) from None
     except AgentOSError as exc:
-        raise Refused(f"{where}: {spec.package.ref} could not be unpacked: {exc}") from None
+        raise Refused(f"{where}: {package.ref} could not be unpacked: {exc}") from None
     try:
-        get_runtime(spec.manifest.runtime).preflight(spec.manifest, package_dir)
+        get_runtime(manifest.runtime).preflight(manifest, package_dir)
     except AgentOSError as exc:
         raise Refused(f"{where}: {exc.message}") from None
     return package_dir
@@ -324,7 +331,12 @@ class _Attempt:
         name = spec.agent
         key = hashlib.sha256(f"{spec.run_id}/{name}/{spec.attempt}".encode()).hexdigest()[:12]
         self.socket = f"agentos-r-{key}"
-        self.files = RunFiles.of(ws, spec.run_id).agent(name)
+        run_files = RunFiles.of(ws, spec.run_id)
+        # Its files on this node, for this attempt (its log and outbox go back whole).
+        self.files = AgentFiles(
+            run_files.run_dir / f"{name}-{spec.attempt}",
+            run_files.logs / f"{name}-{spec.attempt}.log",
+        )
         self.agent = AgentState(
             card=spec.card,
             manifest=spec.manifest,
@@ -528,10 +540,9 @@ class _Attempt:
         feedback = ""
         if agent.status is AgentStatus.FAILED and agent.gate is not None:
             feedback = driver.feedback(agent)
-        try:
-            log = self.files.log.read_bytes()[-LOG_BACK:]
-        except OSError:
-            log = b""
+        log = _read(self.files.log)[-LOG_BACK:]
+        outbox = _read(self.files.kept_outbox)[:OUTBOX_MAX]
+        self.files.kept_outbox.unlink(missing_ok=True)  # the driver keeps it now
         return AttemptResult(
             self.node,
             status=agent.status,
@@ -546,6 +557,7 @@ class _Attempt:
             sandbox=agent.sandbox,
             feedback=feedback,
             log=log,
+            outbox=outbox,
             timings=self.timings,
         )
 
@@ -580,6 +592,13 @@ class _Attempt:
                 self.ws.state_dir / "gate" / self.spec.run_id / agent.name, ignore_errors=True
             )
             self.lease.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _running(pid: int) -> bool:
@@ -743,3 +762,85 @@ def _run(node: NodeInfo, argv: list[str], what: str, cwd: Path | None = None) ->
         raise Refused(
             f"node {node.name}: could not {what}: {lines[-1] if lines else out.returncode}"
         )
+
+
+# --- a package run once (an eval's task) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OnceSpec:
+    """A package run once on a node, on ``request``, as an eval's agent is (its answer
+    written to ``$AGENTOS_OUTPUT_FILE``)."""
+
+    job: str  # the eval's id: its scratch folder on the node
+    name: str  # the task's name in it
+    request: str
+    manifest: Manifest
+    package: Shipment
+    settings: Settings  # the driver's
+    timeout: float
+    output_max: int  # bytes of the answer read
+    version: str = __version__
+
+
+@dataclass(frozen=True)
+class OnceResult:
+    node: NodeInfo
+    refused: str | None = None
+    answer: str | None = None  # None: it wrote none
+    seconds: float = 0.0
+    exit_code: int | None = None
+    limit: str | None = None
+    usage: Usage | None = None
+
+
+def bundled_suites() -> Path:
+    """The eval suites AgentOS's package holds (their answers among them), on this node."""
+    import agentos
+
+    return Path(agentos.__file__).resolve().parent / "evals" / "_bundled"
+
+
+def run_once_here(
+    spec: OnceSpec, node: NodeInfo, fetch: Callable[[Any], bytes], cancel: threading.Event
+) -> OnceResult:
+    """Run the package once here, confined as on the driver, with the suites' folders
+    hidden; its answer. Refused (nothing ran) as an attempt is."""
+    from agentos.run.oneshot import read_output, run_once
+
+    ws = node_workspace(spec.settings)
+    try:
+        package_dir = _prove(ws, spec.manifest, spec.package, spec.version, node, fetch)
+    except Refused as exc:
+        return OnceResult(node, refused=exc.message)
+    base = ws.state_dir / "evals" / spec.job
+    files = AgentFiles(base / "run" / spec.name, base / "logs" / f"{spec.name}.log")
+    workdir = base / "work" / spec.name
+    scene = Scene(
+        ws.settings.sandbox,
+        ws.root,
+        base,
+        Path(os.environ.get("HOME", "/")),
+        also_hidden=(bundled_suites(),),
+    )
+    answer_file = files.io / "answer"
+    try:
+        done = run_once(
+            ws,
+            choose(ws.settings.sandbox),
+            scene,
+            spec.manifest,
+            package_dir,
+            run_id=spec.job,
+            workdir=workdir,
+            request=spec.request,
+            files=files,
+            timeout=spec.timeout,
+            env={"AGENTOS_OUTPUT_FILE": str(answer_file)},
+            cancel=cancel,
+        )
+        answer = read_output(answer_file, spec.output_max)
+    finally:
+        shutil.rmtree(files.run_dir, ignore_errors=True)  # env files: secrets
+        shutil.rmtree(workdir, ignore_errors=True)
+    return OnceResult(node, None, answer, done.seconds, done.exit_code, done.limit, done.usage)

@@ -14,12 +14,21 @@ from __future__ import annotations
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import ray
 
-from agentos.cluster.node import AttemptResult, AttemptSpec, NodeInfo, run_attempt
+from agentos.cluster.node import (
+    AttemptResult,
+    AttemptSpec,
+    NodeInfo,
+    OnceResult,
+    OnceSpec,
+    run_attempt,
+    run_once_here,
+)
 
 _DONE = object()
 
@@ -64,6 +73,34 @@ def stream(work: Callable[[threading.Event, Callable[[object], None]], object]) 
     yield out[0]
 
 
+def follow(stream: Any, cancel: threading.Event, poll: float, wait: float) -> Iterator[object]:
+    """What a streaming task sends, as it comes. Once ``cancel`` is set the task is
+    cancelled (an interrupt on its node, which tears down) and followed to its end, at
+    most ``wait`` seconds; then :class:`CancelledHere` is raised."""
+    while True:
+        if cancel.is_set():
+            ray.cancel(stream)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                try:
+                    ray.get(next(stream))
+                except (StopIteration, ray.exceptions.RayError):
+                    break
+            raise CancelledHere()
+        ready, _ = ray.wait([stream], timeout=poll)
+        if not ready:
+            continue
+        try:
+            ref = next(stream)
+        except StopIteration:
+            return
+        yield ray.get(ref)
+
+
+class CancelledHere(Exception):
+    """The task was cancelled from the driver and has ended."""
+
+
 def _attempt(spec: AttemptSpec) -> Iterator[object]:
     node = this_node()
     yield from stream(lambda cancel, say: run_attempt(spec, node, fetch, cancel, say))
@@ -71,4 +108,14 @@ def _attempt(spec: AttemptSpec) -> Iterator[object]:
 
 ATTEMPT = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(_attempt)
 
-__all__ = ["ATTEMPT", "AttemptResult", "this_node"]
+
+def _once(spec: OnceSpec) -> Iterator[object]:
+    node = this_node()
+    yield from stream(lambda cancel, _say: run_once_here(spec, node, fetch, cancel))
+
+
+# An eval's task: streaming too, so that a cancel reaches it as an interrupt and it ends
+# its agent before the task ends.
+ONCE = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(_once)
+
+__all__ = ["ATTEMPT", "ONCE", "AttemptResult", "OnceResult", "this_node"]

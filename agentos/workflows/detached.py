@@ -1,7 +1,7 @@
 """The process that runs an execution's tasks in the background (``agentos workflows
 launch --detach``).
 
-Usage: python -m agentos.workflows.detached WORKSPACE EXECUTION
+Usage: python -m agentos.workflows.detached WORKSPACE EXECUTION [local|ray]
 
 Writes its pid to ``.agentos/executions/<id>.pid``; SIGTERM (``agentos executions cancel``)
 stops the running tasks (their work stays on their branches) and cancels the rest.
@@ -14,14 +14,21 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentos.errors import AgentOSError
 from agentos.workspace.layout import Workspace
 
+if TYPE_CHECKING:
+    from agentos.workspace.settings import Backend
+
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m agentos.workflows.detached WORKSPACE EXECUTION", file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[2:] not in ([], ["local"], ["ray"]):
+        print(
+            "usage: python -m agentos.workflows.detached WORKSPACE EXECUTION [local|ray]",
+            file=sys.stderr,
+        )
         return 2
     from agentos.run.store import process_start
     from agentos.shared.fs import atomic_write
@@ -36,7 +43,10 @@ def main(argv: list[str]) -> int:
     marker.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(marker, f"{os.getpid()} {process_start(os.getpid()) or ''}\n")
     try:
-        status = Scheduler(ws, argv[1], stop=stop, on_event=lambda m: print(m, flush=True)).run()
+        backend: Backend | None = "ray" if argv[2:] == ["ray"] else "local" if argv[2:] else None
+        status = Scheduler(
+            ws, argv[1], stop=stop, on_event=lambda m: print(m, flush=True), backend=backend
+        ).run()
     except AgentOSError as exc:
         print(f"error: {exc}", flush=True)
         return exc.exit_code

@@ -113,6 +113,10 @@ _ADDRESS = r"^(auto|(ray://)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5})$"
 _RESOURCE = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"
 
 
+# Where a run's agents (an eval's, a workflow's tasks) work: this machine, or a Ray cluster.
+Backend = Literal["local", "ray"]
+
+
 class NodeSettings(StrictModel):
     """``cluster.node``: what this machine gives the agents it runs as a node of a cluster
     (read on the node, from its own AGENTOS_HOME; see docs/cluster.md)."""
@@ -129,7 +133,7 @@ class ClusterSettings(StrictModel):
     """``cluster:``: where a run's agents, an eval's tasks and a workflow's tasks run
     (agentos.cluster, docs/cluster.md). ``local`` (the default) is this machine."""
 
-    backend: Literal["local", "ray"] = "local"
+    backend: Backend = "local"
     address: str = "auto"  # the Ray cluster to join: auto, ray://HOST:PORT or HOST:PORT
     # resources every agent asks for besides its slot and its runtime (a label of yours)
     resources: dict[str, float] = Field(default_factory=dict)

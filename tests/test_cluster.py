@@ -1,0 +1,243 @@
+"""Agents, evals and workflow tasks on a real Ray cluster (issue 36): three nodes on this
+machine (``ray.cluster_utils.Cluster``), each with its own AGENTOS_HOME, custom resources and
+a small object store; the driver is this process (or a real ``agentos`` process where it
+must be killed). One cluster for the module; every cluster test is in the xdist group
+``ray``, so that two workers never start clusters at once (scripts/test: --dist loadgroup).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import (
+    CliRunner,
+    add_agent,
+    branches,
+    git,
+    make_repo,
+    needs_tmux,
+    requires,
+    wait_until,
+    worktrees,
+)
+
+from agentos.run.store import RunStore
+from agentos.workspace.layout import Workspace
+
+needs_ray = requires(
+    importlib.util.find_spec("ray") is not None, "Ray is not installed (the ray extra)"
+)
+pytestmark = [pytest.mark.xdist_group("ray"), needs_ray, needs_tmux]
+
+NODES = ("a", "b", "c")
+OBJECT_STORE = 100 * 1024 * 1024
+# On Linux Ray binds the machine's external address unless told this; the cluster of the
+# tests stays on 127.0.0.1. Nothing is sent anywhere.
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+TOOL = "agentos-test-tool"  # a program nodes a and b have, node c lacks
+
+
+@dataclass
+class Nodes:
+    """The cluster of the module: its address, each node's AGENTOS_HOME and Ray node."""
+
+    cluster: Any
+    address: str
+    homes: dict[str, Path]
+    handles: dict[str, Any] = field(default_factory=dict)
+    path: dict[str, str] = field(default_factory=dict)  # each node's PATH
+
+    def add(self, name: str, home: Path) -> None:
+        self.homes[name] = home
+        self.handles[name] = self.cluster.add_node(
+            num_cpus=2,
+            object_store_memory=OBJECT_STORE,
+            resources={"agentos_slot": 2, f"node_{name}": 1},
+            env_vars={"AGENTOS_HOME": str(home), "PATH": self.path[name]},
+        )
+        self.cluster.wait_for_nodes()
+
+    def of(self, path: Path | str) -> str:
+        """The node whose AGENTOS_HOME holds ``path``."""
+        for name, home in self.homes.items():
+            if Path(path).is_relative_to(home):
+                return name
+        raise AssertionError(f"{path} is on no node")
+
+    def worktrees(self, agent: str) -> list[Path]:
+        """The worktrees ``agent`` has on the nodes now (one per attempt working)."""
+        return [
+            p
+            for home in self.homes.values()
+            for p in (home / ".agentos" / "worktrees").glob(f"*/{agent}-*")
+            if p.is_dir()
+        ]
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    saved = {k: os.environ.get(k) for k in RAY_ENV}
+    os.environ.update(RAY_ENV)
+    root = tmp_path_factory.mktemp("cluster")
+    tools = root / "tools"
+    tools.mkdir()
+    (tools / TOOL).write_text("#!/bin/sh\nexit 0\n")
+    (tools / TOOL).chmod(0o755)
+    # The driver's machine: no agent slot, so that agents work on the three nodes only.
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "object_store_memory": OBJECT_STORE},
+    )
+    base_path = os.environ.get("PATH", "/usr/bin:/bin")
+    found = Nodes(cluster, cluster.address, {})
+    found.path = {"a": f"{tools}:{base_path}", "b": f"{tools}:{base_path}", "c": base_path}
+    for name in NODES:
+        found.add(name, root / f"node-{name}")
+    ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    try:
+        yield found
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture
+def driver(ws: Workspace, nodes: Nodes, monkeypatch: pytest.MonkeyPatch) -> Workspace:
+    """The test's workspace as the cluster's driver (a lease of 2 s, no retries unless a
+    test says so)."""
+    ws.settings_file.write_text(
+        "run: {guardian: false, retries: 0}\n"
+        f"cluster: {{backend: ray, address: '{nodes.address}', lease: 2}}\n"
+    )
+    monkeypatch.setenv("PATH", nodes.path["a"])  # the driver has the tool too
+    return ws
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {"README.md": "# target\n"})
+
+
+def reaper_sockets() -> list[str]:
+    """The tmux servers of remote attempts still running on this machine (every node's)."""
+    folder = Path(f"/tmp/tmux-{os.getuid()}")
+    alive = []
+    for sock in folder.glob("agentos-r-*") if folder.is_dir() else []:
+        out = subprocess.run(["tmux", "-L", sock.name, "list-sessions"], capture_output=True)
+        if out.returncode == 0:
+            alive.append(sock.name)
+    return alive
+
+
+def gate_nodes(ws: Workspace, run_id: str) -> dict[str, str]:
+    """Each agent's gate receipt's node (its last), from the receipts (the integration
+    gate, the driver's, names no agent)."""
+    from agentos.receipts import list_receipts
+    from agentos.receipts.read import load_receipt
+
+    out = {}
+    for r in list_receipts(ws, run_id=run_id):
+        fields = load_receipt(ws, r.id).fields
+        if r.kind == "gate" and "agent" in fields:
+            out[str(fields["agent"]).split("@")[0]] = str(fields["node"])
+    return out
+
+
+# --- 1. a run's agents on three nodes --------------------------------------------------------
+
+
+def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
+    driver: Workspace, nodes: Nodes, tmp_path: Path, repo: Path, cli: CliRunner
+) -> None:
+    # Each agent, once started, waits until the test lets it go: the test does so only when
+    # all three wait at once, each in a worktree under a different node's AGENTOS_HOME.
+    for name in ("alpha", "beta", "gamma"):
+        add_agent(
+            driver,
+            tmp_path,
+            name,
+            f"touch {name}.waiting\nuntil [ -e go ]; do sleep 0.05; done\n"
+            f"rm go {name}.waiting\necho {name} > {name}.txt\n"
+            f'echo "$AGENTOS_WORKTREE" > where-{name}.txt\n',
+            checks=[{"name": f"{name} wrote its file", "file_exists": f"{name}.txt"}],
+        )
+    names = ("alpha", "beta", "gamma")
+    seen: list[list[Path]] = []
+
+    def release_when_all_wait() -> None:
+        def all_waiting() -> list[Path] | None:
+            found = {
+                n: [w for w in nodes.worktrees(n) if (w / f"{n}.waiting").exists()] for n in names
+            }
+            return [w[0] for w in found.values()] if all(found.values()) else None
+
+        try:
+            seen.append(wait_until(all_waiting, timeout=120, what="three agents waiting at once"))
+        finally:  # let them go (whatever happened), so that the run ends
+            for name in names:
+                for w in nodes.worktrees(name):
+                    (w / "go").touch()
+
+    releaser = threading.Thread(target=release_when_all_wait)
+    releaser.start()
+    try:
+        result = cli(
+            "run",
+            "alpha-task beta-task gamma-task",
+            "--repo",
+            str(repo),
+            "--force",
+            "--json",
+            timeout=240,
+        )
+    finally:
+        releaser.join()
+    (waiting,) = seen
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["status"] == "succeeded", report["message"]
+    # Where each worked: three nodes, at once.
+    assert sorted(nodes.of(w) for w in waiting) == ["a", "b", "c"]
+    where = {
+        n: nodes.of((repo / f"where-{n}.txt").read_text().strip())
+        for n in ("alpha", "beta", "gamma")
+    }
+    assert sorted(where.values()) == ["a", "b", "c"]
+    # Each was gated on its node: its gate receipt names it, and the run's record too.
+    record = RunStore(driver).get(report["run"])
+    placed = record.options["cluster"]
+    assert {n: placed[n]["node"] for n in placed} == gate_nodes(driver, report["run"])
+    assert len(set(gate_nodes(driver, report["run"]).values())) == 3
+    # Merged here as a local run merges; nothing left behind here or on a node.
+    for name in ("alpha", "beta", "gamma"):
+        assert (repo / f"{name}.txt").read_text() == f"{name}\n"
+    assert git(repo, "status", "--porcelain") == ""
+    assert branches(repo) == ["main"] and worktrees(repo) == [str(repo)]
+    assert [a["status"] for a in report["agents"]] == ["passed"] * 3
+    assert nodes.worktrees("alpha") + nodes.worktrees("beta") + nodes.worktrees("gamma") == []
+    assert reaper_sockets() == []
+    kinds = [
+        json.loads(cli("receipts", "show", r, "--json").stdout)["kind"] for r in report["receipts"]
+    ]
+    # The agents' three gates, then the driver's integration gate of their work together.
+    assert kinds == ["interview", "route", "gate", "gate", "gate", "gate", "merge", "run"]
+    verified = cli("receipts", "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "chain intact" in verified.stdout
