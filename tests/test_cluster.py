@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from conftest import (
     git,
     make_repo,
     needs_tmux,
+    processes_named,
     requires,
     wait_until,
     worktrees,
@@ -241,3 +244,214 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
     verified = cli("receipts", "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "chain intact" in verified.stdout
+
+
+def events_of(ws: Workspace, run_id: str) -> list[str]:
+    """The run's events, as their lines."""
+    path = ws.logs_dir / run_id / "events.jsonl"
+    return [json.loads(line)["message"] for line in path.read_text().splitlines()]
+
+
+def run_in_thread(ws: Workspace, request: str, repo: Path) -> tuple[threading.Thread, list[Any]]:
+    """``start_run`` on the cluster in a thread (the test steers the nodes meanwhile)."""
+    from agentos.cluster import dispatch_for
+    from agentos.run.orchestrator import start_run
+
+    reports: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: reports.append(
+            start_run(ws, request, repo, force=True, dispatch=dispatch_for(ws))
+        )
+    )
+    thread.start()
+    return thread, reports
+
+
+# --- 2. faults: a node lost, the driver killed ----------------------------------------------
+
+
+def test_a_node_removed_while_its_agent_works_is_recorded_and_the_attempt_runs_on_another(
+    driver: Workspace, nodes: Nodes, tmp_path: Path, repo: Path
+) -> None:
+    marker = "agentos-lost-node-marker"
+    driver.settings_file.write_text(
+        driver.settings_file.read_text().replace("retries: 0", "retries: 1")
+    )
+    add_agent(
+        driver,
+        tmp_path,
+        "mover",
+        f'if [ "$AGENTOS_ATTEMPT" = 1 ]; then touch first.waiting; exec -a {marker} sleep 300; fi\n'
+        'echo "$AGENTOS_WORKTREE" > moved.txt\n',
+        checks=[{"name": "moved", "file_exists": "moved.txt"}],
+    )
+    thread, reports = run_in_thread(driver, "mover-task", repo)
+    try:
+        first = wait_until(
+            lambda: [w for w in nodes.worktrees("mover") if (w / "first.waiting").exists()],
+            timeout=120,
+            what="the first attempt working",
+        )[0]
+        lost = nodes.of(first)
+        wait_until(lambda: processes_named(marker), what="the agent's process")
+        nodes.cluster.remove_node(nodes.handles.pop(lost))
+        thread.join(timeout=240)
+    finally:
+        if lost not in nodes.handles:  # the next tests get three nodes again
+            nodes.add(lost, nodes.homes[lost].with_name(f"node-{lost}-again"))
+    (report,) = reports
+    assert report.status == "succeeded", report.message
+    (agent,) = report.agents
+    assert agent.attempts == 2 and agent.status == "passed"
+    assert nodes.of((repo / "moved.txt").read_text().strip()) != lost
+    lines = events_of(driver, report.run_id)
+    removed = [line for line in lines if "lost on node" in line]
+    assert len(removed) == 1 and removed[0].startswith("mover: attempt 1 lost on node "), lines
+    assert "NodeDiedError" in removed[0]
+    record = RunStore(driver).get(report.run_id)
+    assert [x["attempt"] for x in record.options["cluster"]["mover"]["lost"]] == [1]
+    # The lost node's agent did not outlive it: its reaper ended it when the lease lapsed.
+    wait_until(lambda: not processes_named(marker), timeout=60, what="the lost agent ended")
+    wait_until(lambda: reaper_sockets() == [], timeout=30, what="its tmux server ended")
+
+
+@pytest.mark.process  # the driver is a real process, killed with SIGKILL
+def test_a_killed_driver_leaves_no_agent_on_any_node_and_gc_records_the_run(
+    driver: Workspace, nodes: Nodes, tmp_path: Path, repo: Path, cli: CliRunner
+) -> None:
+    marker = "agentos-orphan-marker"
+    driver.settings_file.write_text(
+        driver.settings_file.read_text().replace("retries: 0", "retries: 1")
+    )
+    add_agent(
+        driver,
+        tmp_path,
+        "stubborn",
+        'if [ "$AGENTOS_ATTEMPT" = 1 ]; then echo first > first.txt; exit 1; fi\n'
+        f"touch second.waiting\nexec -a {marker} sleep 300\n",
+        checks=[{"name": "second", "file_exists": "second.txt"}],
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentos",
+            "--workspace",
+            str(driver.root),
+            "run",
+            "stubborn-task",
+            "--repo",
+            str(repo),
+            "--force",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        second = wait_until(
+            lambda: [w for w in nodes.worktrees("stubborn") if (w / "second.waiting").exists()],
+            timeout=120,
+            what="the second attempt working",
+        )[0]
+        wait_until(lambda: processes_named(marker), what="the agent's process")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    run_id = second.parent.name
+    # Nothing of the run runs on any node once the driver's lease lapsed.
+    wait_until(lambda: not processes_named(marker), timeout=60, what="the agent ended")
+    wait_until(lambda: reaper_sockets() == [], timeout=30, what="its tmux server ended")
+    wait_until(lambda: not second.exists(), timeout=30, what="its worktree removed")
+
+    out = cli("gc", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["aborted_runs"] == [run_id]
+    record = RunStore(driver).get(run_id)
+    assert record.status == "aborted"
+    # The commit of the first attempt reached the driver before it died: it is kept.
+    assert git(repo, "show", f"agentos/{run_id}/stubborn:first.txt") == "first"
+    assert git(repo, "status", "--porcelain") == "" and worktrees(repo) == [str(repo)]
+
+
+# --- 3. what a node refuses ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ("tampered", "run.sh: modified"),
+        ("missing", "run.sh: removed"),
+    ],
+    ids=["tampered", "missing"],
+)
+def test_a_package_changed_on_a_node_is_refused_there_and_never_runs(
+    driver: Workspace, nodes: Nodes, tmp_path: Path, repo: Path, change: str, problem: str
+) -> None:
+    # Every agent of this test works on node c.
+    driver.settings_file.write_text(
+        driver.settings_file.read_text().replace("lease: 2", "lease: 2, resources: {node_c: 0.01}")
+    )
+    name = f"honest-{change}"  # a package of its own: the nodes' caches outlive a test
+    add_agent(
+        driver,
+        tmp_path,
+        name,
+        "echo honest > honest.txt\n",
+        checks=[{"name": "wrote", "file_exists": "honest.txt"}],
+    )
+    first, reports = run_in_thread(driver, f"{name}-task", repo)
+    first.join()
+    assert reports[0].status == "succeeded", reports[0].message
+    (cached,) = (nodes.homes["c"] / ".agentos" / "cluster" / "packages").glob(f"*/{name}-1.0.0")
+    script = cached / "run.sh"
+    script.chmod(0o644)
+    if change == "tampered":
+        script.write_text("echo pwned > pwned.txt\n")
+    else:
+        script.unlink()
+
+    second, reports = run_in_thread(driver, f"{name}-task again", repo)
+    second.join()
+    (report,) = reports
+    assert report.status == "failed"
+    refused = [line for line in events_of(driver, report.run_id) if "refused" in line]
+    node = RunStore(driver).get(report.run_id).options["cluster"][name]["refused"][0]["node"]
+    assert refused == [
+        f"{name}: attempt 1 refused: node {node}: {name}@1.0.0 refused, it is not what the "
+        f"driver's hub.lock says ({name}@1.0.0: {problem}); remove {cached.parent} there to "
+        "fetch it again"
+    ]
+    assert node.endswith("/" + nodes.handles["c"].node_id[:8])  # node c refused it
+    # Never run: no log of it on the node, nothing it would write, no commit of it (its
+    # empty branch went at teardown).
+    assert not list(nodes.homes["c"].glob(f".agentos/logs/{report.run_id}/*"))
+    assert not (repo / "pwned.txt").exists()
+    assert branches(repo) == ["main"]
+
+
+def test_a_node_without_a_checks_program_refuses_the_attempt_naming_itself_and_the_program(
+    driver: Workspace, nodes: Nodes, tmp_path: Path, repo: Path
+) -> None:
+    driver.settings_file.write_text(
+        driver.settings_file.read_text().replace("lease: 2", "lease: 2, resources: {node_c: 0.01}")
+    )
+    add_agent(
+        driver,
+        tmp_path,
+        "tooled",
+        "echo ran > ran.txt\n",
+        checks=[{"name": "tool works", "run": TOOL}],
+    )
+    thread, reports = run_in_thread(driver, "tooled-task", repo)
+    thread.join()
+    (report,) = reports
+    assert report.status == "failed"
+    node = RunStore(driver).get(report.run_id).options["cluster"]["tooled"]["refused"][0]["node"]
+    refused = [line for line in events_of(driver, report.run_id) if "refused" in line]
+    assert refused == [
+        f"tooled: attempt 1 refused: node {node}: `{TOOL}` (check 'tool works') is not "
+        "installed or not on PATH: install it, or change the check"
+    ]
+    assert not list(nodes.homes["c"].glob(f".agentos/logs/{report.run_id}/*"))

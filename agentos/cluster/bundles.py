@@ -77,15 +77,15 @@ def create(repo: Path, ref: str, left_out: Iterable[str] = ()) -> Outgoing:
 
 def take(repo: Path, data: bytes, ref: str, into: str) -> str:
     """Fetch ``ref`` of the bundle ``data`` into ``repo`` as ``into``; the commit it is.
-    :class:`NeedHistory` when the repository lacks a prerequisite of the bundle."""
+    :class:`VerifyFailed` when git does not accept the bundle here (a prerequisite
+    missing among the reasons: :func:`receive` tells that case apart)."""
     with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
         path = Path(tmp) / "in.bundle"
         path.write_bytes(data)
-        verified = wt.git_result(repo, "bundle", "verify", "-q", str(path), check=False)
+        verified = wt.git_result(repo, "bundle", "verify", str(path), check=False)
         if verified.returncode != 0:
-            if "lacks these prerequisite" in verified.stderr or "prerequisite" in verified.stderr:
-                raise NeedHistory(verified.stderr.strip())
-            raise VerifyFailed(f"a bundle that git does not accept: {verified.stderr.strip()}")
+            why = (verified.stderr or verified.stdout).strip().splitlines()
+            raise VerifyFailed(f"git does not accept the bundle: {why[-1] if why else '?'}")
         with wt.repo_lock(repo):
             fetched = wt.git_result(
                 repo,
@@ -98,8 +98,8 @@ def take(repo: Path, data: bytes, ref: str, into: str) -> str:
                 check=False,
             )
         if fetched.returncode != 0:
-            # A thin bundle whose pack leans on objects this repository lacks.
-            raise NeedHistory(fetched.stderr.strip())
+            why = fetched.stderr.strip().splitlines()
+            raise VerifyFailed(f"git could not fetch the bundle: {why[-1] if why else '?'}")
     return _sha(wt.run_git(repo, "rev-parse", "--verify", f"{into}^{{commit}}"))
 
 
@@ -142,7 +142,12 @@ def receive(cache: Path, data: bytes, ref: str) -> str:
         tip = _sha(heads[0]) if heads else ""
     if not tip:
         raise VerifyFailed("the bundle from the driver holds no commit")
-    return take(cache, data, ref, HAVE_PREFIX + tip)
+    try:
+        return take(cache, data, ref, HAVE_PREFIX + tip)
+    except VerifyFailed as exc:
+        # Most often a commit the bundle leaves out that this clone lacks (it is new to
+        # the repository, or its cache was removed): the whole history, then.
+        raise NeedHistory(str(exc)) from None
 
 
 def send_back(cache: Path, start: str, tip: str) -> bytes:

@@ -195,6 +195,12 @@ class RayDispatch:
             )
             self._where(agent, lost=lost.node or "?")
             return None
+        if result.need_history:  # even the whole history was not taken there
+            result = AttemptResult(
+                result.node,
+                refused=f"node {result.node.name}: its clone of {self.ctx.repo.name} "
+                "does not take the repository's history",
+            )
         if result.refused:
             self._set_status(
                 agent, AgentStatus.FAILED, f"attempt {agent.attempts} refused: {result.refused}"
@@ -418,7 +424,7 @@ class RayDispatch:
             fetched = bundles.take(
                 self.ctx.repo, result.bundle, f"refs/agentos/attempt/{result.head}", incoming
             )
-        except (bundles.NeedHistory, AgentOSError) as exc:
+        except AgentOSError as exc:
             raise VerifyFailed(f"its bundle could not be taken: {exc}") from None
         try:
             if fetched != result.head:
