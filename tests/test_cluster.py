@@ -232,6 +232,7 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
     for name in ("alpha", "beta", "gamma"):
         assert (repo / f"{name}.txt").read_text() == f"{name}\n"
     assert git(repo, "status", "--porcelain") == ""
+    assert "AGENTOS_CONTEXT.md" not in git(repo, "ls-files")
     assert branches(repo) == ["main"] and worktrees(repo) == [str(repo)]
     assert [a["status"] for a in report["agents"]] == ["passed"] * 3
     assert nodes.worktrees("alpha") + nodes.worktrees("beta") + nodes.worktrees("gamma") == []
@@ -455,3 +456,186 @@ def test_a_node_without_a_checks_program_refuses_the_attempt_naming_itself_and_t
         "installed or not on PATH: install it, or change the check"
     ]
     assert not list(nodes.homes["c"].glob(f".agentos/logs/{report.run_id}/*"))
+
+
+# --- 4. fan-outs: evals, workflows, evolve ---------------------------------------------------
+
+
+def _scores(report: dict[str, Any]) -> tuple[dict[str, float], float, bool]:
+    return (
+        {p["task"]: p["score"] for p in report["predictions"]},
+        report["dimensions"]["correctness"],
+        report["passed"],
+    )
+
+
+def test_an_eval_on_the_cluster_scores_as_the_same_eval_here(
+    driver: Workspace, nodes: Nodes, cli: CliRunner
+) -> None:
+    here = cli("eval", "run", "arithmetic", "--agent", "calculator", "--backend", "local", "--json")
+    there = cli("eval", "run", "arithmetic", "--agent", "calculator", "--jobs", "3", "--json")
+    assert here.returncode == 0 and there.returncode == 0, here.stderr + there.stderr
+    local, remote = json.loads(here.stdout), json.loads(there.stdout)
+    assert _scores(remote) == _scores(local)
+    assert local["dimensions"]["correctness"] == 0.833333  # 5 of 6: not the one in words
+    assert all("node" not in p for p in local["predictions"])
+    ran_on = {p["node"] for p in remote["predictions"]}
+    assert len(ran_on) >= 2, ran_on  # spread over the nodes, graded here
+
+
+@pytest.mark.slow
+def test_the_bundled_repo_suite_scores_on_the_cluster_as_here(
+    driver: Workspace, nodes: Nodes, cli: CliRunner
+) -> None:
+    args = ("eval", "run", "repo-basics", "--agent", "ruff-fixer", "--json")
+    here = cli(*args, "--backend", "local", timeout=300)
+    there = cli(*args, timeout=300)
+    assert here.returncode == 0 and there.returncode == 0, here.stderr + there.stderr
+    local, remote = json.loads(here.stdout), json.loads(there.stdout)
+    assert _scores(remote) == _scores(local) == ({"lint": 1.0, "failing-test": 0.0}, 0.5, True)
+
+
+def test_a_workflow_runs_twelve_tasks_six_at_once_across_the_nodes(
+    driver: Workspace, nodes: Nodes, tmp_path: Path, repo: Path
+) -> None:
+    from agentos.workflows.definitions import WorkflowDefinition
+    from agentos.workflows.executions import create_execution, create_task
+    from agentos.workflows.scheduler import Scheduler
+    from agentos.workflows.store import TaskStatus, WorkflowStore
+
+    # Each task's agent waits, once started, until the test lets it go: the test does so
+    # once six wait at once (two on each node), then lets every later one go at once.
+    add_agent(
+        driver,
+        tmp_path,
+        "scribe",
+        'touch "waiting-$AGENTOS_TASK_ID"\n'
+        'until [ -e go ]; do sleep 0.05; done\nrm go "waiting-$AGENTOS_TASK_ID"\n'
+        'echo "$AGENTOS_WORKTREE" > "out-$AGENTOS_TASK_ID.txt"\n',
+    )
+    workflow = WorkflowDefinition.model_validate(
+        {
+            "id": "wide",
+            "name": "Wide",
+            "phases": [
+                {"id": 1, "name": "do", "description": "Do", "agent": "scribe", "changes": True}
+            ],
+            "config": {"max_concurrent": 6, "task_deduplication_enabled": False},
+        }
+    )
+    execution, _ = create_execution(driver, workflow, repo, {"task": "Write the file number 1"})
+    for n in range(2, 13):
+        create_task(driver, f"Write the file number {n}", 1, execution_id=execution)
+    most: list[int] = []
+    done = threading.Event()
+
+    def release() -> None:
+        def waiting() -> list[Path]:
+            return [w for w in nodes.worktrees("scribe") if any(w.glob("waiting-*"))]
+
+        try:
+            six = wait_until(lambda: len(waiting()) >= 6 and waiting(), timeout=180, what="six")
+            most.append(len(six))
+            assert sorted({nodes.of(w) for w in six}) == ["a", "b", "c"]
+        finally:
+            while not done.is_set():
+                for w in waiting():
+                    (w / "go").touch()
+                done.wait(0.1)
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    try:
+        status = Scheduler(driver, execution).run()
+    finally:
+        done.set()
+        releaser.join()
+    store = WorkflowStore(driver)
+    tasks = store.tasks(execution)
+    store.close()
+    assert status == "done"
+    assert [t.status for t in tasks] == [TaskStatus.DONE] * 12, [t.message for t in tasks]
+    assert most == [6]  # six at once, never more: max_concurrent
+    where = [nodes.of((repo / f"out-{t.id}.txt").read_text().strip()) for t in tasks]
+    assert sorted(set(where)) == ["a", "b", "c"]
+    assert git(repo, "status", "--porcelain") == "" and branches(repo) == ["main"]
+
+
+TOY = (
+    'grep -m1 "^$AGENTOS_REQUEST=" "$AGENTOS_PACKAGE_DIR/answers.txt" | cut -d= -f2'
+    ' > "$AGENTOS_OUTPUT_FILE"\n'
+)
+FIXER = r"""
+set -e
+predictions="$AGENTOS_EVAL_DIR/gen-$AGENTOS_EVOLVE_PARENT/predictions.json"
+task=$(python3 -c 'import json, sys
+failed = [p["task"] for p in json.load(open(sys.argv[1])) if p["score"] < 1]
+print(failed[0] if failed else "")' "$predictions")
+case "$task" in
+  three) echo "3+3=6" >> answers.txt ;;
+  five) echo "5+5=10" >> answers.txt ;;
+  seven) echo "7+7=14" >> answers.txt ;;
+esac
+"""
+SUMS = [
+    {"id": "two", "input": "2+2", "expected": "4"},
+    {"id": "three", "input": "3+3", "expected": "6"},
+    {"id": "five", "input": "5+5", "expected": "10"},
+    {"id": "seven", "input": "7+7", "expected": "14"},
+]
+
+
+def test_an_evolve_generation_scores_its_candidates_on_more_than_one_node(
+    driver: Workspace, nodes: Nodes, tmp_path: Path, cli: CliRunner
+) -> None:
+    from conftest import write_package
+
+    from agentos.hub.store import Hub
+
+    for name, script, files in (
+        ("toy", TOY, {"answers.txt": "2+2=4\n"}),
+        ("fixer", FIXER, {}),
+    ):
+        src = write_package(tmp_path / "src" / name, name=name, files={"run.sh": script, **files})
+        Hub(driver.hub_dir).install(str(src))
+    suite = tmp_path / "sums"
+    suite.mkdir()
+    (suite / "suite.yaml").write_text(
+        json.dumps({"name": "sums", "evaluator": {"kind": "exact", "normalize": ["strip"]}})
+    )
+    (suite / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in SUMS))
+
+    out = cli(
+        "evolve",
+        "start",
+        "toy",
+        "--suite",
+        str(suite),
+        "--meta",
+        "fixer",
+        "--generations",
+        "2",
+        "--children",
+        "2",
+        "--jobs",
+        "2",
+        "--select",
+        "best",
+        "--json",
+        timeout=240,
+    )
+    assert out.returncode in (0, 1), out.stderr
+    done = json.loads(out.stdout)
+    gens = {g["gen"]: g for g in done["archive"]}
+    assert [(g, gens[g]["score"], gens[g]["parent"]) for g in sorted(gens)] == [
+        (0, 0.25, None),
+        (1, 0.5, 0),
+        (2, 0.5, 0),
+    ]
+    root = driver.state_dir / "evolve" / done["id"]
+    ran_on = {
+        p["node"]
+        for gen in (1, 2)  # the round's two candidates, scored at once
+        for p in json.loads((root / "evals" / f"gen-{gen}" / "predictions.json").read_text())
+    }
+    assert len(ran_on) >= 2, ran_on

@@ -130,7 +130,21 @@ def cache_clone(path: Path) -> Path:
         )
         # Agents' worktrees are made from it; nothing is ever checked out in it.
         wt.run_git(path, "config", "gc.auto", "0")
+    exclude = path / ".git" / "info" / "exclude"
+    if wt.AGENT_FILES_GLOB not in _lines(exclude):  # as in the user's repository
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a") as fh:
+            fh.write(
+                f"# AgentOS: context and feedback files in agent worktrees\n{wt.AGENT_FILES_GLOB}\n"
+            )
     return path
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        return []
 
 
 def receive(cache: Path, data: bytes, ref: str) -> str:
