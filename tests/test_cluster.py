@@ -183,6 +183,7 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
         )
     names = ("alpha", "beta", "gamma")
     seen: list[list[Path]] = []
+    shown: list[Any] = []
 
     def release_when_all_wait() -> None:
         def all_waiting() -> list[Path] | None:
@@ -193,6 +194,27 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
 
         try:
             seen.append(wait_until(all_waiting, timeout=120, what="three agents waiting at once"))
+            # While they work: where `cluster status` and `attach` say they are.
+            from agentos.cluster.status import cluster_status
+
+            shown.append(cluster_status(driver))
+            run_id = seen[0][0].parent.name
+            shown.append(
+                subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "agentos",
+                        "-w",
+                        str(driver.root),
+                        "attach",
+                        run_id,
+                        "beta",
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
+            )
         finally:  # let them go (whatever happened), so that the run ends
             for name in names:
                 for w in nodes.worktrees(name):
@@ -242,6 +264,29 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
     ]
     # The agents' three gates, then the driver's integration gate of their work together.
     assert kinds == ["interview", "route", "gate", "gate", "gate", "gate", "merge", "run"]
+    # While they worked, `cluster status` showed each on its node (and the driver's
+    # machine, the head, with no slot), and `attach` said where to attach to beta.
+    status, attach = shown
+    working = {
+        nodes.of(placed[a]["worktree"]): (n["busy"], n["slots"], [x["agent"] for x in n["agents"]])
+        for n in status["nodes"]
+        for a in placed
+        if placed[a]["node_id"] == n["id"]
+    }
+    assert working == {
+        nodes.of(placed[a]["worktree"]): (1, 2, [a]) for a in ("alpha", "beta", "gamma")
+    }
+    assert [
+        n["slots"]
+        for n in status["nodes"]
+        if n["id"] not in {p["node_id"] for p in placed.values()}
+    ] == [0]
+    beta = placed["beta"]
+    assert (attach.returncode, attach.stdout) == (1, "")
+    assert attach.stderr == (
+        f"error: beta works on node {beta['node']} ({beta['address']}), not here: on that "
+        f"machine run `tmux -L {beta['socket']} attach-session -t ={beta['session']}`\n"
+    )
     verified = cli("receipts", "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "chain intact" in verified.stdout

@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "results": "agentos.cli.tasks:results",
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
+    "cluster": "agentos.cli.cluster:cluster",
 }
 
 

@@ -464,6 +464,16 @@ def attach(run_id: str, agent: str | None) -> None:
     ws = current_workspace()
     record = RunStore(ws).get(run_id)
     agents = [a for a in record.agents if agent is None or a.agent == agent]
+    remote = (record.options or {}).get("cluster") or {}
+    if agents and agents[0].agent in remote and not agents[0].session:
+        where = remote[agents[0].agent]
+        if "socket" not in where:
+            raise OperationFailed(f"{agents[0].agent} has not started on a node yet")
+        raise OperationFailed(
+            f"{agents[0].agent} works on node {where['node']} ({where['address']}), not here: "
+            f"on that machine run `tmux -L {where['socket']} attach-session "
+            f"-t ={where['session']}`"
+        )
     if not agents or not agents[0].session:
         raise BadInput(f"no agent {agent!r} in run {record.id}", field="AGENT")
     sessions = Sessions(ws.root)

@@ -118,4 +118,51 @@ def _once(spec: OnceSpec) -> Iterator[object]:
 # its agent before the task ends.
 ONCE = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(_once)
 
+
+def _agents_here() -> list[dict[str, Any]]:
+    """The agents running on this node now, from its workspace's record."""
+    from agentos.cluster.node import node_workspace
+    from agentos.run.store import ACTIVE, UNFINISHED, RunStore
+
+    store = RunStore(node_workspace())
+    try:
+        return [
+            {
+                "run": run.id,
+                "agent": agent.agent,
+                "status": str(agent.status),
+                "session": agent.session,
+                "started_at": run.started_at,
+            }
+            for run in store.list(statuses=ACTIVE, limit=1000)
+            for agent in run.agents
+            if agent.status in UNFINISHED and agent.status != "pending"
+        ]
+    finally:
+        store.close()
+
+
+AGENTS_HERE = ray.remote(max_retries=0)(_agents_here)
+STATUS_TIMEOUT = 30.0
+
+
+def node_agents(node_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each node's running agents (a task pinned to each; one that does not answer within
+    :data:`STATUS_TIMEOUT` is left out)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    refs = {
+        node: AGENTS_HERE.options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+        ).remote()
+        for node in node_ids
+    }
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=STATUS_TIMEOUT)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for node, ref in refs.items():
+        if ref in ready:
+            out[node] = ray.get(ref)
+    return out
+
+
 __all__ = ["ATTEMPT", "ONCE", "AttemptResult", "OnceResult", "this_node"]
