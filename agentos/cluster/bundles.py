@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from agentos.errors import OperationFailed, VerifyFailed
 from agentos.shared.fs import atomic_write
 from agentos.worktrees import repo as wt
@@ -77,15 +79,12 @@ def create(repo: Path, ref: str, left_out: Iterable[str] = ()) -> Outgoing:
 
 def take(repo: Path, data: bytes, ref: str, into: str) -> str:
     """Fetch ``ref`` of the bundle ``data`` into ``repo`` as ``into``; the commit it is.
-    :class:`VerifyFailed` when git does not accept the bundle here (a prerequisite
-    missing among the reasons: :func:`receive` tells that case apart)."""
+    :class:`VerifyFailed` when git does not take it here (a prerequisite this repository
+    lacks among the reasons: :func:`receive` tells that case apart). Git checks the
+    bundle's prerequisites and every object as it fetches."""
     with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
         path = Path(tmp) / "in.bundle"
         path.write_bytes(data)
-        verified = wt.git_result(repo, "bundle", "verify", str(path), check=False)
-        if verified.returncode != 0:
-            why = (verified.stderr or verified.stdout).strip().splitlines()
-            raise VerifyFailed(f"git does not accept the bundle: {why[-1] if why else '?'}")
         with wt.repo_lock(repo):
             fetched = wt.git_result(
                 repo,
@@ -99,8 +98,26 @@ def take(repo: Path, data: bytes, ref: str, into: str) -> str:
             )
         if fetched.returncode != 0:
             why = fetched.stderr.strip().splitlines()
-            raise VerifyFailed(f"git could not fetch the bundle: {why[-1] if why else '?'}")
+            raise VerifyFailed(f"git does not take the bundle: {why[-1] if why else '?'}")
     return _sha(wt.run_git(repo, "rev-parse", "--verify", f"{into}^{{commit}}"))
+
+
+def descendants(repo: Path, start: str, tip: str) -> list[str]:
+    """The commits ``start..tip``, oldest first, when ``tip`` descends from ``start`` through
+    them alone (each one's parents are ``start`` or listed before it); else
+    :class:`VerifyFailed`. One git process."""
+    out = wt.run_git(repo, "rev-list", "--reverse", "--parents", f"{start}..{tip}")
+    seen = {start}
+    listed = []
+    for line in out.splitlines():
+        commit, *parents = (_sha(word) for word in line.split())
+        if not parents or any(p not in seen for p in parents):
+            raise VerifyFailed(f"{commit[:12]} does not descend from {start[:12]} alone")
+        seen.add(commit)
+        listed.append(commit)
+    if not listed or listed[-1] != tip:
+        raise VerifyFailed(f"{tip[:12]} does not descend from {start[:12]}")
+    return listed
 
 
 def has_commit(repo: Path, commit: str) -> bool:
@@ -120,16 +137,18 @@ def commits_between(repo: Path, start: str, tip: str) -> list[str]:
 def cache_clone(path: Path) -> Path:
     """The node's clone of one repository (made empty the first time): a plain ``git
     init``, whose objects are its own (no alternates)."""
-    if not (path / ".git").is_dir():
-        path.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["git", "init", "-q", "-b", "agentos-cache", str(path)],
-            check=True,
-            capture_output=True,
-            env=wt.git_env(),
-        )
-        # Agents' worktrees are made from it; nothing is ever checked out in it.
-        wt.run_git(path, "config", "gc.auto", "0")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):  # the node's attempts of one repository at once
+        if not (path / ".git" / "HEAD").is_file():
+            path.mkdir(exist_ok=True)
+            subprocess.run(
+                ["git", "init", "-q", "-b", "agentos-cache", str(path)],
+                check=True,
+                capture_output=True,
+                env=wt.git_env(),
+            )
+            # Agents' worktrees are made from it; nothing is ever checked out in it.
+            wt.run_git(path, "config", "gc.auto", "0")
     exclude = path / ".git" / "info" / "exclude"
     if wt.AGENT_FILES_GLOB not in _lines(exclude):  # as in the user's repository
         exclude.parent.mkdir(parents=True, exist_ok=True)
@@ -147,32 +166,18 @@ def _lines(path: Path) -> list[str]:
         return []
 
 
-def receive(cache: Path, data: bytes, ref: str) -> str:
-    """A bundle from the driver into the cache clone, kept under ``refs/agentos/have/``."""
-    with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
-        path = Path(tmp) / "in.bundle"
-        path.write_bytes(data)
-        heads = wt.run_git(cache, "bundle", "list-heads", str(path)).split()
-        tip = _sha(heads[0]) if heads else ""
-    if not tip:
-        raise VerifyFailed("the bundle from the driver holds no commit")
+def receive(cache: Path, data: bytes, ref: str, tip: str) -> str:
+    """A bundle of ``ref`` at ``tip`` from the driver into the cache clone, kept under
+    ``refs/agentos/have/``."""
     try:
-        return take(cache, data, ref, HAVE_PREFIX + tip)
+        got = take(cache, data, ref, HAVE_PREFIX + tip)
+        if got != tip:
+            raise VerifyFailed(f"the bundle holds {got}, not {tip}")
+        return got
     except VerifyFailed as exc:
         # Most often a commit the bundle leaves out that this clone lacks (it is new to
         # the repository, or its cache was removed): the whole history, then.
         raise NeedHistory(str(exc)) from None
-
-
-def send_back(cache: Path, start: str, tip: str) -> bytes:
-    """The commits ``start..tip`` as a bundle of ``refs/agentos/attempt`` (thin: the
-    driver holds ``start``)."""
-    ref = f"refs/agentos/attempt/{tip}"
-    wt.run_git(cache, "update-ref", ref, tip)
-    try:
-        return create(cache, ref, [start]).data
-    finally:
-        wt.git_result(cache, "update-ref", "-d", ref, check=False)
 
 
 # --- what the driver knows the nodes hold ------------------------------------------------

@@ -209,6 +209,11 @@ class RayDispatch:
             return None
         self.known.add(result.node.id, spec.repo.start)
         self._time("round trip", time.monotonic() - clock)
+        self._time("on the node", result.timings.get("bundled", 0.0))
+        last = 0.0
+        for step, at in sorted(result.timings.items(), key=lambda kv: kv[1]):
+            self._time(f"node: {step}", at - last)  # each step of the node's, in turn
+            last = at
         return result
 
     def _follow(self, agent: AgentState, spec: AttemptSpec) -> AttemptResult:
@@ -408,8 +413,9 @@ class RayDispatch:
         self._time("take", time.monotonic() - clock)
 
     def _commits_back(self, agent: AgentState, result: AttemptResult, start: str) -> str:
-        """Fetch the returned bundle and check it; the agent's branch moves to its tip.
-        :class:`VerifyFailed` when it is not what the node's gate judged."""
+        """Fetch the returned bundle and check it; the agent's branch moves to its tip by
+        compare and swap. :class:`VerifyFailed` when it is not what the node's gate judged:
+        its tip the judged commit, descending from ``start`` through the listed commits."""
         judged = (result.fields or {}).get("commit")
         if result.head is None or (result.fields is not None and judged != result.head):
             raise VerifyFailed(f"the gate judged {judged}, the node returned {result.head}")
@@ -417,30 +423,29 @@ class RayDispatch:
             if result.commits:
                 raise VerifyFailed("commits listed, none sent")
             return start
-        if not result.bundle:
+        if not result.bundle or not result.ref.startswith("refs/heads/agentos/"):
             raise VerifyFailed(f"no bundle of {result.head}")
         incoming = f"refs/agentos/incoming/{self.ctx.run_id}/{agent.name}"
         try:
-            fetched = bundles.take(
-                self.ctx.repo, result.bundle, f"refs/agentos/attempt/{result.head}", incoming
-            )
-        except AgentOSError as exc:
-            raise VerifyFailed(f"its bundle could not be taken: {exc}") from None
-        try:
+            fetched = bundles.take(self.ctx.repo, result.bundle, result.ref, incoming)
             if fetched != result.head:
                 raise VerifyFailed(f"the bundle holds {fetched}, not {result.head}")
-            listed = bundles.commits_between(self.ctx.repo, start, fetched)
+            listed = bundles.descendants(self.ctx.repo, start, fetched)
             if listed != list(result.commits):
                 raise VerifyFailed(
                     f"{start[:12]}..{fetched[:12]} holds {len(listed)} commits, "
                     f"the node listed {len(result.commits)}"
                 )
+            moves = f"update refs/heads/{agent.branch} {fetched} {start}\ndelete {incoming}\n"
             with wt.repo_lock(self.ctx.repo):
-                wt.run_git(
-                    self.ctx.repo, "update-ref", f"refs/heads/{agent.branch}", fetched, start
+                done = wt.git_result(
+                    self.ctx.repo, "update-ref", "--stdin", input=moves, check=False
                 )
-        finally:
+            if done.returncode != 0:
+                raise VerifyFailed(f"{agent.branch} moved: {done.stderr.strip()}")
+        except VerifyFailed:
             wt.git_result(self.ctx.repo, "update-ref", "-d", incoming, check=False)
+            raise
         return fetched
 
     # -- records -----------------------------------------------------------------------------

@@ -48,9 +48,8 @@ from filelock import FileLock
 from agentos import __version__
 from agentos.cluster import bundles
 from agentos.cluster.packages import Shipment, unpacked
-from agentos.cluster.reaper import Lease
-from agentos.cluster.reaper import start as start_reaper
-from agentos.errors import AgentOSError, NotFound, Tampered
+from agentos.cluster.reaper import Lease, ensure_running
+from agentos.errors import AgentOSError, NotFound, OperationFailed, Tampered
 from agentos.gate.detect import venv_python
 from agentos.gate.environment import gate_environment, missing_programs
 from agentos.gate.judge import TestChanges
@@ -64,7 +63,7 @@ from agentos.run.store import UNFINISHED, AgentStatus, RunStatus, RunStore
 from agentos.run.values import AgentState
 from agentos.runtimes import get_runtime
 from agentos.runtimes.usage import Usage
-from agentos.sandbox import choose
+from agentos.sandbox import Sandbox, choose
 from agentos.sandbox.confine import Scene, venv_paths
 from agentos.shared.checks import CheckSpec
 from agentos.shared.fs import atomic_write
@@ -177,6 +176,7 @@ class AttemptResult:
     head: str | None = None  # the commit the gate judged
     commits: tuple[str, ...] = ()  # the commits of this attempt, start..head
     bundle: bytes = b""  # start..head
+    ref: str = ""  # the ref the bundle carries (at head)
     gate: GateResult | None = None
     fields: dict[str, Any] | None = None  # the gate receipt's, for the driver to write
     limit: str | None = None
@@ -222,6 +222,17 @@ def node_workspace(settings: Settings | None = None) -> NodeWorkspace:
     return ws
 
 
+_SANDBOXES: dict[str, Sandbox] = {}
+
+
+def sandbox_of(ws: Workspace) -> Sandbox:
+    """The sandbox the driver's settings choose here, probed once per worker process."""
+    key = ws.settings.sandbox.model_dump_json()
+    if key not in _SANDBOXES:
+        _SANDBOXES[key] = choose(ws.settings.sandbox)
+    return _SANDBOXES[key]
+
+
 def cluster_dir(ws: Workspace) -> Path:
     return ws.state_dir / "cluster"
 
@@ -251,7 +262,7 @@ def run_attempt(
         cache = bundles.cache_clone(cluster_dir(ws) / "repos" / spec.repo.key)
         if not bundles.has_commit(cache, spec.repo.start):
             try:
-                bundles.receive(cache, fetch(spec.repo.bundle[0]), spec.repo.ref)
+                bundles.receive(cache, fetch(spec.repo.bundle[0]), spec.repo.ref, spec.repo.start)
             except bundles.NeedHistory:
                 return AttemptResult(node, need_history=True)
         timings["received"] = time.monotonic() - clock
@@ -289,7 +300,7 @@ def _prove(
             "with the local backend"
         )
     try:
-        choose(ws.settings.sandbox)
+        sandbox_of(ws)
     except AgentOSError as exc:
         raise Refused(f"{where}: {exc.message}") from None
     try:
@@ -359,8 +370,11 @@ class _Attempt:
         store = RunStore(self.ws)
         try:
             self._record(store)
+            self.timings["recorded"] = time.monotonic() - self.clock
             ctx = self._context(sessions, store)
+            self.timings["context"] = time.monotonic() - self.clock
             self._start_reaper()
+            self.timings["reaper"] = time.monotonic() - self.clock
             renewing = threading.Thread(target=self._renew, daemon=True)
             renewing.start()
             self._setup(ctx)
@@ -379,7 +393,9 @@ class _Attempt:
             driver = AgentDriver(ctx)
             driver.attempt(self.agent)
             self.timings["attempt"] = time.monotonic() - self.clock
-            return self._result(driver)
+            result = self._result(driver)
+            self.say(result)  # the driver has it now; the teardown below does not delay it
+            return result
         finally:
             self.done.set()
             self._teardown(sessions, store)
@@ -390,11 +406,13 @@ class _Attempt:
         """The node's own record of the attempt (``agentos status`` and ``gc`` there see
         it; the run's record is the driver's)."""
         spec = self.spec
-        try:
-            record = store.get(spec.run_id)
-        except NotFound:
-            store.create(spec.run_id, spec.request, self.cache)
-            record = store.get(spec.run_id)
+        # The attempts of one run on this node (workers of their own) make its record once.
+        with FileLock(str(cluster_dir(self.ws) / "record.lock")):
+            try:
+                record = store.get(spec.run_id)
+            except NotFound:
+                store.create(spec.run_id, spec.request, self.cache)
+                record = store.get(spec.run_id)
         store.update(
             spec.run_id,
             status=RunStatus.RUNNING,
@@ -416,7 +434,7 @@ class _Attempt:
 
     def _context(self, sessions: Sessions, store: RunStore) -> RunContext:
         spec, ws = self.spec, self.ws
-        sandbox = choose(ws.settings.sandbox)
+        sandbox = sandbox_of(ws)
         scene = Scene(
             ws.settings.sandbox,
             ws.root,
@@ -487,9 +505,10 @@ class _Attempt:
         )
 
     def _start_reaper(self) -> None:
+        """The attempt's lease, then the node's reaper unless one runs."""
         self.lease.parent.mkdir(parents=True, exist_ok=True)
         self.lease_data(None).write(self.lease)
-        start_reaper(self.lease)
+        ensure_running(self.lease.parent)
 
     def _renew(self) -> None:
         """Renew the lease while this worker lives (Ray ends it with the driver's job)."""
@@ -532,10 +551,13 @@ class _Attempt:
         head = (self.fields or {}).get("commit") or spec.repo.start
         data = b""
         commits: list[str] = []
+        ref = f"refs/heads/{agent.branch}"  # at the commit the gate judged
         if head != spec.repo.start:
             commits = bundles.commits_between(self.cache, spec.repo.start, head)
-            data = bundles.send_back(self.cache, spec.repo.start, head)
-            wt.run_git(self.cache, "update-ref", bundles.HAVE_PREFIX + head, head)
+            out = bundles.create(self.cache, ref, [spec.repo.start])
+            if out.tip != head:
+                raise OperationFailed(f"{ref} moved from {head} to {out.tip} after the gate")
+            data = out.data
         self.timings["bundled"] = time.monotonic() - self.clock
         feedback = ""
         if agent.status is AgentStatus.FAILED and agent.gate is not None:
@@ -550,6 +572,7 @@ class _Attempt:
             head=head,
             commits=tuple(commits),
             bundle=data,
+            ref=ref,
             gate=agent.gate,
             fields=self.fields,
             limit=agent.limit,
@@ -577,6 +600,11 @@ class _Attempt:
                 except AgentOSError:
                     shutil.rmtree(agent.worktree, ignore_errors=True)
                     wt.git_result(self.cache, "worktree", "prune", check=False)
+            head = (self.fields or {}).get("commit")
+            if head and head != self.spec.repo.start:  # a later attempt here starts from it
+                wt.git_result(
+                    self.cache, "update-ref", bundles.HAVE_PREFIX + head, head, check=False
+                )
             wt.git_result(self.cache, "branch", "-D", agent.branch, check=False)
             ended = agent.status
             if ended in (AgentStatus.PENDING, AgentStatus.RUNNING, AgentStatus.GATING):
@@ -827,7 +855,7 @@ def run_once_here(
     try:
         done = run_once(
             ws,
-            choose(ws.settings.sandbox),
+            sandbox_of(ws),
             scene,
             spec.manifest,
             package_dir,

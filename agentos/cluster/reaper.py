@@ -1,38 +1,43 @@
-"""The reaper of one remote attempt, on its node: ends the agent when the driver's lease lapses.
+"""The reaper of a node: ends a remote attempt when the driver's lease on it lapses.
 
 Ray ends a job's worker processes when its driver dies (a SIGKILL included), but not what
 they started: an agent runs in a tmux server, which outlives the worker that started it.
-So each remote attempt runs on a tmux socket of its own, and before it starts, its worker
-starts this process (detached: a session of its own, not the worker's child) with a lease
-file. The worker renews the lease every second while it lives, which is as long as the
-driver's job lives. When the lease is older than its lapse, the reaper ends the attempt as
-``agentos gc`` would: the agent's process group and its tmux server, a gate check left
-running, control groups whose owner died; then the attempt's secret files and its
-worktree. When the attempt ends normally its worker deletes the lease, and the reaper
-exits with nothing to do.
+So each remote attempt runs on a tmux socket of its own, and its worker writes a lease
+file (``.agentos/cluster/leases/<attempt>.json`` of the node's workspace) before the agent
+starts, renewed every second while the worker lives, which is as long as the driver's job
+lives. One reaper per node (started by the first attempt that finds none; detached: a
+session of its own, not a worker's child) watches the leases: one older than its lapse
+ends its attempt as ``agentos gc`` would (the agent's process group and its tmux server, a
+gate check left running, control groups whose owner died), then removes the attempt's
+secret files and its worktree. An attempt that ends normally deletes its lease. The
+reaper exits after :data:`IDLE` seconds without a lease.
 
-``python -m agentos.cluster.reaper LEASE`` (the lease is JSON, see :class:`Lease`).
+``python -m agentos.cluster.reaper LEASES`` (each lease is JSON, see :class:`Lease`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agentos.shared.fs import atomic_write
 
-POLL = 0.5  # seconds between looks at the lease
+POLL = 0.5  # seconds between looks at the leases
+IDLE = 60.0  # seconds without a lease after which the reaper exits
+LOCK = ".reaper.lock"  # in the leases folder: held by the reaper that runs
 
 
 @dataclass(frozen=True)
 class Lease:
-    """What the reaper of an attempt ends, written by its worker (and renewed by touch)."""
+    """What the reaper ends of an attempt, written by its worker (and renewed by touch)."""
 
     lapse: float  # seconds without renewal after which the attempt is ended
     socket: str  # its tmux socket (-L)
@@ -46,36 +51,71 @@ class Lease:
         atomic_write(path, json.dumps(asdict(self)))
 
 
-def start(lease: Path) -> None:
-    """Start the reaper of ``lease``, detached from this process (and its process group,
-    and its death)."""
-    subprocess.run(
-        [sys.executable, "-m", "agentos.cluster.reaper", str(lease)],
+def ensure_running(leases: Path) -> bool:
+    """Start the node's reaper unless one holds the leases' lock; True when started. The
+    caller writes its lease first (a reaper about to exit for want of one looks again)."""
+    leases.mkdir(parents=True, exist_ok=True)
+    fd = _try_lock(leases)
+    if fd is None:
+        return False
+    os.close(fd)  # the reaper takes it itself (a second one started at once exits)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "agentos.cluster.reaper", str(leases)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        check=False,
         start_new_session=True,
-        timeout=30,
-    )  # returns at once: the reaper forks and its first process exits
+    )
+    threading.Thread(target=first.wait, daemon=True).start()  # it forks and exits at once
+    return True
 
 
-def watch(lease: Path) -> str:
-    """Until the lease is gone (the attempt ended: "released") or lapsed ("reaped")."""
+def _try_lock(leases: Path) -> int | None:
+    fd = os.open(leases / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def watch(leases: Path) -> None:
+    """Reap lapsed leases until none has been seen for :data:`IDLE` seconds."""
+    fd = _try_lock(leases)
+    if fd is None:
+        return  # another reaper runs
+    seen = time.monotonic()
     while True:
-        try:
-            age = time.time() - lease.stat().st_mtime
-            data = Lease(**json.loads(lease.read_text()))
-        except (OSError, ValueError, TypeError):
-            if not lease.exists():
-                return "released"
-            time.sleep(POLL)
-            continue
-        if age > data.lapse:
-            reap(data)
-            lease.unlink(missing_ok=True)
-            return "reaped"
+        found = list(leases.glob("*.json"))
+        if found:
+            seen = time.monotonic()
+        for lease in found:
+            check(lease)
+        if time.monotonic() - seen > IDLE:
+            os.close(fd)  # released first: an attempt that starts now starts another
+            if not list(leases.glob("*.json")):
+                return
+            fd = _try_lock(leases)
+            if fd is None:
+                return
+            seen = time.monotonic()
         time.sleep(POLL)
+
+
+def check(lease: Path) -> str:
+    """``reaped`` when the lease had lapsed (its attempt is ended and the lease removed),
+    ``live`` when not, ``gone`` when it went meanwhile."""
+    try:
+        age = time.time() - lease.stat().st_mtime
+        data = Lease(**json.loads(lease.read_text()))
+    except (OSError, ValueError, TypeError):
+        return "gone"
+    if age <= data.lapse:
+        return "live"
+    reap(data)
+    lease.unlink(missing_ok=True)
+    return "reaped"
 
 
 def reap(data: Lease) -> None:
@@ -103,7 +143,7 @@ def reap(data: Lease) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m agentos.cluster.reaper LEASE", file=sys.stderr)
+        print("usage: python -m agentos.cluster.reaper LEASES", file=sys.stderr)
         return 2
     if os.fork():  # the worker waits for this first process only
         return 0

@@ -60,8 +60,10 @@ def stream(work: Callable[[threading.Event, Callable[[object], None]], object]) 
 
     thread = threading.Thread(target=run, name="agentos-attempt")
     thread.start()
+    said: object = None
     try:
         while (item := messages.get()) is not _DONE:
+            said = item
             yield item
     except KeyboardInterrupt:  # ray.cancel: the attempt stops and tears down first
         cancel.set()
@@ -70,7 +72,8 @@ def stream(work: Callable[[threading.Event, Callable[[object], None]], object]) 
     thread.join()
     if isinstance(out[0], BaseException):
         raise out[0]
-    yield out[0]
+    if out[0] is not said:  # (what the work said last, before its teardown, is not sent twice)
+        yield out[0]
 
 
 def follow(stream: Any, cancel: threading.Event, poll: float, wait: float) -> Iterator[object]:
