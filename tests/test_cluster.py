@@ -259,8 +259,7 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
     assert [a["status"] for a in report["agents"]] == ["passed"] * 3
     # (A node sends its result before its teardown: the driver does not wait for it.)
     wait_until(
-        lambda: nodes.worktrees("alpha") + nodes.worktrees("beta") + nodes.worktrees("gamma")
-        == [],
+        lambda: nodes.worktrees("alpha") + nodes.worktrees("beta") + nodes.worktrees("gamma") == [],
         what="the nodes' worktrees removed",
     )
     wait_until(lambda: reaper_sockets() == [], what="the agents' tmux servers ended")
@@ -424,6 +423,34 @@ def test_a_killed_driver_leaves_no_agent_on_any_node_and_gc_records_the_run(
     # The commit of the first attempt reached the driver before it died: it is kept.
     assert git(repo, "show", f"agentos/{run_id}/stubborn:first.txt") == "first"
     assert git(repo, "status", "--porcelain") == "" and worktrees(repo) == [str(repo)]
+
+
+def test_cancelling_a_detached_run_reaches_its_remote_agent_which_tears_down_there(
+    driver: Workspace, nodes: Nodes, tmp_path: Path, repo: Path, cli: CliRunner
+) -> None:
+    marker = "agentos-cancelled-marker"
+    add_agent(driver, tmp_path, "patient", f"touch started\nexec -a {marker} sleep 300\n")
+    started = cli("run", "patient-task", "--repo", str(repo), "--force", "--detach", "--json")
+    assert started.returncode == 0, started.stderr
+    run_id = json.loads(started.stdout)["run"]
+    worktree = wait_until(
+        lambda: [w for w in nodes.worktrees("patient") if (w / "started").exists()],
+        timeout=120,
+        what="the agent working on a node",
+    )[0]
+    wait_until(lambda: processes_named(marker), what="the agent's process")
+
+    out = cli("runs", "cancel", run_id, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["status"] == "cancelled"
+    # Ray's cancel reached the task: the node tore the attempt down itself (its own record
+    # says so; a reaper would not have written it), as a local run's teardown does.
+    wait_until(lambda: not processes_named(marker), timeout=60, what="the agent ended")
+    wait_until(lambda: not worktree.exists(), timeout=30, what="its worktree removed")
+    store = RunStore(Workspace(nodes.homes[nodes.of(worktree)]))
+    assert [(a.agent, a.status) for a in store.get(run_id).agents] == [("patient", "cancelled")]
+    assert RunStore(driver).get(run_id).status == "cancelled"
+    assert reaper_sockets() == []
 
 
 # --- 3. what a node refuses ------------------------------------------------------------------

@@ -62,7 +62,15 @@ def stream(work: Callable[[threading.Event, Callable[[object], None]], object]) 
     thread.start()
     said: object = None
     try:
-        while (item := messages.get()) is not _DONE:
+        while True:
+            try:
+                # Not one blocking get: Ray's cancel is an exception raised in this thread
+                # between two bytecodes, never while it waits on a lock.
+                item = messages.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item is _DONE:
+                break
             said = item
             yield item
     except KeyboardInterrupt:  # ray.cancel: the attempt stops and tears down first
