@@ -126,7 +126,7 @@ def driver(ws: Workspace, nodes: Nodes, monkeypatch: pytest.MonkeyPatch) -> Work
     """The test's workspace as the cluster's driver (a lease of 2 s, no retries unless a
     test says so)."""
     ws.settings_file.write_text(
-        "run: {guardian: false, retries: 0}\n"
+        "run: {guardian: false, retries: 0}\nguardian: {interval: 0.5}\n"
         f"cluster: {{backend: ray, address: '{nodes.address}', lease: 2}}\n"
     )
     monkeypatch.setenv("PATH", nodes.path["a"])  # the driver has the tool too
@@ -199,6 +199,19 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
 
             shown.append(cluster_status(driver))
             run_id = seen[0][0].parent.name
+
+            def health() -> dict[str, Any] | None:  # each node measured its agent
+                out = subprocess.run(
+                    [sys.executable, "-m", "agentos", "-w", str(driver.root), "status", "--json"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                (run,) = json.loads(out.stdout)["runs"]
+                measured: dict[str, Any] = run["health"]
+                return measured if all(measured.get(n) for n in names) else None
+
+            shown.append(wait_until(health, what="the health of the three from their nodes"))
             shown.append(
                 subprocess.run(
                     [
@@ -270,7 +283,11 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
     assert kinds == ["interview", "route", "gate", "gate", "gate", "gate", "merge", "run"]
     # While they worked, `cluster status` showed each on its node (and the driver's
     # machine, the head, with no slot), and `attach` said where to attach to beta.
-    status, attach = shown
+    status, health, attach = shown
+    # The guardian's word on each, from what its node measured.
+    assert {n: (h["health"], h["node"]) for n, h in health.items()} == {
+        n: ("healthy", placed[n]["node"]) for n in names
+    }
     working = {
         nodes.of(placed[a]["worktree"]): (n["busy"], n["slots"], [x["agent"] for x in n["agents"]])
         for n in status["nodes"]
