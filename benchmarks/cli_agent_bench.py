@@ -50,6 +50,9 @@ NPM_BIN = (
 REQUEST = "Write notes.txt saying that the benchmark ran; done when notes.txt exists"
 
 
+TARGET = 1.2  # AgentOS's overhead around the CLI, against the fixed run cost (issue 38)
+
+
 def script(n: int) -> list[list[list[Call]]]:
     """``n`` conversations: write notes.txt, then answer."""
     return [[[Call("Write", {"file_path": "{cwd}/notes.txt", "content": "ran\n"})]]] * n
@@ -147,10 +150,12 @@ def main() -> int:
     print(f"agentos run, claude-coder without MCP:     p50 {plain_run * ms:.0f} ms")
     print(f"  ... and with the host's network (no proxy): p50 {open_run * ms:.0f} ms")
     print(f"fixed run cost (one shell agent writing a file, merged): p50 {true * ms:.0f} ms")
+    ratio = overhead / true
     print(
         f"AgentOS's overhead around Claude Code: {overhead * ms:.0f} ms "
-        f"= {overhead / true:.2f}x the fixed run cost; without MCP {plain_overhead * ms:.0f} ms "
-        f"= {plain_overhead / true:.2f}x"
+        f"= {ratio:.2f}x the fixed run cost (target <= {TARGET}x, issue 38: "
+        f"{'meets' if ratio <= TARGET else 'MISSES'}); without MCP "
+        f"{plain_overhead * ms:.0f} ms = {plain_overhead / true:.2f}x"
     )
     return 0
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,12 +43,19 @@ def p50(samples: list[float]) -> float:
     return statistics.median(samples) * 1e3
 
 
+CPU: dict[str, list[float]] = {}  # user + system time of each command's process, by argv
+
+
 def timed(argv: list[str], repeat: int, env: dict[str, str]) -> list[float]:
     out = []
+    cpu = CPU.setdefault(" ".join(argv), [])
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         done = subprocess.run(argv, env=env, capture_output=True)
         out.append(time.perf_counter() - t)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if done.returncode not in (0, 1):
             raise SystemExit(f"{argv}: exit {done.returncode}: {done.stderr.decode()[-500:]}")
     return out
@@ -80,7 +88,11 @@ def main() -> None:
             if k not in ("AGENTOS_HOME", "PYTHONDONTWRITEBYTECODE")
         }
         base = p50(timed([sys.executable, "-c", "pass"], args.repeat, env))
-        print(f"python -c pass: p50 {base:7.1f} ms  (the floor every command pays)")
+        base_cpu = p50(CPU[f"{sys.executable} -c pass"])
+        print(
+            f"python -c pass: p50 {base:7.1f} ms, cpu {base_cpu:.1f} ms  (the floor every "
+            "command pays; on a busy machine the cpu figures are the steadier)"
+        )
         w = ["--workspace", str(ws.root)]
         cases: list[tuple[str, list[str], float]] = [
             ("--version", ["--version"], TARGETS["--version"]),
@@ -98,11 +110,14 @@ def main() -> None:
         ]
         for name, argv, target in cases:
             timed([*AGENTOS, *argv], 2, env)  # caches (compiled cards, .pyc) as a user has them
+            CPU.pop(" ".join([*AGENTOS, *argv]))
             ms = p50(timed([*AGENTOS, *argv], args.repeat, env))
+            cpu = p50(CPU[" ".join([*AGENTOS, *argv])])
             verdict = "meets" if ms <= target else "MISSES"
             print(
                 f"agentos {name:28s} p50 {ms:7.1f} ms  {ms / base:5.1f}x python -c pass  "
-                f"(target {target:.0f} ms: {verdict})"
+                f"(target {target:.0f} ms: {verdict}); cpu p50 {cpu:6.1f} ms "
+                f"({cpu / base_cpu:4.1f}x)"
             )
 
         huge, reqs = make_workspace(Path(tmp) / "huge", args.cards)
@@ -120,9 +135,10 @@ def main() -> None:
         t = time.perf_counter()
         after = decide(huge, reqs[1]).cards_revision
         seen = "seen" if after != before else "NOT SEEN"
+        took = (time.perf_counter() - t) * 1e3
         print(
-            f"decide(ws) after a card edited in place: {(time.perf_counter() - t) * 1e3:7.1f} ms"
-            f" (recompiles the cards; the change is {seen})"
+            f"decide(ws) after a card edited in place: {took:7.1f} ms (only that card compiled "
+            f"again; the change is {seen}; target 50 ms: {'meets' if took <= 50 else 'MISSES'})"
         )
 
 

@@ -7,7 +7,8 @@ Measured in one run, on the same machine state:
 - spawn + initialize: wall time from spawning the server process over stdio to the
   ``initialize`` result, for ``python -m agentos --workspace WS mcp serve`` (the command
   ``agentos mcp install`` registers) and for a minimal FastMCP echo server (one tool),
-  alternated, N times each; medians and their ratio (target: at most 1.3x). The time to
+  alternated, N times each; medians and their ratio (target: at most 1.1x, issue 38; 1.3x
+  in issue 17). The time to
   the ``tools/list`` result that follows is reported beside it;
 - tools/call of ``route`` and ``kb_search`` over one stdio session (p50 and p90), sent as
   raw JSON-RPC lines, against the same library call made in-process (``router.route`` and
@@ -41,7 +42,7 @@ from agentos.routing.router import route
 from agentos.workspace.layout import Workspace, init_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = 1.3
+TARGET = 1.1  # issue 38 (1.3 in issue 17)
 ECHO_SERVER = """\
 from mcp.server.fastmcp import FastMCP
 

@@ -13,6 +13,8 @@ routes the same requests on the same cards), then measures, in the same run:
   edits, and reads hub.lock);
 - writing a route receipt, against the raw primitive (temp file, fsync, rename);
 - ``agentos route`` as a whole process, against ``python -c pass`` and ``agentos --version``;
+- ``decide(ws)`` after one card is edited (in a process that routes again: only that card is
+  compiled again), at each size;
 - a hostile card, ``regex: ['(a+)+$']``, on a 10,000-character request: ``decide`` and
   ``agentos route``, against the raw primitive (one RE2 search of the pattern), and Python's
   ``re`` on the same pattern with n a's and a b, whose time doubles with each a.
@@ -131,6 +133,20 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
     return out
 
 
+# Targets, each printed beside its figure: issue 3 (decisions), issue 38 (a receipt against
+# the raw atomic write of its bytes, an edited card, the whole `agentos route` process),
+# issue 16 (the catastrophic regex).
+DECISION_TARGET_MS = {1_000: 0.5, 10_000: 2.0}
+RECEIPT_TARGET = 1.3
+EDITED_TARGET_MS = 50.0
+PROCESS_TARGET_MS = 60.0
+HOSTILE_TARGET_MS = 50.0
+
+
+def verdict(value: float, target: float) -> str:
+    return "meets" if value <= target else "MISSES"
+
+
 def ms(samples: list[float]) -> str:
     s = sorted(samples)
     return f"p50 {statistics.median(s) * 1e3:8.3f} ms   p90 {s[int(len(s) * 0.9)] * 1e3:8.3f} ms"
@@ -241,10 +257,32 @@ def bench_size(n_cards: int, n_requests: int, tmp: Path) -> None:
     decide(ws, requests[0])
     whole = sample(lambda r: decide(ws, r), 1)
     ratio = statistics.median(naive_s) / statistics.median(indexed)
-    print(f"decision on the compiled cards (decide_with): {ms(indexed)}")
+    target = DECISION_TARGET_MS.get(n_cards)
+    print(
+        f"decision on the compiled cards (decide_with): {ms(indexed)}"
+        + (
+            f"  (target p50 <= {target} ms: {verdict(statistics.median(indexed) * 1e3, target)})"
+            if target
+            else ""
+        )
+    )
     print(f"naive loop over every card's triggers:        {ms(naive_s)}")
     print(f"  ratio naive / indexed (p50): {ratio:.0f}x")
     print(f"decide(ws, request): + stat of every card file, hub.lock read: {ms(whole)}")
+    decide(ws, requests[0])  # a process that routes again: the folder is watched from here
+    names = sorted(os.listdir(ws.cards_dir))
+    edits = []
+    for k in range(15):
+        card = ws.cards_dir / names[(k * 37) % len(names)]
+        card.write_text(card.read_text() + f"# edited {k}\n")
+        t0 = time.perf_counter()
+        decide(ws, requests[k % len(requests)])
+        edits.append(time.perf_counter() - t0)
+    edited = statistics.median(edits) * 1e3
+    print(
+        f"decide(ws) after one card edited in place: {ms(edits)}  (only that card compiled; "
+        f"target p50 <= {EDITED_TARGET_MS:.0f} ms: {verdict(edited, EDITED_TARGET_MS)})"
+    )
 
 
 def bench_receipts(tmp: Path, repeat: int = 500) -> None:
@@ -269,7 +307,11 @@ def bench_receipts(tmp: Path, repeat: int = 500) -> None:
         raw.append(time.perf_counter() - t)
     print(f"write_receipt (lock, head, chain, fsync, link): {ms(writes)}")
     print(f"raw atomic write of the same bytes:             {ms(raw)}")
-    print(f"  ratio receipt / raw (p50): {statistics.median(writes) / statistics.median(raw):.2f}x")
+    ratio = statistics.median(writes) / statistics.median(raw)
+    print(
+        f"  ratio receipt / raw (p50): {ratio:.2f}x "
+        f"(target <= {RECEIPT_TARGET}x: {verdict(ratio, RECEIPT_TARGET)})"
+    )
 
 
 def bench_process(tmp: Path, repeat: int = 15) -> None:
@@ -297,13 +339,31 @@ def bench_process(tmp: Path, repeat: int = 15) -> None:
     request = "please fix the lint errors in the parser and run the tests"
     for label, cmd in (
         ("python -c pass", [sys.executable, "-c", "pass"]),
+        # The floor of any decision in a new process: the standard modules it needs, the
+        # stemmer (apsw) and the regex engine (RE2), imported and nothing done.
+        (
+            "python: a decision's imports",
+            [
+                sys.executable,
+                "-c",
+                "import pathlib, typing, re, json, dataclasses, hashlib, apsw, re2",
+            ],
+        ),
         ("agentos --version", [*exe, "--version"]),
         ("agentos hub list (any command)", [*exe, "hub", "list", "--json"]),
         ("agentos route REQUEST", [*exe, "route", request]),
         ("agentos route REQUEST --json", [*exe, "route", request, "--json"]),
     ):
         wall, cpu = run(cmd)
-        print(f"{label:32} wall {ms(wall)}   cpu p50 {statistics.median(cpu) * 1e3:6.0f} ms")
+        target = (
+            f"  (target p50 <= {PROCESS_TARGET_MS:.0f} ms: "
+            f"{verdict(statistics.median(wall) * 1e3, PROCESS_TARGET_MS)})"
+            if cmd[-1] == "--json"
+            else ""
+        )
+        print(
+            f"{label:32} wall {ms(wall)}   cpu p50 {statistics.median(cpu) * 1e3:6.0f} ms{target}"
+        )
     # The router's own share of a route process: what it imports beyond the CLI's common
     # modules, and the call itself (revision check, cached index, hub, decision, receipt).
     probe = (
@@ -350,7 +410,11 @@ def bench_hostile(tmp: Path, repeat: int = 50) -> None:
     decision = decide(ws, request)  # compiles and caches the cards
     assert [s.card for s in decision.selected] == ["fix-lint"], decision.as_dict()
     assert [s.card for s in decide(ws, request[:-1] + "a").selected] == ["redos", "fix-lint"]
-    print(f"{'decide(ws, request):':28}{ms(timed(lambda: decide(ws, request), repeat))}")
+    hostile = timed(lambda: decide(ws, request), repeat)
+    print(
+        f"{'decide(ws, request):':28}{ms(hostile)}  (target p50 <= {HOSTILE_TARGET_MS:.0f} ms: "
+        f"{verdict(statistics.median(hostile) * 1e3, HOSTILE_TARGET_MS)})"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     exe = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "route"]
     subprocess.run([*exe, request], capture_output=True, env=env)

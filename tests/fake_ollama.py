@@ -3,8 +3,10 @@
 It answers ``GET /api/tags`` (the models it "has"), ``POST /api/chat`` (the native API the
 ``ollama`` client and langchain-ollama use, streamed as NDJSON or not) and
 ``POST /v1/chat/completions`` (the OpenAI-compatible API crewai uses, streamed as SSE or
-not) with scripted replies, in order, and records every request it was sent.
-A reply is ``{"content": "text", "tool_calls": [{"name": ..., "arguments": {...}}]}``.
+not) with scripted replies, in order, and ``POST /api/embed`` (embeddings) with the scripted
+vector of each input text; it records every request it was sent.
+A reply is ``{"content": "text", "tool_calls": [{"name": ..., "arguments": {...}}]}``; a
+model it does not have is a 404, as Ollama answers one not pulled.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ Reply = dict[str, Any]
 
 class FakeOllama:
     def __init__(
-        self, replies: list[Reply] | None = None, models: tuple[str, ...] = ("qwen2.5-coder:7b",)
+        self,
+        replies: list[Reply] | None = None,
+        models: tuple[str, ...] = ("qwen2.5-coder:7b",),
+        vectors: dict[str, list[float]] | None = None,
     ) -> None:
         self.replies = list(replies or [])
         self.models = models
+        self.vectors = dict(vectors or {})  # input text -> the vector /api/embed returns
         self.requests: list[dict[str, Any]] = []  # (path, body) of every POST, in order
         self.tokens = 0  # the tokens it counted (prompt and reply) in every chat answered
         self.lock = threading.Lock()
@@ -55,6 +61,9 @@ class FakeOllama:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake.lock:
                     fake.requests.append({"path": self.path, "body": body})
+                    if self.path == "/api/embed":
+                        fake._embed(self, body)
+                        return
                     reply = fake.replies.pop(0) if fake.replies else None
                 if self.path == "/api/chat":
                     fake._native(self, body, reply)
@@ -96,6 +105,19 @@ class FakeOllama:
 
     def _text(self, handler: BaseHTTPRequestHandler, status: int, text: str) -> None:
         self._send(handler, status, "text/plain", text.encode())
+
+    def _embed(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        model = body.get("model", "")
+        if model not in self.models:
+            self._json(handler, 404, {"error": f"model '{model}' not found"})
+            return
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        missing = [t for t in texts if t not in self.vectors]
+        if missing:
+            self._json(handler, 500, {"error": f"no scripted vector for {missing[0]!r}"})
+            return
+        self._json(handler, 200, {"model": model, "embeddings": [self.vectors[t] for t in texts]})
 
     def _native(
         self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply | None

@@ -142,6 +142,30 @@ def test_a_listing_shows_control_characters_as_escapes_and_aligns_wide_text(
     assert all(line[start - 2 : start] == "  " for line in lines[1:])
 
 
+def test_runs_show_prints_a_runs_request_and_message_as_text_with_control_characters_escaped(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    """What a run says of itself is anyone's text (a workflow's task is an agent's): shown
+    as written, brackets and all, with its escape sequences as ``\\x1b``, never sent to
+    the terminal of whoever looks at the run."""
+    from agentos.run.store import RunStatus, RunStore
+
+    store = RunStore(ws)
+    try:
+        store.create("20260101-000000-cccccc", "fix \x1b[2J\x1b]0;owned\x07 [bold]now[/]", ws.root)
+        store.update(
+            "20260101-000000-cccccc", status=RunStatus.FAILED, message="agent said \x1b[31m[x]"
+        )
+    finally:
+        store.close()
+    out = cli("runs", "show", "20260101-000000-cccccc")
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    lines = out.stdout.splitlines()
+    assert lines[0] == "run 20260101-000000-cccccc: failed — agent said \\x1b[31m[x]"
+    assert lines[1] == "  request: fix \\x1b[2J\\x1b]0;owned\\x07 [bold]now[/]"
+
+
 def _on_a_terminal(argv: list[str], env: dict[str, str]) -> str:
     """What ``argv`` prints to a terminal (a pseudo-terminal as its stdout)."""
     import pty
@@ -172,7 +196,8 @@ def test_a_table_is_styled_on_a_terminal_and_plain_when_piped(
     """On a terminal the header is bold; piped, the same table is plain text: alike whether
     the command is served without click (hub list) or by click (cards list)."""
     command = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), *argv]
-    env = {**os.environ, "COLUMNS": "200"}
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(COLUMNS="200", TERM="xterm")
     piped = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
     assert piped.returncode == 0, piped.stderr
     assert "\x1b" not in piped.stdout
@@ -192,8 +217,24 @@ class _Stream(io.StringIO):
         return self.tty
 
 
+@pytest.mark.parametrize("setting", [("NO_COLOR", "1"), ("TERM", "dumb")], ids=lambda s: s[0])
+def test_no_color_and_a_dumb_terminal_get_plain_text(
+    monkeypatch: pytest.MonkeyPatch, setting: tuple[str, str]
+) -> None:
+    from agentos.cli import output
+
+    monkeypatch.setenv(*setting)
+    written = _Stream(True)
+    monkeypatch.setattr(sys, "stdout", written)
+    output.table(None, ["check", "status"], [("tmux", output.Styled("ok", "green"))])
+    assert written.getvalue() == "check  status\ntmux   ok\n"
+
+
 def test_a_styled_cell_is_coloured_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
     from agentos.cli import output
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
 
     rows = [("tmux", output.Styled("ok", "green")), ("git", None)]
     for tty, expected in [

@@ -36,9 +36,12 @@ def _click_command(path: tuple[str, ...]) -> click.Command:
 def _spec_of(command: click.Command) -> fast.Spec:
     """A click command's parameters, as :class:`fast.Spec` writes them (help aside)."""
     arguments, options, flags, integers, defaults = [], {}, {}, set(), {}
-    # What click gives each parameter when the command is called with its arguments alone.
+    # What click gives each parameter when the command is called with its arguments alone;
+    # under the group's context, as click makes it: a context of its own would give the
+    # command a help option without -h, which click keeps for the command's later help.
     required = sum(isinstance(p, click.Argument) for p in command.params)
-    given = command.make_context("command", ["word"] * required).params
+    group = agentos_cli.make_context("agentos", [], resilient_parsing=True)
+    given = command.make_context("command", ["word"] * required, parent=group).params
     for param in command.params:
         assert param.name is not None
         if isinstance(param, click.Argument):
@@ -237,3 +240,39 @@ def test_the_commands_typed_most_import_neither_click_nor_rich(
     assert "agentos" in first and not first & {"click", "rich"}
     if argv[0] == "route":  # the card's constraint, resolved once for this hub, is kept
         assert "packaging" not in imported()
+
+
+@pytest.mark.process  # a reader that went away: only a real process's stdout can say so
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runs", "list"],
+        ["hub", "list"],
+        ["hub", "list", "--json"],
+        ["route", "--dry-run", "--json", "fix the lint errors"],
+        ["status", "--json"],
+        ["--help"],
+        ["cards", "list"],  # a command click serves: what the others must do alike
+    ],
+    ids=" ".join,
+)
+def test_a_reader_gone_ends_every_command_quietly_with_status_1(
+    ws: Workspace, argv: list[str]
+) -> None:
+    """``agentos runs list | head -1``: the reader is gone before the output is written;
+    the command ends as click ends one, with status 1 and nothing on stderr (no traceback,
+    no complaint of Python's at exit)."""
+    read, write = os.pipe()
+    os.close(read)  # gone before anything is written: every write fails at once
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "agentos", "--workspace", str(ws.root), *argv],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "100"},
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (out.returncode, out.stderr) == (1, "")

@@ -123,6 +123,30 @@ def test_a_silent_hanging_agent_is_nudged_restarted_then_killed(
     assert verify_chain(ws) == []
 
 
+@pytest.mark.parametrize(
+    "tmpdir", ["relative/sockets", "/nonexistent/agentos-sockets"], ids=["relative", "missing"]
+)
+def test_a_live_agent_is_seen_alive_when_TMUX_TMPDIR_names_a_folder_tmux_passes_over(
+    ws: Workspace, tmp_path: Path, tmux_socket: str, monkeypatch: pytest.MonkeyPatch, tmpdir: str
+) -> None:
+    """tmux puts its socket in $TMUX_TMPDIR only when that is an absolute folder that
+    exists, else in /tmp: the agent's session is there, and AgentOS must see it (a run's
+    driver takes a session it cannot see for an agent that died, the guardian restarts it)."""
+    monkeypatch.setenv("TMUX_TMPDIR", tmpdir)
+    ws = configure(ws, {"stuck_after": 600}, run={"timeout": 86400})
+    agent = launch(ws, tmp_path, "sleeper", "echo started\nsleep 600\n")
+    wait_until(lambda: "started" in agent.files.log.read_text(), what="the agent started")
+    assert agent.session in tmux_sessions(tmux_socket)  # tmux has it
+
+    assert Sessions(ws.root).exists(agent.session)
+    g = Guardian(ws)
+    try:
+        assert [(a["health"], a["action"]) for a in g.cycle().agents] == [("healthy", "none")]
+    finally:
+        g.close()
+    assert actions(ws) == []
+
+
 def test_a_dead_agent_is_seen_dead_by_the_next_cycle(
     ws: Workspace, tmp_path: Path, tmux_socket: str
 ) -> None:

@@ -350,6 +350,7 @@ def test_the_library_starts_no_adapter_and_writes_sql_only_in_its_stores() -> No
         "agentos/run/store.py",
         "agentos/knowledge/store.py",
         "agentos/workflows/store.py",
+        "agentos/workflows/index.py",  # deduplication's index, over the workflow store's connection
         "agentos/guardian/store.py",
     }
     adapters = ("agentos/cli/", "agentos/mcp_server/", "agentos/guardian/")

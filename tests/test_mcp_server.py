@@ -33,7 +33,7 @@ from agentos.errors import AgentOSError, BadInput
 from agentos.hub.store import Hub
 from agentos.mcp_server.auth import token_file
 from agentos.mcp_server.paths import Confinement
-from agentos.mcp_server.server import TOOL_NAMES
+from agentos.mcp_server.server import FAMILIES, TOOL_NAMES, stored_tools
 from agentos.workspace.layout import Workspace
 
 READ_ONLY_TOOLS = {
@@ -708,6 +708,42 @@ def test_nothing_heavy_is_imported_before_initialize(ws: Workspace, tmp_path: Pa
         "git",
     }
     assert heavy & imported == set()
+    # tools/list is answered from the stored list: no family is built before it is called
+    families = {f"agentos.mcp_server.tools.{family}" for family in FAMILIES}
+    assert families & imported == set()
+
+
+def test_the_stored_tool_list_is_what_the_families_build() -> None:
+    """tools/list answers from agentos/mcp_server/tools.json until a family is built;
+    `python -m agentos.cli._docs` writes it, and here it must equal what the families
+    build now (so the two cannot drift)."""
+    from agentos.cli._docs import tool_specs
+
+    built = [(entry["family"], entry["tool"]) for entry in tool_specs()]
+    assert stored_tools() == built
+    assert [spec["name"] for _, spec in built] == list(TOOL_NAMES)
+
+
+def test_a_family_is_built_when_one_of_its_tools_is_first_called(ws: Workspace) -> None:
+    """Listing builds nothing; calling a tool builds its family alone, and the tool then
+    lists exactly as it was listed before."""
+    from mcp.server.fastmcp import FastMCP
+
+    from agentos.mcp_server.server import build_server
+
+    server = build_server(ws)
+
+    async def scenario() -> None:
+        before = {t.name: t for t in await server.list_tools()}
+        assert sorted(before) == sorted(TOOL_NAMES)
+        assert await FastMCP.list_tools(server) == []  # nothing built
+        await server.call_tool("hub_list", {})
+        built = {t.name for t in await FastMCP.list_tools(server)}
+        assert built == {"hub_list", "hub_install"}  # the hub family, and it alone
+        after = {t.name: t for t in await server.list_tools()}
+        assert after == before
+
+    run(scenario)
 
 
 # --- the serve command --------------------------------------------------------------------

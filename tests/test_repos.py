@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -739,3 +741,115 @@ def test_a_real_projects_suite_passes_with_the_worktrees_fix_and_fails_with_a_wr
     if proj.project.main_shadows_worktree:  # without the shim the wrong fix would pass
         result = sh(only, tree, profile.environment(base_env()))
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def _plain_python(tmp_path: Path) -> Path:
+    """An interpreter with nothing installed (a virtual environment without pip)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv / "bin" / "python3"
+
+
+def test_an_interpreters_answer_is_kept_until_its_sys_path_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a plain interpreter has pytest is asked once (starting it costs ~100 ms of
+    every run) and kept, until a package lands in (or leaves) a folder of its sys.path,
+    the interpreter or the PYTHON* variables change."""
+    from agentos.gate.detect import _python3_has_pytest
+
+    python = _plain_python(tmp_path)
+    asked = tmp_path / "asked"
+    site, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    for folder in (site, elsewhere):  # each start of the interpreter counted
+        folder.mkdir()
+        (folder / "sitecustomize.py").write_text(
+            f"with open({str(asked)!r}, 'a') as fh:\n    fh.write('x\\n')\n"
+        )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    cache = tmp_path / "cache"
+
+    here = tmp_path / "cwd"  # the working directory is on the interpreter's path too
+    here.mkdir()
+    monkeypatch.chdir(here)
+    aged = iter(range(100, 0, -1))
+
+    def age() -> None:
+        """Every folder last changed long ago, each time at another moment (a folder
+        changed in the last seconds keeps no answer: it may change again unseen)."""
+        venv = python.parent.parent
+        folders = [tmp_path, here, site, elsewhere, *(p for p in venv.rglob("*") if p.is_dir())]
+        then = time.time_ns() - next(aged) * 10**9
+        for folder in folders:
+            os.utime(folder, ns=(then, then))
+
+    def ask() -> tuple[bool, int]:
+        found = _python3_has_pytest(str(python), cache)
+        return found, len(asked.read_text().splitlines()) if asked.exists() else 0
+
+    assert ask() == (False, 1)
+    assert ask() == (False, 2)  # a folder changed just now: not kept
+    age()
+    assert ask() == (False, 3)
+    assert ask() == (False, 3)  # kept
+    (site / "pytest").mkdir()
+    (site / "pytest" / "__init__.py").write_text("")
+    age()
+    assert ask() == (True, 4)  # installed into a folder of its sys.path: asked again
+    assert ask() == (True, 4)
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    assert ask() == (False, 5)  # other variables: another answer
+    shutil.rmtree(site / "pytest")
+    age()
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    assert ask() == (False, 6)  # removed
+    (cache / "interpreters.json").write_text("{not json")
+    assert ask() == (False, 7)  # a broken cache is asked again
+
+
+def test_a_python3_that_starts_another_interpreter_is_asked_each_time(tmp_path: Path) -> None:
+    """pyenv's and asdf's python3 is a script that starts the version a file of theirs
+    names (``pyenv global 3.12``): which one it starts changes with nothing the answer was
+    kept with changed (the script, its folders, PYTHON* variables, the working directory)."""
+    from agentos.gate.detect import _python3_has_pytest
+
+    version = tmp_path / "version"
+    shim = tmp_path / "python3"
+    shim.write_text(f'#!/bin/sh\nexec $(cat {version}) "$@"\n')
+    shim.chmod(0o755)
+    cache = tmp_path / "cache"
+    version.write_text(f"{_plain_python(tmp_path)}\n")  # an interpreter without pytest
+    assert _python3_has_pytest(str(shim), cache) is False
+    version.write_text(f"{sys.executable}\n")  # this one, which runs these tests with pytest
+    assert _python3_has_pytest(str(shim), cache) is True
+
+
+def test_asking_an_interpreter_whether_it_has_pytest_runs_no_code_of_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The question runs outside any sandbox, from where AgentOS was started (often the
+    repository, where an agent's work lands): a json.py there is not imported, and cannot
+    make up an answer that is then kept."""
+    from agentos.gate.detect import detect
+
+    python = Path(os.path.realpath(shutil.which("python3") or "python3"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    monkeypatch.chdir(clean)
+    honest = detect(repo, os.environ, python, tmp_path / "cache-clean")
+
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    ran = tmp_path / "ran.txt"
+    for module in ("json", "site", "importlib"):
+        (planted / f"{module}.py").write_text(
+            f"import pathlib\npathlib.Path({str(ran)!r}).write_text({module!r})\n"
+            'def dumps(value): return \'{"pytest": true, "path": []}\'\n'
+        )
+    monkeypatch.chdir(planted)
+    asked = detect(repo, os.environ, python, tmp_path / "cache")
+
+    assert not ran.exists(), f"{ran.read_text()}.py of the working directory ran"
+    assert (asked.runner, asked.problems) == (honest.runner, honest.problems)

@@ -582,9 +582,9 @@ def test_a_process_that_routes_again_sees_every_kind_of_card_change(
     scans: list[Workspace] = []
     real_scan = router._scan_revision
 
-    def scan(ws: Workspace, only: set[str] | None = None) -> Any:
+    def scan(ws: Workspace, *args: Any, **kwargs: Any) -> Any:
         scans.append(ws)
-        return real_scan(ws, only)
+        return real_scan(ws, *args, **kwargs)
 
     monkeypatch.setattr(router, "_scan_revision", scan)
     assert decide(bare, "lint ruff").cards_revision == first.cards_revision

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from agentos.errors import ValidationFailed
+from agentos.errors import AgentOSError, ValidationFailed
 from agentos.routing import router
 from agentos.routing.cards import Card, load_cards
 from agentos.routing.index import Hit, Index
 from agentos.routing.router import decide, decide_with
+from agentos.shared import limits
 from agentos.workspace.layout import Workspace, init_workspace
 
 VOCAB = [
@@ -291,3 +295,184 @@ def test_hits_keep_card_id_order_after_updates() -> None:
     hits: list[Hit] = index.match("lint")
     ids = [index.card(h.card)[0] for h in hits]
     assert ids == sorted(ids) and ids[0] == "a-first"
+
+
+@pytest.mark.parametrize("kind", ["too large", "a FIFO", "a folder"])
+def test_a_card_file_the_scan_refuses_is_refused_at_every_decision_not_only_the_first(
+    tmp_path: Path, kind: str
+) -> None:
+    """A process that watches the folder refuses it as a whole compile does, every time:
+    the old card is not served once the change has been seen."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    for _ in range(2):  # the folder is watched from the second decision
+        assert decide(ws, "fix the lint errors").decision == "route"
+    path = ws.cards_dir / "fix-lint.yaml"
+    if kind == "too large":
+        path.write_bytes(path.read_bytes() + b"#" * limits.CARD.most)
+    else:
+        path.unlink()
+        os.mkfifo(path) if kind == "a FIFO" else path.mkdir()
+    with pytest.raises(AgentOSError) as whole:
+        load_cards(ws.cards_dir)
+    for _ in range(3):
+        with pytest.raises(type(whole.value)) as seen:
+            decide(ws, "fix the lint errors")
+        assert str(seen.value).startswith(f"{path}: ")
+
+
+def test_decisions_in_threads_of_one_process_lose_no_card_edit(tmp_path: Path) -> None:
+    """The MCP server's tools and a workflow's tasks decide in threads of one process: an
+    edit one thread's look at the folder took in is in every later decision."""
+    ws, _ = init_workspace(tmp_path / "ws")
+
+    padding = "#" * 64_000 + "\n"  # each card takes a while to hash: looks overlap more
+
+    def write(i: int, word: str) -> None:
+        (ws.cards_dir / f"c{i:03d}.yaml").write_text(
+            f"id: c{i:03d}\nagent: ruff-fixer\ntriggers:\n  keywords: [k{i}, {word}]\n{padding}"
+        )
+
+    for i in range(400):
+        write(i, "before")
+    for _ in range(2):  # the folder is watched from the second look
+        router.current_revision(ws)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def look() -> None:
+        try:
+            while not stop.is_set():
+                router.current_revision(ws)
+        except BaseException as exc:  # the test says what a thread raised
+            errors.append(exc)
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: their looks overlap
+    try:
+        for t in threads:
+            t.start()
+        for i in range(400):  # each card edited once: an edit lost is lost for good
+            write(i, "after")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(interval)
+    assert errors == []
+    whole = load_cards(ws.cards_dir)
+    assert router.current_revision(ws) == whole.revision
+    decision = decide(ws, "k7 after")
+    assert (decision.cards_revision, [s.card for s in decision.selected]) == (
+        whole.revision,
+        ["c007"],
+    )
+
+
+def _route_twice(ws: Workspace, request: str) -> list[str]:
+    """What ``request`` selects, decided twice: the folder is watched from the second."""
+    first = _selected(ws, request)
+    assert _selected(ws, request) == first
+    return first
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_a_card_edited_through_another_name_is_seen_by_the_next_decision(
+    tmp_path: Path, link: str
+) -> None:
+    """A watch on the cards folder hears of writes made through its own entries only: a
+    card that is a link to a file elsewhere (cards kept in another folder or repository) is
+    looked at again at each decision, and its edits seen as a whole compile sees them."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    for old in ws.cards_dir.glob("*.yaml"):
+        old.unlink()
+    elsewhere = tmp_path / "team-cards"
+    elsewhere.mkdir()
+    target = elsewhere / "a.yaml"
+    target.write_text("id: a\nagent: ruff-fixer\ntriggers:\n  keywords: [lint]\n")
+    card = ws.cards_dir / "a.yaml"
+    card.symlink_to(target) if link == "symlink" else os.link(target, card)
+    assert _route_twice(ws, "lint") == ["a"]
+
+    target.write_text("id: a\nagent: ruff-fixer\ntriggers:\n  keywords: [ruff]\n")
+    assert _selected(ws, "ruff") == ["a"]
+    assert _selected(ws, "lint") == []
+    assert decide(ws, "ruff").cards_revision == load_cards(ws.cards_dir).revision
+
+
+def test_a_cards_folder_that_is_a_link_pointed_at_another_folder_is_read_there(
+    tmp_path: Path,
+) -> None:
+    """``routing_cards`` a link to a checkout of cards, pointed at another one (``ln -sfn
+    cards-v2 routing_cards``): the next decision uses the cards it points at now."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    versions = {}
+    for version, word in (("v1", "lint"), ("v2", "ruff")):
+        folder = versions[version] = tmp_path / f"cards-{version}"
+        folder.mkdir()
+        (folder / "a.yaml").write_text(
+            f"id: a\nagent: ruff-fixer\ntriggers:\n  keywords: [{word}]\n"
+        )
+    shutil.rmtree(ws.cards_dir)
+    ws.cards_dir.symlink_to(versions["v1"])
+    assert _route_twice(ws, "lint") == ["a"]
+
+    swap = tmp_path / "ws" / "swap"
+    swap.symlink_to(versions["v2"])
+    swap.rename(ws.cards_dir)  # the link replaced at once, as ln -sfn does
+    assert _selected(ws, "ruff") == ["a"]
+    assert _selected(ws, "lint") == []
+
+
+@pytest.mark.parametrize("trigger", ["keywords", "regex"])
+def test_a_trigger_holding_a_NUL_is_refused_as_the_index_cannot_keep_it(
+    tmp_path: Path, trigger: str
+) -> None:
+    """The index keeps a card's trigger texts joined by NUL: one holding a NUL was read back
+    as two (the fired trigger misnamed), and when its card was edited or removed in a process
+    that routes again, the update left that text's postings to a row of no card, which then
+    fired (a rejection naming no card, or an IndexError) where a whole compile has nothing."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    (ws.cards_dir / "nul.yaml").write_text(
+        f'id: nul\nagent: ruff-fixer\ntriggers:\n  {trigger}: ["fix\\0lint", "other"]\n'
+    )
+    with pytest.raises(ValidationFailed, match="NUL") as whole:
+        load_cards(ws.cards_dir)
+    with pytest.raises(ValidationFailed) as routed:
+        decide(ws, "fix lint other")
+    assert str(routed.value) == str(whole.value)
+    assert "nul.yaml" in str(whole.value)
+
+
+def _as_a_new_process() -> None:
+    """Forget what this process knows of card folders, as a new process starts."""
+    router._INDEXES.clear()
+    for state in (router._STATS, router._SCANNED, router._DELTAS, router._REVISIONS):
+        state.clear()
+    router._LOOKED.clear()
+
+
+@pytest.mark.parametrize("process", ["the same process", "a new process"])
+def test_a_card_link_whose_file_is_gone_is_refused_as_a_whole_compile_refuses_it(
+    tmp_path: Path, process: str
+) -> None:
+    """A card that is a link to a file that is gone cannot be read: a whole compile says so.
+    The scan took it for a card removed, and the index kept on disk from before, updated
+    without it, decided as if it had never been there."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    target = tmp_path / "team-cards" / "b.yaml"
+    target.parent.mkdir()
+    target.write_text("id: b\nagent: ruff-fixer\ntriggers:\n  keywords: [ruff]\n")
+    (ws.cards_dir / "b.yaml").symlink_to(target)
+    assert _route_twice(ws, "ruff lint errors") == ["fix-lint", "b"]
+
+    target.unlink()
+    if process == "a new process":
+        _as_a_new_process()
+    with pytest.raises(ValidationFailed) as whole:
+        load_cards(ws.cards_dir)
+    for _ in range(2):
+        with pytest.raises(ValidationFailed) as seen:
+            decide(ws, "ruff lint errors")
+        assert str(seen.value).startswith(f"{ws.cards_dir / 'b.yaml'}: ")
+    assert "cannot read" in str(whole.value)

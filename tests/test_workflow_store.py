@@ -66,7 +66,7 @@ def test_bad_input_is_named(store: Any) -> None:
 def test_the_indexed_lookup_decides_every_labelled_pair_as_the_similarity_does(
     ws: Any,
 ) -> None:
-    from test_workflow_similarity import PAIRS
+    from test_workflow_similarity import PAIRS  # the calibration part
 
     from agentos.workflows.similarity import (
         DEFAULT_THRESHOLD,
@@ -209,3 +209,227 @@ def test_tasks_create_in_a_plain_run_is_refused(cli: Any, tmp_path: Any) -> None
     out = cli("tasks", "create", "x", "--phase", "1", env={"AGENTOS_OUTBOX": str(tmp_path / "o")})
     assert out.returncode == 2 and "not a workflow task's" in out.stderr
     assert not (tmp_path / "o").exists()
+
+
+# --- issue 37: the index's document frequencies, `tasks similar`, embeddings -------------
+
+
+def test_the_term_counts_follow_the_live_tasks_as_they_come_and_go(store: Any) -> None:
+    from collections import Counter
+
+    from agentos.workflows.similarity import features
+
+    texts = ["Add unit tests for parse_date", "Fix the parser in utils/dates.py"]
+    first, second = (store.add_task("e1", 1, t, creator="sdk") for t in texts)
+    again = store.add_task("e1", 1, "Write unit tests covering parse_date", creator="sdk")
+    assert again.status == TaskStatus.DUPLICATED  # a duplicate is not counted
+
+    def expected(*live: str) -> dict[str, int]:
+        counts = Counter(t for text in live for t in features(text).terms())
+        return {"": len(live), **counts} if live else {}
+
+    assert store.term_counts("e1", 1) == expected(*texts)
+    store.set_task(first.id, TaskStatus.FAILED, message="gate failed")
+    assert store.term_counts("e1", 1) == expected(texts[1])
+    store.set_task(second.id, TaskStatus.DONE)  # a done task is still one not to repeat
+    assert store.term_counts("e1", 1) == expected(texts[1])
+    store.set_task(second.id, TaskStatus.CANCELLED)
+    assert store.term_counts("e1", 1) == {} and store.term_counts("e2", 1) == {}
+
+
+def test_the_index_finds_what_a_plain_loop_over_every_live_task_finds(store: Any) -> None:
+    """Every task the index leaves unread could not have reached the threshold: the
+    duplicate check through it and by scoring every live task give the same answer, for
+    new tasks it has never seen (the held-out pairs' texts, their labels unused)."""
+    from test_workflow_similarity import PAIRS, labelled
+
+    from agentos.workflows.similarity import DEFAULT_THRESHOLD
+
+    live = sorted({str(t) for p in PAIRS for t in (p["a"], p["b"])})
+    for text in live:
+        store.add_task("e1", 1, text, creator="test", dedup=False)
+    new = sorted({str(t) for p in labelled("heldout") for t in (p["a"], p["b"])})
+    found = 0
+    for text in new + [t.upper() for t in live[:40]]:
+        by_index = store.similar(text, execution_id="e1", phase=1, limit=1, floor=DEFAULT_THRESHOLD)
+        by_loop = store.plain_matches("e1", 1, text)
+        by_loop = [m for m in by_loop if m.score >= DEFAULT_THRESHOLD][:1]
+        assert [(m.task, m.score) for m in by_index] == [(m.task, m.score) for m in by_loop]
+        found += bool(by_index)
+    assert found >= 40  # the upper-cased live texts at least: the check was not vacuous
+
+
+def test_tasks_similar_prints_the_nearest_live_tasks_with_their_scores(
+    cli: Any, ws: Any, tmp_path: Any
+) -> None:
+    import json
+    import re
+
+    from agentos.workflows.definitions import WorkflowDefinition
+    from agentos.workflows.executions import create_task, open_execution
+
+    workflow = WorkflowDefinition.model_validate(
+        {"id": "w", "name": "W", "phases": [{"id": 1, "name": "a", "description": "A"}]}
+    )
+    execution = open_execution(ws, workflow, tmp_path, {})
+    first = create_task(ws, "Fix the memory leak when the config is reloaded", 1,
+                        execution_id=execution)  # fmt: skip
+    other = create_task(ws, "Add a --dry-run flag to the deploy command", 1,
+                        execution_id=execution)  # fmt: skip
+    refused = cli("tasks", "create", "Reloading the configuration leaks memory", "--phase", "1",
+                  "--execution", execution)  # fmt: skip
+    assert refused.returncode == 0, refused.stderr
+    score = re.search(r"similarity (\d\.\d\d)", refused.stdout)
+    assert score, refused.stdout
+    assert refused.stdout == (
+        f"task {other.id + 1}: a duplicate of task {first.id}: Fix the memory leak when the "
+        f"config is reloaded (similarity {score[1]}); it will not run (agentos tasks similar "
+        "TEXT shows the nearest tasks)\n"
+    )
+
+    shown = cli("tasks", "similar", "Reloading the configuration leaks memory")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == (
+        "similar tasks\n"
+        f"task  {'execution':<{len(execution)}}  phase  score  method  duplicate     description\n"
+        f"{first.id:<4}  {execution}  1      {score[1]}   words   yes (>= 0.5)  "
+        "Fix the memory leak when the config is reloaded\n"
+    )
+    as_json = json.loads(cli("tasks", "similar", "Add a dry-run flag to deploy", "--json").stdout)
+    assert [{**m, "score": None} for m in as_json] == [
+        {
+            "task": other.id,
+            "execution": execution,
+            "phase": 1,
+            "score": None,
+            "method": "words",
+            "threshold": 0.5,
+            "duplicate": as_json[0]["score"] >= 0.5,
+            "description": "Add a --dry-run flag to the deploy command",
+        }
+    ]
+    assert cli("tasks", "similar", "Reload", "--phase", "2", "--json").stdout == "[]\n"
+    empty = cli("tasks", "similar", "   ")
+    assert (empty.returncode, empty.stderr) == (2, "error: TEXT: a task needs a description\n")
+
+
+@pytest.mark.process  # what a new process imports
+def test_tasks_similar_imports_no_ollama_unless_embeddings_are_configured(
+    cli: Any, ws: Any
+) -> None:
+    out = cli("tasks", "similar", "Fix the parser", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert out.returncode == 0, out.stderr
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert "agentos.workflows.similarity" in imported
+    assert not {m for m in imported if m.split(".")[0] in ("ollama", "httpx")}
+
+
+EMBED = "nomic-embed-text"
+
+
+def _embedding_workflow(ws: Any, tmp_path: Any, model: str) -> str:
+    from agentos.workflows.definitions import WorkflowDefinition
+    from agentos.workflows.executions import open_execution
+
+    ws.settings_file.write_text(
+        f"run: {{guardian: false}}\nworkflows: {{dedup: {{embeddings: 'ollama:{model}'}}}}\n"
+    )
+    workflow = WorkflowDefinition.model_validate(
+        {"id": "w", "name": "W", "phases": [{"id": 1, "name": "a", "description": "A"}]}
+    )
+    return open_execution(ws, workflow, tmp_path, {})
+
+
+def test_embeddings_catch_a_paraphrase_the_words_miss_but_not_another_number(
+    ws: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Through the real ollama client against a scripted server: two wordings of one task
+    with no content word in common are one task by their vectors; two tasks whose vectors
+    are as close but that name other numbers are two."""
+    from fake_ollama import FakeOllama
+
+    from agentos.workflows.executions import create_task, similar_tasks
+    from agentos.workflows.similarity import DEFAULT_THRESHOLD, text_similarity
+
+    avatar, pictures = "Avatar images are stretched on mobile", "Profile pictures look distorted"
+    retry, other = "Retry API requests that get HTTP 429", "Retry API requests that get HTTP 503"
+    assert text_similarity(avatar, pictures) < DEFAULT_THRESHOLD  # the words miss it
+    vectors = {
+        avatar: [1.0, 0.0, 0.1],
+        pictures: [0.98, 0.05, 0.12],  # cosine 0.998
+        retry: [0.0, 1.0, 0.0],
+        other: [0.01, 0.99, 0.0],  # cosine 0.9999
+    }
+    with FakeOllama(models=(EMBED,), vectors=vectors) as server:
+        monkeypatch.setenv("OLLAMA_HOST", server.host)
+        execution = _embedding_workflow(ws, tmp_path, EMBED)
+        first = create_task(ws, avatar, 1, execution_id=execution)
+        again = create_task(ws, pictures, 1, execution_id=execution)
+        asked = create_task(ws, retry, 1, execution_id=execution)
+        apart = create_task(ws, other, 1, execution_id=execution)
+        nearest = similar_tasks(ws, pictures)
+    assert again.status == TaskStatus.DUPLICATED and again.duplicate_of == first.id
+    assert again.similarity == pytest.approx(0.998, abs=0.001)
+    assert apart.status == TaskStatus.PENDING and asked.status == TaskStatus.PENDING
+    assert [(m.task, m.method.name, m.duplicate) for m in nearest] == [
+        (first.id, "embeddings", True)
+    ]
+    embedded = [r["body"] for r in server.requests if r["path"] == "/api/embed"]
+    assert embedded == [{"model": EMBED, "input": t} for t in (avatar, pictures, retry, other)] + [
+        {"model": EMBED, "input": pictures}
+    ]
+
+
+@pytest.mark.parametrize("why", ["unreachable", "model-not-pulled"])
+def test_embeddings_that_cannot_be_had_are_one_warning_and_the_words_decide(
+    ws: Any, tmp_path: Any, monkeypatch: Any, caplog: Any, why: str
+) -> None:
+    import uuid
+
+    from fake_ollama import FakeOllama
+
+    from agentos.workflows.executions import create_task
+
+    model = f"embed-{uuid.uuid4().hex[:8]}"  # one warning per process and model
+    with FakeOllama(models=(EMBED,)) as server:
+        host = server.host
+        if why == "unreachable":
+            server.server.shutdown()
+            server.server.server_close()
+        monkeypatch.setenv("OLLAMA_HOST", host)
+        execution = _embedding_workflow(ws, tmp_path, model)
+        with caplog.at_level("WARNING", logger="agentos.workflows.embeddings"):
+            first = create_task(ws, "Add unit tests for parse_date", 1, execution_id=execution)
+            again = create_task(ws, "Write unit tests covering parse_date", 1,
+                                execution_id=execution)  # fmt: skip
+            other = create_task(ws, "Add unit tests for format_date", 1, execution_id=execution)
+    assert again.status == TaskStatus.DUPLICATED and again.duplicate_of == first.id
+    assert other.status == TaskStatus.PENDING
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(
+        f"deduplication by embeddings is off: Ollama model {model} gave no vector ("
+    )
+    assert warned[0].endswith("); comparing words only")
+
+
+@pytest.mark.parametrize(
+    ("dedup", "message"),
+    [
+        (
+            "{embeddings: nomic-embed-text}",
+            "workflows.dedup.embeddings: 'nomic-embed-text' is not ollama:MODEL "
+            "(e.g. ollama:nomic-embed-text)",
+        ),
+        ("{threshold: 1.5}", "workflows.dedup.threshold: Input should be less than or equal to 1"),
+        ("{embedings: 'ollama:x'}", "workflows.dedup.embedings: unknown field"),
+    ],
+    ids=["not-ollama-model", "threshold-out-of-range", "unknown-field"],
+)
+def test_bad_dedup_settings_are_one_line_errors(
+    cli: Any, ws: Any, dedup: str, message: str
+) -> None:
+    ws.settings_file.write_text(f"workflows: {{dedup: {dedup}}}\n")
+    out = cli("tasks", "similar", "Fix the parser")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == f"error: {ws.settings_file}: {message}\n"

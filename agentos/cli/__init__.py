@@ -63,7 +63,18 @@ def entry(args: list[str]) -> int:
 
 
 def run() -> None:
-    sys.exit(entry(sys.argv[1:]))
+    try:
+        code = entry(sys.argv[1:])
+        sys.stdout.flush()  # what is still buffered, while a reader gone can be told (below)
+    except BrokenPipeError:
+        # The reader went away (`agentos runs list | head -1`): the command ends as click
+        # ends its own then, with status 1 and nothing on stderr; stdout is pointed at
+        # /dev/null so that Python's last flush at exit does not complain either.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)
 
 
 if TYPE_CHECKING:

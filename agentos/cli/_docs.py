@@ -242,15 +242,56 @@ def update_help(target: Path) -> bool:
     return True
 
 
+# --- agentos/mcp_server/tools.json: what tools/list says before a family is built -----------
+
+
+def tool_specs() -> list[dict[str, Any]]:
+    """Every tool of AgentOS's own as tools/list gives it, with its family, in the order
+    the server lists them (each family built in turn, in a workspace of no packages)."""
+    import tempfile
+
+    import anyio
+    from mcp.server.fastmcp import FastMCP
+
+    from agentos.mcp_server.server import FAMILIES, unbuilt_server
+    from agentos.workspace.layout import Workspace
+
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = unbuilt_server(Workspace(Path(tmp)))
+        seen: set[str] = set()
+        for family in FAMILIES:
+            server.build_families([family])
+            for listed in anyio.run(FastMCP.list_tools, server):
+                if listed.name not in seen:
+                    seen.add(listed.name)
+                    tool = listed.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    out.append({"family": family, "tool": tool})
+    return out
+
+
+def update_tools(target: Path) -> bool:
+    """Rewrite :data:`agentos.mcp_server.server.TOOLS_FILE`; return whether it changed."""
+    import json
+
+    new = json.dumps({"tools": tool_specs()}, indent=1, sort_keys=True) + "\n"
+    if target.is_file() and target.read_text(encoding="utf-8") == new:
+        return False
+    target.write_text(new, encoding="utf-8")
+    return True
+
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 if __name__ == "__main__":
     from agentos.cli import HELP_FILE
+    from agentos.mcp_server.server import TOOLS_FILE
 
     for target, rewrite in (
         (DOCS / "cli.md", update),
         (DOCS / "formats.md", update_formats),
         (DOCS / "architecture.md", update_architecture),
         (HELP_FILE, update_help),
+        (TOOLS_FILE, update_tools),
     ):
         print(f"{target}: {'updated' if rewrite(target) else 'up to date'}")

@@ -9,6 +9,7 @@ decides for its own ``echo``: piped or captured, the same output is plain text.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ def _stream(err: bool) -> TextIO:
 
 
 def coloured(err: bool = False) -> bool:
-    """Whether styles reach the stream: a terminal (as click's ``echo`` decides)."""
+    """Whether styles reach the stream: a terminal (as click's ``echo`` decides), unless
+    ``NO_COLOR`` is set (no-color.org) or the terminal is ``TERM=dumb``, as rich decided."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
     stream = _stream(err)
     try:
         return stream.isatty()
@@ -69,12 +73,12 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
     listings people type most (``hub list``, ``runs list``, ``status``) answer within
     100 ms, and rich's import and layout cost 25-35 ms of that (issue 33).
     """
-    header: list[_Cell] = [(_printable(str(c)), None) for c in columns]
+    header: list[_Cell] = [(printable(str(c)), None) for c in columns]
     lines = [header] + [line for row in rows for line in _physical_lines([_cell(v) for v in row])]
     width = _cell_width(lines)
     widths = [max(width(line[i][0]) for line in lines) for i in range(len(header))]
     if title:
-        echo(style(_printable(title), bold=True))
+        echo(style(printable(title), bold=True))
     for n, line in enumerate(lines):
         out = [
             style(text, bold=n == 0, fg=fg) + " " * (widths[i] - width(text))
@@ -88,8 +92,8 @@ _Cell = tuple[str, str | None]  # a cell's text, and its colour on a terminal
 
 def _cell(value: Any) -> _Cell:
     if isinstance(value, Styled):
-        return _printable(value.text), value.fg
-    return _printable("" if value is None else str(value)), None
+        return printable(value.text), value.fg
+    return printable("" if value is None else str(value)), None
 
 
 # Control characters (but the line break, which makes a cell's lines) written as escapes: a
@@ -98,7 +102,9 @@ def _cell(value: Any) -> _Cell:
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c != 0x0A}
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
+    """``text`` with its control characters (but line breaks) written as escapes: what
+    anyone wrote, safe to print to a terminal."""
     if text.isprintable():
         return text
     text = text.translate(_CONTROLS)

@@ -19,6 +19,7 @@ from agentos.cli._common import (
     print_json,
 )
 from agentos.cli._common import workspace as current_workspace
+from agentos.cli.output import printable
 from agentos.errors import BadInput, OperationFailed
 from agentos.run.events import event_line
 from agentos.run.store import ACTIVE, AgentStatus, RunRecord, RunStatus, RunStore
@@ -266,11 +267,13 @@ def show(run_id: str, as_json: bool) -> None:
 
 
 def _print_run(record: RunRecord) -> None:
+    # The request and the message are anyone's text: printed as written, never as markup
+    # or escape sequences for the terminal.
     console.print(
         f"run [bold]{record.id}[/]: {record.status}"
-        + (f" — {record.message}" if record.message else "")
+        + (f" — {escape(printable(record.message))}" if record.message else "")
     )
-    console.print(f"  request: {record.request}")
+    console.print(f"  request: {printable(record.request)}", markup=False)
     if record.usage:
         console.print(f"  used:    {describe(record.usage)} (all its agents)")
     console.print(

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 @click.group()
 def tasks() -> None:
     """Tasks of workflow executions: create one (agents do, from inside their run), list,
-    show."""
+    show, and find the live ones most alike a text."""
 
 
 @tasks.command()
@@ -49,8 +49,8 @@ def create(
         return
     if task.duplicate_of is not None:
         click.echo(
-            f"task {task.id}: a duplicate of task {task.duplicate_of} "
-            f"(similarity {task.similarity:.2f}); it will not run"
+            f"task {task.id}: {task.message} (similarity {task.similarity:.2f}); "
+            f"it will not run (agentos tasks similar TEXT shows the nearest tasks)"
         )
     else:
         related = f"; related to task {task.related_to}" if task.related_to else ""
@@ -68,6 +68,51 @@ def _require_task_run() -> None:
         raise BadInput(
             "this run is not a workflow task's: there is no execution to add to", field="run"
         )
+
+
+@tasks.command()
+@click.argument("text", metavar="TEXT")
+@click.option("--execution", "execution_id", help="Only this execution's tasks.")
+@click.option("--phase", type=click.IntRange(min=1), help="Only this phase's tasks.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=5, show_default=True, help="At most this many."
+)
+@json_option
+def similar(
+    text: str, execution_id: str | None, phase: int | None, limit: int, as_json: bool
+) -> None:
+    """The live tasks most alike TEXT, best first, with the score a new task of that text
+    would get against each and the threshold it is judged by: why a task was refused as a
+    duplicate, or why it was not."""
+    from agentos.workflows.executions import similar_tasks
+    from agentos.workflows.store import WorkflowStore
+
+    ws = workspace()
+    found = similar_tasks(ws, text, execution_id=execution_id, phase=phase, limit=limit)
+    store = WorkflowStore(ws)
+    try:
+        described = {m.task: store.task(m.task).description for m in found}
+    finally:
+        store.close()
+    if as_json:
+        print_json([{**m.as_dict(), "description": described[m.task]} for m in found])
+        return
+    table(
+        "similar tasks",
+        ["task", "execution", "phase", "score", "method", "duplicate", "description"],
+        [
+            (
+                m.task,
+                m.execution,
+                m.phase,
+                f"{m.score:.2f}",
+                m.method.name,
+                f"yes (>= {m.method.threshold:g})" if m.duplicate else "no",
+                described[m.task][:80],
+            )
+            for m in found
+        ],
+    )
 
 
 @tasks.command("list")

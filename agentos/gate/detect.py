@@ -14,13 +14,16 @@ Everything found is said in ``reasons``; what is missing, with its fix, in ``pro
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import time
 import tomllib
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,30 +289,119 @@ def _program(name: str, python: Path | None) -> str | None:
     return (shutil.which(name, path=bindir) if bindir else None) or shutil.which(name)
 
 
-def _has_pytest(python: Path, venv: Path | None) -> bool:
-    return has_pytest(venv) if venv is not None else _python3_has_pytest(str(python))
+def _has_pytest(python: Path, venv: Path | None, cache_dir: Path | None) -> bool:
+    return has_pytest(venv) if venv is not None else _python3_has_pytest(str(python), cache_dir)
 
 
-def _python3_has_pytest(python: str) -> bool:
+# Asking an interpreter whether it has pytest starts it (~100 ms, on every run of a
+# repository without an environment of its own), so its answer is kept in the workspace's
+# cache with what it depended on: the interpreter's file, the PYTHON* variables and the
+# working directory it was asked in, and the folders of its sys.path (and its user site,
+# present or not), whose modification times change when a package is installed into them or
+# removed. Any of these different, and it is asked again.
+# The question runs unconfined, in AgentOS's working directory (often the repository, where
+# agents' work lands), which is sys.path[0] of `python -c`: nothing is imported from there
+# (a json.py would run, and could make up an answer that is then kept); it is only looked
+# in for pytest, as before. The answer: True or False, the interpreter that ran, then the
+# folders, NUL-separated. It is kept only when that interpreter is the file asked: a script
+# that starts another (pyenv's and asdf's python3 start the version a file of theirs names)
+# may start another one next time with nothing recorded here changed.
+_ASK = (
+    "import sys\n"
+    "here = sys.path.pop(0) if sys.path[:1] == [''] else None\n"
+    "import importlib.util as u, os, site\n"
+    "if here is not None: sys.path.insert(0, here)\n"
+    "user = site.getusersitepackages() if site.ENABLE_USER_SITE else None\n"
+    "found = u.find_spec('pytest') is not None\n"
+    "paths = [os.path.abspath(p) for p in sys.path] + ([user] if user else [])\n"
+    "sys.stdout.write('\\0'.join([str(found), sys.executable, *paths]))"
+)
+_ANSWERS = "interpreters.json"
+_RACY_NS = 2_000_000_000
+_KEPT_ANSWERS = 32
+
+
+def _stamp(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _asked_in(python: str) -> str | None:
+    """What an interpreter's answer depends on, besides its sys.path's folders."""
+    try:
+        st = os.stat(python)
+        here = os.getcwd()
+    except OSError:
+        return None
+    # PYTHON* variables, and HOME: the user site-packages lie under it.
+    variables = sorted(
+        (k, v) for k, v in os.environ.items() if k.startswith("PYTHON") or k == "HOME"
+    )
+    real = os.path.realpath(python)
+    return json.dumps([python, real, st.st_size, st.st_mtime_ns, st.st_ino, here, variables])
+
+
+def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
+    key = _asked_in(python) if cache_dir is not None else None
+    kept: dict[str, Any] = {}
+    if key is not None and cache_dir is not None:
+        with suppress(OSError, ValueError):
+            loaded = json.loads((cache_dir / _ANSWERS).read_bytes())
+            kept = loaded if isinstance(loaded, dict) else {}
+        answer = kept.get(key)
+        with suppress(TypeError, ValueError):
+            if isinstance(answer, dict) and all(
+                _stamp(path) == stamp for path, stamp in answer["stamps"]
+            ):
+                return bool(answer["pytest"])
     try:
         out = subprocess.run(
-            [python, "-c", "import importlib.util as u; print(u.find_spec('pytest') is not None)"],
+            [python, "-c", _ASK],
             capture_output=True,
             text=True,
             timeout=ASK_TIMEOUT,
             stdin=subprocess.DEVNULL,
         )
-    except (OSError, subprocess.TimeoutExpired):
+        told = out.stdout.split("\0")
+        if out.returncode != 0 or told[0] not in ("True", "False") or len(told) < 2:
+            return False
+        found, ran, folders = told[0] == "True", told[1], told[2:]
+    except (OSError, subprocess.TimeoutExpired, ValueError):
         return False
-    return out.stdout.strip() == "True"
+    itself = os.path.realpath(ran) == os.path.realpath(python)
+    found_stamps = [(p, _stamp(p)) for p in folders]
+    # A folder changed within the last seconds may change again within its timestamp's
+    # granularity (the router's "racy clean" rule): such an answer is not kept.
+    recent = time.time_ns() - _RACY_NS
+    settled = all(s is None or s < recent for _, s in found_stamps)
+    stamps = [[p, s] for p, s in found_stamps]
+    if key is not None and cache_dir is not None and itself and settled:
+        kept.pop(key, None)
+        kept[key] = {"pytest": found, "stamps": stamps}
+        while len(kept) > _KEPT_ANSWERS:
+            kept.pop(next(iter(kept)))
+        with suppress(OSError):  # a cache: no fsync, a torn file is asked again
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = cache_dir / f".{_ANSWERS}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(kept), encoding="utf-8")
+            os.replace(tmp, cache_dir / _ANSWERS)
+    return found
 
 
 def pytest_command(python: Path | str) -> str:
     return f"{shlex.quote(str(python))} -m pytest -q"
 
 
-def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -> Detected:
-    """How ``repo`` is tested: its environment (or the interpreter given) and its runner."""
+def detect(
+    repo: Path,
+    environ: Mapping[str, str],
+    python: Path | None = None,
+    cache_dir: Path | None = None,
+) -> Detected:
+    """How ``repo`` is tested: its environment (or the interpreter given) and its runner.
+    An interpreter's answers are kept in ``cache_dir`` (the workspace's cache) when given."""
     if python is not None:
         env: Environment | None = Environment("custom", python, venv_of(python))
     else:
@@ -320,7 +412,7 @@ def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -
     py = env.python if env else None
     venv = env.venv if env else None
     runs = py is not None and os.access(py, os.X_OK)  # a missing one: check_profile says so
-    if py is not None and runs and _has_pytest(py, venv):
+    if py is not None and runs and _has_pytest(py, venv, cache_dir):
         reasons.append(f"pytest is installed in {venv or py}: its interpreter runs the suite")
         return Detected(tool, "pytest", pytest_command(py), py, venv, tuple(reasons), ())
     if py is not None and runs:
@@ -355,7 +447,7 @@ def detect(repo: Path, environ: Mapping[str, str], python: Path | None = None) -
     reasons.append("no environment, tox, nox or Makefile test target: plain pytest on PATH")
     if python3 is None:
         problems.append(f"`python3` is not on PATH: install Python 3, or {SETTINGS_HINT}")
-    elif not _python3_has_pytest(python3):
+    elif not _python3_has_pytest(python3, cache_dir):
         problems.append(
             f"pytest is not installed for {python3}: create the project's environment "
             f"(python3 -m venv .venv, then install the project and its test dependencies "

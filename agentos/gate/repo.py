@@ -167,6 +167,9 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+_FULL_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
 def _repo_file_text(repo: Path, at: str | None) -> tuple[str, str] | None:
     """(text, name for errors) of the repository's .agentos.yaml: at commit ``at`` when
     given, else the main checkout's working-tree file. None when there is none."""
@@ -178,12 +181,18 @@ def _repo_file_text(repo: Path, at: str | None) -> tuple[str, str] | None:
             return path.read_text(encoding="utf-8"), str(path)
         except (OSError, UnicodeDecodeError) as exc:
             raise ValidationFailed(f"cannot read: {exc}", file=path) from None
-    commit = _git(repo, "rev-parse", "--verify", "--quiet", f"{at}^{{commit}}")
-    if commit.returncode != 0:
-        raise NotFound(f"no commit {at!r} in {repo}", field="at")
-    sha = commit.stdout.strip()
+    if _FULL_SHA.fullmatch(at):  # a commit's full name (a run's base): one git process
+        sha = at
+        listed = _git(repo, "ls-tree", f"{sha}^{{commit}}", "--", REPO_FILE)
+        if listed.returncode != 0:
+            raise NotFound(f"no commit {at!r} in {repo}", field="at")
+    else:
+        commit = _git(repo, "rev-parse", "--verify", "--quiet", f"{at}^{{commit}}")
+        if commit.returncode != 0:
+            raise NotFound(f"no commit {at!r} in {repo}", field="at")
+        sha = commit.stdout.strip()
+        listed = _git(repo, "ls-tree", sha, "--", REPO_FILE)
     name = f"{repo / REPO_FILE}@{sha[:12]}"
-    listed = _git(repo, "ls-tree", sha, "--", REPO_FILE)
     if not listed.stdout.strip():
         return None
     blob = _git(repo, "show", f"{sha}:{REPO_FILE}")
@@ -242,7 +251,7 @@ def repo_profile(ws: Workspace, repo: Path, *, at: str | None = None) -> RepoPro
     python = _interpreter(python_value, repo) if python_value else None
     if python is not None:
         reasons.append(f"python from {python_from}: {python}")
-    found = detect(repo, os.environ, python)
+    found = detect(repo, os.environ, python, ws.state_dir / "cache")
     test, test_from = pick("test")
     tool, runner, problems = found.tool, found.runner, list(found.problems)
     if test:

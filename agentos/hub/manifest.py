@@ -12,6 +12,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from agentos.shared import limits
 from agentos.shared.models import Name, SemVer, StrictModel, load_yaml_model
 from agentos.shared.checks import CheckSpec
+from agentos.hub.agent_tools import AGENT_TOOLS
 from agentos.errors import ValidationFailed
 from agentos.sandbox.settings import PackageSandbox
 
@@ -22,23 +23,6 @@ Runtime = Literal[
 ]
 # The runtimes whose program is an MCP client AgentOS can hand its tools to.
 MCP_RUNTIMES = ("claude-code", "gemini-cli", "codex")
-# AgentOS's MCP tools an agent may ask for (`mcp:` in agent.yaml), offered to it during its
-# run only: those that read, and those that post to its outbox (as `agentos tasks create`
-# does inside a run). Never one that starts a run, installs a package or changes the
-# workspace behind the run's back.
-AGENT_TOOLS = (
-    "kb_search",
-    "hub_search",
-    "hub_list",
-    "receipts_list",
-    "receipt_show",
-    "task_status",
-    "runs_list",
-    "get_tasks",
-    "create_task",
-    "submit_result",
-    "save_memory",
-)
 _ENTRY_CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

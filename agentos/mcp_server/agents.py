@@ -27,7 +27,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
-from agentos.hub.manifest import AGENT_TOOLS
+from agentos.hub.agent_tools import AGENT_TOOLS
 from agentos.mcp_server.server import AgentOSServer, build_server
 from agentos.mcp_server.tools.common import NAME_MAX, REQUEST_MAX
 from agentos.run.outbox import MAX_BYTES

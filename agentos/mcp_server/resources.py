@@ -17,7 +17,6 @@ from mcp.types import (
 
 from agentos.errors import NotFound
 from agentos.mcp_server.tools.common import call
-from agentos.mcp_server.tools.receipts import receipt_text
 from agentos.workspace.layout import Workspace
 
 if TYPE_CHECKING:
@@ -40,6 +39,8 @@ def _resources(server: AgentOSServer, ws: Workspace) -> None:
         description="A receipt by id, exactly as written.",
     )
     async def receipt_resource(id: str) -> str:
+        from agentos.mcp_server.tools.receipts import receipt_text  # its family's models
+
         return (await call(receipt_text, ws, id)).text
 
     @server.resource(

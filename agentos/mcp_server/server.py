@@ -24,7 +24,9 @@ child process's) cannot corrupt the protocol stream.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
 import logging
 import os
 import sys
@@ -50,19 +52,7 @@ from agentos.errors import AgentOSError
 from agentos.mcp_server import resources, transport
 from agentos.mcp_server.auth import token_file, workspace_token
 from agentos.mcp_server.paths import Confinement
-from agentos.mcp_server.tools import (
-    common,
-    evals,
-    evolve,
-    guardian,
-    hub,
-    knowledge,
-    receipts,
-    routing,
-    runs,
-    synthesis,
-    workflows,
-)
+from agentos.mcp_server.tools import common
 from agentos.shared.address import host_name, listen, serving_address
 from agentos.workspace.layout import Workspace
 
@@ -100,6 +90,39 @@ TOOL_NAMES = (
     "save_memory",
 )
 
+# The tool families (agentos.mcp_server.tools), in the order their tools are listed. Each is
+# imported and its tools built (a pydantic model per tool, 3-15 ms a family) the first time
+# one of its tools is called; until then tools/list answers from TOOLS_FILE, what the
+# families list, written by `python -m agentos.cli._docs` (tests/test_mcp_server.py compares
+# the two, so they cannot drift).
+FAMILIES = (
+    "routing",
+    "runs",
+    "knowledge",
+    "receipts",
+    "hub",
+    "guardian",
+    "evals",
+    "evolve",
+    "synthesis",
+    "workflows",
+)
+TOOLS_FILE = Path(__file__).with_name("tools.json")
+
+
+def stored_tools() -> list[tuple[str, dict[str, Any]]] | None:
+    """(family, the tool as tools/list gives it) of every tool of AgentOS's own, as
+    :data:`TOOLS_FILE` keeps them; None when the file is missing or not of this shape."""
+    try:
+        data = json.loads(TOOLS_FILE.read_bytes())
+        stored = [(str(e["family"]), dict(e["tool"])) for e in data["tools"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not all(family in FAMILIES and isinstance(t.get("name"), str) for family, t in stored):
+        return None
+    return stored
+
+
 INSTRUCTIONS = (
     "AgentOS runs versioned AI agents on a git repository. `interview` says whether a request "
     "is clear enough to work on, `route` which agents would take it (and writes a receipt), "
@@ -127,6 +150,13 @@ class AgentOSServer(FastMCP[Any]):
         self._ws: Workspace | None = None  # whose tool packages are offered as tools
         self._packaged: set[str] = set()  # the tools made from tool packages
         self._hub_revision: str | None = None
+        # The families whose tools are listed from TOOLS_FILE and not built yet, what
+        # their `register` is given, and which family each tool of AgentOS's own is of.
+        self._pending: list[str] = []
+        self._family_args: dict[str, Any] = {}
+        self._family_of: dict[str, str] = {}
+        self._stored: list[dict[str, Any]] = []
+        self._only: frozenset[str] | None = None
         # Clients are told the tool list can change (tool packages come and go).
         low = self._mcp_server
         plain = low.create_initialization_options
@@ -167,12 +197,19 @@ class AgentOSServer(FastMCP[Any]):
         """Make the offered tool packages those installed now; whether anything changed."""
         if self._ws is None:
             return False
-        from agentos.hub.store import Hub
+        from agentos.hub.versions import hub_versions
+        from agentos.synthesis.package import is_tool_package
 
-        revision = Hub(self._ws.hub_dir).revision()
+        hub_dir = self._ws.hub_dir
+        revision, versions = hub_versions(hub_dir / "hub.lock", self._ws.state_dir / "cache")
         if revision == self._hub_revision:
             return False
         self._hub_revision = revision
+        if not self._packaged and not any(
+            active and is_tool_package(hub_dir / name / active)
+            for name, (active, _) in versions.items()
+        ):
+            return False  # none offered, none to offer: the hub's manifests are not read
         from agentos.synthesis.tools import installed_tools
 
         for name in self._packaged:
@@ -180,8 +217,8 @@ class AgentOSServer(FastMCP[Any]):
                 self.remove_tool(name)
         self._packaged = set()
         for found in installed_tools(self._ws):
-            if self._tool_manager.get_tool(found.name) is not None:
-                continue  # never shadow a tool of AgentOS's own
+            if found.name in self._family_of or self._tool_manager.get_tool(found.name):
+                continue  # never shadow a tool of AgentOS's own, built yet or not
             try:
                 self._offer(found)
             except Exception:  # one odd package never takes the listing down
@@ -214,11 +251,38 @@ class AgentOSServer(FastMCP[Any]):
         with suppress(Exception):  # outside a request, or a client gone: nothing to tell
             await self._mcp_server.request_context.session.send_tool_list_changed()
 
+    def build_families(self, families: Sequence[str] | None = None) -> None:
+        """Build the tools of ``families`` (all of them by default) not built yet."""
+        for family in list(self._pending if families is None else families):
+            if family not in self._pending:
+                continue
+            self._pending.remove(family)
+            module = importlib.import_module(f"agentos.mcp_server.tools.{family}")
+            wants = inspect.signature(module.register).parameters
+            module.register(**{name: self._family_args[name] for name in wants})
+
+    def offers(self, name: str) -> bool:
+        """Whether ``name`` is one of AgentOS's own tools this server offers."""
+        return name in self._family_of and (self._only is None or name in self._only)
+
     async def list_tools(self) -> list[Any]:
         self.sync_tool_packages()
-        return await super().list_tools()
+        built = await super().list_tools()
+        if not self._family_of:
+            return built
+        from mcp.types import Tool as MCPTool
+
+        by_name = {t.name: t for t in built}
+        listed = [
+            by_name.pop(spec["name"]) if spec["name"] in by_name else MCPTool.model_validate(spec)
+            for spec in self._stored
+            if self.offers(spec["name"])
+        ]
+        return listed + list(by_name.values())  # then tool packages, an agent's outbox tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        if self.offers(name):
+            self.build_families([self._family_of[name]])
         if self._tool_manager.get_tool(name) is None:
             self.sync_tool_packages()
         try:
@@ -330,6 +394,33 @@ def build_server(
     ``transport_security`` says which Host and Origin headers HTTP requests may carry.
     With ``only``, just those tools: no resources, no completions, no tool packages (the
     server an agent of a run gets, :mod:`agentos.mcp_server.agents`)."""
+    server = unbuilt_server(
+        ws, repos, host=host, port=port, transport_security=transport_security, only=only
+    )
+    stored = stored_tools()
+    if stored is None:  # not kept (a checkout before the docs were made): built now
+        server.build_families()
+    else:
+        server._stored = [spec for _, spec in stored]
+        server._family_of = {spec["name"]: family for family, spec in stored}
+    if only is not None:
+        return server
+    resources.register(server, ws)
+    server.offer_tool_packages(ws)
+    return server
+
+
+def unbuilt_server(
+    ws: Workspace,
+    repos: Sequence[Path] = (),
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    transport_security: TransportSecuritySettings | None = None,
+    only: Collection[str] | None = None,
+) -> AgentOSServer:
+    """The server of :func:`build_server` with no tool of its own yet: each family is
+    built by :meth:`AgentOSServer.build_families`."""
     ws.ensure()
     fence = Confinement(ws.root, repos)
     server = AgentOSServer(
@@ -341,25 +432,17 @@ def build_server(
         transport_security=transport_security,
     )
     server._mcp_server.version = __version__  # shown to clients in serverInfo
-    tool = common.registrar(server)
+    register = common.registrar(server)
+    allowed = None if only is None else frozenset(only)
 
-    routing.register(tool, ws)
-    runs.register(server, tool, ws, fence)
-    knowledge.register(tool, ws, fence)
-    receipts.register(tool, ws)
-    hub.register(tool, ws, fence)
-    guardian.register(tool, ws)
-    evals.register(tool, ws)
-    evolve.register(tool, ws)
-    synthesis.register(server, tool, ws)
-    workflows.register(tool, ws)
-    if only is not None:
-        for registered in server._tool_manager.list_tools():
-            if registered.name not in only:
-                server.remove_tool(registered.name)
-        return server
-    resources.register(server, ws)
-    server.offer_tool_packages(ws)
+    def tool(title: str, **hints: bool) -> Callable[[Any], Any]:
+        """The registrar, building only the tools this server offers."""
+        add = register(title, **hints)
+        return lambda fn: add(fn) if allowed is None or fn.__name__ in allowed else fn
+
+    server._only = allowed
+    server._family_args = {"server": server, "tool": tool, "ws": ws, "fence": fence}
+    server._pending = list(FAMILIES)
     return server
 
 

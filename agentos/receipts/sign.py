@@ -144,11 +144,12 @@ def write_anchor(state_dir: Path, key: Key, rid: str, digest: str) -> None:
 
     Rewritten in place, as the chain's head is (under the chain's lock, which every reader
     of the anchor holds too): a line of fixed length, one write, no new file per receipt.
-    Whatever is there that is not a regular file of its own is replaced instead."""
+    The first one, and whatever is there that is not a regular file of its own, is written
+    whole beside it and renamed into place (a crash never leaves an empty anchor)."""
     data = f"{rid} {digest} {key.mac('anchor', rid, digest)}\n".encode("ascii")
     path = state_dir / ANCHOR_FILE
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         fd = None
     if fd is not None:

@@ -32,6 +32,8 @@ def _as_text(value: object) -> object:
 
 def _short(value: str) -> str:
     limits.refuse_count(limits.TRIGGER_CHARS, len(value))
+    if "\0" in value:  # the compiled index keeps a card's trigger texts apart with NUL
+        raise ValueError(f"{value!r} holds a NUL character")
     return value
 
 

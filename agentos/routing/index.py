@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 # 3: regexes matched by RE2 (a cached index of older cards is rebuilt). 4: only cards within
 # the limits of agentos.shared.limits are compiled (a cached index of older cards is rebuilt, so a
 # card over them, once accepted, is refused). 5: the file and content of each card, for
-# incremental updates.
-FORMAT = 5
+# incremental updates. 6: no trigger text holds a NUL (the separator of a card's texts).
+FORMAT = 6
 KEYWORD, PHRASE, REQUIRE, EXCLUDE, REGEX = 0, 1, 2, 3, 4
 _POINTS = {KEYWORD: 1, PHRASE: 3}
 _REGEX_POINTS = 3

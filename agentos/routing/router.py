@@ -15,6 +15,8 @@ import hashlib
 import json
 import marshal
 import os
+import stat
+import threading
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentos.errors import NotFound, check_request
+from agentos.errors import NotFound, ValidationFailed, check_request
 from agentos.hub.versions import hub_versions, parse_ref
 from agentos.hub.versions import resolve as resolve_version
 from agentos.receipts import Receipt, write_receipt
@@ -249,21 +251,44 @@ _DELTAS: dict[Path, tuple[str, str, frozenset[str]]] = {}
 # starts at a folder's second look: a process that routes once (`agentos route`) has nothing
 # to watch for.
 _WATCHES: dict[Path, DirWatch] = {}  # oldest first
+_WATCHED_AT: dict[Path, tuple[int, int] | None] = {}  # the folder each watch is on (dev, inode)
+# The card files of a watched folder whose writes its watch may not hear of: a link to a file
+# elsewhere, or a file with another name (written there, the write is that folder's event).
+# They are looked at again, by their stat, at every decision.
+_UNHEARD: dict[Path, frozenset[str]] = {}
 _MAX_WATCHES = 8
 _REVISIONS: dict[Path, str] = {}
 _LOOKED: set[Path] = set()  # folders this process has read the cards of
 
 
+# One look at the card folders at a time in a process (the MCP server's tools and a workflow's
+# tasks decide in threads): the events a look takes from a folder's watch are in the
+# revision and stats it leaves, before another thread looks.
+_LOCK = threading.RLock()
+
+
 def current_revision(ws: Workspace) -> str:
     """``cards.cards_revision(ws.cards_dir)``: the last one when the folder's watch saw
     no change since, else computed from a stat cache when it can be."""
+    with _LOCK:
+        return _current_revision(ws)
+
+
+def _current_revision(ws: Workspace) -> str:
     directory = ws.cards_dir
     watch = _WATCHES.get(directory)
+    if watch is not None and watch.active and _folder(directory) != _WATCHED_AT.get(directory):
+        watch.close()  # the path leads to another folder now (a link pointed elsewhere)
     names = watch.changes() if watch is not None else None
-    if names is not None and directory in _REVISIONS and directory in _STATS:
-        if names:
-            _REVISIONS[directory] = _scan_revision(ws, only=names)
-        return _REVISIONS[directory]
+    # The last revision is kept again only once this look is done: a look that raised (a
+    # card file the scan refuses) leaves none, and the next one reads the folder again
+    # (and refuses it again) rather than take the events it consumed for no change.
+    last = _REVISIONS.pop(directory, None)
+    if names is not None and last is not None and directory in _STATS:
+        unheard = _UNHEARD.get(directory, frozenset())
+        revision = _scan_revision(ws, only=names, restat=unheard) if names or unheard else last
+        _REVISIONS[directory] = revision
+        return revision
     if directory in _LOOKED and (watch is None or not watch.active):
         watch = _watch(directory)  # before the folder is read again
     _LOOKED.add(directory)
@@ -283,27 +308,42 @@ def _watch(directory: Path) -> DirWatch:
         old.close()
     while len(_WATCHES) >= _MAX_WATCHES:
         _WATCHES.pop(next(iter(_WATCHES))).close()
+    _WATCHED_AT[directory] = _folder(directory)  # before the watch: a change between shows
     watch = _WATCHES[directory] = DirWatch(directory)
     return watch
+
+
+def _folder(directory: Path) -> tuple[int, int] | None:
+    """Which folder ``directory`` leads to now (device, inode); None when none."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _is_card_file(name: str) -> bool:
     return name.endswith(CARD_SUFFIX) and not name.startswith(".")
 
 
-def _scan_revision(ws: Workspace, only: set[str] | None = None) -> str:
+def _scan_revision(
+    ws: Workspace, only: set[str] | None = None, restat: frozenset[str] = frozenset()
+) -> str:
     """The card set's revision, from the files' stats and the hashes kept for them; with
     ``only``, the names the folder's watch saw change, the other files are as the last scan
-    of this process saw them and only these are looked at (and hashed) again."""
+    of this process saw them and only these are looked at (and hashed) again, with those of
+    ``restat`` (looked at by their stat, as every file is without ``only``)."""
     directory = ws.cards_dir
     stat_path = cache_dir(ws) / _STAT_FILE
+    unheard: set[str] = set()
     if only is not None:
         known = _STATS[directory]
         fresh = dict(known)
-        names = sorted(n for n in only if _is_card_file(n))
+        names = sorted(n for n in only | restat if _is_card_file(n))
         for name in names:
             fresh.pop(name, None)
         looked = frozenset(names)
+        unheard = set(_UNHEARD.get(directory, frozenset()) - looked)
     else:
         known = _STATS.get(directory) or _read_stats(directory, stat_path)
         fresh = {}
@@ -322,17 +362,28 @@ def _scan_revision(ws: Workspace, only: set[str] | None = None) -> str:
         shown = str(directory)
         for name in names:
             try:
-                st = os.stat(name, dir_fd=dir_fd)
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode) or st.st_nlink > 1:
+                    unheard.add(name)
+                    st = _followed(name, dir_fd, f"{shown}/{name}")
                 limits.check_stat(st, limits.CARD, f"{shown}/{name}")  # before it is hashed
                 sig = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                old = known.get(name) if only is None else None  # a watched change: hashed
+                # A change the watch named is hashed again; anything else by its stat.
+                old = known.get(name) if only is None or name not in only else None
                 if old is not None and old[:4] == sig and max(sig[1], sig[2]) < old[5] - _RACY_NS:
                     fresh[name] = old
                     continue
-                with open(os.open(name, os.O_RDONLY, dir_fd=dir_fd), "rb") as fh:
+                # Never waited on: a card swapped for a FIFO since its stat is not read.
+                fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK, dir_fd=dir_fd)
+                with open(fd, "rb") as fh:
+                    limits.check_stat(os.fstat(fd), limits.CARD, f"{shown}/{name}")
                     digest = hashlib.file_digest(fh, "sha256").hexdigest()
             except FileNotFoundError:
                 continue
+            except PermissionError as exc:  # as a whole compile says it (read_card)
+                raise ValidationFailed(
+                    f"cannot read: {exc.strerror or exc}", file=f"{shown}/{name}"
+                ) from None
             fresh[name] = (*sig, digest, now)
             rehashed += 1
     finally:
@@ -355,7 +406,17 @@ def _scan_revision(ws: Workspace, only: set[str] | None = None) -> str:
         _DELTAS.pop(directory, None)
     _STATS[directory] = fresh
     _SCANNED[directory] = revision
+    _UNHEARD[directory] = frozenset(unheard)
     return revision
+
+
+def _followed(name: str, dir_fd: int | None, shown: str) -> os.stat_result:
+    """The stat of the file a card that is a link leads to. A link that leads nowhere is not
+    a card removed: it cannot be read, as a whole compile of the folder says."""
+    try:
+        return os.stat(name, dir_fd=dir_fd)
+    except OSError as exc:
+        raise ValidationFailed(f"cannot read: {exc.strerror or exc}", file=shown) from None
 
 
 def _read_stats(directory: Path, stat_path: Path) -> dict[str, _Entry]:
@@ -377,6 +438,11 @@ def load_index(ws: Workspace) -> Index:
     process's own, or else the newest kept one, with the changed cards alone compiled again
     (kept for the next process only in the second case: a process that routes all day
     does not write 10,000 cards' index at each edit); else a new one."""
+    with _LOCK:
+        return _load_index(ws)
+
+
+def _load_index(ws: Workspace) -> Index:
     revision = current_revision(ws)
     previous = _INDEXES.get(ws.cards_dir)
     if previous is not None and previous.revision == revision:

@@ -85,6 +85,10 @@ class AgentDriver:
         """The agent's worktree on its own branch at the base, with what the repository's
         environment needs there (see :func:`agentos.gate.repo.prepare_worktree`), and the MCP
         tools its package asks for (see :mod:`agentos.runtimes.agent_tools`)."""
+        # Its MCP tools start first (their server needs the repository, not the worktree),
+        # so that their import is done when its CLI asks for them; they serve every attempt
+        # and end at teardown.
+        agent.tools = AgentToolServer.start(self.ctx.ws, self.ctx.repo, agent.manifest, agent.files)
         wt.add_worktree(
             self.ctx.repo,
             agent.worktree,
@@ -96,9 +100,6 @@ class AgentDriver:
             self.ctx.guard.watch(wt.admin_dir(agent.worktree) / "config.worktree")
         for note in prepare_worktree(self.ctx.profile, agent.worktree):
             self._note(agent, note)
-        # Its MCP tools start now, so that they are up when its CLI asks for them; they
-        # serve every attempt and end at teardown.
-        agent.tools = AgentToolServer.start(self.ctx.ws, self.ctx.repo, agent.manifest, agent.files)
         agent.egress = open_egress(self.ctx.sandbox, agent.manifest, agent.files)
 
     def tree_at_base(self, agents: list[AgentState]) -> Path:

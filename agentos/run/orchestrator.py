@@ -204,20 +204,26 @@ class Orchestrator:
         return self.report
 
     def _run(self) -> None:
-        if not self._interview():
-            return
-        self.profile = repo_profile(self.ws, self.repo, at=self.base)
-        self.report.repo_profile = self.profile
-        self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
-        if not self._route():
-            return
-        self._confinement()
-        require_tmux()
-        first = self._changers() or self._verifiers()
-        self._in_parallel(self._driver().setup, first)
-        self._check_environment(self._driver().tree_at_base(first))
-        self._ensure_guardian()
-        context = self._context()
+        # What does not depend on each other runs side by side: how the repository is
+        # tested is found while the request is interviewed and routed, and the knowledge
+        # store's context is built while the agents' worktrees and sessions are set up.
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            profiled = beside.submit(repo_profile, self.ws, self.repo, at=self.base)
+            if not self._interview():
+                return
+            self.profile = profiled.result()
+            self.report.repo_profile = self.profile
+            self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
+            if not self._route():
+                return
+            self._confinement()
+            require_tmux()
+            first = self._changers() or self._verifiers()
+            contextual = beside.submit(self._context)
+            self._in_parallel(self._driver().setup, first)
+            self._check_environment(self._driver().tree_at_base(first))
+            self._ensure_guardian()
+            context = contextual.result()
         self._set_status(RunStatus.RUNNING)
         assert self.store is not None
         for agent in self.agents:
@@ -250,7 +256,8 @@ class Orchestrator:
         elif touched := [
             a.name
             for a in self.agents
-            if a.gated_commit and wt.touches(self.repo, a.base, a.gated_commit, REPO_FILE)
+            if a.gated_commit not in (None, a.base)
+            and wt.touches(self.repo, a.base, a.gated_commit, REPO_FILE)
         ]:
             # How the repository is tested is not an agent's to change unseen.
             self._ready(f"not merged: {', '.join(touched)} changed {REPO_FILE}, review it")
@@ -698,7 +705,18 @@ class Orchestrator:
                         + ", ".join(restored)
                     )
             self._tolerant("prune worktrees", wt.prune, self.repo)
-            empty = [a for a in self.agents if wt.commits_ahead(self.repo, a.branch, a.base) == 0]
+            # A branch still at its base holds no work (one at another commit is kept, even
+            # one behind its base: nothing is deleted that could hold work).
+            # git cannot tell: none is deleted.
+            tips = self._tolerant(
+                "read the agents' branches",
+                wt.branch_tips,
+                self.repo,
+                [a.branch for a in self.agents],
+            )
+            empty = [
+                a for a in self.agents if tips is not None and tips.get(a.branch, a.base) == a.base
+            ]
             self._tolerant(
                 "delete empty branches", wt.delete_branch, self.repo, *(a.branch for a in empty)
             )
@@ -769,6 +787,10 @@ class Orchestrator:
             self.report.message = f"{self.report.message}; {note}".lstrip("; ")
 
     def _final_receipt(self) -> None:
+        try:
+            kept = wt.branch_tips(self.repo, (a.branch for a in self.report.agents))
+        except AgentOSError:  # git cannot tell: every branch is said to be kept
+            kept = {a.branch: "" for a in self.report.agents}
         fields = {
             "status": self.report.status,
             "message": self.report.message,
@@ -800,9 +822,7 @@ class Orchestrator:
                 for a in self.report.agents
             ],
             **({"git_admin_restored": self.git_admin_restored} if self.git_admin_restored else {}),
-            "kept_branches": [
-                a.branch for a in self.report.agents if wt.branch_exists(self.repo, a.branch)
-            ],
+            "kept_branches": [a.branch for a in self.report.agents if a.branch in kept],
         }
         receipt = write_receipt(self.ws, "run", fields, run_id=self.run_id, about=self.request)
         self.report.receipts.append(receipt.id)

@@ -20,10 +20,17 @@ def check_repo(repo_dir: Path) -> tuple[str, str]:
     """
     if not repo_dir.is_dir():
         raise BadInput("repository not found", file=repo_dir, field="--repo")
-    repo = wt.open_repo(repo_dir)
-    if Path(repo.working_tree_dir or "").resolve() != repo_dir:
-        raise BadInput("give the repository's top-level directory", file=repo_dir, field="--repo")
-    branch, base = wt.head(repo_dir)
+    state = wt.checkout_state(repo_dir)  # one git process, when all is well
+    if state is None or state[0].resolve() != repo_dir:
+        repo = wt.open_repo(repo_dir)  # says what is wrong
+        if Path(repo.working_tree_dir or "").resolve() != repo_dir:
+            raise BadInput(
+                "give the repository's top-level directory", file=repo_dir, field="--repo"
+            )
+        branch, base = wt.head(repo_dir)
+        common = Path(repo.common_dir)
+    else:
+        _top, common, base, branch = state
     if branch is None:
         raise BadInput(
             "HEAD is detached: check out the branch to merge into",
@@ -31,7 +38,7 @@ def check_repo(repo_dir: Path) -> tuple[str, str]:
             field="--repo",
         )
     wt.refuse_uncommitted(repo_dir)
-    wt.ensure_agent_files_excluded(repo)
+    wt.ensure_agent_files_excluded(common)
     return branch, base
 
 

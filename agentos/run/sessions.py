@@ -82,13 +82,22 @@ class Sessions:
             self._server = libtmux.Server(socket_name=self.socket)
         return self._server
 
+    def socket_path(self) -> Path | None:
+        """Where tmux puts this server's socket (``-L``: in ``tmux-UID`` of ``$TMUX_TMPDIR``
+        or ``/tmp``); None when only tmux can say. tmux passes over a ``TMUX_TMPDIR`` that is
+        not an absolute path to a folder (3.x uses ``/tmp`` then; older ones fail)."""
+        tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
+        if not (os.path.isabs(tmpdir) and os.path.isdir(tmpdir)):
+            return None
+        return Path(tmpdir) / f"tmux-{os.getuid()}" / self.socket
+
     def start(self, name: str, command: list[str], cwd: Path) -> int | None:
         """Start a detached session running ``command`` in ``cwd``; returns the pane's pid.
 
         One ``new-session -P`` call: the command may end (and the session with it) before a
-        second query could ask for its pid.
+        second query could ask for its pid. A session left with that name (an earlier
+        attempt's) is ended first, when tmux says it is there.
         """
-        self.kill(name)
         for attempt in range(_START_TRIES):
             result = self.server.cmd(
                 "new-session",
@@ -106,6 +115,9 @@ class Sessions:
                 "#{pane_pid}",
                 shlex.join(command),
             )
+            if result.returncode != 0 and "duplicate session" in " ".join(result.stderr):
+                self.kill(name)
+                continue
             # When the server's last session has just ended, the server is exiting: a client
             # that reached it then is told so, and the next one starts a new server.
             if result.returncode == 0 or not _server_was_exiting(result.stderr):
@@ -126,8 +138,9 @@ class Sessions:
 
     def panes(self) -> list[PaneInfo]:
         """One batched tmux query for every AgentOS pane on the server."""
-        if shutil.which("tmux") is None:
-            return []
+        socket = self.socket_path()
+        if shutil.which("tmux") is None or (socket is not None and not socket.exists()):
+            return []  # no socket: no server, and nothing to ask it
         fmt = "#{session_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}"
         result = self.server.cmd("list-panes", "-a", "-F", fmt)
         if result.returncode != 0:

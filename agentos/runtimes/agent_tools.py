@@ -1,5 +1,5 @@
 """AgentOS's MCP tools for the agents of a run: what a package lists in ``mcp`` (names from
-:data:`agentos.hub.manifest.AGENT_TOOLS`), served for one agent while it works.
+:data:`agentos.hub.agent_tools.AGENT_TOOLS`), served for one agent while it works.
 
 For such an agent, AgentOS starts the server (the MCP adapter's scoped
 server, which it registers as the entry point group ``agentos.agent_tools``: the library never
@@ -30,8 +30,14 @@ ENTRY_POINTS = "agentos.agent_tools"
 _PIPE = Path(__file__).with_name("mcp_pipe.py")
 
 
+_FOUND: list[str] = []  # the registered server's module, once found (entry points are read
+# from every installed distribution's metadata: tens of milliseconds)
+
+
 def server_module() -> str:
     """The module of the registered server (MissingTool when none is installed)."""
+    if _FOUND:
+        return _FOUND[0]
     from importlib.metadata import entry_points
 
     found = sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name)
@@ -41,6 +47,7 @@ def server_module() -> str:
             "which is not installed: reinstall AgentOS (scripts/setup)",
             field="mcp",
         )
+    _FOUND.append(found[0].module)
     return found[0].module
 
 

@@ -184,6 +184,36 @@ STATE_MIGRATIONS: list[Migration] = [
         # streams, so that a live run shows it too.
         "ALTER TABLE run_agents ADD COLUMN usage TEXT",
     ),
+    Migration(
+        "008_dedup_frequencies",
+        # Deduplication weighs a term by how many live tasks of the execution and phase
+        # hold it (issue 37): the counts kept up to date with task_terms, in the same
+        # transactions; the row whose term is '' counts the live tasks themselves. And the
+        # vectors of the tasks an Ollama model embedded (workflows.dedup.embeddings).
+        """
+        CREATE TABLE task_term_counts (
+            execution TEXT NOT NULL,
+            phase INTEGER NOT NULL,
+            term TEXT NOT NULL,
+            tasks INTEGER NOT NULL,
+            PRIMARY KEY (execution, phase, term)
+        ) WITHOUT ROWID;
+        INSERT INTO task_term_counts (execution, phase, term, tasks)
+            SELECT execution, phase, term, COUNT(*) FROM task_terms
+            GROUP BY execution, phase, term;
+        INSERT INTO task_term_counts (execution, phase, term, tasks)
+            SELECT execution, phase, '', COUNT(DISTINCT task) FROM task_terms
+            GROUP BY execution, phase;
+        CREATE TABLE task_embeddings (
+            task INTEGER PRIMARY KEY,
+            execution TEXT NOT NULL,
+            phase INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            vector BLOB NOT NULL
+        );
+        CREATE INDEX task_embeddings_by_scope ON task_embeddings(execution, phase, model);
+        """,
+    ),
 ]
 
 

@@ -48,7 +48,8 @@ from agentos.runtimes import ready_package
 from agentos.sandbox import choose
 from agentos.sandbox.confine import Scene
 from agentos.shared.fs import atomic_write, sha256_file
-from agentos.synthesis.spec import SPEC_FILE, TEST_FILE, TESTS_DIR, TOOL_FILE, ToolSpec, load_spec
+from agentos.synthesis.package import SPEC_FILE, TEST_FILE, TESTS_DIR, TOOL_FILE
+from agentos.synthesis.spec import ToolSpec, load_spec
 from agentos.workspace.files import AgentFiles
 from agentos.workspace.layout import Workspace
 

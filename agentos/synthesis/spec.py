@@ -26,10 +26,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from agentos.errors import BadInput, ValidationFailed
 from agentos.shared.models import StrictModel, all_errors
 
-SPEC_FILE = "spec.json"
-TOOL_FILE = "tool.py"
-TESTS_DIR = "tests"
-TEST_FILE = "tests/test_tool.py"
 MAX_SPEC = 64 * 1024  # bytes
 TYPES = (
     "str",
@@ -185,7 +181,3 @@ def matches(type_name: str, value: Any) -> bool:
             type_name == "dict" or all(isinstance(v, str) for v in value.values())
         )
     return False
-
-
-def is_tool_package(package_dir: Path) -> bool:
-    return (package_dir / SPEC_FILE).is_file() and (package_dir / TOOL_FILE).is_file()

@@ -25,7 +25,8 @@ from agentos.run.store import new_run_id
 from agentos.run.values import tail
 from agentos.sandbox import choose
 from agentos.sandbox.confine import Scene
-from agentos.synthesis.spec import SPEC_FILE, ToolSpec, check_args, is_tool_package, load_spec
+from agentos.synthesis.package import SPEC_FILE, is_tool_package
+from agentos.synthesis.spec import ToolSpec, check_args, load_spec
 from agentos.synthesis.spec import matches as type_matches
 from agentos.workspace.files import AgentFiles
 from agentos.workspace.layout import Workspace

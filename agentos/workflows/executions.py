@@ -14,7 +14,9 @@ from typing import Any
 
 from agentos.errors import BadInput, check_request
 from agentos.run.store import new_run_id
+from agentos.workflows import embeddings
 from agentos.workflows.definitions import WorkflowDefinition, find_workflow
+from agentos.workflows.index import Match
 from agentos.workflows.store import TaskRecord, WorkflowStore
 from agentos.workspace.layout import Workspace
 
@@ -111,6 +113,7 @@ def create_task(
                 f"execution {execution_id} has {config.max_tasks} tasks, its workflow's max_tasks",
                 field="max_tasks",
             )
+        embedder = embeddings.from_settings(ws) if config.task_deduplication_enabled else None
         return store.add_task(
             execution_id,
             phase,
@@ -119,6 +122,33 @@ def create_task(
             parent=parent,
             dedup=config.task_deduplication_enabled,
             threshold=config.similarity_threshold,
+            embedding=embedder.embed(description) if embedder else None,
+        )
+    finally:
+        store.close()
+
+
+def similar_tasks(
+    ws: Workspace,
+    text: str,
+    *,
+    execution_id: str | None = None,
+    phase: int | None = None,
+    limit: int = 5,
+) -> list[Match]:
+    """``agentos tasks similar``: the live tasks most alike ``text``, best first, with the
+    score a new task of that text would get against each (and by which method)."""
+    if not text.strip():
+        raise BadInput("a task needs a description", field="TEXT")
+    embedder = embeddings.from_settings(ws)
+    store = WorkflowStore(ws)
+    try:
+        return store.similar(
+            text,
+            execution_id=execution_id,
+            phase=phase,
+            limit=limit,
+            embedding=embedder.embed(text) if embedder else None,
         )
     finally:
         store.close()

@@ -1,14 +1,12 @@
 """Workflow executions and their tasks in ``state.db`` (migration ``005_workflows``).
 
-A task is added with its similarity features (:mod:`agentos.workflows.similarity`): its
-words and names, and one ``task_terms`` row per word and name, indexed by (execution,
-phase, term). Deduplication compares a new task only with the live tasks of the same
-execution and phase that share a term with it and could still reach the related
-threshold (an upper bound on the score computed in SQL from the shared count), so a new
-task is checked against thousands in a few milliseconds. Over the workflow's threshold
-it is ``duplicated`` (pointing at the task it repeats, with the score) and never runs;
-between the related threshold and it, it runs and is linked to that task as related.
-"""
+A task is added with its similarity features (:mod:`agentos.workflows.similarity`), its
+words and names, and, while it is live, in deduplication's index
+(:mod:`agentos.workflows.index`), which compares a new task with the live tasks of the same
+execution and phase without reading them all. At or over the workflow's threshold it is
+``duplicated`` (pointing at the task it repeats, with the score, its message naming that
+task) and never runs; between the related threshold and it, it runs and is linked to that
+task as related."""
 
 from __future__ import annotations
 
@@ -20,14 +18,9 @@ from typing import Any
 
 from agentos.errors import BadInput, NotFound
 from agentos.state import database
-from agentos.workflows.similarity import (
-    DEFAULT_THRESHOLD,
-    ONE_SIDED_NAMES,
-    RELATED_THRESHOLD,
-    Features,
-    features,
-    similarity,
-)
+from agentos.workflows.embeddings import Embedding
+from agentos.workflows.index import Match, Method, TaskIndex
+from agentos.workflows.similarity import DEFAULT_THRESHOLD, RELATED_THRESHOLD, features
 from agentos.workspace.layout import Workspace
 
 
@@ -50,7 +43,6 @@ class ExecutionStatus(StrEnum):
 
 # The tasks a new one may repeat: those that will run, run, or ran well.
 LIVE = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.DONE)
-NAME_TERM = "="  # prefixes a name among the terms (a stem never holds one)
 
 
 @dataclass(frozen=True)
@@ -117,6 +109,7 @@ class WorkflowStore(database.Store):
     def __init__(self, ws: Workspace) -> None:
         super().__init__(ws.state_db)
         self.ws = ws
+        self.index = TaskIndex(self.con)
 
     # -- executions -------------------------------------------------------------------------
 
@@ -215,22 +208,37 @@ class WorkflowStore(database.Store):
         dedup: bool = True,
         threshold: float = DEFAULT_THRESHOLD,
         related: float = RELATED_THRESHOLD,
+        embedding: Embedding | None = None,
     ) -> TaskRecord:
         """A new task: ``duplicated`` when a live task of the same execution and phase is
-        at least ``threshold`` alike (it never runs), else ``pending`` (linked to the most
-        alike one when over ``related``)."""
+        at least ``threshold`` alike (it never runs; its message names the task it
+        repeats), else ``pending`` (linked to the most alike one when over ``related``).
+        ``embedding``: the new task's vector from an Ollama model
+        (:mod:`agentos.workflows.embeddings`): compared with the vectors of the live tasks
+        the same model embedded, besides the words."""
         if not description.strip():
             raise BadInput("a task needs a description", field="DESCRIPTION")
         self.execution(execution_id)  # exists
         found = features(description)
         with self._write():
-            best = self._most_similar(execution_id, phase, found, related) if dedup else None
-            duplicate = best is not None and best[1] >= threshold
+            best = None
+            if dedup:
+                scope = (execution_id, phase)
+                method = Method.words(threshold, related)
+                matches = self.index.matches(scope, found, method, 1, floor=threshold)
+                if embedding is not None:
+                    matches += self.index.embedding_matches(scope, found, embedding, 1)
+                best = max(matches, key=lambda m: (m.duplicate, m.margin), default=None)
+            duplicate = best is not None and best.duplicate
             status = TaskStatus.DUPLICATED if duplicate else TaskStatus.PENDING
+            message = ""
+            if best is not None and duplicate:
+                original = self._description(best.task)
+                message = f"a duplicate of task {best.task}: {original[:200]}"
             self.con.execute(
                 "INSERT INTO tasks (execution, phase, description, status, parent, creator, "
-                "duplicate_of, related_to, similarity, created_at, words, names) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "duplicate_of, related_to, similarity, message, created_at, words, names) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     execution_id,
                     phase,
@@ -238,9 +246,10 @@ class WorkflowStore(database.Store):
                     status,
                     parent,
                     creator,
-                    best[0] if duplicate and best else None,
-                    best[0] if best and not duplicate else None,
-                    round(best[1], 4) if best else None,
+                    best.task if duplicate and best else None,
+                    best.task if best and not duplicate else None,
+                    round(best.score, 4) if best else None,
+                    message,
                     time.time(),
                     json.dumps(sorted(found.words)),
                     json.dumps(sorted(found.names)),
@@ -249,15 +258,12 @@ class WorkflowStore(database.Store):
             task_id = int(self.con.last_insert_rowid())
             self._task_event(task_id, status, description[:200])
             if not duplicate:  # a duplicate is no task to repeat
-                self.con.executemany(
-                    "INSERT INTO task_terms (task, execution, phase, term, nwords, nnames) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (task_id, execution_id, phase, t, len(found.words), len(found.names))
-                        for t in _terms(found)
-                    ],
-                )
+                self.index.add(task_id, execution_id, phase, found, embedding)
         return self.task(task_id)
+
+    def _description(self, task_id: int) -> str:
+        row = self.con.execute("SELECT description FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return str(row[0]) if row else ""
 
     def _task_event(self, task_id: int, status: TaskStatus, note: str) -> None:
         """The task's change into the event stream (inside the caller's transaction)."""
@@ -267,50 +273,43 @@ class WorkflowStore(database.Store):
             (time.time(), f"task {task_id} {status}" + (f": {note}" if note else ""), task_id),
         )
 
-    def _most_similar(
-        self, execution_id: str, phase: int, new: Features, floor: float
-    ) -> tuple[int, float] | None:
-        """The live task most alike ``new`` scoring at least ``floor``. The index gives,
-        for each task sharing a term, how many words and names it shares; from those and
-        its word and name counts SQL bounds its score from above (the names' factor is
-        exact), so only tasks that could reach ``floor`` are read and scored."""
-        terms = _terms(new)
-        if not terms:
-            return None
-        marks = ",".join("?" * len(terms))
-        aw, an = len(new.words), len(new.names)
-        candidates = self.con.execute(
-            f"""
-            SELECT task FROM (
-                SELECT task, nwords, nnames, COUNT(*) AS total,
-                       SUM(substr(term, 1, 1) = '{NAME_TERM}') AS names
-                FROM task_terms
-                WHERE execution = ? AND phase = ? AND term IN ({marks})
-                GROUP BY task
-            )
-            WHERE (CASE WHEN ? + nwords = 0 THEN 1.0
-                        ELSE 2.0 * (total - names) / (? + nwords) END)
-                * (CASE WHEN ? > 0 AND nnames > 0 THEN 1.0 * names / (? + nnames - names)
-                        WHEN ? > 0 OR nnames > 0 THEN {ONE_SIDED_NAMES}
-                        ELSE 1.0 END) >= ?
-            """,
-            (execution_id, phase, *terms, aw, aw, an, an, an, floor),
-        ).fetchall()
-        if not candidates:
-            return None
-        ids = [int(str(c[0])) for c in candidates]
-        rows = self.con.execute(
-            f"SELECT id, words, names FROM tasks WHERE id IN ({','.join('?' * len(ids))}) "
-            "ORDER BY id",
-            ids,
-        ).fetchall()
-        best: tuple[int, float] | None = None
-        for task_id, words, names in rows:
-            old = Features(frozenset(json.loads(str(words))), frozenset(json.loads(str(names))))
-            score = similarity(new, old)
-            if score >= floor and (best is None or score > best[1]):
-                best = (int(str(task_id)), score)  # ties: the oldest, found first
-        return best
+    def similar(
+        self,
+        text: str,
+        *,
+        execution_id: str | None = None,
+        phase: int | None = None,
+        limit: int = 5,
+        floor: float = 0.1,
+        embedding: Embedding | None = None,
+    ) -> list[Match]:
+        """The live tasks most alike ``text`` (``agentos tasks similar``), in every
+        execution and phase or those given: the scores a new task there would get."""
+        new = features(text)
+        found: list[Match] = []
+        with self._read():
+            for scope in self.index.scopes(execution_id, phase):
+                method = Method.words(DEFAULT_THRESHOLD, floor)
+                found += self.index.matches(scope, new, method, limit, floor=floor)
+                if embedding is not None:
+                    found += self.index.embedding_matches(scope, new, embedding, limit)
+        found.sort(key=lambda m: (-m.margin, m.task))
+        best: dict[int, Match] = {}
+        for match in found:  # a task found by both methods: its better margin
+            best.setdefault(match.task, match)
+        return list(best.values())[:limit]
+
+    def term_counts(self, execution_id: str, phase: int) -> dict[str, int]:
+        """How many live tasks of the execution and phase hold each term (``""``: how many
+        live tasks there are): the document frequencies deduplication weighs terms by."""
+        with self._read():
+            return self.index.counts(execution_id, phase)
+
+    def plain_matches(self, execution_id: str, phase: int, text: str) -> list[Match]:
+        """The scores the index gives, by reading every live task of the scope and scoring
+        each: what ``benchmarks/workflow_bench.py`` measures the index against."""
+        with self._read():
+            return self.index.plain_matches((execution_id, phase), features(text))
 
     def task(self, task_id: int) -> TaskRecord:
         with self._read():
@@ -348,12 +347,8 @@ class WorkflowStore(database.Store):
                 f"UPDATE tasks SET {sets} WHERE id = ?", (status, *fields.values(), task_id)
             )
             if status not in LIVE:  # no longer a task a new one could repeat
-                self.con.execute("DELETE FROM task_terms WHERE task = ?", (task_id,))
+                self.index.remove(task_id)
             self._task_event(task_id, status, str(fields.get("message") or ""))
-
-
-def _terms(found: Features) -> list[str]:
-    return sorted(found.words) + sorted(NAME_TERM + n for n in found.names)
 
 
 def _task(row: Any) -> TaskRecord:

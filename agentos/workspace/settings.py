@@ -162,6 +162,30 @@ class ClusterSettings(StrictModel):
         return value
 
 
+class DedupSettings(StrictModel):
+    """``workflows.dedup``: how a workflow task is found to repeat a live one. The words
+    (agentos.workflows.similarity) always; with ``embeddings``, also the vectors of an
+    Ollama model (through the ollama client, OLLAMA_HOST), compared by cosine: a task is a
+    duplicate when either says so. A server that cannot be reached is one warning and the
+    words alone."""
+
+    embeddings: str | None = None  # ollama:MODEL
+    threshold: float = Field(default=0.9, gt=0, le=1)  # the cosine that means "the same task"
+
+    @field_validator("embeddings")
+    @classmethod
+    def _ollama_model(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"ollama:[\w.:/-]+", value):
+            raise ValueError(f"{value!r} is not ollama:MODEL (e.g. ollama:nomic-embed-text)")
+        return value
+
+
+class WorkflowSettings(StrictModel):
+    """``workflows:``: what every workflow execution in this workspace shares."""
+
+    dedup: DedupSettings = DedupSettings()
+
+
 class Settings(StrictModel):
     receipts: ReceiptSettings = ReceiptSettings()
     interview: InterviewSettings = InterviewSettings()
@@ -176,6 +200,7 @@ class Settings(StrictModel):
     # no cost unless its CLI reports one
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     cluster: ClusterSettings = ClusterSettings()  # where agents run: here, or on Ray
+    workflows: WorkflowSettings = WorkflowSettings()
 
 
 def load_settings(path: Path) -> Settings:

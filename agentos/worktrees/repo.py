@@ -13,7 +13,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -201,9 +201,34 @@ def repo_lock(repo_dir: Path) -> Iterator[None]:
         yield
 
 
-def ensure_agent_files_excluded(repo: git.Repo) -> None:
-    """Keep AgentOS's files in worktrees out of status, diffs and commits."""
-    exclude = Path(repo.common_dir) / "info" / "exclude"
+def checkout_state(repo_dir: Path) -> tuple[Path, Path, str, str | None] | None:
+    """One git process's answer for a repository about to be run on: its top-level
+    directory, its common git directory, the HEAD commit and the checked-out branch (None
+    when HEAD is detached); None when git cannot say all of it (not a repository, no
+    commit yet: :func:`open_repo` then says which)."""
+    result = git_result(
+        repo_dir,
+        "rev-parse",
+        "--path-format=absolute",
+        "--show-toplevel",
+        "--git-common-dir",
+        "HEAD",
+        "--symbolic-full-name",
+        "HEAD",
+        check=False,
+    )
+    lines = result.stdout.splitlines()
+    if result.returncode != 0 or len(lines) != 4:
+        return None
+    top, common, commit, ref = lines
+    branch = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
+    return Path(top), Path(common), commit, branch
+
+
+def ensure_agent_files_excluded(common_dir: Path) -> None:
+    """Keep AgentOS's files in worktrees out of status, diffs and commits (``common_dir``:
+    the repository's common git directory)."""
+    exclude = Path(common_dir) / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     text = exclude.read_text() if exclude.exists() else ""
     if AGENT_FILES_GLOB not in text.splitlines():
@@ -396,13 +421,19 @@ def remove_worktree(repo_dir: Path, path: Path) -> None:
         git_result(repo_dir, "worktree", "prune", check=False)
 
 
-def commits_ahead(repo_dir: Path, branch: str, base: str) -> int:
-    """Commits on ``branch`` since ``base``: 0 when the branch does not exist; -1 when git
-    cannot tell (callers must then treat the branch as holding work)."""
-    if not branch_exists(repo_dir, branch):
-        return 0
-    result = git_result(repo_dir, "rev-list", "--count", f"{base}..{branch}", check=False)
-    return int(result.stdout.strip()) if result.returncode == 0 else -1
+def branch_tips(repo_dir: Path, branches: Iterable[str]) -> dict[str, str]:
+    """The commit each of ``branches`` points at, for those that exist: one git process
+    for all of them. :class:`OperationFailed` when git cannot tell."""
+    wanted = {f"refs/heads/{b}": b for b in branches if b}
+    if not wanted:
+        return {}
+    listed = run_git(repo_dir, "for-each-ref", "--format=%(objectname) %(refname)", *wanted)
+    tips = {}
+    for line in listed.splitlines():
+        commit, _, ref = line.partition(" ")
+        if ref in wanted:  # a pattern matches the refs below it too: exact names only
+            tips[wanted[ref]] = commit
+    return tips
 
 
 def branch_exists(repo_dir: Path, branch: str) -> bool:
