@@ -209,7 +209,7 @@ def main() -> int:
             bundles(root)
         finally:
             ray.shutdown()
-            cluster.shutdown()
+            cluster.shutdown()  # type: ignore[no-untyped-call]
             subprocess.run(
                 ["tmux", "-L", os.environ["AGENTOS_TMUX_SOCKET"], "kill-server"],
                 capture_output=True,
@@ -245,7 +245,16 @@ def report(
     ray_part = [t - n for t, n in zip(trip, node, strict=False)]
     print(f"  Ray's part of the round trip (scheduling, transfers): {p50(ray_part) * 1000:.1f} ms")
     print(f"  bundle back, checked and taken: {p50(back) * 1000:.1f} ms")
-    for step in ("received", "proved", "recorded", "context", "reaper", "setup", "attempt", "bundled"):
+    for step in (
+        "received",
+        "proved",
+        "recorded",
+        "context",
+        "reaper",
+        "setup",
+        "attempt",
+        "bundled",
+    ):
         print(f"    node: {step}: p50 {p50(steps(f'node: {step}')) * 1000:.1f} ms")
     cold, warm = firsts["ray"][0], p50(firsts["ray"][1:])
     print(

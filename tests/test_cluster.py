@@ -113,7 +113,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
         yield found
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -147,6 +147,12 @@ def reaper_sockets() -> list[str]:
         if out.returncode == 0:
             alive.append(sock.name)
     return alive
+
+
+def placement(ws: Workspace, run_id: str) -> dict[str, Any]:
+    """Where each agent of the run worked, as the driver recorded it (``options.cluster``)."""
+    options = RunStore(ws).get(run_id).options or {}
+    return dict(options["cluster"])
 
 
 def gate_nodes(ws: Workspace, run_id: str) -> dict[str, str]:
@@ -259,8 +265,7 @@ def test_three_agents_work_on_three_nodes_each_gated_there_and_merged_here(
     }
     assert sorted(where.values()) == ["a", "b", "c"]
     # Each was gated on its node: its gate receipt names it, and the run's record too.
-    record = RunStore(driver).get(report["run"])
-    placed = record.options["cluster"]
+    placed = placement(driver, report["run"])
     assert {n: placed[n]["node"] for n in placed} == gate_nodes(driver, report["run"])
     assert len(set(gate_nodes(driver, report["run"]).values())) == 3
     # Merged here as a local run merges; nothing left behind here or on a node.
@@ -375,8 +380,7 @@ def test_a_node_removed_while_its_agent_works_is_recorded_and_the_attempt_runs_o
     removed = [line for line in lines if "lost on node" in line]
     assert len(removed) == 1 and removed[0].startswith("mover: attempt 1 lost on node "), lines
     assert "NodeDiedError" in removed[0]
-    record = RunStore(driver).get(report.run_id)
-    assert [x["attempt"] for x in record.options["cluster"]["mover"]["lost"]] == [1]
+    assert [x["attempt"] for x in placement(driver, report.run_id)["mover"]["lost"]] == [1]
     # The lost node's agent did not outlive it: its reaper ended it when the lease lapsed.
     wait_until(lambda: not processes_named(marker), timeout=60, what="the lost agent ended")
     wait_until(lambda: reaper_sockets() == [], timeout=30, what="its tmux server ended")
@@ -512,7 +516,7 @@ def test_a_package_changed_on_a_node_is_refused_there_and_never_runs(
     (report,) = reports
     assert report.status == "failed"
     refused = [line for line in events_of(driver, report.run_id) if "refused" in line]
-    node = RunStore(driver).get(report.run_id).options["cluster"][name]["refused"][0]["node"]
+    node = placement(driver, report.run_id)[name]["refused"][0]["node"]
     assert refused == [
         f"{name}: attempt 1 refused: node {node}: {name}@1.0.0 refused, it is not what the "
         f"driver's hub.lock says ({name}@1.0.0: {problem}); remove {cached.parent} there to "
@@ -543,7 +547,7 @@ def test_a_node_without_a_checks_program_refuses_the_attempt_naming_itself_and_t
     thread.join()
     (report,) = reports
     assert report.status == "failed"
-    node = RunStore(driver).get(report.run_id).options["cluster"]["tooled"]["refused"][0]["node"]
+    node = placement(driver, report.run_id)["tooled"]["refused"][0]["node"]
     refused = [line for line in events_of(driver, report.run_id) if "refused" in line]
     assert refused == [
         f"tooled: attempt 1 refused: node {node}: `{TOOL}` (check 'tool works') is not "
