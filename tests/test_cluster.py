@@ -381,6 +381,12 @@ def test_a_node_removed_while_its_agent_works_is_recorded_and_the_attempt_runs_o
     assert len(removed) == 1 and removed[0].startswith("mover: attempt 1 lost on node "), lines
     assert "NodeDiedError" in removed[0]
     assert [x["attempt"] for x in placement(driver, report.run_id)["mover"]["lost"]] == [1]
+    # Its node's gate passed the very tree that lands, and the driver's integration gate
+    # still judged it: a node's gate is trusted for its attempt only.
+    from agentos.receipts.read import load_receipt
+
+    gates = [load_receipt(driver, r) for r in report.receipts]
+    assert [g.fields.get("via") for g in gates if g.kind == "gate"] == [None, "integration gate"]
     # The lost node's agent did not outlive it: its reaper ended it when the lease lapsed.
     wait_until(lambda: not processes_named(marker), timeout=60, what="the lost agent ended")
     wait_until(lambda: reaper_sockets() == [], timeout=30, what="its tmux server ended")

@@ -379,6 +379,7 @@ class RayDispatch:
         self._time("bundle back", time.monotonic() - clock)
         self._time("bundle back bytes", float(len(result.bundle)))
         agent.commits.extend(result.commits)
+        agent.node = node  # its gate ran there: the integration gate runs here whatever
         agent.exit_code = result.exit_code
         agent.gate = result.gate
         agent.limit = result.limit
