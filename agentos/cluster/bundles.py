@@ -102,6 +102,25 @@ def take(repo: Path, data: bytes, ref: str, into: str) -> str:
     return _sha(wt.run_git(repo, "rev-parse", "--verify", f"{into}^{{commit}}"))
 
 
+def unbundle(repo: Path, data: bytes) -> dict[str, str]:
+    """The objects of the bundle ``data`` into ``repo`` (no ref moves: what points to them is
+    the caller's to decide, once checked); the refs it carries, name -> commit.
+    :class:`VerifyFailed` when git does not take it (a prerequisite missing, a bad pack)."""
+    with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
+        path = Path(tmp) / "in.bundle"
+        path.write_bytes(data)
+        out = wt.git_result(repo, "bundle", "unbundle", str(path), check=False)
+    if out.returncode != 0:
+        why = out.stderr.strip().splitlines()
+        raise VerifyFailed(f"git does not take the bundle: {why[-1] if why else '?'}")
+    refs = {}
+    for line in out.stdout.splitlines():
+        sha, _, name = line.strip().partition(" ")
+        if name:
+            refs[name] = _sha(sha)
+    return refs
+
+
 def descendants(repo: Path, start: str, tip: str) -> list[str]:
     """The commits ``start..tip``, oldest first, when ``tip`` descends from ``start`` through
     them alone (each one's parents are ``start`` or listed before it); else

@@ -37,9 +37,10 @@ from agentos.cluster.node import (
     RepoSpec,
     Started,
 )
-from agentos.cluster.packages import Shipment, locked, pack
+from agentos.cluster.packages import Shipment, pack
 from agentos.errors import AgentOSError, OperationFailed, VerifyFailed
 from agentos.gate.detect import has_pytest
+from agentos.hub.lock import LockFile
 from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
 from agentos.run.dispatch import DispatchFactory
@@ -89,13 +90,17 @@ class RayDispatch:
         self.ctx = ctx
         self.ray = connect(ctx.ws)
         self.lock = threading.Lock()
+        self.bundling = threading.Lock()  # one bundle out per start commit
         self.shipments: dict[str, Shipment] = {}  # package ref -> shipment
+        self.packing: dict[str, threading.Lock] = {}  # package ref -> its packing
+        self.lock_file: LockFile | None = None  # hub.lock, as read for this run
         self.outgoing: dict[str, tuple[bundles.Outgoing, Any]] = {}  # start commit -> bundle
         self.full: dict[str, Any] = {}  # start commit -> the whole history's bundle
         self.known = bundles.Known(ctx.ws.state_dir / "cluster" / "known" / f"{self.key}.json")
         self.base_tree: Path | None = None
         self.needs_pytest = bool(ctx.profile.venv and has_pytest(ctx.profile.venv))
         self.timings: dict[str, list[float]] = {}  # for the benchmark: seconds, by step
+        self.tips: dict[str, str] = {}  # each agent's branch here, as this dispatch moved it
 
     @property
     def key(self) -> str:
@@ -106,8 +111,10 @@ class RayDispatch:
     def setup(self, agent: AgentState) -> None:
         """The agent's branch here at its base; its worktree and session will be on a node
         (it has no session on this machine, so the guardian here leaves it alone)."""
+        base = agent.base or self.ctx.base
         with wt.repo_lock(self.ctx.repo):
-            wt.run_git(self.ctx.repo, "branch", agent.branch, agent.base or self.ctx.base)
+            wt.run_git(self.ctx.repo, "branch", agent.branch, base)
+        self.tips[agent.name] = base
         agent.session = ""
         agent.files.log.parent.mkdir(parents=True, exist_ok=True)
 
@@ -170,9 +177,7 @@ class RayDispatch:
     def _attempt(self, agent: AgentState, context: str, feedback: str) -> AttemptResult | None:
         """Submit the attempt and follow it; its result, or None when it was lost or
         refused (recorded)."""
-        clock = time.monotonic()
         spec = self._spec(agent, context, feedback)
-        self._time("spec", time.monotonic() - clock)
         self._set_status(
             agent,
             AgentStatus.RUNNING,
@@ -180,6 +185,7 @@ class RayDispatch:
             attempts=agent.attempts,
             started_at=agent.started_at,
         )
+        submitted = time.monotonic()
         try:
             result = self._follow(agent, spec)
             if result.need_history:  # the node lacks what the bundle left out
@@ -208,8 +214,10 @@ class RayDispatch:
             self._where(agent, refused=result.node.name)
             return None
         self.known.add(result.node.id, spec.repo.start)
-        self._time("round trip", time.monotonic() - clock)
-        self._time("on the node", result.timings.get("bundled", 0.0))
+        trip, there = time.monotonic() - submitted, result.timings.get("bundled", 0.0)
+        self._time("round trip", trip)
+        self._time("on the node", there)
+        self._time("ray", trip - there)  # scheduling, transfers, the worker's start
         last = 0.0
         for step, at in sorted(result.timings.items(), key=lambda kv: kv[1]):
             self._time(f"node: {step}", at - last)  # each step of the node's, in turn
@@ -300,15 +308,17 @@ class RayDispatch:
     # -- what travels out --------------------------------------------------------------------
 
     def _spec(self, agent: AgentState, context: str, feedback: str) -> AttemptSpec:
-        start = wt.rev(self.ctx.repo, f"refs/heads/{agent.branch}") or agent.base or self.ctx.base
+        start = self.tips[agent.name]  # the branch's tip: only this dispatch moves it
         ref = f"refs/heads/{agent.branch}"
-        outgoing, bundle = self._bundle(start, ref)
-        return AttemptSpec(
+        outgoing, bundle = self._bundle(start, ref)  # (made once per run: timed apart)
+        package = self._shipment(agent)
+        clock = time.monotonic()
+        spec = AttemptSpec(
             run_id=self.ctx.run_id,
             request=self.ctx.request,
             card=agent.card,
             manifest=agent.manifest,
-            package=self._shipment(agent),
+            package=package,
             checks=list(agent.checks),
             repo=RepoSpec(
                 key=self.key,
@@ -328,11 +338,13 @@ class RayDispatch:
             allow=self.ctx.allow,
             extra_env=dict(self.ctx.extra_env),
         )
+        self._time("spec", time.monotonic() - clock)
+        return spec
 
     def _bundle(self, start: str, ref: str) -> tuple[bundles.Outgoing, Any]:
         """The bundle of ``ref`` at ``start`` for the nodes (one per start commit in a run,
         in the object store once)."""
-        with self.lock:
+        with self.bundling:
             if start not in self.outgoing:
                 clock = time.monotonic()
                 out = bundles.create(self.ctx.repo, ref, self.known.common())
@@ -342,21 +354,30 @@ class RayDispatch:
             return self.outgoing[start]
 
     def _full(self, start: str, ref: str) -> Any:
-        with self.lock:
+        with self.bundling:
             if start not in self.full:
                 out = bundles.create(self.ctx.repo, ref)
                 self.full[start] = self.ray.put(out.data)
             return self.full[start]
 
     def _shipment(self, agent: AgentState) -> Shipment:
-        """The package as it travels: hub.lock's entry, its archive in the object store."""
+        """The package as it travels: hub.lock's entry (the lock read once per run), its
+        archive in the object store (packed once per run, beside the other packages)."""
         ref = agent.manifest.ref
         with self.lock:
+            if self.lock_file is None:
+                self.lock_file = Hub(self.ctx.ws.hub_dir).read_lock()
+            making = self.packing.setdefault(ref, threading.Lock())
+        with making:
             if ref not in self.shipments:
                 name, version = agent.manifest.name, agent.manifest.version
-                sha, files = locked(Hub(self.ctx.ws.hub_dir), name, version)
+                entry = self.lock_file.packages[name].versions[version]
+                clock = time.monotonic()
                 data = pack(agent.package_dir, f"{name}-{version}")
-                self.shipments[ref] = Shipment(name, version, sha, files, [self.ray.put(data)])
+                self.shipments[ref] = Shipment(
+                    name, version, entry.sha256, dict(entry.files), [self.ray.put(data)]
+                )
+                self._time("package out", time.monotonic() - clock)
             return self.shipments[ref]
 
     # -- what comes back ---------------------------------------------------------------------
@@ -366,7 +387,7 @@ class RayDispatch:
         the agent's new state."""
         clock = time.monotonic()
         node = result.node.name
-        start = wt.rev(self.ctx.repo, f"refs/heads/{agent.branch}") or agent.base
+        start = self.tips[agent.name]
         try:
             head = self._commits_back(agent, result, start)
         except VerifyFailed as exc:
@@ -426,27 +447,30 @@ class RayDispatch:
             return start
         if not result.bundle or not result.ref.startswith("refs/heads/agentos/"):
             raise VerifyFailed(f"no bundle of {result.head}")
-        incoming = f"refs/agentos/incoming/{self.ctx.run_id}/{agent.name}"
         try:
-            fetched = bundles.take(self.ctx.repo, result.bundle, result.ref, incoming)
-            if fetched != result.head:
-                raise VerifyFailed(f"the bundle holds {fetched}, not {result.head}")
-            listed = bundles.descendants(self.ctx.repo, start, fetched)
-            if listed != list(result.commits):
-                raise VerifyFailed(
-                    f"{start[:12]}..{fetched[:12]} holds {len(listed)} commits, "
-                    f"the node listed {len(result.commits)}"
-                )
-            moves = f"update refs/heads/{agent.branch} {fetched} {start}\ndelete {incoming}\n"
-            with wt.repo_lock(self.ctx.repo):
-                done = wt.git_result(
-                    self.ctx.repo, "update-ref", "--stdin", input=moves, check=False
-                )
-            if done.returncode != 0:
-                raise VerifyFailed(f"{agent.branch} moved: {done.stderr.strip()}")
-        except VerifyFailed:
-            wt.git_result(self.ctx.repo, "update-ref", "-d", incoming, check=False)
-            raise
+            fetched = bundles.unbundle(self.ctx.repo, result.bundle).get(result.ref)
+        except AgentOSError as exc:
+            raise VerifyFailed(f"its bundle could not be taken: {exc}") from None
+        if fetched != result.head:
+            raise VerifyFailed(f"the bundle holds {fetched} as {result.ref}, not {result.head}")
+        listed = bundles.descendants(self.ctx.repo, start, fetched)
+        if listed != list(result.commits):
+            raise VerifyFailed(
+                f"{start[:12]}..{fetched[:12]} holds {len(listed)} commits, "
+                f"the node listed {len(result.commits)}"
+            )
+        with wt.repo_lock(self.ctx.repo):  # compare and swap: from the tip it had
+            done = wt.git_result(
+                self.ctx.repo,
+                "update-ref",
+                f"refs/heads/{agent.branch}",
+                fetched,
+                start,
+                check=False,
+            )
+        if done.returncode != 0:
+            raise VerifyFailed(f"{agent.branch} moved: {done.stderr.strip()}")
+        self.tips[agent.name] = fetched
         return fetched
 
     # -- records -----------------------------------------------------------------------------
