@@ -88,11 +88,11 @@ class Nodes:
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
+    saved = {k: os.environ.get(k) for k in RAY_ENV}
+    os.environ.update(RAY_ENV)  # before Ray is imported: it reads them then
     import ray
     from ray.cluster_utils import Cluster
 
-    saved = {k: os.environ.get(k) for k in RAY_ENV}
-    os.environ.update(RAY_ENV)
     root = tmp_path_factory.mktemp("cluster")
     tools = root / "tools"
     tools.mkdir()
@@ -441,6 +441,9 @@ def test_a_killed_driver_leaves_no_agent_on_any_node_and_gc_records_the_run(
     wait_until(lambda: not processes_named(marker), timeout=60, what="the agent ended")
     wait_until(lambda: reaper_sockets() == [], timeout=30, what="its tmux server ended")
     wait_until(lambda: not second.exists(), timeout=30, what="its worktree removed")
+    # The node's own record of the attempt says so too (what `cluster status` reads).
+    store = RunStore(Workspace(nodes.homes[nodes.of(second)]))
+    assert [(a.agent, a.status) for a in store.get(run_id).agents] == [("stubborn", "aborted")]
 
     out = cli("gc", "--json")
     assert out.returncode == 0, out.stderr
@@ -743,3 +746,173 @@ def test_an_evolve_generation_scores_its_candidates_on_more_than_one_node(
         for p in json.loads((root / "evals" / f"gen-{gen}" / "predictions.json").read_text())
     }
     assert len(ran_on) >= 2, ran_on
+
+
+# --- the repository's environment on a node ---------------------------------------------------
+
+
+def _repo_with_venv(tmp_path: Path) -> Path:
+    """A repository tested in a virtual environment of its own (.venv, ignored), whose
+    requirements file names nothing."""
+    repo = make_repo(
+        tmp_path / "repo",
+        {".gitignore": ".venv/\n", "requirements.txt": "# nothing yet\n", "README.md": "#\n"},
+    )
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(repo / ".venv")], check=True)
+    return repo
+
+
+def test_a_node_builds_the_repositorys_environment_from_its_files_once(
+    driver: Workspace, nodes: Nodes, tmp_path: Path
+) -> None:
+    repo = _repo_with_venv(tmp_path)
+    driver.settings_file.write_text(
+        driver.settings_file.read_text().replace("lease: 2", "lease: 2, resources: {node_c: 0.01}")
+    )
+    for name in ("first", "second"):  # both on node c, at once: one environment is built
+        add_agent(driver, tmp_path, name, f'echo "$VIRTUAL_ENV" > {name}.txt\n')
+    thread, reports = run_in_thread(driver, "first-task second-task", repo)
+    thread.join()
+    (report,) = reports
+    assert report.status == "succeeded", report.message
+    built = sorted((nodes.homes["c"] / ".agentos" / "cluster" / "envs").glob("repo-*/"))
+    assert len(built) == 1 and (built[0] / ".agentos-built").is_file()
+    for name in ("first", "second"):
+        assert (repo / f"{name}.txt").read_text() == f"{built[0]}\n"
+
+
+def test_a_node_uses_the_environment_its_own_settings_name_for_the_repository(
+    driver: Workspace, nodes: Nodes, tmp_path: Path
+) -> None:
+    repo = _repo_with_venv(tmp_path)
+    named = nodes.homes["c"] / "venvs" / "repo"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(named)], check=True)
+    settings = nodes.homes["c"] / "agentos.yaml"
+    settings.write_text(f"cluster: {{node: {{environments: {{repo: '{named}'}}}}}}\n")
+    driver.settings_file.write_text(
+        driver.settings_file.read_text().replace("lease: 2", "lease: 2, resources: {node_c: 0.01}")
+    )
+    add_agent(driver, tmp_path, "named", 'echo "$VIRTUAL_ENV" > named.txt\n')
+    try:
+        thread, reports = run_in_thread(driver, "named-task", repo)
+        thread.join()
+    finally:
+        settings.unlink()
+    (report,) = reports
+    assert report.status == "succeeded", report.message
+    assert (repo / "named.txt").read_text() == f"{named}\n"
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def test_cluster_status_lists_each_node_with_its_slots_and_agents(
+    driver: Workspace, nodes: Nodes, cli: CliRunner
+) -> None:
+    import re
+
+    out = cli("cluster", "status")
+    assert out.returncode == 0, out.stderr
+    # Each row's cells (the columns' widths follow the host's name), node ids blanked.
+    rows = [
+        re.split(r" {2,}", re.sub(r"\S+/[0-9a-f]{8}", "HOST/ID", line).rstrip())
+        for line in out.stdout.splitlines()
+    ]
+    assert rows[0] == ["node", "address", "slots", "runtimes", "agents"]
+    assert sorted(rows[1:-1]) == [
+        ["HOST/ID", "127.0.0.1", "0/0", "-", "-"],  # the driver's machine: no slot
+        ["HOST/ID", "127.0.0.1", "0/2", "-", "-"],
+        ["HOST/ID", "127.0.0.1", "0/2", "-", "-"],
+        ["HOST/ID", "127.0.0.1", "0/2", "-", "-"],
+    ]
+    assert rows[-1] == ["4 nodes; 0 of 6 slots busy"]
+    listed = json.loads(cli("cluster", "status", "--json").stdout)
+    assert listed["address"] == nodes.address
+    assert sorted(n["id"] for n in listed["nodes"] if n["slots"]) == sorted(
+        h.node_id for h in nodes.handles.values()
+    )
+
+
+def test_cluster_join_prints_the_ray_start_line_and_refuses_a_bad_address(
+    cli: CliRunner,
+) -> None:
+    import shutil
+
+    from agentos.cluster.status import TOOLS
+
+    found = {t: 100 for t in TOOLS if shutil.which(t)}
+    slots = {"agentos_slot": 8, **found}
+    ray = str(Path(sys.executable).with_name("ray"))
+    out = cli("cluster", "join", "10.0.0.1:6379", "--slots", "8", "--dry-run", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {
+        "argv": [
+            ray,
+            "start",
+            "--address=10.0.0.1:6379",
+            f"--resources={json.dumps(dict(sorted(slots.items())), sort_keys=True)}",
+            "--disable-usage-stats",
+        ],
+        "env": {"RAY_USAGE_STATS_ENABLED": "0"},
+    }
+    for argv, error in (
+        (
+            ("cluster", "join", "--dry-run"),
+            "ADDRESS: give the head's ADDRESS, or --head (not both)",
+        ),
+        (
+            ("cluster", "join", "nowhere", "--dry-run"),
+            "ADDRESS: 'nowhere' is not auto, ray://HOST:PORT or HOST:PORT",
+        ),
+    ):
+        bad = cli(*argv)
+        assert (bad.returncode, bad.stdout, bad.stderr) == (2, "", f"error: {error}\n")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "error"),
+    [
+        ("{backend: k8s}", "cluster.backend: Input should be 'local' or 'ray'"),
+        (
+            "{address: 'head:99999'}",
+            "cluster.address: 'head:99999': the port 99999 is not 1..65535",
+        ),
+        ("{resources: {'a b': 1}}", "cluster.resources: 'a b' is not a Ray resource name"),
+    ],
+    ids=["backend", "port", "resource"],
+)
+def test_bad_cluster_settings_are_one_line_naming_the_field_and_start_nothing(
+    cli: CliRunner, ws: Workspace, repo: Path, cluster: str, error: str
+) -> None:
+    ws.settings_file.write_text(f"run: {{guardian: false}}\ncluster: {cluster}\n")
+    out = cli("run", "fix the typo in README.md", "--repo", str(repo), "--force")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == f"error: {ws.settings_file}: {error}\n"
+    assert RunStore(ws).list() == []
+
+
+@pytest.mark.process  # what a new process imports
+def test_the_cli_imports_ray_only_for_the_ray_backend(
+    cli: CliRunner, ws: Workspace, repo: Path
+) -> None:
+    def imports(*argv: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+        out = cli(*argv, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        found = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+        return out, {m.split(".")[0] for m in found}
+
+    request = ("run", "nothing routes this request at all", "--repo", str(repo), "--force")
+    local, imported = imports(*request)
+    assert local.returncode == 1 and "ray" not in imported, local.stderr[-500:]
+    for argv in (("runs", "list"), ("status",), ("run", "--help"), ("eval", "run", "--help")):
+        assert "ray" not in imports(*argv)[1], argv
+    # The positive control: with the ray backend Ray is imported (and a cluster that does not
+    # answer is one line naming the address, before anything is written).
+    ws.settings_file.write_text("run: {guardian: false}\ncluster: {address: '127.0.0.1:9'}\n")
+    remote, imported = imports(*request, "--backend", "ray")
+    assert remote.returncode == 2 and "ray" in imported
+    errors = [line for line in remote.stderr.splitlines() if "|" not in line]
+    assert errors == [
+        f"error: {ws.settings_file}: cluster.address: no Ray cluster answers at 127.0.0.1:9 "
+        "(Connection refused) (start one with `agentos cluster join --head`, or fix the address)"
+    ]
+    assert RunStore(ws).list()[0].status == "no_match"  # only the local run's record

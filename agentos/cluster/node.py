@@ -502,6 +502,9 @@ class _Attempt:
             run_dir=str(self.files.run_dir),
             worktree=str(self.agent.worktree),
             cache=str(self.cache),
+            workspace=str(self.ws.root),
+            run_id=self.spec.run_id,
+            agent=self.spec.agent,
         )
 
     def _start_reaper(self) -> None:
@@ -612,7 +615,9 @@ class _Attempt:
             store.update_agent(self.spec.run_id, agent.name, status=ended)
             record = store.get(self.spec.run_id)
             if not any(a.status in UNFINISHED for a in record.agents):
-                store.update(self.spec.run_id, status=RunStatus.SUCCEEDED, ended_at=time.time())
+                passed = all(a.status is AgentStatus.PASSED for a in record.agents)
+                ended_as = RunStatus.SUCCEEDED if passed else RunStatus.FAILED
+                store.update(self.spec.run_id, status=ended_as, ended_at=time.time())
         finally:
             store.close()
             shutil.rmtree(self.files.run_dir, ignore_errors=True)
@@ -689,29 +694,25 @@ def build_environment(ws: NodeWorkspace, cache: Path, spec: AttemptSpec, node: N
         if built.is_file():
             return venv
         shutil.rmtree(venv, ignore_errors=True)
-        _run(node, [sys.executable, "-m", "venv", str(venv)], "create its environment")
-        python = venv_python(venv)
-        assert python is not None
         with _written(files) as folder:
-            args: list[str] = []
-            for name in sorted(files):
-                if name.startswith("requirements"):
-                    args += ["-r", str(folder / name)]
-            if not args:
-                args = wanted
+            listed = [
+                name
+                for name in sorted(files)
+                if name.startswith("requirements") and _requires_something(files[name])
+            ]
+            args = [a for name in listed for a in ("-r", str(folder / name))]
+            if listed and spec.repo.needs_pytest:
+                args.append("pytest")
+            args = args or wanted
+            create = [sys.executable, "-m", "venv", *([] if args else ["--without-pip"])]
+            _run(node, [*create, str(venv)], "create its environment")
+            python = venv_python(venv)
+            assert python is not None
             if args:
+                pip_install = [str(python), "-m", "pip", "install", "-q"]
                 _run(
                     node,
-                    [
-                        str(python),
-                        "-m",
-                        "pip",
-                        "install",
-                        "-q",
-                        "--disable-pip-version-check",
-                        *pip,
-                        *args,
-                    ],
+                    [*pip_install, "--disable-pip-version-check", *pip, *args],
                     "install its environment",
                     cwd=folder,
                 )
@@ -752,6 +753,11 @@ def _requirements(files: dict[str, str], needs_pytest: bool) -> list[str]:
     ):
         wanted.append("pytest")
     return list(dict.fromkeys(wanted))
+
+
+def _requires_something(text: str) -> bool:
+    """Whether a requirements file names anything (not only comments and blank lines)."""
+    return any(line.split("#")[0].strip() for line in text.splitlines())
 
 
 def _project_name(requirement: str) -> str:

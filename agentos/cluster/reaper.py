@@ -46,6 +46,9 @@ class Lease:
     run_dir: str  # its run files (its env file holds secrets)
     worktree: str
     cache: str  # the cache clone the worktree belongs to
+    workspace: str = ""  # the node's, whose record of the attempt says it was aborted
+    run_id: str = ""
+    agent: str = ""
 
     def write(self, path: Path) -> None:
         atomic_write(path, json.dumps(asdict(self)))
@@ -124,6 +127,8 @@ def reap(data: Lease) -> None:
     from agentos.sandbox.limits import reap_orphans
     from agentos.shared.process import kill_group
 
+    if data.workspace and data.run_id and data.agent:
+        _record_aborted(data)  # first: what `cluster status` reads is never left running
     if data.pane:
         kill_group(data.pane)
     subprocess.run(
@@ -139,6 +144,28 @@ def reap(data: Lease) -> None:
     shutil.rmtree(data.run_dir, ignore_errors=True)
     shutil.rmtree(data.worktree, ignore_errors=True)
     subprocess.run(["git", "-C", data.cache, "worktree", "prune"], capture_output=True, check=False)
+
+
+def _record_aborted(data: Lease) -> None:
+    """The node's record of the attempt: aborted, as ``gc`` marks a run whose orchestrator
+    died (the run's own record is its driver's)."""
+    from agentos.errors import AgentOSError
+    from agentos.run.store import UNFINISHED, AgentStatus, RunStatus, RunStore
+    from agentos.workspace.layout import Workspace
+
+    try:
+        store = RunStore(Workspace(Path(data.workspace)))
+    except AgentOSError:
+        return
+    try:
+        store.update_agent(data.run_id, data.agent, status=AgentStatus.ABORTED)
+        record = store.get(data.run_id)
+        if not any(a.status in UNFINISHED for a in record.agents):
+            store.update(data.run_id, status=RunStatus.ABORTED, ended_at=time.time())
+    except AgentOSError:
+        pass
+    finally:
+        store.close()
 
 
 def main(argv: list[str]) -> int:
