@@ -109,7 +109,8 @@ def run(
     that cannot run the repository's tests. With --backend ray (or cluster.backend: ray)
     the agents work on the nodes of the Ray cluster; the merge and every receipt are
     made here."""
-    from agentos.cluster import RAY_DISPATCH, backend_of, dispatch_for
+    from agentos.cluster import backend_of, dispatch_for
+    from agentos.guardian import RAY_DISPATCH, REMOTE_WATCH
     from agentos.run.orchestrator import RunOptions, start_run
 
     ws = current_workspace()
@@ -159,7 +160,7 @@ def run(
         options,
         on_event=event,
         supervise=ensure_guardian,
-        dispatch=dispatch_for(ws, backend),
+        dispatch=dispatch_for(ws, backend, watch=REMOTE_WATCH),
     )
     if as_json:
         print_json(report.as_dict())

@@ -127,7 +127,9 @@ def launch(
     ws = workspace()
     execution, first = launch_execution(ws, workflow_id, repo, values)
     if detach:
-        log = start_detached(ws, execution, backend)
+        from agentos.guardian import REMOTE_WATCH
+
+        log = start_detached(ws, execution, backend, REMOTE_WATCH)
         if as_json:
             print_json({"execution": execution, "task": first.id, "log": str(log)})
         else:
@@ -140,7 +142,11 @@ def launch(
     if not as_json:
         click.echo(f"execution {execution}: task {first.id} in phase {first.phase}")
     say = None if as_json else click.echo
-    status = Scheduler(ws, execution, on_event=say, backend=backend_of(ws, backend)).run()
+    from agentos.guardian import REMOTE_WATCH
+
+    status = Scheduler(
+        ws, execution, on_event=say, backend=backend_of(ws, backend), watch=REMOTE_WATCH
+    ).run()
     store = WorkflowStore(ws)
     try:
         tasks = store.tasks(execution)

@@ -26,12 +26,15 @@ def backend_of(ws: Workspace, backend: Backend | str | None = None) -> Backend:
     return "ray" if chosen == "ray" else "local"
 
 
-def dispatch_for(ws: Workspace, backend: Backend | str | None = None) -> DispatchFactory | None:
+def dispatch_for(
+    ws: Workspace, backend: Backend | str | None = None, *, watch: str | None = None
+) -> DispatchFactory | None:
     """What a run's caller hands ``start_run(dispatch=...)``: None for this machine (Ray is
     not imported); for ``ray``, the cluster's dispatch, joined now (bad input naming the
-    address when no cluster answers there)."""
+    address when no cluster answers there). ``watch`` names what watches each remote agent
+    on its node (``agentos.guardian.REMOTE_WATCH``)."""
     if backend_of(ws, backend) == "local":
         return None
     from agentos.cluster.dispatch import ray_dispatch
 
-    return ray_dispatch(ws)
+    return ray_dispatch(ws, watch=watch)

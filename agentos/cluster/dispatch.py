@@ -21,6 +21,7 @@ tasks (Ray delivers it as an interrupt; the node tears down as a local run does)
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from agentos.cluster.node import (
     AttemptResult,
     AttemptSpec,
     Health,
+    Intervened,
     Note,
     RepoSpec,
     Started,
@@ -59,11 +61,21 @@ POLL = 0.2  # seconds between looks at a running attempt (and at the run's cance
 CANCEL_WAIT = 60.0  # seconds a cancelled attempt may take to tear down on its node
 
 
-def ray_dispatch(ws: Workspace, address: str | None = None) -> DispatchFactory:
+def ray_dispatch(
+    ws: Workspace, address: str | None = None, *, watch: str | None = None
+) -> DispatchFactory:
     """Join the cluster now (bad input when it does not answer); the factory the
-    orchestrator calls with each run's context."""
+    orchestrator calls with each run's context. ``watch`` names what each node runs beside
+    an agent to watch it (``module:function``: the guardian's, handed in by the caller)."""
     connect(ws, address)
-    return RayDispatch
+    return functools.partial(RayDispatch, watch=watch)
+
+
+# Packages in the object store, by the driver's Ray job and their content: put there once
+# per driver process (a workflow's runs, an eval's tasks share them).
+_SHIPPED: dict[tuple[str, str, str], Shipment] = {}
+_PACKING: dict[tuple[str, str, str], threading.Lock] = {}
+_SHIPPING = threading.Lock()
 
 
 def repo_key(repo: Path) -> str:
@@ -86,13 +98,12 @@ class Lost(Exception):
 class RayDispatch:
     """Drives one run's agents on the cluster; one instance per run."""
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, *, watch: str | None = None) -> None:
         self.ctx = ctx
+        self.watch = watch
         self.ray = connect(ctx.ws)
         self.lock = threading.Lock()
         self.bundling = threading.Lock()  # one bundle out per start commit
-        self.shipments: dict[str, Shipment] = {}  # package ref -> shipment
-        self.packing: dict[str, threading.Lock] = {}  # package ref -> its packing
         self.lock_file: LockFile | None = None  # hub.lock, as read for this run
         self.outgoing: dict[str, tuple[bundles.Outgoing, Any]] = {}  # start commit -> bundle
         self.full: dict[str, Any] = {}  # start commit -> the whole history's bundle
@@ -255,6 +266,8 @@ class RayDispatch:
                     self._note(agent, item)
                 elif isinstance(item, Health):
                     self._where(agent, health=item)
+                elif isinstance(item, Intervened):
+                    self._intervened(agent, node or "?", item)
                 elif isinstance(item, AttemptResult):
                     return item
         except Cancelled:
@@ -282,6 +295,19 @@ class RayDispatch:
             yield from follow(stream, self.ctx.cancel, POLL, CANCEL_WAIT)
         except CancelledHere:
             raise Cancelled() from None
+
+    def _intervened(self, agent: AgentState, node: str, done: Intervened) -> None:
+        """The guardian on the node nudged, restarted or stopped the agent: recorded here
+        as the guardian records it (a row, its receipt), naming the node."""
+        fields = {**done.fields, "node": node}
+        action, reason = str(fields.get("action")), str(fields.get("reason"))
+        store = self.ctx.store
+        row = store.record_intervention(self.ctx.run_id, agent.name, action, reason, done.at)
+        receipt = write_receipt(self.ctx.ws, "guardian", fields, run_id=self.ctx.run_id)
+        store.link_intervention(row, receipt.id)
+        self.ctx.events.note(
+            f"{agent.name}: the guardian on node {node}: {action}: {reason}", agent=agent.name
+        )
 
     def _note(self, agent: AgentState, note: Note) -> None:
         """A line from the node: its progress (started, gating) as the agent's status
@@ -337,6 +363,7 @@ class RayDispatch:
             named=self.ctx.named,
             allow=self.ctx.allow,
             extra_env=dict(self.ctx.extra_env),
+            watch=self.watch,
         )
         self._time("spec", time.monotonic() - clock)
         return spec
@@ -362,23 +389,26 @@ class RayDispatch:
 
     def _shipment(self, agent: AgentState) -> Shipment:
         """The package as it travels: hub.lock's entry (the lock read once per run), its
-        archive in the object store (packed once per run, beside the other packages)."""
+        archive in the object store, put there once per driver process and content (its
+        sha256: the run checked the installed package against it before any agent)."""
         ref = agent.manifest.ref
         with self.lock:
             if self.lock_file is None:
                 self.lock_file = Hub(self.ctx.ws.hub_dir).read_lock()
-            making = self.packing.setdefault(ref, threading.Lock())
+        name, version = agent.manifest.name, agent.manifest.version
+        entry = self.lock_file.packages[name].versions[version]
+        key = (self.ray.get_runtime_context().get_job_id(), entry.sha256, ref)
+        with _SHIPPING:
+            making = _PACKING.setdefault(key, threading.Lock())
         with making:
-            if ref not in self.shipments:
-                name, version = agent.manifest.name, agent.manifest.version
-                entry = self.lock_file.packages[name].versions[version]
+            if key not in _SHIPPED:
                 clock = time.monotonic()
                 data = pack(agent.package_dir, f"{name}-{version}")
-                self.shipments[ref] = Shipment(
+                _SHIPPED[key] = Shipment(
                     name, version, entry.sha256, dict(entry.files), [self.ray.put(data)]
                 )
                 self._time("package out", time.monotonic() - clock)
-            return self.shipments[ref]
+            return _SHIPPED[key]
 
     # -- what comes back ---------------------------------------------------------------------
 

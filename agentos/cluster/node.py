@@ -28,6 +28,7 @@ those files, so that it is built once per change of them.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 import shlex
@@ -49,11 +50,11 @@ from agentos import __version__
 from agentos.cluster import bundles
 from agentos.cluster.packages import Shipment, unpacked
 from agentos.cluster.reaper import Lease, ensure_running
-from agentos.errors import AgentOSError, NotFound, OperationFailed, Tampered
+from agentos.errors import AgentOSError, EnvironmentBroken, NotFound, OperationFailed, Tampered
 from agentos.gate.detect import venv_python
 from agentos.gate.environment import gate_environment, missing_programs
 from agentos.gate.judge import TestChanges
-from agentos.gate.repo import RepoProfile, prepare_worktree
+from agentos.gate.repo import RepoProfile, check_profile, prepare_worktree
 from agentos.gate.results import GateResult
 from agentos.hub.manifest import Manifest
 from agentos.run.driver import AgentDriver, RunContext, open_egress
@@ -131,6 +132,9 @@ class AttemptSpec:
     allow: TestChanges = field(default_factory=TestChanges)
     extra_env: dict[str, str] = field(default_factory=dict)
     version: str = __version__  # the driver's AgentOS
+    # "module:function" the node runs beside the agent to watch it (the guardian's,
+    # agentos.guardian.REMOTE_WATCH, handed in by the caller: the library names no adapter)
+    watch: str | None = None
 
     @property
     def agent(self) -> str:
@@ -163,6 +167,15 @@ class Health:
     alive: bool
     output_age: float  # seconds since its output last grew
     heartbeat_age: float | None  # seconds since it last touched AGENTOS_HEARTBEAT_FILE
+    at: float
+
+
+@dataclass(frozen=True)
+class Intervened:
+    """The guardian on the node nudged, restarted or stopped the agent: the fields of its
+    receipt, for the driver to write (and count)."""
+
+    fields: dict[str, Any]
     at: float
 
 
@@ -388,10 +401,13 @@ class _Attempt:
                     time.time(),
                 )
             )
-            watching = threading.Thread(target=self._watch, daemon=True)
+            watching = threading.Thread(target=self._watcher(sessions), daemon=True)
             watching.start()
             driver = AgentDriver(ctx)
-            driver.attempt(self.agent)
+            try:
+                driver.attempt(self.agent)
+            except EnvironmentBroken as exc:
+                self._environment_at_base(exc)  # the node's fault, or the agent's (then on)
             self.timings["attempt"] = time.monotonic() - self.clock
             result = self._result(driver)
             self.say(result)  # the driver has it now; the teardown below does not delay it
@@ -491,6 +507,25 @@ class _Attempt:
             atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", spec.feedback)
         self.lease_data(None).write(self.lease)
 
+    def _environment_at_base(self, broken: EnvironmentBroken) -> None:
+        """The gate's tests could not start: when they cannot start on the repository at
+        the base either, this node's environment is broken (raised, naming the node); else
+        the agent broke them, and its failed gate stands. (A local run asks the main
+        checkout; a node's cache clone has none: a scratch worktree at the base stands in.)"""
+        tree = self.ws.worktrees_dir / self.spec.run_id / f"_base-{self.spec.attempt}"
+        with wt.repo_lock(self.cache):
+            wt.run_git(
+                self.cache, "worktree", "add", "-q", "--detach", str(tree), self.spec.repo.base
+            )
+        try:
+            problems = check_profile(self.profile, tree)
+        finally:
+            wt.remove_worktree(self.cache, tree)
+        if problems:
+            raise EnvironmentBroken(
+                f"node {self.node.name}: {broken.message}", file=broken.file, field=broken.field
+            ) from None
+
     # -- the reaper and the health of the agent --------------------------------------------
 
     def lease_data(self, pane: int | None) -> Lease:
@@ -525,6 +560,24 @@ class _Attempt:
                     os.utime(self.lease)
             except OSError:
                 return
+
+    def _watcher(self, sessions: Sessions) -> Callable[[], None]:
+        """What watches the agent here: the guardian's cycle the run was handed
+        (``AttemptSpec.watch``) when ``run.guardian`` is on, else :meth:`_watch`."""
+        if not (self.spec.watch and self.ws.settings.run.guardian):
+            return self._watch
+        module, _, name = self.spec.watch.partition(":")
+        watch = getattr(importlib.import_module(module), name)
+
+        def report(kind: str, data: dict[str, Any]) -> None:
+            if kind == "health":
+                self.say(Health(**data))
+            elif kind == "intervention":
+                self.say(Intervened(data["fields"], data["at"]))
+
+        return lambda: watch(
+            self.ws, sessions, self.files, self.spec.run_id, self.spec.manifest, self.done, report
+        )
 
     def _watch(self) -> None:
         """The agent's health for the driver, every guardian interval: whether its pane

@@ -1,7 +1,9 @@
 """The process that runs an execution's tasks in the background (``agentos workflows
 launch --detach``).
 
-Usage: python -m agentos.workflows.detached WORKSPACE EXECUTION [local|ray]
+Usage: python -m agentos.workflows.detached WORKSPACE EXECUTION [local|ray|settings [WATCH]]
+(the backend of its tasks' agents, ``settings`` for ``cluster.backend``; ``WATCH``, a
+``module:function``, watches each remote agent on its node)
 
 Writes its pid to ``.agentos/executions/<id>.pid``; SIGTERM (``agentos executions cancel``)
 stops the running tasks (their work stays on their branches) and cancels the rest.
@@ -24,9 +26,10 @@ if TYPE_CHECKING:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3) or argv[2:] not in ([], ["local"], ["ray"]):
+    if len(argv) not in (2, 3, 4) or argv[2:3] not in ([], ["local"], ["ray"], ["settings"]):
         print(
-            "usage: python -m agentos.workflows.detached WORKSPACE EXECUTION [local|ray]",
+            "usage: python -m agentos.workflows.detached WORKSPACE EXECUTION "
+            "[local|ray|settings [WATCH]]",
             file=sys.stderr,
         )
         return 2
@@ -43,9 +46,17 @@ def main(argv: list[str]) -> int:
     marker.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(marker, f"{os.getpid()} {process_start(os.getpid()) or ''}\n")
     try:
-        backend: Backend | None = "ray" if argv[2:] == ["ray"] else "local" if argv[2:] else None
+        chosen = argv[2] if len(argv) > 2 else "settings"
+        backend: Backend | None = (
+            "ray" if chosen == "ray" else "local" if chosen == "local" else None
+        )
         status = Scheduler(
-            ws, argv[1], stop=stop, on_event=lambda m: print(m, flush=True), backend=backend
+            ws,
+            argv[1],
+            stop=stop,
+            on_event=lambda m: print(m, flush=True),
+            backend=backend,
+            watch=argv[3] if len(argv) > 3 else None,
         ).run()
     except AgentOSError as exc:
         print(f"error: {exc}", flush=True)

@@ -159,9 +159,12 @@ def pid_file(ws: Workspace, execution_id: str) -> Path:
     return ws.state_dir / "executions" / f"{execution_id}.pid"
 
 
-def start_detached(ws: Workspace, execution_id: str, backend: str | None = None) -> Path:
+def start_detached(
+    ws: Workspace, execution_id: str, backend: str | None = None, watch: str | None = None
+) -> Path:
     """Run the execution's tasks in a background process (their agents on ``backend``,
-    by default ``cluster.backend``); returns its log."""
+    by default ``cluster.backend``, watched on their nodes by ``watch``, a
+    ``module:function``); returns its log."""
     import subprocess
     import sys
 
@@ -175,7 +178,8 @@ def start_detached(ws: Workspace, execution_id: str, backend: str | None = None)
                 "agentos.workflows.detached",
                 str(ws.root),
                 execution_id,
-                *([backend] if backend else []),
+                backend or "settings",
+                *([watch] if watch else []),
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,

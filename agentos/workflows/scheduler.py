@@ -88,13 +88,15 @@ class Scheduler:
         on_event: Callable[[str], None] | None = None,
         on_failure: Callable[[TaskRecord], None] | None = None,
         backend: Backend | None = None,
+        watch: str | None = None,
     ) -> None:
         from agentos.cluster import dispatch_for
 
         self.ws, self.execution_id = ws, execution_id
         # Each task's run drives its agents here, or on the cluster (`--backend ray`,
-        # `cluster.backend`): up to max_concurrent runs at once, their agents on any node.
-        self.dispatch = dispatch_for(ws, backend)
+        # `cluster.backend`): up to max_concurrent runs at once, their agents on any node,
+        # watched there by ``watch`` (the guardian's, handed in by the caller).
+        self.dispatch = dispatch_for(ws, backend, watch=watch)
         self.store = WorkflowStore(ws)
         execution = self.store.execution(execution_id)
         self.workflow = WorkflowDefinition.model_validate(execution.definition)
