@@ -17,6 +17,7 @@ reaper exits after :data:`IDLE` seconds without a lease.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -94,7 +96,10 @@ def watch(leases: Path) -> None:
         if found:
             seen = time.monotonic()
         for lease in found:
-            check(lease)
+            try:
+                check(lease)
+            except Exception as exc:
+                _log(f"{lease.name}: {type(exc).__name__}: {exc}")
         if time.monotonic() - seen > IDLE:
             os.close(fd)  # released first: an attempt that starts now starts another
             if not list(leases.glob("*.json")):
@@ -122,28 +127,58 @@ def check(lease: Path) -> str:
 
 
 def reap(data: Lease) -> None:
-    """End everything of the attempt and remove its files (each step whatever the others
-    did)."""
+    """End everything of the attempt and remove its files: each step whatever the others
+    did (one that fails is written to the reaper's log, beside the leases)."""
     from agentos.sandbox.limits import reap_orphans
     from agentos.shared.process import kill_group
 
-    if data.workspace and data.run_id and data.agent:
-        _record_aborted(data)  # first: what `cluster status` reads is never left running
-    if data.pane:
-        kill_group(data.pane)
-    subprocess.run(
-        ["tmux", "-L", data.socket, "kill-server"], capture_output=True, check=False, timeout=30
-    )
-    try:
-        pgid = int(Path(data.check_pid).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        pgid = 0
-    if pgid > 1:
-        kill_group(pgid)
-    reap_orphans()
-    shutil.rmtree(data.run_dir, ignore_errors=True)
-    shutil.rmtree(data.worktree, ignore_errors=True)
-    subprocess.run(["git", "-C", data.cache, "worktree", "prune"], capture_output=True, check=False)
+    def check_group() -> None:
+        try:
+            pgid = int(Path(data.check_pid).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        if pgid > 1:
+            kill_group(pgid)
+
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("record", lambda: _record_aborted(data) if data.run_id and data.workspace else None),
+        ("pane", lambda: kill_group(data.pane) if data.pane else None),
+        ("tmux", lambda: _quiet(["tmux", "-L", data.socket, "kill-server"])),
+        ("check", check_group),
+        ("run files", lambda: _remove(Path(data.run_dir))),
+        ("worktree", lambda: _remove(Path(data.worktree))),
+        ("prune", lambda: _quiet(["git", "-C", data.cache, "worktree", "prune"])),
+        ("control groups", reap_orphans),
+    ]
+    for name, step in steps:
+        try:
+            step()
+        except Exception as exc:
+            _log(f"{data.socket}: {name}: {type(exc).__name__}: {exc}")
+
+
+def _quiet(argv: list[str]) -> None:
+    subprocess.run(argv, capture_output=True, check=False, timeout=60)
+
+
+def _remove(path: Path) -> None:
+    """Remove a tree, its read-only folders too (an agent's worktree may hold them)."""
+
+    def writable(func: Callable[..., object], name: str, _exc: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), 0o700)
+            func(name)
+
+    shutil.rmtree(path, onerror=writable)
+
+
+_LOG: Path | None = None
+
+
+def _log(line: str) -> None:
+    if _LOG is not None:
+        with contextlib.suppress(OSError), _LOG.open("a") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
 
 
 def _record_aborted(data: Lease) -> None:
@@ -175,6 +210,8 @@ def main(argv: list[str]) -> int:
     if os.fork():  # the worker waits for this first process only
         return 0
     os.setsid()
+    global _LOG
+    _LOG = Path(argv[0]) / "reaper.log"
     watch(Path(argv[0]))
     return 0
 
