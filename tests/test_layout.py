@@ -272,7 +272,7 @@ def test_a_circle_or_an_import_up_the_layers_is_found(tmp_path: Path) -> None:
 
 def test_agentos_has_one_folder_per_concept_and_few_modules_beside_them() -> None:
     entries = {name.split("/")[1] for name in tracked("agentos/**")}
-    assert len(entries) <= 25, sorted(entries)
+    assert len(entries) <= 26, sorted(entries)  # 22 folders (STYLE.md's map, cluster/ last)
     folders = {e for e in entries if (PACKAGE / e).is_dir()}
     loose = sorted(e for e in entries - folders if e.endswith(".py"))
     assert loose == ["__init__.py", "__main__.py", "errors.py", "sdk.py"], loose

@@ -92,6 +92,17 @@ def json_option(func: F) -> F:
     )(func)
 
 
+def backend_option(func: F) -> F:
+    """``--backend local|ray``: where the agents run (agentos.cluster)."""
+    return click.option(
+        "--backend",
+        type=click.Choice(["local", "ray"]),
+        default=None,
+        help="Where the agents run: this machine, or the Ray cluster at cluster.address "
+        "(default: cluster.backend in agentos.yaml, else local).",
+    )(func)
+
+
 def fail(ctx: click.Context, code: int = 1) -> None:
     """End the command with ``code`` after its output has been printed."""
     ctx.exit(code)

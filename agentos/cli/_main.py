@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "sandbox": "agentos.cli.sandbox:sandbox",
     "repo": "agentos.cli.repo:repo",
     "state": "agentos.cli.state:state",
+    "cluster": "agentos.cli.cluster:cluster",
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from agentos.cli._common import (
+    backend_option,
     console,
     fail,
     json_option,
@@ -37,6 +38,7 @@ def eval_() -> None:
     type=click.FloatRange(0, 1),
     help="Exit 1 unless the composite reaches this (besides the suite's threshold).",
 )
+@backend_option
 @json_option
 @click.pass_context
 def run(
@@ -48,12 +50,15 @@ def run(
     seed: int | None,
     jobs: int,
     min_score: float | None,
+    backend: str | None,
     as_json: bool,
 ) -> None:
     """Run AGENT on each task of SUITE (a folder, or a name under evals/) and score it:
     each task's answer graded by the suite's evaluator, the dimensions, the composite.
     The report is kept in .agentos/evals/ID/ with an `eval` receipt. Exit 0 when the
-    composite reaches the suite's threshold (and --min-score), else 1."""
+    composite reaches the suite's threshold (and --min-score), else 1. With --backend ray
+    the tasks run on the nodes of the Ray cluster, --jobs at once, graded here."""
+    from agentos.cluster import backend_of
     from agentos.evals.harness import find_suite, run_eval
 
     ws = workspace()
@@ -68,6 +73,7 @@ def run(
             jobs=jobs,
             on_start=on_start,
             on_task=on_task,
+            backend=backend_of(ws, backend),
         )
     passed = report.passed and (min_score is None or report.composite >= min_score)
     if as_json:

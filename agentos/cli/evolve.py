@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from agentos.cli._common import console, fail, json_option, print_json, table, workspace
+from agentos.cli._common import (
+    backend_option,
+    console,
+    fail,
+    json_option,
+    print_json,
+    table,
+    workspace,
+)
 
 if TYPE_CHECKING:
     from agentos.evolve.archive import Generation
@@ -41,6 +49,7 @@ def evolve() -> None:
 @click.option("--split", default="tasks", show_default=True, help="The training split.")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Children made at once.")
 @click.option("--detach", is_flag=True, help="Run in the background; print the id.")
+@backend_option
 @json_option
 @click.pass_context
 def start(
@@ -56,11 +65,13 @@ def start(
     split: str,
     jobs: int,
     detach: bool,
+    backend: str | None,
     as_json: bool,
 ) -> None:
     """Evolve PACKAGE against SUITE: each generation, a parent is chosen from the archive
     (--select, seeded), the meta agent changes it in a worktree of its own, and the suite
     scores it. Stops after --generations, or once a generation scores perfectly."""
+    from agentos.cluster import backend_of
     from agentos.evolve.start import create
 
     ws = workspace()
@@ -76,6 +87,7 @@ def start(
         staged=staged,
         jobs=jobs,
         split=split,
+        backend=backend_of(ws, backend),
     )
     if detach:
         from agentos.evolve.control import start_detached

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentos.cli._common import console, err_console, fail, json_option, print_json
+from agentos.cli._common import (
+    backend_option,
+    console,
+    err_console,
+    fail,
+    json_option,
+    print_json,
+)
 from agentos.cli._common import workspace as current_workspace
 from agentos.cli.output import printable
 from agentos.errors import BadInput, OperationFailed
@@ -75,6 +82,7 @@ def ensure_guardian(ws: Workspace) -> bool:
     "--no-input", is_flag=True, help="Never ask the interview's questions, even in a terminal."
 )
 @click.option("--run-id", hidden=True)
+@backend_option
 @json_option
 @click.pass_context
 def run(
@@ -88,6 +96,7 @@ def run(
     detach: bool,
     no_input: bool,
     run_id: str | None,
+    backend: str | None,
     as_json: bool,
 ) -> None:
     """Run REQUEST as a task force: interview, route, agents in tmux sessions on their own
@@ -97,7 +106,11 @@ def run(
     goes on with the answers (as `agentos interview` does). Exit code 0 only when every
     agent's checks passed and the work merged (or, with --no-merge, waits for review);
     1 when the run failed or the request is blocked; 2 for bad input or an environment
-    that cannot run the repository's tests."""
+    that cannot run the repository's tests. With --backend ray (or cluster.backend: ray)
+    the agents work on the nodes of the Ray cluster; the merge and every receipt are
+    made here."""
+    from agentos.cluster import backend_of, dispatch_for
+    from agentos.guardian import RAY_DISPATCH, REMOTE_WATCH
     from agentos.run.orchestrator import RunOptions, start_run
 
     ws = current_workspace()
@@ -116,7 +129,14 @@ def run(
         from agentos.run.control import start_detached
 
         try:
-            run_id, log = start_detached(ws, request, repo, options, supervisor=SUPERVISOR)
+            run_id, log = start_detached(
+                ws,
+                request,
+                repo,
+                options,
+                supervisor=SUPERVISOR,
+                dispatch=RAY_DISPATCH if backend_of(ws, backend) == "ray" else None,
+            )
         except RequestBlocked as exc:
             _blocked(ctx, exc.questions, as_json)
             return
@@ -133,7 +153,15 @@ def run(
         if not as_json:  # the run's events as they go into the stream
             err_console.print(event_line(event.as_dict(), stamp=False, where=False), markup=False)
 
-    report = start_run(ws, request, repo, options, on_event=event, supervise=ensure_guardian)
+    report = start_run(
+        ws,
+        request,
+        repo,
+        options,
+        on_event=event,
+        supervise=ensure_guardian,
+        dispatch=dispatch_for(ws, backend, watch=REMOTE_WATCH),
+    )
     if as_json:
         print_json(report.as_dict())
     else:
@@ -446,6 +474,16 @@ def attach(run_id: str, agent: str | None) -> None:
     record = status(ws, run_id)
     require_here(ws, record, "attach")
     agents = [a for a in record.agents if agent is None or a.agent == agent]
+    remote = (record.options or {}).get("cluster") or {}
+    if agents and agents[0].agent in remote and not agents[0].session:
+        where = remote[agents[0].agent]
+        if "socket" not in where:
+            raise OperationFailed(f"{agents[0].agent} has not started on a node yet")
+        raise OperationFailed(
+            f"{agents[0].agent} works on node {where['node']} ({where['address']}), not here: "
+            f"on that machine run `tmux -L {where['socket']} attach-session "
+            f"-t ={where['session']}`"
+        )
     if not agents or not agents[0].session:
         raise BadInput(f"no agent {agent!r} in run {record.id}", field="AGENT")
     sessions = Sessions(ws.root)

@@ -56,12 +56,16 @@ def live(ws: Workspace) -> dict[str, Any]:
     finally:
         store.close()
     health = last_health(ws) if records else {}
-    return {
-        "runs": [
-            {**r.as_dict(), "health": {a.agent: health.get(a.session or "") for a in r.agents}}
-            for r in records
-        ]
-    }
+    out = []
+    for r in records:
+        agents = {a.agent: health.get(a.session or "") for a in r.agents}
+        if (r.options or {}).get("cluster"):  # agents on nodes: measured there, judged here
+            from agentos.guardian.remote import remote_health
+
+            for a in r.agents:
+                agents[a.agent] = agents[a.agent] or remote_health(ws, r, a)
+        out.append({**r.as_dict(), "health": agents})
+    return {"runs": out}
 
 
 def agent_log(ws: Workspace, run_id: str, agent: str, offset: int = 0) -> dict[str, Any]:

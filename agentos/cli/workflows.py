@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agentos.cli._common import fail, json_option, print_json, table, workspace
+from agentos.cli._common import backend_option, fail, json_option, print_json, table, workspace
 
 
 @click.group()
@@ -99,6 +99,7 @@ def lint(ctx: click.Context, paths: tuple[Path, ...]) -> None:
     help="The repository the tasks work on.",
 )
 @click.option("--detach", is_flag=True, help="Run the tasks in the background; print the id.")
+@backend_option
 @json_option
 @click.pass_context
 def launch(
@@ -107,6 +108,7 @@ def launch(
     params: tuple[str, ...],
     repo: Path,
     detach: bool,
+    backend: str | None,
     as_json: bool,
 ) -> None:
     """Start an execution of WORKFLOW: its launch template filled with the parameters is
@@ -125,19 +127,26 @@ def launch(
     ws = workspace()
     execution, first = launch_execution(ws, workflow_id, repo, values)
     if detach:
-        log = start_detached(ws, execution)
+        from agentos.guardian import REMOTE_WATCH
+
+        log = start_detached(ws, execution, backend, REMOTE_WATCH)
         if as_json:
             print_json({"execution": execution, "task": first.id, "log": str(log)})
         else:
             click.echo(execution)
         return
+    from agentos.cluster import backend_of
     from agentos.workflows.scheduler import Scheduler
     from agentos.workflows.store import TaskStatus, WorkflowStore
 
     if not as_json:
         click.echo(f"execution {execution}: task {first.id} in phase {first.phase}")
     say = None if as_json else click.echo
-    status = Scheduler(ws, execution, on_event=say).run()
+    from agentos.guardian import REMOTE_WATCH
+
+    status = Scheduler(
+        ws, execution, on_event=say, backend=backend_of(ws, backend), watch=REMOTE_WATCH
+    ).run()
     store = WorkflowStore(ws)
     try:
         tasks = store.tasks(execution)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentos.errors import BadInput
 from agentos.evals import evaluators as ev
@@ -53,6 +53,10 @@ from agentos.sandbox.confine import Scene
 from agentos.shared.fs import atomic_write, sha256_bytes
 from agentos.workspace.files import AgentFiles
 from agentos.workspace.layout import Workspace
+from agentos.workspace.settings import Backend
+
+if TYPE_CHECKING:
+    from agentos.cluster.fanout import RemoteOnce
 
 ANSWER_MAX = 1 << 20  # bytes of an answer that are read
 GRADED_HERE = ("exact", "contains", "regex", "numeric", "json_equal", "command", "judge")
@@ -87,6 +91,7 @@ class _Answered:
     exit_code: int | None
     limit: str | None
     usage: Usage | None  # what it reported it used
+    node: str | None = None  # the node of the cluster it ran on (backend ray)
 
 
 @dataclass(frozen=True)
@@ -101,9 +106,13 @@ class Prediction:
     lines_changed: int | None = None  # repo mode: lines added and removed by the work
     tokens: int | None = None  # what the agent reported it used ($AGENTOS_USAGE_FILE)
     cost: float | None = None
+    node: str | None = None  # the node of the cluster that ran it (``--backend ray``)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.node is None:
+            del out["node"]  # a local eval's predictions are as they were
+        return out
 
 
 @dataclass
@@ -176,6 +185,7 @@ def run_eval(
     package: tuple[Manifest, Path] | None = None,
     staged: bool = True,
     cancel: threading.Event | None = None,
+    backend: Backend = "local",
 ) -> EvalReport:
     """Run ``agent`` (NAME[@VERSION]) on the suite's ``split``; the report, written with
     its predictions and an ``eval`` receipt. ``on_start`` is told how many tasks will run
@@ -184,7 +194,9 @@ def run_eval(
     ``package`` runs a package that is not in the hub (its manifest and folder; ``agent``
     then only names it in the report), as evolve does with each generation; ``staged``
     False runs every task even when the suite stages; once ``cancel`` is set, the tasks
-    running are stopped and :class:`EvalCancelled` is raised (no report is written)."""
+    running are stopped and :class:`EvalCancelled` is raised (no report is written).
+    ``backend="ray"`` runs the tasks on the cluster (:mod:`agentos.cluster.fanout`; a
+    repo-mode task as a run whose agents are dispatched there), graded here as local ones."""
     suite = load_suite(suite_path)
     split_tasks = suite.tasks(split)
     tasks = pick(split_tasks, samples, seed)
@@ -202,7 +214,7 @@ def run_eval(
     manifest = package[0]
     eval_id = new_run_id()
     base = ws.state_dir / "evals" / eval_id
-    runner = _Runner(ws, suite, manifest, package[1], base, eval_id, cancel)
+    runner = _Runner(ws, suite, manifest, package[1], base, eval_id, cancel, backend)
     judges = set() if suite.spec.mode == "repo" else {suite.evaluator(t).agent for t in tasks}
     for ref in sorted(j for j in judges if j):
         judge, judge_manifest = ready_package(hub, ref, "evaluator.agent")
@@ -266,9 +278,16 @@ class _Runner:
         base: Path,
         eval_id: str,
         cancel: threading.Event | None = None,
+        backend: Backend = "local",
     ) -> None:
         self.ws, self.suite, self.manifest, self.package_dir = ws, suite, manifest, package_dir
         self.base, self.eval_id, self.cancel = base, eval_id, cancel
+        self.backend = backend
+        self.remote: RemoteOnce | None = None
+        if backend == "ray" and suite.spec.mode != "repo":
+            from agentos.cluster.fanout import RemoteOnce
+
+            self.remote = RemoteOnce(ws, eval_id)
         self.judges: dict[str, tuple[Manifest, Path]] = {}  # ref -> its package
         self.agent_ref = manifest.ref
         settings = ws.settings.sandbox
@@ -309,13 +328,17 @@ class _Runner:
             done.limit,
             tokens=used.tokens,
             cost=used.cost,
+            node=done.node,
         )
 
     def _answer(
         self, manifest: Manifest, package_dir: Path, request: str, name: str, scratch: Path
     ) -> _Answered:
         """Run a package on ``request`` in ``scratch``, confined as a run's agent is, until
-        it exits or the suite's time budget ends; what it wrote to $AGENTOS_OUTPUT_FILE."""
+        it exits or the suite's time budget ends; what it wrote to $AGENTOS_OUTPUT_FILE.
+        On the cluster, the same on a node (its scratch folder there)."""
+        if self.remote is not None:
+            return self._answer_remote(self.remote, manifest, package_dir, request, name)
         files = AgentFiles(self.base / "run" / name, self.base / "logs" / f"{name}.log")
         answer_file = files.io / "answer"
         done = run_once(
@@ -340,6 +363,27 @@ class _Runner:
             done.usage,
         )
 
+    def _answer_remote(
+        self, remote: RemoteOnce, manifest: Manifest, package_dir: Path, request: str, name: str
+    ) -> _Answered:
+        from agentos.cluster.fanout import TaskCancelled
+
+        try:
+            done = remote.run(
+                manifest,
+                package_dir,
+                request,
+                name,
+                timeout=self.suite.spec.time_budget,
+                output_max=ANSWER_MAX,
+                cancel=self.cancel,
+            )
+        except TaskCancelled:
+            return _Answered(None, 0.0, None, "cancelled", None)
+        return _Answered(
+            done.answer, done.seconds, done.exit_code, done.limit, done.usage, done.node.name
+        )
+
     def _run_repo(self, index: int, task: Task) -> Prediction:
         """A repo-mode task: the fixture as a fresh repository, the request run on it by
         the agent as any run is (worktree, tmux, sandbox, its own gate), nothing merged;
@@ -359,6 +403,11 @@ class _Runner:
         wt.run_git(repo, "commit", "-q", "-m", "fixture", "--allow-empty")
         base = wt.rev(repo, "HEAD") or ""
         started = time.monotonic()
+        dispatch = None
+        if self.backend == "ray":
+            from agentos.cluster.dispatch import ray_dispatch
+
+            dispatch = ray_dispatch(self.ws)
         report = start_run(
             self.ws,
             task.request or "",
@@ -366,6 +415,7 @@ class _Runner:
             RunOptions(
                 force=True, agent=self.agent_ref, merge=False, run_id=f"{self.eval_id}-{name}"
             ),
+            dispatch=dispatch,
         )
         seconds = round(time.monotonic() - started, 3)
         agent = report.agents[0] if report.agents else None

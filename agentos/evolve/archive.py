@@ -30,6 +30,7 @@ from agentos.evolve.selection import Method
 from agentos.shared.fs import atomic_write
 from agentos.shared.models import Name, StrictModel
 from agentos.workspace.layout import Workspace
+from agentos.workspace.settings import Backend
 
 Verdict = Literal["initial", "accept", "refine", "reject"]
 
@@ -49,6 +50,7 @@ class EvolutionSpec(StrictModel):
     seed: int
     staged: bool
     jobs: int = Field(ge=1)
+    backend: Backend = "local"  # where its evals' tasks run (agentos.cluster)
     created_at: float
 
 

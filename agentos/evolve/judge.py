@@ -118,6 +118,7 @@ def score(ev: Evolver, gen: int, package: tuple[Manifest, Path]) -> dict[str, An
             package=package,
             staged=ev.spec.staged,
             cancel=ev.cancel,
+            backend=ev.spec.backend,
         )
         reports[split] = report
         scores[split] = {

@@ -21,6 +21,7 @@ from agentos.hub.store import Hub
 from agentos.run.store import new_run_id
 from agentos.runtimes import ready_package
 from agentos.workspace.layout import Workspace
+from agentos.workspace.settings import Backend
 from agentos.worktrees import repo as wt
 
 VAL_SPLIT = "val"
@@ -39,6 +40,7 @@ def create(
     staged: bool = False,
     jobs: int = 1,
     split: str = "tasks",
+    backend: Backend = "local",
 ) -> Evolution:
     """A new evolution, checked whole before anything is written: the suite, the package
     and the meta agent (installed, intact, able to start here); its repository holds the
@@ -81,6 +83,7 @@ def create(
         seed=seed,
         staged=staged,
         jobs=jobs,
+        backend=backend,
         created_at=time.time(),
     )
     evo.root.mkdir(parents=True)

@@ -5,3 +5,9 @@ background run)."""
 
 # What a background run calls to make sure a guardian watches its agents.
 SUPERVISOR = "agentos.guardian.daemon:ensure_running"
+# What a node of a cluster runs beside each remote attempt: the guardian's cycle for it there
+# (agentos.cluster hands it to the node by name; see agentos.guardian.remote).
+REMOTE_WATCH = "agentos.guardian.remote:watch_attempt"
+# What a background run on the cluster is handed by name: the cluster's dispatch, with the
+# guardian watching each remote agent on its node.
+RAY_DISPATCH = "agentos.guardian.remote:ray_dispatch"

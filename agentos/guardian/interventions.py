@@ -41,10 +41,23 @@ def intervene(
     ws: Workspace, sessions: Sessions, store: RunStore, obs: Observation, decision: Decision
 ) -> Intervention:
     """Carry out ``decision.action`` on the observed agent and record it."""
-    s, w = obs.signals, obs.watched
+    s = obs.signals
     action = decision.action
     at = s.now  # the cycle's clock, which decided it
     row_id = store.record_intervention(s.run_id, s.agent, str(action), decision.reason, at)
+    fields = act(sessions, obs, decision)
+    receipt = write_receipt(ws, "guardian", fields, run_id=s.run_id)
+    store.link_intervention(row_id, receipt.id)
+    return Intervention(
+        s.run_id, s.agent, s.session, str(action), decision.reason, fields["ok"], receipt.id, at
+    )
+
+
+def act(sessions: Sessions, obs: Observation, decision: Decision) -> dict[str, Any]:
+    """Carry out ``decision.action`` on the observed agent; the fields of its receipt (for
+    an agent on a node of a cluster, its driver writes the receipt from them)."""
+    s, w = obs.signals, obs.watched
+    action = decision.action
     if action is Action.NUDGE:
         ok = sessions.send_text(s.session, w.policy.nudge)
         detail = "" if ok else "tmux could not type into the pane"
@@ -71,11 +84,7 @@ def intervene(
     }
     if detail:
         fields["detail"] = detail
-    receipt = write_receipt(ws, "guardian", fields, run_id=s.run_id)
-    store.link_intervention(row_id, receipt.id)
-    return Intervention(
-        s.run_id, s.agent, s.session, str(action), decision.reason, ok, receipt.id, at
-    )
+    return fields
 
 
 def _restart(sessions: Sessions, obs: Observation) -> tuple[bool, str]:

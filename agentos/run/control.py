@@ -52,6 +52,7 @@ def start_detached(
     options: RunOptions | None = None,
     *,
     supervisor: str | None = None,
+    dispatch: str | None = None,
 ) -> tuple[str, Path]:
     """Start a run in a background process; returns its id and the process's log.
 
@@ -60,7 +61,9 @@ def start_detached(
     (:class:`RequestBlocked`, with the questions), unless forced. ``supervisor`` names
     what :func:`~agentos.run.orchestrator.start_run` gets as ``supervise``, as
     ``"module:function"`` (a function cannot be handed to another process), e.g.
-    ``"agentos.guardian.daemon:ensure_running"``.
+    ``"agentos.guardian.daemon:ensure_running"``. ``dispatch`` names, so, a function of
+    the workspace that returns what ``start_run`` gets as ``dispatch`` (the cluster's:
+    ``agentos.cluster.RAY_DISPATCH``).
     """
     options = options or RunOptions()
     check_request(request)
@@ -87,6 +90,7 @@ def start_detached(
         "repo": str(repo),
         "options": {**asdict(options), "run_id": run_id},
         "supervisor": supervisor,
+        "dispatch": dispatch,
         "created_at": time.time(),
         "starter": [os.getpid(), process_start(os.getpid())],
     }

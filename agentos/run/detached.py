@@ -34,13 +34,15 @@ def main(argv: list[str]) -> int:
         ws.ensure()
         from agentos.run.orchestrator import start_run
 
+        dispatch = _named(spec.get("dispatch"), "dispatch")
         report = start_run(
             ws,
             spec["request"],
             Path(spec["repo"]),
             RunOptions(**spec["options"]),
             on_event=_print_event,
-            supervise=_supervisor(spec.get("supervisor")),
+            supervise=_named(spec.get("supervisor"), "supervisor"),
+            dispatch=dispatch(ws) if dispatch is not None else None,
         )
     except AgentOSError as exc:
         print(f"error: {exc}", flush=True)
@@ -56,14 +58,15 @@ def _print_event(event: RunEvent) -> None:
     print(f"• {event.message}", flush=True)
 
 
-def _supervisor(name: Any) -> Callable[[Workspace], bool] | None:
+def _named(name: Any, field: str) -> Callable[[Workspace], Any] | None:
+    """The function ``module:function`` names (the supervisor, the dispatch's maker)."""
     if not name:
         return None
     module, _, attr = str(name).partition(":")
     try:
         func = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
-        raise BadInput(f"cannot load {name!r}: {exc}", field="supervisor") from None
+        raise BadInput(f"cannot load {name!r}: {exc}", field=field) from None
     return func  # type: ignore[no-any-return]
 
 

@@ -71,6 +71,10 @@ class RunContext:
     extra_env: dict[str, str]  # RunOptions.env: what every agent of the run gets besides
     named: tuple[str, ...] = ()  # the paths and symbols the request names
     allow: TestChanges = field(default_factory=TestChanges)  # the test changes allowed
+    # Where a gate's receipt goes (its fields -> the receipt's id): the workspace's chain
+    # unless given. A node of a cluster hands them back to the driver, who writes the one
+    # chain (agentos.cluster).
+    record_gate: Callable[[dict[str, Any]], str] | None = None
 
 
 class AgentDriver:
@@ -98,6 +102,13 @@ class AgentDriver:
             self._note(agent, note)
         agent.egress = open_egress(self.ctx.sandbox, agent.manifest, agent.files)
 
+    def tree_at_base(self, agents: list[AgentState]) -> Path:
+        """The first agent's new worktree: the repository at the base, on this machine."""
+        return agents[0].worktree
+
+    def close(self) -> None:
+        """Nothing: each agent's session and worktree end with the run's teardown."""
+
     def drive(self, agent: AgentState, context: str) -> None:
         """Attempts until one passes, the guardian stops the agent or the retries are
         spent. Agents are driven in parallel, one thread each."""
@@ -114,7 +125,7 @@ class AgentDriver:
                 if agent.limit == "budget":  # past its budget: no other attempt
                     break
                 if agent.attempts <= retries:
-                    atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", self._feedback(agent))
+                    atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", self.feedback(agent))
         finally:
             agent.ended_at = time.time()
             self.ctx.store.update_agent(
@@ -124,6 +135,10 @@ class AgentDriver:
                 exit_code=agent.exit_code,
                 ended_at=agent.ended_at,
             )
+
+    def attempt(self, agent: AgentState) -> None:
+        """One attempt, no more (a node of a cluster runs one at a time: agentos.cluster)."""
+        self._attempt(agent)
 
     def _attempt(self, agent: AgentState) -> None:
         """One attempt: start the agent, wait for its exit file, commit its work, run the
@@ -241,11 +256,14 @@ class AgentDriver:
             fields["network_denied"] = list(agent.egress.denied)
         if tampered:
             fields["git_admin_restored"] = tampered
-        receipt = write_receipt(
-            self.ctx.ws, "gate", fields, run_id=self.ctx.run_id, about=self.ctx.request
-        )
-        self.ctx.receipts.append(receipt.id)
-        agent.receipts.append(receipt.id)
+        if self.ctx.record_gate is not None:
+            receipt_id = self.ctx.record_gate(fields)
+        else:
+            receipt_id = write_receipt(
+                self.ctx.ws, "gate", fields, run_id=self.ctx.run_id, about=self.ctx.request
+            ).id
+        self.ctx.receipts.append(receipt_id)
+        agent.receipts.append(receipt_id)
         agent.gated_commit = head if passed else None
         self._set_status(
             agent,
@@ -409,7 +427,9 @@ class AgentDriver:
                     return code if code is not None else 137  # died without a status
             time.sleep(POLL)
 
-    def _feedback(self, agent: AgentState) -> str:
+    def feedback(self, agent: AgentState) -> str:
+        """What its next attempt is told of this one: the gate's failures, and its output
+        when it did not exit 0 (``AGENTOS_FEEDBACK.md``)."""
         assert agent.gate is not None
         text = agent.gate.feedback()
         if agent.exit_code != 0:

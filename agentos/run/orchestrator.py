@@ -38,6 +38,7 @@ from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
 from agentos.routing.router import VERIFY_GROUP
 from agentos.run import review
+from agentos.run.dispatch import Dispatch, DispatchFactory
 from agentos.run.driver import AgentDriver, RunContext, commit_message
 from agentos.run.events import EventKind, EventLog, Listener, RunEvent
 from agentos.run.liveness import keep_alive
@@ -82,16 +83,26 @@ def start_run(
     on_event: Listener | None = None,
     supervise: Supervisor | None = None,
     stop: threading.Event | None = None,
+    dispatch: DispatchFactory | None = None,
 ) -> RunReport:
     """Run ``request`` against ``repo`` from start to teardown; the report says how it went.
     ``force=True`` is short for ``RunOptions(force=True)``. ``on_event`` gets each of the
     run's events as it happens (they are also in the run's events file, see
     :mod:`agentos.run.events`); ``supervise`` is called before the agents start, unless
     ``run.guardian`` is off. Setting ``stop`` cancels the run while its agents work (a run
-    started in a thread of a process that runs several, as the workflow scheduler does)."""
+    started in a thread of a process that runs several, as the workflow scheduler does).
+    ``dispatch`` drives the agents elsewhere (:mod:`agentos.run.dispatch`; a cluster's);
+    by default they work on this machine."""
     options = options or RunOptions(force=force)
     return Orchestrator(
-        ws, request, repo, options, on_event=on_event, supervise=supervise, stop=stop
+        ws,
+        request,
+        repo,
+        options,
+        on_event=on_event,
+        supervise=supervise,
+        stop=stop,
+        dispatch=dispatch,
     ).run()
 
 
@@ -106,9 +117,12 @@ class Orchestrator:
         on_event: Listener | None = None,
         supervise: Supervisor | None = None,
         stop: threading.Event | None = None,
+        dispatch: DispatchFactory | None = None,
     ) -> None:
         check_request(request)
         self.stop = stop
+        self.dispatch = dispatch
+        self._dispatcher: Dispatch | None = None
         self.ws = ws
         self.request = request
         self.repo = repo.expanduser().resolve()
@@ -222,7 +236,7 @@ class Orchestrator:
             first = self._changers() or self._verifiers()
             contextual = beside.submit(self._context)
             self._in_parallel(self._driver().setup, first)
-            self._check_environment(first[0].worktree)
+            self._check_environment(self._driver().tree_at_base(first))
             self._ensure_guardian()
             context = contextual.result()
         self._set_status(RunStatus.RUNNING)
@@ -497,9 +511,13 @@ class Orchestrator:
             base=self.base,
         )
 
-    def _driver(self) -> AgentDriver:
+    def _driver(self) -> Dispatch:
+        """What drives the agents: here (:class:`AgentDriver`), or the dispatch the caller
+        handed in (:mod:`agentos.run.dispatch`); one for the run."""
+        if self._dispatcher is not None:
+            return self._dispatcher
         assert self.profile is not None and self.store is not None and self.scene is not None
-        return AgentDriver(
+        self._dispatcher = (self.dispatch or AgentDriver)(
             RunContext(
                 self.ws,
                 self.run_id,
@@ -521,6 +539,7 @@ class Orchestrator:
                 self.allow,
             )
         )
+        return self._dispatcher
 
     def _drive_all(self, context: str) -> None:
         """The agents that change code, in parallel; then, when they all passed, the
@@ -721,6 +740,8 @@ class Orchestrator:
         if self.agents:
             with ThreadPoolExecutor(max_workers=len(self.agents)) as pool:
                 list(pool.map(self._teardown_agent, self.agents))
+            if self._dispatcher is not None:
+                self._tolerant("end the agents' dispatch", self._dispatcher.close)
             if self.guard is not None:
                 restored = self._tolerant(
                     "check git's configuration", restore_git_admin, self.guard, self.repo

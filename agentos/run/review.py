@@ -56,6 +56,7 @@ class AgentWork:
     branch: str
     commit: str
     receipts: tuple[str, ...] = ()
+    gated_here: bool = True  # False: a node of a cluster gated it (agentos.cluster)
 
 
 def landing_message(request: str, run_id: str, work: AgentWork) -> str:
@@ -85,7 +86,9 @@ def land(
     """Land every agent's gated commit on ``target``, all or nothing, once ``gate`` passed
     the integrated tree (see :func:`agentos.worktrees.landing.land`)."""
     landings = [
-        landing.Landing(w.branch, w.commit, landing_message(request, run_id, w), w.agent)
+        landing.Landing(
+            w.branch, w.commit, landing_message(request, run_id, w), w.agent, w.gated_here
+        )
         for w in work
     ]
     return landing.land(
@@ -454,6 +457,7 @@ def _gated_work(repo: Path, record: RunRecord, agent: AgentRecord) -> AgentWork:
         agent.branch or wt.branch_name(record.id, agent.agent),
         agent.gated_commit,
         agent.receipts,
+        gated_here=agent.agent not in ((record.options or {}).get("cluster") or {}),
     )
 
 

@@ -72,6 +72,7 @@ class AgentState:
     base: str = ""  # the commit it starts from: the run's base, or for a verifier the
     # integrated work of the agents that change code
     verifier: bool = False  # it only verifies (card group verify, or changes: false)
+    node: str | None = None  # the node of a cluster its last attempt ran on (None: here)
 
     @property
     def name(self) -> str:
@@ -93,6 +94,7 @@ class AgentState:
             self.branch,
             self.gated_commit,
             tuple(self.receipts),
+            gated_here=self.node is None,
         )
 
     def result(self) -> AgentResult:

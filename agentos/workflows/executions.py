@@ -159,8 +159,12 @@ def pid_file(ws: Workspace, execution_id: str) -> Path:
     return ws.state_dir / "executions" / f"{execution_id}.pid"
 
 
-def start_detached(ws: Workspace, execution_id: str) -> Path:
-    """Run the execution's tasks in a background process; returns its log."""
+def start_detached(
+    ws: Workspace, execution_id: str, backend: str | None = None, watch: str | None = None
+) -> Path:
+    """Run the execution's tasks in a background process (their agents on ``backend``,
+    by default ``cluster.backend``, watched on their nodes by ``watch``, a
+    ``module:function``); returns its log."""
     import subprocess
     import sys
 
@@ -168,7 +172,15 @@ def start_detached(ws: Workspace, execution_id: str) -> Path:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         subprocess.Popen(
-            [sys.executable, "-m", "agentos.workflows.detached", str(ws.root), execution_id],
+            [
+                sys.executable,
+                "-m",
+                "agentos.workflows.detached",
+                str(ws.root),
+                execution_id,
+                backend or "settings",
+                *([watch] if watch else []),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,

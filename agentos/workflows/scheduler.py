@@ -37,6 +37,7 @@ from agentos.workflows.store import (
     WorkflowStore,
 )
 from agentos.workspace.layout import Workspace
+from agentos.workspace.settings import Backend
 
 POLL = 0.1  # seconds between looks for new tasks
 DESCRIPTION_MAX = 4000  # characters of a task an agent posts
@@ -86,8 +87,16 @@ class Scheduler:
         stop: threading.Event | None = None,
         on_event: Callable[[str], None] | None = None,
         on_failure: Callable[[TaskRecord], None] | None = None,
+        backend: Backend | None = None,
+        watch: str | None = None,
     ) -> None:
+        from agentos.cluster import dispatch_for
+
         self.ws, self.execution_id = ws, execution_id
+        # Each task's run drives its agents here, or on the cluster (`--backend ray`,
+        # `cluster.backend`): up to max_concurrent runs at once, their agents on any node,
+        # watched there by ``watch`` (the guardian's, handed in by the caller).
+        self.dispatch = dispatch_for(ws, backend, watch=watch)
         self.store = WorkflowStore(ws)
         execution = self.store.execution(execution_id)
         self.workflow = WorkflowDefinition.model_validate(execution.definition)
@@ -181,7 +190,12 @@ class Scheduler:
             env={EXECUTION_ENV: self.execution_id, TASK_ENV: str(task.id)},
         )
         return start_run(
-            self.ws, task_request(self.workflow, phase, task), self.repo, options, stop=self.stop
+            self.ws,
+            task_request(self.workflow, phase, task),
+            self.repo,
+            options,
+            stop=self.stop,
+            dispatch=self.dispatch,
         )
 
     def _agent(self, phase: Phase) -> str | None:

@@ -106,6 +106,62 @@ class SynthesisSettings(StrictModel):
     timeout: int = Field(default=120, gt=0)  # seconds the tests may take
 
 
+# ``cluster.address``: auto (the cluster this machine joined), ray://HOST:PORT (Ray Client) or
+# HOST:PORT (the head's GCS); HOST a name, an IPv4 address or a bracketed IPv6 one.
+_ADDRESS = r"^(auto|(ray://)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5})$"
+# A Ray resource name an agent may ask for (`agentos_slot`, a runtime, a label of your own).
+_RESOURCE = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"
+
+
+# Where a run's agents (an eval's, a workflow's tasks) work: this machine, or a Ray cluster.
+Backend = Literal["local", "ray"]
+
+
+class NodeSettings(StrictModel):
+    """``cluster.node``: what this machine gives the agents it runs as a node of a cluster
+    (read on the node, from its own AGENTOS_HOME; see docs/cluster.md)."""
+
+    # repository (the folder's name at the driver) -> the virtual environment its tests and
+    # agents use here; a repository not listed gets one built from its own files
+    environments: dict[str, str] = Field(default_factory=dict)
+    # what pip is given when this node builds a repository's environment
+    # (e.g. [--no-index, --find-links, /srv/wheelhouse] on a private network)
+    pip: list[str] = Field(default_factory=list)
+
+
+class ClusterSettings(StrictModel):
+    """``cluster:``: where a run's agents, an eval's tasks and a workflow's tasks run
+    (agentos.cluster, docs/cluster.md). ``local`` (the default) is this machine."""
+
+    backend: Backend = "local"
+    address: str = "auto"  # the Ray cluster to join: auto, ray://HOST:PORT or HOST:PORT
+    # resources every agent asks for besides its slot and its runtime (a label of yours)
+    resources: dict[str, float] = Field(default_factory=dict)
+    # seconds a remote agent outlives a driver that stopped renewing its lease (killed)
+    lease: float = Field(default=15, gt=0, le=3600)
+    node: NodeSettings = NodeSettings()
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if not re.match(_ADDRESS, value):
+            raise ValueError(f"{value!r} is not auto, ray://HOST:PORT or HOST:PORT")
+        port = int(value.rpartition(":")[2]) if value != "auto" else 1
+        if not 0 < port < 65536:
+            raise ValueError(f"{value!r}: the port {port} is not 1..65535")
+        return value
+
+    @field_validator("resources")
+    @classmethod
+    def _resources(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, amount in value.items():
+            if not re.match(_RESOURCE, name):
+                raise ValueError(f"{name!r} is not a Ray resource name")
+            if not 0 < amount <= 1_000_000:
+                raise ValueError(f"{name}: {amount} is not a positive amount")
+        return value
+
+
 class DedupSettings(StrictModel):
     """``workflows.dedup``: how a workflow task is found to repeat a live one. The words
     (agentos.workflows.similarity) always; with ``embeddings``, also the vectors of an
@@ -147,6 +203,7 @@ class Settings(StrictModel):
     # model (as its CLI names it) -> its price per million tokens; a model not listed has
     # no cost unless its CLI reports one
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    cluster: ClusterSettings = ClusterSettings()  # where agents run: here, or on Ray
     workflows: WorkflowSettings = WorkflowSettings()
 
     @field_validator("state")

@@ -64,6 +64,9 @@ class Landing:
     commit: str
     message: str
     author: str
+    # Its gate ran on this machine. A gate that ran on a node of a cluster is trusted for
+    # that node's attempt only: the integration gate runs here even on the tree it passed.
+    gated_here: bool = True
 
 
 def land(
@@ -212,9 +215,9 @@ def _judge_integration(
     gate: IntegrationGate,
 ) -> IntegrationVerdict:
     """The integration gate, or why it need not run: the integrated tree is exactly one an
-    agent's gate passed (one agent onto the target it started from)."""
+    agent's gate passed on this machine (one agent onto the target it started from)."""
     tree = git_result(repo_dir, "rev-parse", f"{merged}^{{tree}}").stdout.strip()
-    for item in todo:
+    for item in (i for i in todo if i.gated_here):
         gated = git_result(repo_dir, "rev-parse", f"{item.commit}^{{tree}}").stdout.strip()
         if gated == tree:
             return IntegrationVerdict(

@@ -75,7 +75,11 @@ def run_git(repo_dir: Path, *args: str) -> str:
 
 
 def git_result(
-    repo_dir: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None
+    repo_dir: Path,
+    *args: str,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a git command in ``repo_dir``: no hooks, no file-system monitor, no signing
     program, with :func:`git_env` (so a filter or program a configuration names does not
@@ -99,7 +103,8 @@ def git_result(
             argv,
             cwd=repo_dir,
             env={**git_env(), **(env or {})},
-            stdin=subprocess.DEVNULL,
+            input=input,
+            stdin=subprocess.DEVNULL if input is None else None,
             capture_output=True,
             text=True,
             encoding="utf-8",

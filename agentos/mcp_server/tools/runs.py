@@ -99,6 +99,8 @@ def _start_tools(server: AgentOSServer, tool: Registrar, ws: Workspace, fence: C
         with its questions (unless forced). Follow it with task_status or run_events."""
 
         def work() -> m.RunStarted:
+            from agentos.cluster import backend_of
+            from agentos.guardian import RAY_DISPATCH
             from agentos.run.control import start_detached
             from agentos.run.orchestrator import RunOptions
 
@@ -116,7 +118,13 @@ def _start_tools(server: AgentOSServer, tool: Registrar, ws: Workspace, fence: C
             )
             try:
                 run_id, log_file = start_detached(
-                    ws, request, target, options, supervisor=SUPERVISOR
+                    ws,
+                    request,
+                    target,
+                    options,
+                    supervisor=SUPERVISOR,
+                    # cluster.backend: ray runs the agents on the cluster, as `agentos run`
+                    dispatch=RAY_DISPATCH if backend_of(ws) == "ray" else None,
                 )
             except BadInput as exc:  # it names the CLI's arguments: name this tool's
                 exc.field = _CLI_NAMES.get(exc.field or "", exc.field)

@@ -1,0 +1,243 @@
+"""Commits between the driver and a node, as git bundles: no shared file system, no git server.
+
+Out: the commit an attempt starts from (the run's base, or the agent's last attempt), as a
+bundle of the agent's branch that leaves out what the nodes are known to hold (so that,
+once a node has a repository, a run sends only the commits it lacks). A node that lacks a
+prerequisite says so, and gets the whole history once.
+
+On the node: one cache clone per repository (``git init``, never ``--shared``: no
+alternates, nothing read from the driver's disk), which keeps every commit it received
+under ``refs/agentos/have/`` so that later bundles stay small. Worktrees are made from it.
+
+Back: the attempt's commits, from the commit it started at to the one its gate judged: a
+bundle of a few KB for a small change, whatever the size of the repository. The driver
+takes it into the user's repository and checks that its tip is the commit the gate judged
+and descends from the commit the attempt started at, before anything points to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from agentos.errors import OperationFailed, VerifyFailed
+from agentos.shared.fs import atomic_write
+from agentos.worktrees import repo as wt
+
+HAVE_PREFIX = "refs/agentos/have/"  # on a node: every commit it received, kept reachable
+KNOWN_KEPT = 16  # commits the driver remembers the nodes hold, per repository
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+class NeedHistory(Exception):
+    """The node lacks a prerequisite of the bundle it was sent: send it the whole history."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A bundle of ``ref`` at ``tip``, without what ``left_out`` reaches (empty: whole)."""
+
+    data: bytes
+    ref: str
+    tip: str
+    left_out: tuple[str, ...]
+
+
+def _sha(text: str) -> str:
+    sha = text.strip()
+    if not _SHA.match(sha):
+        raise OperationFailed(f"not a commit id: {sha[:80]!r}")
+    return sha
+
+
+def create(repo: Path, ref: str, left_out: Iterable[str] = ()) -> Outgoing:
+    """A bundle of ``ref`` (a full ref name) without the history of ``left_out``; the
+    whole history when that fails (a commit left out is not in ``repo``, or nothing would
+    be left in the bundle)."""
+    tip = _sha(wt.run_git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}"))
+    left = tuple(c for c in left_out if c != tip)
+    with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
+        out = Path(tmp) / "out.bundle"
+        result = wt.git_result(
+            repo, "bundle", "create", "-q", str(out), ref, *(f"^{c}" for c in left), check=False
+        )
+        if result.returncode != 0 and left:
+            left = ()
+            result = wt.git_result(repo, "bundle", "create", "-q", str(out), ref, check=False)
+        if result.returncode != 0:
+            raise OperationFailed(f"git bundle create failed in {repo}: {result.stderr.strip()}")
+        return Outgoing(out.read_bytes(), ref, tip, left)
+
+
+def take(repo: Path, data: bytes, ref: str, into: str) -> str:
+    """Fetch ``ref`` of the bundle ``data`` into ``repo`` as ``into``; the commit it is.
+    :class:`VerifyFailed` when git does not take it here (a prerequisite this repository
+    lacks among the reasons: :func:`receive` tells that case apart). Git checks the
+    bundle's prerequisites and every object as it fetches."""
+    with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
+        path = Path(tmp) / "in.bundle"
+        path.write_bytes(data)
+        with wt.repo_lock(repo):
+            fetched = wt.git_result(
+                repo,
+                "fetch",
+                "-q",
+                "--no-tags",
+                "--no-write-fetch-head",
+                str(path),
+                f"+{ref}:{into}",
+                check=False,
+            )
+        if fetched.returncode != 0:
+            why = fetched.stderr.strip().splitlines()
+            raise VerifyFailed(f"git does not take the bundle: {why[-1] if why else '?'}")
+    return _sha(wt.run_git(repo, "rev-parse", "--verify", f"{into}^{{commit}}"))
+
+
+def unbundle(repo: Path, data: bytes) -> dict[str, str]:
+    """The objects of the bundle ``data`` into ``repo`` (no ref moves: what points to them is
+    the caller's to decide, once checked); the refs it carries, name -> commit.
+    :class:`VerifyFailed` when git does not take it (a prerequisite missing, a bad pack)."""
+    with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
+        path = Path(tmp) / "in.bundle"
+        path.write_bytes(data)
+        out = wt.git_result(repo, "bundle", "unbundle", str(path), check=False)
+    if out.returncode != 0:
+        why = out.stderr.strip().splitlines()
+        raise VerifyFailed(f"git does not take the bundle: {why[-1] if why else '?'}")
+    refs = {}
+    for line in out.stdout.splitlines():
+        sha, _, name = line.strip().partition(" ")
+        if name:
+            refs[name] = _sha(sha)
+    return refs
+
+
+def descendants(repo: Path, start: str, tip: str) -> list[str]:
+    """The commits ``start..tip``, oldest first, when ``tip`` descends from ``start`` through
+    them alone (each one's parents are ``start`` or listed before it); else
+    :class:`VerifyFailed`. One git process."""
+    out = wt.run_git(repo, "rev-list", "--reverse", "--parents", f"{start}..{tip}")
+    seen = {start}
+    listed = []
+    for line in out.splitlines():
+        commit, *parents = (_sha(word) for word in line.split())
+        if not parents or any(p not in seen for p in parents):
+            raise VerifyFailed(f"{commit[:12]} does not descend from {start[:12]} alone")
+        seen.add(commit)
+        listed.append(commit)
+    if not listed or listed[-1] != tip:
+        raise VerifyFailed(f"{tip[:12]} does not descend from {start[:12]}")
+    return listed
+
+
+def has_commit(repo: Path, commit: str) -> bool:
+    result = wt.git_result(repo, "cat-file", "-e", f"{commit}^{{commit}}", check=False)
+    return result.returncode == 0
+
+
+def commits_between(repo: Path, start: str, tip: str) -> list[str]:
+    """The commits ``start..tip``, oldest first."""
+    out = wt.run_git(repo, "rev-list", "--reverse", f"{start}..{tip}")
+    return [_sha(line) for line in out.splitlines() if line.strip()]
+
+
+# --- the node's cache clone ---------------------------------------------------------------
+
+
+def cache_clone(path: Path) -> Path:
+    """The node's clone of one repository (made empty the first time): a plain ``git
+    init``, whose objects are its own (no alternates)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):  # the node's attempts of one repository at once
+        if not (path / ".git" / "HEAD").is_file():
+            path.mkdir(exist_ok=True)
+            subprocess.run(
+                ["git", "init", "-q", "-b", "agentos-cache", str(path)],
+                check=True,
+                capture_output=True,
+                env=wt.git_env(),
+            )
+            # Agents' worktrees are made from it; nothing is ever checked out in it.
+            wt.run_git(path, "config", "gc.auto", "0")
+    exclude = path / ".git" / "info" / "exclude"
+    if wt.AGENT_FILES_GLOB not in _lines(exclude):  # as in the user's repository
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a") as fh:
+            fh.write(
+                f"# AgentOS: context and feedback files in agent worktrees\n{wt.AGENT_FILES_GLOB}\n"
+            )
+    return path
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        return []
+
+
+def receive(cache: Path, data: bytes, ref: str, tip: str) -> str:
+    """A bundle of ``ref`` at ``tip`` from the driver into the cache clone, kept under
+    ``refs/agentos/have/``."""
+    try:
+        got = take(cache, data, ref, HAVE_PREFIX + tip)
+        if got != tip:
+            raise VerifyFailed(f"the bundle holds {got}, not {tip}")
+        return got
+    except VerifyFailed as exc:
+        # Most often a commit the bundle leaves out that this clone lacks (it is new to
+        # the repository, or its cache was removed): the whole history, then.
+        raise NeedHistory(str(exc)) from None
+
+
+# --- what the driver knows the nodes hold ------------------------------------------------
+
+
+class Known:
+    """Commits of one repository each node has reported holding (by Ray node id): a bundle
+    to the nodes leaves out what every node seen so far holds
+    (``.agentos/cluster/known/<repository>.json`` of the driver). A node never seen, or one
+    whose cache was removed, asks for the whole history once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def nodes(self) -> dict[str, list[str]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {
+            str(node): [c for c in commits if isinstance(c, str) and _SHA.match(c)][:KNOWN_KEPT]
+            for node, commits in data.items()
+            if isinstance(commits, list)
+        }
+
+    def common(self) -> list[str]:
+        """What every node seen holds, newest first."""
+        nodes = list(self.nodes().values())
+        if not nodes:
+            return []
+        return [c for c in nodes[0] if all(c in other for other in nodes[1:])]
+
+    def add(self, node: str, commit: str) -> None:
+        with self._lock:
+            nodes = self.nodes()
+            held = nodes.get(node, [])
+            if held and held[0] == commit:
+                return
+            nodes[node] = [commit, *(c for c in held if c != commit)][:KNOWN_KEPT]
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, json.dumps(nodes))
