@@ -4,6 +4,8 @@ agent's failure: the run stops before any agent starts, exit 2, with the fix."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -102,3 +104,65 @@ def test_a_run_whose_checks_do_not_need_the_tests_does_not_pay_for_them(
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["status"] == "succeeded"
     assert agent_started(ws, "fixer")
+
+
+def test_a_plain_python3_without_pytest_stops_the_run_though_it_is_asked_while_agents_set_up(
+    ws: Workspace,
+    cli: CliRunner,
+    tmp_path: Path,
+    fixer: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A repository without an environment is tested with the python3 on PATH; whether it
+    has pytest is asked beside the agents' set-up (it starts the interpreter), and its answer
+    still stops the run before any agent works, as when it was asked first."""
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
+
+    out = cli(
+        "run",
+        "fixer-task: append a line to notes.txt; done when tests pass",
+        "--repo",
+        str(repo),
+        "--force",
+        "--json",
+    )
+
+    assert out.returncode == 2, out.stdout + out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    expected = f"pytest is not installed for {venv / 'bin' / 'python3'}"
+    assert line.startswith(f"error: {repo}: tests: the repository's tests cannot run")
+    assert expected in line
+    assert not agent_started(ws, "fixer")
+    (record,) = RunStore(ws).list()
+    assert record.status == "failed" and expected in (record.message or "")
+    assert branches(repo) == ["main"]
+
+
+def test_a_profile_made_without_asking_python3_is_completed_to_the_one_asked_first(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentos.gate.repo import asked, repo_profile
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
+
+    first = repo_profile(ws, repo)
+    later = repo_profile(ws, repo, ask=False)
+
+    assert later.unasked and not first.unasked
+    assert [p for p in first.problems if p not in later.problems] == [
+        f"pytest is not installed for {venv / 'bin' / 'python3'}: create the project's "
+        "environment (python3 -m venv .venv, then install the project and its test "
+        "dependencies into it), or set `python:` or `test:` for it (`repos:` in "
+        "agentos.yaml, or .agentos.yaml)"
+    ]
+    assert asked(ws, later) == first
+    assert asked(ws, first) is first
+    # A test command of the settings' own: nothing is left to ask.
+    (repo / ".agentos.yaml").write_text("test: make check\n")
+    assert not repo_profile(ws, repo, ask=False).unasked
