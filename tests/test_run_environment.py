@@ -106,16 +106,15 @@ def test_a_run_whose_checks_do_not_need_the_tests_does_not_pay_for_them(
     assert agent_started(ws, "fixer")
 
 
-def test_a_plain_python3_without_pytest_stops_the_run_though_it_is_asked_while_agents_set_up(
+def test_a_plain_python3_without_pytest_stops_the_run_before_any_agent(
     ws: Workspace,
     cli: CliRunner,
     tmp_path: Path,
     fixer: None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A repository without an environment is tested with the python3 on PATH; whether it
-    has pytest is asked beside the agents' set-up (it starts the interpreter), and its answer
-    still stops the run before any agent works, as when it was asked first."""
+    """A repository without an environment is tested with the python3 on PATH: one without
+    pytest stops the run before any agent works, naming it and the fix."""
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
@@ -139,30 +138,3 @@ def test_a_plain_python3_without_pytest_stops_the_run_though_it_is_asked_while_a
     (record,) = RunStore(ws).list()
     assert record.status == "failed" and expected in (record.message or "")
     assert branches(repo) == ["main"]
-
-
-def test_a_profile_made_without_asking_python3_is_completed_to_the_one_asked_first(
-    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from agentos.gate.repo import asked, repo_profile
-
-    venv = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
-
-    first = repo_profile(ws, repo)
-    later = repo_profile(ws, repo, ask=False)
-
-    assert later.unasked and not first.unasked
-    assert [p for p in first.problems if p not in later.problems] == [
-        f"pytest is not installed for {venv / 'bin' / 'python3'}: create the project's "
-        "environment (python3 -m venv .venv, then install the project and its test "
-        "dependencies into it), or set `python:` or `test:` for it (`repos:` in "
-        "agentos.yaml, or .agentos.yaml)"
-    ]
-    assert asked(ws, later) == first
-    assert asked(ws, first) is first
-    # A test command of the settings' own: nothing is left to ask.
-    (repo / ".agentos.yaml").write_text("test: make check\n")
-    assert not repo_profile(ws, repo, ask=False).unasked

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 class Dispatch(Protocol):
     """Drives the agents of one run, one thread per agent."""
 
-    ctx: RunContext  # the run's shared context (replaced whole when the run completes it)
-
     def setup(self, agent: AgentState) -> None:
         """Ready the agent to work: its branch (and, here, its worktree)."""
 

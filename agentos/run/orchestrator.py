@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, suppress
-from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -31,14 +30,7 @@ from agentos.errors import (
 from agentos.gate.detect import SETTINGS_HINT
 from agentos.gate.environment import gate_environment, missing_programs
 from agentos.gate.judge import TestChanges, reported_outcome
-from agentos.gate.repo import (
-    COLLECT_TIMEOUT,
-    REPO_FILE,
-    RepoProfile,
-    asked,
-    check_profile,
-    repo_profile,
-)
+from agentos.gate.repo import COLLECT_TIMEOUT, REPO_FILE, RepoProfile, check_profile, repo_profile
 from agentos.gate.runner import run_judging
 from agentos.gate.selection import collect_checks
 from agentos.hub.manifest import Manifest
@@ -228,16 +220,13 @@ class Orchestrator:
 
     def _run(self) -> None:
         # What does not depend on each other runs side by side: how the repository is
-        # tested is found while the request is interviewed and routed (a plain python3's
-        # answer whether it has pytest, which starts it, while the agents are set up: it
-        # changes a problem, never the command), and the knowledge store's context is built
-        # while the agents' worktrees and sessions are set up.
-        with ThreadPoolExecutor(max_workers=2) as beside:
-            profiled = beside.submit(repo_profile, self.ws, self.repo, at=self.base, ask=False)
+        # tested is found while the request is interviewed and routed, and the knowledge
+        # store's context is built while the agents' worktrees and sessions are set up.
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            profiled = beside.submit(repo_profile, self.ws, self.repo, at=self.base)
             if not self._interview():
                 return
             self.profile = profiled.result()
-            completed = beside.submit(asked, self.ws, self.profile)
             self.report.repo_profile = self.profile
             self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
             if not self._route():
@@ -247,7 +236,6 @@ class Orchestrator:
             first = self._changers() or self._verifiers()
             contextual = beside.submit(self._context)
             self._in_parallel(self._driver().setup, first)
-            self._complete_profile(completed.result())
             self._check_environment(self._driver().tree_at_base(first))
             self._ensure_guardian()
             context = contextual.result()
@@ -405,12 +393,6 @@ class Orchestrator:
     def _verifiers(self) -> list[AgentState]:
         """The agents that only verify; with changers, they start on their integrated work."""
         return [a for a in self.agents if a.verifier]
-
-    def _complete_profile(self, profile: RepoProfile) -> None:
-        """The profile with plain python3's answer, everywhere the run keeps it."""
-        self.profile = self.report.repo_profile = profile
-        driver = self._driver()
-        driver.ctx = replace(driver.ctx, profile=profile)
 
     def _check_environment(self, tree: Path) -> None:
         """Prove before any agent starts that the run's checks can run: every shell
