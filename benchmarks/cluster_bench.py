@@ -245,8 +245,12 @@ def report(
     print("what the cluster adds per agent, after the first run (p50; mean in brackets):")
     print(
         f"  the bundle out and the packages, once per run, shared: {shared * 1000:.1f} ms "
-        f"(a bundle out: p50 {p50(per_run) * 1000:.1f} ms, a package: "
-        f"p50 {p50(packages) * 1000:.1f} ms)"
+        f"(a bundle out: p50 {p50(per_run) * 1000:.1f} ms; "
+        + (
+            f"a package: p50 {p50(packages) * 1000:.1f} ms)"
+            if packages
+            else "no package sent: each went once, in the first run)"
+        )
     )
     print(f"  the spec: {p50(spec) * 1000:.1f} ms ({mean(spec) * 1000:.1f})")
     print(
