@@ -138,3 +138,56 @@ def test_a_plain_python3_without_pytest_stops_the_run_before_any_agent(
     (record,) = RunStore(ws).list()
     assert record.status == "failed" and expected in (record.message or "")
     assert branches(repo) == ["main"]
+
+
+def test_a_profile_made_without_asking_python3_is_completed_to_the_one_asked_first(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run profiles the repository without starting plain python3 (its answer changes a
+    problem, never the command) and asks it beside the run: the profile it ends with is the
+    one asked first, and check_profile asks for itself."""
+    from agentos.gate.repo import asked, check_profile, repo_profile
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
+
+    first = repo_profile(ws, repo)
+    later = repo_profile(ws, repo, ask=False)
+
+    missing = (
+        f"pytest is not installed for {venv / 'bin' / 'python3'}: create the project's "
+        "environment (python3 -m venv .venv, then install the project and its test "
+        "dependencies into it), or set `python:` or `test:` for it (`repos:` in "
+        "agentos.yaml, or .agentos.yaml)"
+    )
+    assert (later.unasked, first.unasked) == (True, False)
+    assert [p for p in first.problems if p not in later.problems] == [missing]
+    assert asked(later, ws) == first
+    assert asked(first, ws) is first
+    assert missing in check_profile(later, collect=False)
+    # A test command of the settings' own: there is nothing to ask.
+    (repo / ".agentos.yaml").write_text("test: make check\n")
+    assert not repo_profile(ws, repo, ask=False).unasked
+
+
+def test_a_run_without_tests_to_run_still_reports_what_python3_answered(
+    ws: Workspace,
+    cli: CliRunner,
+    tmp_path: Path,
+    fixer: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
+
+    out = cli("run", "fixer-task", "--repo", str(repo), "--force", "--json")
+
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["status"] == "succeeded"
+    (problem,) = report["repo_profile"]["problems"]
+    assert problem.startswith(f"pytest is not installed for {venv / 'bin' / 'python3'}:")

@@ -55,6 +55,7 @@ class Detected:
     venv: Path | None
     reasons: tuple[str, ...]
     problems: tuple[str, ...]
+    unasked: bool = False  # plain python3 not asked yet whether it has pytest (ask=False)
 
 
 def venv_python(venv: Path) -> Path | None:
@@ -399,9 +400,14 @@ def detect(
     environ: Mapping[str, str],
     python: Path | None = None,
     cache_dir: Path | None = None,
+    *,
+    ask: bool = True,
 ) -> Detected:
     """How ``repo`` is tested: its environment (or the interpreter given) and its runner.
-    An interpreter's answers are kept in ``cache_dir`` (the workspace's cache) when given."""
+    An interpreter's answers are kept in ``cache_dir`` (the workspace's cache) when given.
+    Without ``ask``, plain ``python3`` on PATH (the last resort, whose answer changes no
+    command, only a problem) is not asked whether it has pytest: ``unasked`` says so, and
+    :func:`python3_problems` asks it later."""
     if python is not None:
         env: Environment | None = Environment("custom", python, venv_of(python))
     else:
@@ -447,12 +453,8 @@ def detect(
     reasons.append("no environment, tox, nox or Makefile test target: plain pytest on PATH")
     if python3 is None:
         problems.append(f"`python3` is not on PATH: install Python 3, or {SETTINGS_HINT}")
-    elif not _python3_has_pytest(python3, cache_dir):
-        problems.append(
-            f"pytest is not installed for {python3}: create the project's environment "
-            f"(python3 -m venv .venv, then install the project and its test dependencies "
-            f"into it), or {SETTINGS_HINT}"
-        )
+    elif ask:
+        problems.extend(python3_problems(python3, cache_dir))
     return Detected(
         "pytest",
         "pytest",
@@ -461,4 +463,17 @@ def detect(
         None,
         tuple(reasons),
         tuple(problems),
+        unasked=python3 is not None and not ask,
     )
+
+
+def python3_problems(python3: str, cache_dir: Path | None = None) -> list[str]:
+    """The problem of a repository tested with plain ``python3 -m pytest``: pytest missing
+    for ``python3`` (asking it starts it: ~100 ms when its answer cannot be kept)."""
+    if _python3_has_pytest(python3, cache_dir):
+        return []
+    return [
+        f"pytest is not installed for {python3}: create the project's environment "
+        f"(python3 -m venv .venv, then install the project and its test dependencies "
+        f"into it), or {SETTINGS_HINT}"
+    ]

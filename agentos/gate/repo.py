@@ -27,13 +27,13 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from agentos.errors import BadInput, NotFound, ValidationFailed
-from agentos.gate.detect import SETTINGS_HINT, detect, pytest_command
+from agentos.gate.detect import SETTINGS_HINT, detect, pytest_command, python3_problems
 from agentos.gate.prepare import copy_built_files, editable_notes
 from agentos.workspace.layout import Workspace
 from agentos.workspace.settings import RepoSettings
@@ -66,6 +66,7 @@ class RepoProfile:
     problems: tuple[str, ...] = ()  # found while detecting: a missing tool, an absent env
     runner: str = "pytest"  # pytest|tox|nox|make|custom: how test paths reach the suite
     settings_file: str | None = None  # the file the explicit settings came from
+    unasked: bool = False  # plain python3 not asked yet whether it has pytest: see asked()
 
     @property
     def takes_args(self) -> bool:
@@ -224,11 +225,17 @@ def _interpreter(value: str, repo: Path) -> Path:
 # --- the profile --------------------------------------------------------------------------
 
 
-def repo_profile(ws: Workspace, repo: Path, *, at: str | None = None) -> RepoProfile:
+def repo_profile(
+    ws: Workspace, repo: Path, *, at: str | None = None, ask: bool = True
+) -> RepoProfile:
     """How ``repo`` (its main checkout) is tested: explicit settings field by field
     (agentos.yaml ``repos:``, then ``.agentos.yaml`` at commit ``at``, or the working-tree
     file when no commit is given), the rest detected. Bad settings raise
-    :class:`ValidationFailed` naming the file and field."""
+    :class:`ValidationFailed` naming the file and field.
+
+    Without ``ask``, a repository tested with plain ``python3`` on PATH is profiled without
+    starting it (its answer changes a problem, never the command): the profile is then
+    ``unasked``, and :func:`asked` completes it (a run asks while it sets its agents up)."""
     repo = Path(repo).expanduser().resolve()
     if not repo.is_dir():
         raise NotFound(f"{repo} is not a directory", field="repo")
@@ -251,7 +258,7 @@ def repo_profile(ws: Workspace, repo: Path, *, at: str | None = None) -> RepoPro
     python = _interpreter(python_value, repo) if python_value else None
     if python is not None:
         reasons.append(f"python from {python_from}: {python}")
-    found = detect(repo, os.environ, python, ws.state_dir / "cache")
+    found = detect(repo, os.environ, python, ws.state_dir / "cache", ask=ask)
     test, test_from = pick("test")
     tool, runner, problems = found.tool, found.runner, list(found.problems)
     if test:
@@ -299,7 +306,19 @@ def repo_profile(ws: Workspace, repo: Path, *, at: str | None = None) -> RepoPro
         problems=tuple(problems),
         runner=runner,
         settings_file=settings_file,
+        unasked=found.unasked and not test_from,  # a test command set: nothing to ask
     )
+
+
+def asked(profile: RepoProfile, ws: Workspace | None = None) -> RepoProfile:
+    """``profile`` complete: an ``unasked`` one with what plain ``python3`` answers (the
+    problem :func:`repo_profile` would have found; its answer kept in ``ws``'s cache where
+    it can be); any other as it is. :func:`check_profile` asks for itself."""
+    if not profile.unasked or profile.python is None:
+        return profile
+    cache = ws.state_dir / "cache" if ws is not None else None
+    found = python3_problems(str(profile.python), cache)
+    return replace(profile, problems=(*profile.problems, *found), unasked=False)
 
 
 def _custom_runner(test: str) -> str:
@@ -338,7 +357,7 @@ def check_profile(
     These are the environment's problems, for the person to fix, not an agent's failure."""
     from agentos.shared.process import run_shell
 
-    problems = list(profile.problems)
+    problems = list(asked(profile).problems)  # an unasked python3 is asked here
     missing = profile.python is not None and not os.access(profile.python, os.X_OK)
     if missing and not any(str(profile.python) in p for p in problems):
         problems.append(

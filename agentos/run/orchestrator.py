@@ -14,7 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from types import FrameType
@@ -30,7 +30,14 @@ from agentos.errors import (
 from agentos.gate.detect import SETTINGS_HINT
 from agentos.gate.environment import gate_environment, missing_programs
 from agentos.gate.judge import TestChanges, reported_outcome
-from agentos.gate.repo import COLLECT_TIMEOUT, REPO_FILE, RepoProfile, check_profile, repo_profile
+from agentos.gate.repo import (
+    COLLECT_TIMEOUT,
+    REPO_FILE,
+    RepoProfile,
+    asked,
+    check_profile,
+    repo_profile,
+)
 from agentos.gate.runner import run_judging
 from agentos.gate.selection import collect_checks
 from agentos.hub.manifest import Manifest
@@ -148,6 +155,7 @@ class Orchestrator:
         self.base = ""
         self.target = ""
         self.profile: RepoProfile | None = None
+        self._asking: Future[RepoProfile] | None = None  # the profile, python3 asked
         self.sandbox: Sandbox = Sandbox("none", None, "not chosen yet")
         self.scene: Scene | None = None
         self.guard: GitGuard | None = None
@@ -219,14 +227,24 @@ class Orchestrator:
         return self.report
 
     def _run(self) -> None:
+        # Whether a plain python3 has pytest (asking starts it: ~100 ms where its answer
+        # cannot be kept) changes a problem, never the command: it is asked beside the
+        # run, and waited for only where the tests must run (or at the end, for the report).
+        with ThreadPoolExecutor(max_workers=1) as asking:
+            self._steps(asking)
+            if self.profile is not None:  # a run stopped before it knew how to test has none
+                self._profile_asked()
+
+    def _steps(self, asking: ThreadPoolExecutor) -> None:
         # What does not depend on each other runs side by side: how the repository is
         # tested is found while the request is interviewed and routed, and the knowledge
         # store's context is built while the agents' worktrees and sessions are set up.
         with ThreadPoolExecutor(max_workers=1) as beside:
-            profiled = beside.submit(repo_profile, self.ws, self.repo, at=self.base)
+            profiled = beside.submit(repo_profile, self.ws, self.repo, at=self.base, ask=False)
             if not self._interview():
                 return
             self.profile = profiled.result()
+            self._asking = asking.submit(asked, self.profile, self.ws)
             self.report.repo_profile = self.profile
             self.emit(f"repository: tests run with `{self.profile.test}` ({self.profile.tool})")
             if not self._route():
@@ -394,6 +412,16 @@ class Orchestrator:
         """The agents that only verify; with changers, they start on their integrated work."""
         return [a for a in self.agents if a.verifier]
 
+    def _profile_asked(self) -> RepoProfile:
+        """The run's profile with plain python3's answer, once it is in (the agents'
+        drivers keep the profile they were given: only check_profile reads that answer,
+        and it asks for itself)."""
+        if self._asking is not None:
+            self.profile = self.report.repo_profile = self._asking.result()
+            self._asking = None
+        assert self.profile is not None
+        return self.profile
+
     def _check_environment(self, tree: Path) -> None:
         """Prove before any agent starts that the run's checks can run: every shell
         check's program is installed, and when the checks include the repository's tests,
@@ -413,7 +441,7 @@ class Orchestrator:
         tests = [c for c in checks if c.kind == "tests"]
         if not tests:
             return
-        problems = check_profile(self.profile, tree, collect=False)
+        problems = check_profile(self._profile_asked(), tree, collect=False)
         if not problems:
             problems = self._collect_base(tree, tests)
         if problems:
