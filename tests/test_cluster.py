@@ -664,13 +664,17 @@ def test_a_workflow_runs_twelve_tasks_six_at_once_across_the_nodes(
     from agentos.workflows.store import TaskStatus, WorkflowStore
 
     # Each task's agent waits, once started, until the test lets it go: the test does so
-    # once six wait at once (two on each node), then lets every later one go at once.
+    # once six wait at once (two on each node), then lets every later one go at once. The
+    # agent stops saying it waits, then, after a touch of `go` already under way has landed,
+    # removes it for good (a `go` made after its commit would not be the tree its gate
+    # judged).
     add_agent(
         driver,
         tmp_path,
         "scribe",
         'touch "waiting-$AGENTOS_TASK_ID"\n'
-        'until [ -e go ]; do sleep 0.05; done\nrm go "waiting-$AGENTOS_TASK_ID"\n'
+        'until [ -e go ]; do sleep 0.05; done\nrm "waiting-$AGENTOS_TASK_ID"\n'
+        "sleep 0.5\nrm -f go\n"
         'echo "$AGENTOS_WORKTREE" > "out-$AGENTOS_TASK_ID.txt"\n',
     )
     workflow = WorkflowDefinition.model_validate(
