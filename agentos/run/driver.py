@@ -43,7 +43,9 @@ from agentos.workspace.layout import Workspace
 from agentos.worktrees import repo as wt
 from agentos.worktrees.guard import GitGuard, restore_git_admin
 
-POLL = 0.05
+# Seconds between looks for an attempt's exit: from FIRST_POLL, doubled up to POLL, so that a
+# short attempt is seen ending within milliseconds and a long one costs 20 looks a second.
+FIRST_POLL, POLL = 0.002, 0.05
 # Caches a gate run leaves are not worth telling an agent about.
 _CACHE = re.compile(r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache)(/|$)|\.pyc$")
 SESSION_CHECK_EVERY = 0.5
@@ -403,6 +405,7 @@ class AgentDriver:
         once) or its budget (137)."""
         deadline = time.monotonic() + agent.manifest.timeout
         next_session_check = time.monotonic() + SESSION_CHECK_EVERY
+        pause = FIRST_POLL
         while True:
             code = agent.files.exit_code()
             if code is not None:
@@ -425,7 +428,8 @@ class AgentDriver:
                 if not self.ctx.sessions.exists(agent.session):
                     code = agent.files.exit_code()
                     return code if code is not None else 137  # died without a status
-            time.sleep(POLL)
+            time.sleep(pause)
+            pause = min(pause * 2, POLL)
 
     def feedback(self, agent: AgentState) -> str:
         """What its next attempt is told of this one: the gate's failures, and its output
