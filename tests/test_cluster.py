@@ -664,17 +664,15 @@ def test_a_workflow_runs_twelve_tasks_six_at_once_across_the_nodes(
     from agentos.workflows.store import TaskStatus, WorkflowStore
 
     # Each task's agent waits, once started, until the test lets it go: the test does so
-    # once six wait at once (two on each node), then lets every later one go at once. The
-    # agent stops saying it waits, then, after a touch of `go` already under way has landed,
-    # removes it for good (a `go` made after its commit would not be the tree its gate
+    # once six wait at once (two on each node), then lets every later one go at once, each
+    # once (a `go` made again after the agent took it would not be in the tree its gate
     # judged).
     add_agent(
         driver,
         tmp_path,
         "scribe",
         'touch "waiting-$AGENTOS_TASK_ID"\n'
-        'until [ -e go ]; do sleep 0.05; done\nrm "waiting-$AGENTOS_TASK_ID"\n'
-        "sleep 0.5\nrm -f go\n"
+        'until [ -e go ]; do sleep 0.05; done\nrm go "waiting-$AGENTOS_TASK_ID"\n'
         'echo "$AGENTOS_WORKTREE" > "out-$AGENTOS_TASK_ID.txt"\n',
     )
     workflow = WorkflowDefinition.model_validate(
@@ -702,9 +700,13 @@ def test_a_workflow_runs_twelve_tasks_six_at_once_across_the_nodes(
             most.append(len(six))
             assert sorted({nodes.of(w) for w in six}) == ["a", "b", "c"]
         finally:
+            released: set[str] = set()
             while not done.is_set():
                 for w in waiting():
-                    (w / "go").touch()
+                    for mark in w.glob("waiting-*"):
+                        if str(mark) not in released:
+                            released.add(str(mark))
+                            (w / "go").touch()
                 done.wait(0.1)
 
     releaser = threading.Thread(target=release)

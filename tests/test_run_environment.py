@@ -191,3 +191,53 @@ def test_a_run_without_tests_to_run_still_reports_what_python3_answered(
     assert report["status"] == "succeeded"
     (problem,) = report["repo_profile"]["problems"]
     assert problem.startswith(f"pytest is not installed for {venv / 'bin' / 'python3'}:")
+
+
+def test_a_settings_test_left_blank_still_asks_python3(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`test:` with no value is no test command: the detected one stands, and so does
+    what python3 answers about it."""
+    from agentos.gate.repo import repo_profile
+
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n", ".agentos.yaml": "test:\n"})
+
+    later = repo_profile(ws, repo, ask=False)
+
+    assert later.test == "python3 -m pytest -q" and later.unasked
+    assert any(p.startswith("pytest is not installed for") for p in repo_profile(ws, repo).problems)
+
+
+def test_a_run_routes_without_waiting_for_python3s_answer(
+    ws: Workspace, tmp_path: Path, fixer: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The question starts the interpreter (~100 ms for pyenv's script): the run routes and
+    sets its agent up meanwhile. Here python3 answers once the agent has started, or after
+    5 s saying it waited in vain (a run that waited for its answer first)."""
+    from agentos.run.orchestrator import start_run
+
+    started, in_vain = tmp_path / "agent-started", tmp_path / "waited-in-vain"
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "python3").write_text(
+        f"#!/bin/sh\ni=0\nwhile [ ! -e {started} ]; do\n"
+        f"  i=$((i + 1)); if [ $i -gt 250 ]; then touch {in_vain}; break; fi\n"
+        "  sleep 0.02\ndone\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    (shim / "python3").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
+
+    def seen(event: object) -> None:
+        if "started in tmux session" in str(getattr(event, "message", "")):
+            started.touch()
+
+    report = start_run(ws, "fixer-task", repo, force=True, on_event=seen)
+
+    assert report.status == "succeeded", report.message
+    assert started.exists() and not in_vain.exists()
+    assert report.repo_profile is not None and not report.repo_profile.unasked

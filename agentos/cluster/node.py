@@ -704,7 +704,7 @@ def node_profile(ws: NodeWorkspace, cache: Path, spec: AttemptSpec, node: NodeIn
     if driver.venv is None:
         # No environment of the repository's own: the interpreter on PATH, as at the driver.
         python = driver.python if driver.python and driver.python.exists() else None
-        return replace(driver, repo=cache, python=python, problems=())
+        return replace(driver, repo=cache, python=python, problems=(), unasked=False)
     named = ws.node.environments.get(spec.repo.name)
     if named:
         venv = Path(named).expanduser()
@@ -727,6 +727,7 @@ def node_profile(ws: NodeWorkspace, cache: Path, spec: AttemptSpec, node: NodeIn
         test=test,
         reasons=(*driver.reasons, f"environment: {how}"),
         problems=(),
+        unasked=False,  # the node's problems are found by collecting there, as before
     )
 
 

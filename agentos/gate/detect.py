@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 import tomllib
 from collections.abc import Mapping
@@ -385,7 +386,7 @@ def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
             kept.pop(next(iter(kept)))
         with suppress(OSError):  # a cache: no fsync, a torn file is asked again
             cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = cache_dir / f".{_ANSWERS}.{os.getpid()}.tmp"
+            tmp = cache_dir / f".{_ANSWERS}.{os.getpid()}.{threading.get_ident()}.tmp"
             tmp.write_text(json.dumps(kept), encoding="utf-8")
             os.replace(tmp, cache_dir / _ANSWERS)
     return found

@@ -260,6 +260,7 @@ def repo_profile(
         reasons.append(f"python from {python_from}: {python}")
     found = detect(repo, os.environ, python, ws.state_dir / "cache", ask=ask)
     test, test_from = pick("test")
+    own_test = bool(test)  # a test command of the settings' own (a blank one is none)
     tool, runner, problems = found.tool, found.runner, list(found.problems)
     if test:
         reasons.append(f"test command from {test_from}")
@@ -306,7 +307,7 @@ def repo_profile(
         problems=tuple(problems),
         runner=runner,
         settings_file=settings_file,
-        unasked=found.unasked and not test_from,  # a test command set: nothing to ask
+        unasked=found.unasked and not own_test,  # its own command: nothing to ask
     )
 
 

@@ -208,10 +208,11 @@ class Orchestrator:
             ):
                 self._run()
         except (Cancelled, KeyboardInterrupt):
-            self._finish(
-                RunStatus.CANCELLED,
-                "the run was cancelled; agents' work is kept on their branches",
-            )
+            if self.report.status in ACTIVE:  # a cancel after the run ended changes nothing
+                self._finish(
+                    RunStatus.CANCELLED,
+                    "the run was cancelled; agents' work is kept on their branches",
+                )
         except StateUnavailable as exc:  # lost mid-run: the run still ends, and says so
             self._lose(exc)
         except AgentOSError as exc:
@@ -229,11 +230,18 @@ class Orchestrator:
     def _run(self) -> None:
         # Whether a plain python3 has pytest (asking starts it: ~100 ms where its answer
         # cannot be kept) changes a problem, never the command: it is asked beside the
-        # run, and waited for only where the tests must run (or at the end, for the report).
-        with ThreadPoolExecutor(max_workers=1) as asking:
+        # run, and waited for where the tests must run, before the merge, and at the end of
+        # a run that stopped early, for the report. A run that is cancelled or fails takes
+        # the answer only if it is in: it never waits for an interpreter.
+        asking = ThreadPoolExecutor(max_workers=1)
+        try:
             self._steps(asking)
-            if self.profile is not None:  # a run stopped before it knew how to test has none
+            if self._asking is not None:
                 self._profile_asked()
+        finally:
+            if self._asking is not None and self._asking.done() and not self._asking.exception():
+                self._profile_asked()
+            asking.shutdown(wait=False, cancel_futures=True)
 
     def _steps(self, asking: ThreadPoolExecutor) -> None:
         # What does not depend on each other runs side by side: how the repository is
@@ -271,6 +279,7 @@ class Orchestrator:
             )
         self._store_gate()
         self._drive_all(context)
+        self._profile_asked()  # in long since: the run's report is complete before it ends
         if not all(a.status is AgentStatus.PASSED for a in self.agents):
             failed = ", ".join(
                 f"{a.name} ({a.status})" for a in self.agents if a.status is not AgentStatus.PASSED

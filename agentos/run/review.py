@@ -182,7 +182,7 @@ def integration_gate(
         from agentos.gate.results import write_gate_receipt
         from agentos.gate.runner import run_gate, run_judging
 
-        profile = repo_profile(ws, repo, at=onto)
+        profile = repo_profile(ws, repo, at=onto, ask=False)  # its problems: not read here
         env = gate_environment(profile, tree)
         result = run_gate(
             list(spec.checks),
