@@ -492,7 +492,7 @@ def test_cancelling_a_detached_run_reaches_its_remote_agent_which_tears_down_the
     ((agent, status),) = [(a.agent, a.status) for a in store.get(run_id).agents]
     assert (agent, status in ("cancelled", "aborted")) == ("patient", True), status
     assert RunStore(driver).get(run_id).status == "cancelled"
-    assert reaper_sockets() == []
+    wait_until(lambda: reaper_sockets() == [], timeout=30, what="its tmux server ended")
 
 
 def test_the_guardian_on_a_node_nudges_a_quiet_remote_agent_and_the_driver_records_it(

@@ -73,7 +73,10 @@ def create(repo: Path, ref: str, left_out: Iterable[str] = ()) -> Outgoing:
             left = ()
             result = wt.git_result(repo, "bundle", "create", "-q", str(out), ref, check=False)
         if result.returncode != 0:
-            raise OperationFailed(f"git bundle create failed in {repo}: {result.stderr.strip()}")
+            said = (result.stderr or result.stdout).strip() or "(nothing on stderr or stdout)"
+            raise OperationFailed(
+                f"git bundle create {ref} failed in {repo} (exit {result.returncode}): {said}"
+            )
         return Outgoing(out.read_bytes(), ref, tip, left)
 
 

@@ -374,7 +374,8 @@ class RayDispatch:
         with self.bundling:
             if start not in self.outgoing:
                 clock = time.monotonic()
-                out = bundles.create(self.ctx.repo, ref, self.known.common())
+                with wt.repo_lock(self.ctx.repo):  # see _commits_back
+                    out = bundles.create(self.ctx.repo, ref, self.known.common())
                 self.outgoing[start] = (out, self.ray.put(out.data))
                 self._time("bundle out", time.monotonic() - clock)
                 self._time("bundle out bytes", float(len(out.data)))
@@ -383,7 +384,8 @@ class RayDispatch:
     def _full(self, start: str, ref: str) -> Any:
         with self.bundling:
             if start not in self.full:
-                out = bundles.create(self.ctx.repo, ref)
+                with wt.repo_lock(self.ctx.repo):  # see _commits_back
+                    out = bundles.create(self.ctx.repo, ref)
                 self.full[start] = self.ray.put(out.data)
             return self.full[start]
 
@@ -478,7 +480,12 @@ class RayDispatch:
         if not result.bundle or not result.ref.startswith("refs/heads/agentos/"):
             raise VerifyFailed(f"no bundle of {result.head}")
         try:
-            fetched = bundles.unbundle(self.ctx.repo, result.bundle).get(result.ref)
+            # Git reads every ref while it checks a bundle, the HEAD of every worktree too: a
+            # worktree another run of this repository is adding (its merge's) has a HEAD
+            # that is not yet a commit ("bad object worktrees/_merge/HEAD"), so bundles are
+            # made and taken while the repository is held, as worktrees are added.
+            with wt.repo_lock(self.ctx.repo):
+                fetched = bundles.unbundle(self.ctx.repo, result.bundle).get(result.ref)
         except AgentOSError as exc:
             raise VerifyFailed(f"its bundle could not be taken: {exc}") from None
         if fetched != result.head:

@@ -275,7 +275,9 @@ def run_attempt(
         cache = bundles.cache_clone(cluster_dir(ws) / "repos" / spec.repo.key)
         if not bundles.has_commit(cache, spec.repo.start):
             try:
-                bundles.receive(cache, fetch(spec.repo.bundle[0]), spec.repo.ref, spec.repo.start)
+                data = fetch(spec.repo.bundle[0])
+                with wt.repo_lock(cache):  # the node's other attempts add worktrees here
+                    bundles.receive(cache, data, spec.repo.ref, spec.repo.start)
             except bundles.NeedHistory:
                 return AttemptResult(node, need_history=True)
         timings["received"] = time.monotonic() - clock
@@ -375,7 +377,12 @@ class _Attempt:
         )
         self.lease = cluster_dir(ws) / "leases" / f"{key}.json"
         self.fields: dict[str, Any] | None = None
-        self.done = threading.Event()
+        self.done = threading.Event()  # the attempt is over: its watchers stop
+        # The lease is renewed until the teardown is through (a teardown cut short leaves it
+        # to lapse, and the reaper ends the rest); the lock keeps a renewal from writing it
+        # again after the teardown gave it up.
+        self.torn_down = threading.Event()
+        self.lease_lock = threading.Lock()
 
     def run(self) -> AttemptResult:
         sessions = Sessions(self.ws.root)
@@ -414,7 +421,10 @@ class _Attempt:
             return result
         finally:
             self.done.set()
-            self._teardown(sessions, store)
+            try:
+                self._teardown(sessions, store)
+            finally:
+                self.torn_down.set()
 
     # -- before --------------------------------------------------------------------------
 
@@ -549,17 +559,21 @@ class _Attempt:
         ensure_running(self.lease.parent)
 
     def _renew(self) -> None:
-        """Renew the lease while this worker lives (Ray ends it with the driver's job)."""
+        """Renew the lease while this worker lives (Ray ends it with the driver's job), until
+        its teardown is through."""
         written: int | None = None
-        while not self.done.wait(RENEW):
-            try:
-                if self.agent.pane_pid != written:
-                    written = self.agent.pane_pid
-                    self.lease_data(written).write(self.lease)
-                else:
-                    os.utime(self.lease)
-            except OSError:
-                return
+        while not self.torn_down.wait(RENEW):
+            with self.lease_lock:
+                if self.torn_down.is_set():
+                    return
+                try:
+                    if self.agent.pane_pid != written:
+                        written = self.agent.pane_pid
+                        self.lease_data(written).write(self.lease)
+                    else:
+                        os.utime(self.lease)
+                except OSError:
+                    return
 
     def _watcher(self, sessions: Sessions) -> Callable[[], None]:
         """What watches the agent here: the guardian's cycle the run was handed
@@ -610,7 +624,8 @@ class _Attempt:
         ref = f"refs/heads/{agent.branch}"  # at the commit the gate judged
         if head != spec.repo.start:
             commits = bundles.commits_between(self.cache, spec.repo.start, head)
-            out = bundles.create(self.cache, ref, [spec.repo.start])
+            with wt.repo_lock(self.cache):  # as the driver does (RayDispatch._commits_back)
+                out = bundles.create(self.cache, ref, [spec.repo.start])
             if out.tip != head:
                 raise OperationFailed(f"{ref} moved from {head} to {out.tip} after the gate")
             data = out.data
@@ -677,6 +692,10 @@ class _Attempt:
             shutil.rmtree(
                 self.ws.state_dir / "gate" / self.spec.run_id / agent.name, ignore_errors=True
             )
+        # Only a teardown that went through gives its lease up: one cut short (Ray's second
+        # interrupt, an error) leaves it, and the reaper ends what is left when it lapses.
+        with self.lease_lock:
+            self.torn_down.set()
             self.lease.unlink(missing_ok=True)
 
 
