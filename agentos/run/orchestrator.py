@@ -208,11 +208,10 @@ class Orchestrator:
             ):
                 self._run()
         except (Cancelled, KeyboardInterrupt):
-            if self.report.status in ACTIVE:  # a cancel after the run ended changes nothing
-                self._finish(
-                    RunStatus.CANCELLED,
-                    "the run was cancelled; agents' work is kept on their branches",
-                )
+            self._finish(
+                RunStatus.CANCELLED,
+                "the run was cancelled; agents' work is kept on their branches",
+            )
         except StateUnavailable as exc:  # lost mid-run: the run still ends, and says so
             self._lose(exc)
         except AgentOSError as exc:
