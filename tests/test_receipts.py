@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import hmac
@@ -212,6 +213,54 @@ def test_a_lost_head_is_rebuilt_from_the_files_by_the_next_writer(ws: Workspace)
     assert verify_chain(ws) == []
 
 
+@pytest.mark.parametrize("sign", [True, False], ids=["signed", "signing-off"])
+def test_the_receipt_after_a_deleted_newest_one_takes_the_next_id_not_its(
+    ws: Workspace, sign: bool
+) -> None:
+    """The head (and the anchor, when receipts are signed), not the files, says which
+    receipt was written last."""
+    ws.settings_file.write_text(
+        f"run: {{guardian: false}}\nreceipts: {{sign: {str(sign).lower()}}}\n"
+    )
+    ws = Workspace(ws.root)
+    chain(ws, 3)
+    _r(ws, 3).unlink()
+    assert write_receipt(ws, "gate", {}).id == "00000004"
+    assert verify_chain(ws) == ["00000003: missing (deleted or renamed)"]
+
+
+def test_a_lost_head_is_rebuilt_from_the_newest_file_not_the_first_gap(ws: Workspace) -> None:
+    """Signing off, so that no anchor says where the chain ends either."""
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {sign: false}\n")
+    ws = Workspace(ws.root)
+    chain(ws, 3)
+    _r(ws, 2).unlink()
+    (ws.receipts_dir / HEAD_FILE).unlink()
+    assert write_receipt(ws, "gate", {}).id == "00000004"
+    assert verify_chain(ws) == ["00000002: missing (deleted or renamed)"]
+
+
+def test_receipts_are_written_on_a_file_system_without_hard_links(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """There a hard link fails (EPERM, as on FAT): each receipt is renamed into place under
+    the chain's lock, and the first signed write still makes the key."""
+
+    def no_hard_links(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    assert chain(ws, 3) == ["00000001", "00000002", "00000003"]
+    assert verify_chain(ws) == []
+    assert sorted(p.name for p in ws.receipts_dir.iterdir()) == [
+        HEAD_FILE,
+        "00000001.txt",
+        "00000002.txt",
+        "00000003.txt",
+    ]
+    assert (ws.state_dir / KEY).stat().st_mode & 0o777 == 0o600
+
+
 def test_a_lost_head_and_a_lost_key_are_both_named_the_head_first(ws: Workspace) -> None:
     chain(ws, 3)
     (ws.receipts_dir / HEAD_FILE).unlink()
@@ -378,6 +427,14 @@ def _rewrite(path: Path, old: str, new: str) -> None:
     path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n{mac}\n")
 
 
+def _rewrite_bytes(path: Path, old: bytes, new: bytes) -> None:
+    """:func:`_rewrite` of bytes that need not be UTF-8."""
+    data = path.read_bytes()
+    mac = data.splitlines()[-1]
+    body = data[: data.rindex(b"sha256: ")].replace(old, new)
+    path.write_bytes(body + f"sha256: {hashlib.sha256(body).hexdigest()}\n".encode() + mac + b"\n")
+
+
 def _swap(a: Path, b: Path) -> None:
     tmp = a.with_suffix(".swap")
     a.rename(tmp)
@@ -505,6 +562,51 @@ TAMPER: list[tuple[str, Callable[[Workspace], object], list[str]]] = [
             "00000002: its signature does not match the workspace's key: forged, or rewritten "
             "with recomputed hashes",
             "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        "a-signed-from-line-naming-receipt-zero",
+        lambda ws: _rewrite(_r(ws, 2), "signed_from: 00000001\n", "signed_from: 00000000\n"),
+        [
+            "00000002: its signed_from line ('00000000') names no receipt: written outside AgentOS",
+            "00000002: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        "a-signed-from-line-naming-a-receipt-without-its-zeros",
+        lambda ws: _rewrite(_r(ws, 2), "signed_from: 00000001\n", "signed_from: 1\n"),
+        [
+            "00000002: its signed_from line ('1') names no receipt: written outside AgentOS",
+            "00000002: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        "a-signed-from-line-that-is-not-utf-8",
+        lambda ws: _rewrite_bytes(_r(ws, 2), b"signed_from: 00000001\n", b"signed_from: \xff\n"),
+        [
+            "00000002: its signed_from line ('\ufffd') names no receipt: written outside AgentOS",
+            "00000002: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        # Its sha256 line alone, naming the sha256 of nothing, which is right: the content
+        # above it is empty, not changed.
+        "emptied-but-for-a-sha256-line",
+        lambda ws: _r(ws, 5).write_text(f"sha256: {hashlib.sha256(b'').hexdigest()}\n"),
+        [
+            "00000005: the file holds receipt '': receipts were moved or reordered",
+            "00000005: changed after it was written (its previous line is gone)",
+            "00000006: does not follow 00000005: one of them was changed, or receipts were "
             "reordered",
         ],
     ),
@@ -796,6 +898,40 @@ def test_the_write_after_a_lost_key_is_refused_until_rekey_which_says_so(
     assert verify_chain(ws) == [
         "00000002: changed after it was written (content does not match its sha256)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("count", "truncated", "signed"),
+    [(1, None, "00000001"), (3, 3, "00000002")],
+    ids=["only-the-first-receipt-signed", "the-newest-unreadable"],
+)
+def test_a_lost_key_and_anchor_are_not_replaced_silently_while_a_signed_receipt_is_left(
+    ws: Workspace, count: int, truncated: int | None, signed: str
+) -> None:
+    """The receipts are looked back through for a signed one down to the first, passing over
+    one whose closing lines are gone."""
+    chain(ws, count)
+    if truncated is not None:
+        _r(ws, truncated).write_text(f"receipt: {receipt_id(truncated)}\n")
+    (ws.state_dir / KEY).unlink()
+    (ws.state_dir / ANCHOR).unlink()
+    with pytest.raises(BadInput) as err:
+        write_receipt(ws, "gate", {})
+    assert f"(receipt {signed} is signed)" in str(err.value)
+    assert len(list_receipts(ws)) == count and not (ws.state_dir / KEY).exists()
+
+
+def test_a_file_named_00000000_is_no_sign_that_receipts_were_signed(ws: Workspace) -> None:
+    """Looking back for a signed receipt stops at receipt 1: ids start there."""
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {sign: false}\n")
+    chain(Workspace(ws.root), 2)
+    body = "receipt: 00000000\nsigned_from: 00000000\nprevious: none\n"
+    sha = hashlib.sha256(body.encode()).hexdigest()
+    _r(ws, 0).write_text(f"{body}sha256: {sha}\nmac: {'0' * 64}\n")
+    ws.settings_file.write_text("run: {guardian: false}\n")
+    ws = Workspace(ws.root)
+    assert write_receipt(ws, "gate", {}).id == "00000003"
+    assert load_receipt(ws, "3").signed_from == "00000003"
 
 
 def test_one_receipt_signed_with_a_lost_key_is_named_alone_not_as_a_span(
