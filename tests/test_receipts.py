@@ -213,6 +213,28 @@ def test_a_lost_head_is_rebuilt_from_the_files_by_the_next_writer(ws: Workspace)
     assert verify_chain(ws) == []
 
 
+def test_a_head_that_is_not_ascii_is_unreadable_and_rebuilt_by_the_next_writer(
+    ws: Workspace,
+) -> None:
+    chain(ws, 3)
+    (ws.receipts_dir / HEAD_FILE).write_bytes(b"00000003 \xff\n")
+    assert verify_chain(ws) == [
+        "00000003: the chain's head (.head) is missing or unreadable, so the newest "
+        "receipts cannot be checked"
+    ]
+    assert write_receipt(ws, "gate", {}).id == "00000004"
+    assert verify_chain(ws) == []
+
+
+def test_only_the_first_256_bytes_of_the_head_are_read(ws: Workspace) -> None:
+    """AgentOS writes 74 (an id, a sha256); what lies beyond 256 bytes is never read."""
+    chain(ws, 3)
+    head = ws.receipts_dir / HEAD_FILE
+    record = head.read_bytes().rstrip(b"\n")
+    head.write_bytes(record.ljust(256) + b"junk\n")
+    assert verify_chain(ws) == []
+
+
 @pytest.mark.parametrize("sign", [True, False], ids=["signed", "signing-off"])
 def test_the_receipt_after_a_deleted_newest_one_takes_the_next_id_not_its(
     ws: Workspace, sign: bool
@@ -358,6 +380,34 @@ def test_verify_reads_the_chain_while_another_reader_holds_it(ws: Workspace) -> 
         reader.start()
         reader.join(timeout=30)
     assert [report.ok for report in done] == [True]
+
+
+def test_a_writer_waits_while_a_verify_holds_the_chain(ws: Workspace) -> None:
+    """Writers take the chain's lock alone."""
+    chain(ws, 1)
+    written: list[str] = []
+    with (ws.receipts_dir / HEAD_FILE).open("rb") as head:
+        fcntl.flock(head, fcntl.LOCK_SH)  # as a verify in progress holds it
+        writer = threading.Thread(
+            target=lambda: written.append(write_receipt(ws, "gate", {}).id), daemon=True
+        )
+        writer.start()
+        writer.join(timeout=1)  # what must not happen: a bounded wait
+        assert written == []
+    writer.join(timeout=30)
+    assert written == ["00000002"]
+
+
+def test_a_head_that_cannot_be_opened_leaves_no_descriptor_open(ws: Workspace) -> None:
+    chain(ws, 1)
+    head = ws.receipts_dir / HEAD_FILE
+    head.unlink()
+    head.symlink_to(HEAD_FILE)  # a link to itself: ELOOP
+    before = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as err:
+        write_receipt(ws, "gate", {})
+    assert err.value.errno == errno.ELOOP
+    assert sorted(os.listdir("/proc/self/fd")) == before
 
 
 def test_the_first_receipt_must_link_to_the_start(ws: Workspace) -> None:
@@ -734,6 +784,23 @@ def test_a_receipt_that_is_not_a_file_never_hangs_or_crashes(ws: Workspace, what
         "00000004: changed after it was written (its closing sha256 line is gone)"
     ]
     assert write_receipt(ws, "gate", {}).id == "00000005"
+    # read as empty: the next receipt links to the sha256 of nothing
+    empty = hashlib.sha256(b"").hexdigest()
+    assert f"\nprevious: 00000004 {empty}\n" in _r(ws, 5).read_text()
+
+
+def test_a_receipt_replaced_by_a_link_to_its_own_bytes_is_not_followed(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """A link is not a receipt, whatever it points at (``O_NOFOLLOW``)."""
+    chain(ws, 3)
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(_r(ws, 2).read_bytes())
+    _r(ws, 2).unlink()
+    _r(ws, 2).symlink_to(copy)
+    assert verify_chain(ws) == [
+        "00000002: changed after it was written (its closing sha256 line is gone)"
+    ]
 
 
 def test_a_tail_rewritten_with_recomputed_hashes_is_named(ws: Workspace) -> None:
@@ -1347,6 +1414,7 @@ def test_receipts_are_readable_by_others_like_any_file(ws: Workspace) -> None:
     finally:
         os.umask(old)
     assert receipt.path.stat().st_mode & 0o777 == 0o644
+    assert (ws.receipts_dir / HEAD_FILE).stat().st_mode & 0o777 == 0o644
 
 
 def test_a_bad_run_id_is_bad_input_not_a_traceback(cli: CliRunner) -> None:
