@@ -213,11 +213,20 @@ def test_a_lost_head_is_rebuilt_from_the_files_by_the_next_writer(ws: Workspace)
     assert verify_chain(ws) == []
 
 
-def test_a_head_that_is_not_ascii_is_unreadable_and_rebuilt_by_the_next_writer(
-    ws: Workspace,
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda record: record.replace(record.split()[1], b"\xff"),
+        lambda record: record.replace(b"00000003", b"three"),
+    ],
+    ids=["not-ascii", "an-id-that-is-not-digits"],
+)
+def test_a_head_spoilt_is_unreadable_and_rebuilt_by_the_next_writer(
+    ws: Workspace, spoil: Callable[[bytes], bytes]
 ) -> None:
     chain(ws, 3)
-    (ws.receipts_dir / HEAD_FILE).write_bytes(b"00000003 \xff\n")
+    head = ws.receipts_dir / HEAD_FILE
+    head.write_bytes(spoil(head.read_bytes()))
     assert verify_chain(ws) == [
         "00000003: the chain's head (.head) is missing or unreadable, so the newest "
         "receipts cannot be checked"
