@@ -29,6 +29,8 @@ from agentos.receipts import (
     HEAD_FILE,
     ChainReport,
     ParsedReceipt,
+    export_key,
+    import_key,
     list_receipts,
     load_receipt,
     parse_receipt,
@@ -1127,6 +1129,106 @@ def test_an_exported_key_imported_into_a_copy_lets_it_verify_macs_and_write(
         "00000004: changed after it was written (AgentOS's record of the newest receipt "
         "holds another sha256)",
     ]
+
+
+def test_a_key_import_says_what_it_did_as_a_dict(ws: Workspace, tmp_path: Path) -> None:
+    chain(ws, 3)
+    exported = tmp_path / "receipts.key"
+    export_key(ws, exported)
+    copy = Workspace(init_workspace(tmp_path / "copy")[0].root)
+    shutil.copytree(ws.receipts_dir, copy.receipts_dir, dirs_exist_ok=True)
+    assert import_key(copy, exported).as_dict() == {
+        "path": str(copy.state_dir / KEY),
+        "first_signed": "00000001",
+        "changed": True,
+        "checked": "00000003",
+    }
+    assert import_key(copy, exported).as_dict() == {
+        "path": str(copy.state_dir / KEY),
+        "first_signed": "00000001",
+        "changed": False,
+        "checked": None,
+    }
+    empty = Workspace(init_workspace(tmp_path / "empty")[0].root)
+    assert import_key(empty, exported).as_dict() == {
+        "path": str(empty.state_dir / KEY),
+        "first_signed": "00000001",
+        "changed": True,
+        "checked": None,
+    }
+    assert not (empty.state_dir / ANCHOR).exists()  # no receipt to anchor
+
+
+def _key_file(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_a_key_file_is_read_up_to_4096_bytes(ws: Workspace, tmp_path: Path) -> None:
+    chain(ws, 1)
+    key = (ws.state_dir / KEY).read_text().strip()  # "HEX 1", no newline
+    (ws.state_dir / KEY).unlink()
+    full = _key_file(tmp_path / "full", key.rjust(4096))
+    assert import_key(ws, full).changed is True
+    (ws.state_dir / KEY).unlink()
+    for source in (_key_file(tmp_path / "long", key.rjust(4097)), Path("/dev/zero")):
+        with pytest.raises(BadInput) as err:
+            import_key(ws, source)
+        assert str(err.value).startswith(f"{source}: is not a receipts key")
+
+
+def test_a_key_import_replaces_an_unreadable_key_and_another_only_with_force(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    chain(ws, 1)
+    exported = tmp_path / "exported.key"
+    export_key(ws, exported)
+    (ws.state_dir / KEY).write_text("spoilt\n")
+    assert import_key(ws, exported).changed is True  # restored, no --force needed
+    other = _key_file(tmp_path / "other.key", f"{'cd' * 32} 1\n")
+    with pytest.raises(BadInput, match="holds another key"):
+        import_key(ws, other)
+    assert (ws.state_dir / KEY).read_text() == exported.read_text()
+    assert import_key(ws, other, force=True).changed is True
+    assert (ws.state_dir / KEY).read_text() == other.read_text()
+
+
+def test_a_key_is_checked_against_the_first_receipt_it_signed(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    chain(ws, 1)
+    (ws.state_dir / KEY).unlink()
+    other = _key_file(tmp_path / "other.key", f"{'cd' * 32} 1\n")
+    with pytest.raises(BadInput, match="receipt 00000001's signature does not match it"):
+        import_key(ws, other)
+
+
+def test_a_key_import_waits_while_a_verify_holds_the_chain(ws: Workspace, tmp_path: Path) -> None:
+    chain(ws, 1)
+    exported = tmp_path / "exported.key"
+    export_key(ws, exported)
+    (ws.state_dir / KEY).unlink()
+    done: list[bool] = []
+    with (ws.receipts_dir / HEAD_FILE).open("rb") as head:
+        fcntl.flock(head, fcntl.LOCK_SH)  # as a verify in progress holds it
+        importer = threading.Thread(
+            target=lambda: done.append(import_key(ws, exported).changed), daemon=True
+        )
+        importer.start()
+        importer.join(timeout=1)  # what must not happen: a bounded wait
+        assert done == []
+    importer.join(timeout=30)
+    assert done == [True]
+
+
+def test_a_key_export_to_a_place_that_cannot_be_written_is_one_line(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    chain(ws, 1)
+    out = tmp_path / "missing" / "receipts.key"
+    with pytest.raises(BadInput) as err:
+        export_key(ws, out)
+    assert str(err.value) == f"{out}: cannot be written: No such file or directory"
 
 
 def test_key_import_and_export_refuse_what_they_should_in_one_line(
