@@ -159,6 +159,9 @@ def run_in_process(
         root.addHandler(printed)
         for fd, to in zip((1, 2), raw, strict=True):
             os.dup2(to.fileno(), fd)
+        # pytest-timeout's timer for the test, when armed: put back with the time it has left
+        outer, _ = signal.getitimer(signal.ITIMER_REAL)
+        started = time.monotonic()
         previous_alarm = signal.signal(signal.SIGALRM, expire)
         signal.setitimer(signal.ITIMER_REAL, timeout)
         timed_out = False
@@ -177,6 +180,9 @@ def run_in_process(
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous_alarm)
+            if outer:
+                left = outer - (time.monotonic() - started)
+                signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
             for fd, keep in zip((1, 2), saved, strict=True):
                 os.dup2(keep, fd)
                 os.close(keep)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import locale
 import os
 import re
 import subprocess
@@ -16,8 +17,8 @@ import pytest
 import yaml
 from conftest import git, make_repo, wait_until, write_package
 
-from agentos.errors import BadInput, NotFound, ValidationFailed
-from agentos.gate.builtin import glob_regex
+from agentos.errors import BadInput, MissingTool, NotFound, ValidationFailed
+from agentos.gate.builtin import file_contains, glob_regex
 from agentos.gate.results import FEEDBACK_FILE, GateResult, gate_receipt_fields, write_feedback
 from agentos.gate.runner import run_gate
 from agentos.gate.selection import collect_checks, select_checks
@@ -485,6 +486,85 @@ def test_a_diff_git_cannot_make_is_bad_input_naming_the_base(repo: Path) -> None
     prefix = f"base: git diff against {base!r} failed: "
     assert str(err.value).startswith(prefix)
     assert "tree" in str(err.value).removeprefix(prefix)  # git's own words, whichever they are
+
+
+def test_a_file_git_cannot_read_is_named_in_the_bad_input_even_when_its_name_is_not_utf_8(
+    repo: Path,
+) -> None:
+    """A tracked file replaced by a FIFO: git names it in its error, in the name's own bytes,
+    which the message carries as U+FFFD."""
+    name = os.fsdecode(b"caf\xe9.txt")
+    (repo / name).write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a name that is not UTF-8")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / name).unlink()
+    os.mkfifo(repo / name)
+    with pytest.raises(BadInput) as err:
+        run_gate([check(name="size", max_diff_lines=1)], repo)
+    prefix = f"base: git diff against {base!r} failed: "
+    assert str(err.value).startswith(prefix)
+    assert "caf\ufffd.txt" in str(err.value).removeprefix(prefix)
+
+
+def test_a_range_of_commits_is_not_a_base(repo: Path) -> None:
+    with pytest.raises(BadInput) as err:
+        run_gate([check(name="size", max_diff_lines=1)], repo, base="HEAD..HEAD")
+    assert str(err.value) == f"base: 'HEAD..HEAD' is not a commit in {repo}"
+
+
+def test_diff_checks_without_git_on_the_path_say_that_git_is_needed(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(MissingTool) as err:
+        run_gate([check(name="size", max_diff_lines=1)], repo)
+    assert str(err.value) == "git is needed for diff checks and is not on PATH"
+
+
+def test_git_reads_nothing_from_the_gates_stdin(repo: Path, tmp_path: Path) -> None:
+    """A hook the worktree's git runs (here core.fsmonitor, which ``ls-files`` calls) gets
+    /dev/null, not what was typed to whoever started the gate."""
+    read = tmp_path / "the hook read"
+    hook = tmp_path / "hook"
+    hook.write_text(f"#!/bin/sh\ncat >> '{read}'\nexit 1\n")
+    hook.chmod(0o755)
+    git(repo, "config", "core.fsmonitor", str(hook))
+    typed, typing = os.pipe()
+    os.write(typing, b"typed at the terminal\n")
+    os.close(typing)
+    saved = os.dup(0)
+    os.dup2(typed, 0)
+    try:
+        run_gate([check(name="size", max_diff_lines=1)], repo)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(typed)
+    assert read.read_bytes() == b""
+
+
+def test_a_pattern_that_cannot_be_matched_fails_the_check(repo: Path) -> None:
+    """Check specs refuse such a pattern when they load; one built otherwise still fails
+    with the reason, not an exception."""
+    outcome = file_contains(repo, "README.md", "(unclosed")
+    assert outcome.passed is False
+    assert outcome.tail.startswith("/(unclosed/ cannot be matched: ")
+    assert outcome.tail.removeprefix("/(unclosed/ cannot be matched: ") != "\n"
+
+
+def test_a_file_is_read_as_utf_8_whatever_the_locale(repo: Path) -> None:
+    (repo / "notes.txt").write_text("café\n", encoding="utf-8")
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # ASCII: é would read as two U+FFFD
+    try:
+        tails = _tails(
+            repo, check(name="c", file_contains={"path": "notes.txt", "pattern": "^café$"})
+        )
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert tails == [(True, "/^café$/ matches notes.txt at line 1\n")]
 
 
 def test_only_agentos_files_at_the_top_are_left_out_of_the_diff(repo: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import hmac
@@ -28,6 +29,8 @@ from agentos.receipts import (
     HEAD_FILE,
     ChainReport,
     ParsedReceipt,
+    export_key,
+    import_key,
     list_receipts,
     load_receipt,
     parse_receipt,
@@ -212,6 +215,85 @@ def test_a_lost_head_is_rebuilt_from_the_files_by_the_next_writer(ws: Workspace)
     assert verify_chain(ws) == []
 
 
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda record: record.replace(record.split()[1], b"\xff"),
+        lambda record: record.replace(b"00000003", b"three"),
+    ],
+    ids=["not-ascii", "an-id-that-is-not-digits"],
+)
+def test_a_head_spoilt_is_unreadable_and_rebuilt_by_the_next_writer(
+    ws: Workspace, spoil: Callable[[bytes], bytes]
+) -> None:
+    chain(ws, 3)
+    head = ws.receipts_dir / HEAD_FILE
+    head.write_bytes(spoil(head.read_bytes()))
+    assert verify_chain(ws) == [
+        "00000003: the chain's head (.head) is missing or unreadable, so the newest "
+        "receipts cannot be checked"
+    ]
+    assert write_receipt(ws, "gate", {}).id == "00000004"
+    assert verify_chain(ws) == []
+
+
+def test_only_the_first_256_bytes_of_the_head_are_read(ws: Workspace) -> None:
+    """AgentOS writes 74 (an id, a sha256); what lies beyond 256 bytes is never read."""
+    chain(ws, 3)
+    head = ws.receipts_dir / HEAD_FILE
+    record = head.read_bytes().rstrip(b"\n")
+    head.write_bytes(record.ljust(256) + b"junk\n")
+    assert verify_chain(ws) == []
+
+
+@pytest.mark.parametrize("sign", [True, False], ids=["signed", "signing-off"])
+def test_the_receipt_after_a_deleted_newest_one_takes_the_next_id_not_its(
+    ws: Workspace, sign: bool
+) -> None:
+    """The head (and the anchor, when receipts are signed), not the files, says which
+    receipt was written last."""
+    ws.settings_file.write_text(
+        f"run: {{guardian: false}}\nreceipts: {{sign: {str(sign).lower()}}}\n"
+    )
+    ws = Workspace(ws.root)
+    chain(ws, 3)
+    _r(ws, 3).unlink()
+    assert write_receipt(ws, "gate", {}).id == "00000004"
+    assert verify_chain(ws) == ["00000003: missing (deleted or renamed)"]
+
+
+def test_a_lost_head_is_rebuilt_from_the_newest_file_not_the_first_gap(ws: Workspace) -> None:
+    """Signing off, so that no anchor says where the chain ends either."""
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {sign: false}\n")
+    ws = Workspace(ws.root)
+    chain(ws, 3)
+    _r(ws, 2).unlink()
+    (ws.receipts_dir / HEAD_FILE).unlink()
+    assert write_receipt(ws, "gate", {}).id == "00000004"
+    assert verify_chain(ws) == ["00000002: missing (deleted or renamed)"]
+
+
+def test_receipts_are_written_on_a_file_system_without_hard_links(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """There a hard link fails (EPERM, as on FAT): each receipt is renamed into place under
+    the chain's lock, and the first signed write still makes the key."""
+
+    def no_hard_links(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    assert chain(ws, 3) == ["00000001", "00000002", "00000003"]
+    assert verify_chain(ws) == []
+    assert sorted(p.name for p in ws.receipts_dir.iterdir()) == [
+        HEAD_FILE,
+        "00000001.txt",
+        "00000002.txt",
+        "00000003.txt",
+    ]
+    assert (ws.state_dir / KEY).stat().st_mode & 0o777 == 0o600
+
+
 def test_a_lost_head_and_a_lost_key_are_both_named_the_head_first(ws: Workspace) -> None:
     chain(ws, 3)
     (ws.receipts_dir / HEAD_FILE).unlink()
@@ -311,6 +393,34 @@ def test_verify_reads_the_chain_while_another_reader_holds_it(ws: Workspace) -> 
     assert [report.ok for report in done] == [True]
 
 
+def test_a_writer_waits_while_a_verify_holds_the_chain(ws: Workspace) -> None:
+    """Writers take the chain's lock alone."""
+    chain(ws, 1)
+    written: list[str] = []
+    with (ws.receipts_dir / HEAD_FILE).open("rb") as head:
+        fcntl.flock(head, fcntl.LOCK_SH)  # as a verify in progress holds it
+        writer = threading.Thread(
+            target=lambda: written.append(write_receipt(ws, "gate", {}).id), daemon=True
+        )
+        writer.start()
+        writer.join(timeout=1)  # what must not happen: a bounded wait
+        assert written == []
+    writer.join(timeout=30)
+    assert written == ["00000002"]
+
+
+def test_a_head_that_cannot_be_opened_leaves_no_descriptor_open(ws: Workspace) -> None:
+    chain(ws, 1)
+    head = ws.receipts_dir / HEAD_FILE
+    head.unlink()
+    head.symlink_to(HEAD_FILE)  # a link to itself: ELOOP
+    before = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as err:
+        write_receipt(ws, "gate", {})
+    assert err.value.errno == errno.ELOOP
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
 def test_the_first_receipt_must_link_to_the_start(ws: Workspace) -> None:
     chain(ws, 3)
     text = _r(ws, 1).read_text()
@@ -376,6 +486,14 @@ def _rewrite(path: Path, old: str, new: str) -> None:
     mac = text.splitlines()[-1]
     body = text[: text.rindex("sha256: ")].replace(old, new)
     path.write_text(body + f"sha256: {hashlib.sha256(body.encode()).hexdigest()}\n{mac}\n")
+
+
+def _rewrite_bytes(path: Path, old: bytes, new: bytes) -> None:
+    """:func:`_rewrite` of bytes that need not be UTF-8."""
+    data = path.read_bytes()
+    mac = data.splitlines()[-1]
+    body = data[: data.rindex(b"sha256: ")].replace(old, new)
+    path.write_bytes(body + f"sha256: {hashlib.sha256(body).hexdigest()}\n".encode() + mac + b"\n")
 
 
 def _swap(a: Path, b: Path) -> None:
@@ -509,6 +627,51 @@ TAMPER: list[tuple[str, Callable[[Workspace], object], list[str]]] = [
         ],
     ),
     (
+        "a-signed-from-line-naming-receipt-zero",
+        lambda ws: _rewrite(_r(ws, 2), "signed_from: 00000001\n", "signed_from: 00000000\n"),
+        [
+            "00000002: its signed_from line ('00000000') names no receipt: written outside AgentOS",
+            "00000002: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        "a-signed-from-line-naming-a-receipt-without-its-zeros",
+        lambda ws: _rewrite(_r(ws, 2), "signed_from: 00000001\n", "signed_from: 1\n"),
+        [
+            "00000002: its signed_from line ('1') names no receipt: written outside AgentOS",
+            "00000002: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        "a-signed-from-line-that-is-not-utf-8",
+        lambda ws: _rewrite_bytes(_r(ws, 2), b"signed_from: 00000001\n", b"signed_from: \xff\n"),
+        [
+            "00000002: its signed_from line ('\ufffd') names no receipt: written outside AgentOS",
+            "00000002: its signature does not match the workspace's key: forged, or rewritten "
+            "with recomputed hashes",
+            "00000003: does not follow 00000002: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
+        # Its sha256 line alone, naming the sha256 of nothing, which is right: the content
+        # above it is empty, not changed.
+        "emptied-but-for-a-sha256-line",
+        lambda ws: _r(ws, 5).write_text(f"sha256: {hashlib.sha256(b'').hexdigest()}\n"),
+        [
+            "00000005: the file holds receipt '': receipts were moved or reordered",
+            "00000005: changed after it was written (its previous line is gone)",
+            "00000006: does not follow 00000005: one of them was changed, or receipts were "
+            "reordered",
+        ],
+    ),
+    (
         # Not intact: judged for that alone, not for the mac its new sha256 cannot match.
         "drop-the-previous-line-rehashed-keeping-the-mac",
         lambda ws: _drop_the_previous_line_rehash_and_keep_the_mac(_r(ws, 2)),
@@ -632,6 +795,23 @@ def test_a_receipt_that_is_not_a_file_never_hangs_or_crashes(ws: Workspace, what
         "00000004: changed after it was written (its closing sha256 line is gone)"
     ]
     assert write_receipt(ws, "gate", {}).id == "00000005"
+    # read as empty: the next receipt links to the sha256 of nothing
+    empty = hashlib.sha256(b"").hexdigest()
+    assert f"\nprevious: 00000004 {empty}\n" in _r(ws, 5).read_text()
+
+
+def test_a_receipt_replaced_by_a_link_to_its_own_bytes_is_not_followed(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """A link is not a receipt, whatever it points at (``O_NOFOLLOW``)."""
+    chain(ws, 3)
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(_r(ws, 2).read_bytes())
+    _r(ws, 2).unlink()
+    _r(ws, 2).symlink_to(copy)
+    assert verify_chain(ws) == [
+        "00000002: changed after it was written (its closing sha256 line is gone)"
+    ]
 
 
 def test_a_tail_rewritten_with_recomputed_hashes_is_named(ws: Workspace) -> None:
@@ -798,6 +978,40 @@ def test_the_write_after_a_lost_key_is_refused_until_rekey_which_says_so(
     ]
 
 
+@pytest.mark.parametrize(
+    ("count", "truncated", "signed"),
+    [(1, None, "00000001"), (3, 3, "00000002")],
+    ids=["only-the-first-receipt-signed", "the-newest-unreadable"],
+)
+def test_a_lost_key_and_anchor_are_not_replaced_silently_while_a_signed_receipt_is_left(
+    ws: Workspace, count: int, truncated: int | None, signed: str
+) -> None:
+    """The receipts are looked back through for a signed one down to the first, passing over
+    one whose closing lines are gone."""
+    chain(ws, count)
+    if truncated is not None:
+        _r(ws, truncated).write_text(f"receipt: {receipt_id(truncated)}\n")
+    (ws.state_dir / KEY).unlink()
+    (ws.state_dir / ANCHOR).unlink()
+    with pytest.raises(BadInput) as err:
+        write_receipt(ws, "gate", {})
+    assert f"(receipt {signed} is signed)" in str(err.value)
+    assert len(list_receipts(ws)) == count and not (ws.state_dir / KEY).exists()
+
+
+def test_a_file_named_00000000_is_no_sign_that_receipts_were_signed(ws: Workspace) -> None:
+    """Looking back for a signed receipt stops at receipt 1: ids start there."""
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {sign: false}\n")
+    chain(Workspace(ws.root), 2)
+    body = "receipt: 00000000\nsigned_from: 00000000\nprevious: none\n"
+    sha = hashlib.sha256(body.encode()).hexdigest()
+    _r(ws, 0).write_text(f"{body}sha256: {sha}\nmac: {'0' * 64}\n")
+    ws.settings_file.write_text("run: {guardian: false}\n")
+    ws = Workspace(ws.root)
+    assert write_receipt(ws, "gate", {}).id == "00000003"
+    assert load_receipt(ws, "3").signed_from == "00000003"
+
+
 def test_one_receipt_signed_with_a_lost_key_is_named_alone_not_as_a_span(
     cli: CliRunner, ws: Workspace
 ) -> None:
@@ -915,6 +1129,106 @@ def test_an_exported_key_imported_into_a_copy_lets_it_verify_macs_and_write(
         "00000004: changed after it was written (AgentOS's record of the newest receipt "
         "holds another sha256)",
     ]
+
+
+def test_a_key_import_says_what_it_did_as_a_dict(ws: Workspace, tmp_path: Path) -> None:
+    chain(ws, 3)
+    exported = tmp_path / "receipts.key"
+    export_key(ws, exported)
+    copy = Workspace(init_workspace(tmp_path / "copy")[0].root)
+    shutil.copytree(ws.receipts_dir, copy.receipts_dir, dirs_exist_ok=True)
+    assert import_key(copy, exported).as_dict() == {
+        "path": str(copy.state_dir / KEY),
+        "first_signed": "00000001",
+        "changed": True,
+        "checked": "00000003",
+    }
+    assert import_key(copy, exported).as_dict() == {
+        "path": str(copy.state_dir / KEY),
+        "first_signed": "00000001",
+        "changed": False,
+        "checked": None,
+    }
+    empty = Workspace(init_workspace(tmp_path / "empty")[0].root)
+    assert import_key(empty, exported).as_dict() == {
+        "path": str(empty.state_dir / KEY),
+        "first_signed": "00000001",
+        "changed": True,
+        "checked": None,
+    }
+    assert not (empty.state_dir / ANCHOR).exists()  # no receipt to anchor
+
+
+def _key_file(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_a_key_file_is_read_up_to_4096_bytes(ws: Workspace, tmp_path: Path) -> None:
+    chain(ws, 1)
+    key = (ws.state_dir / KEY).read_text().strip()  # "HEX 1", no newline
+    (ws.state_dir / KEY).unlink()
+    full = _key_file(tmp_path / "full", key.rjust(4096))
+    assert import_key(ws, full).changed is True
+    (ws.state_dir / KEY).unlink()
+    for source in (_key_file(tmp_path / "long", key.rjust(4097)), Path("/dev/zero")):
+        with pytest.raises(BadInput) as err:
+            import_key(ws, source)
+        assert str(err.value).startswith(f"{source}: is not a receipts key")
+
+
+def test_a_key_import_replaces_an_unreadable_key_and_another_only_with_force(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    chain(ws, 1)
+    exported = tmp_path / "exported.key"
+    export_key(ws, exported)
+    (ws.state_dir / KEY).write_text("spoilt\n")
+    assert import_key(ws, exported).changed is True  # restored, no --force needed
+    other = _key_file(tmp_path / "other.key", f"{'cd' * 32} 1\n")
+    with pytest.raises(BadInput, match="holds another key"):
+        import_key(ws, other)
+    assert (ws.state_dir / KEY).read_text() == exported.read_text()
+    assert import_key(ws, other, force=True).changed is True
+    assert (ws.state_dir / KEY).read_text() == other.read_text()
+
+
+def test_a_key_is_checked_against_the_first_receipt_it_signed(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    chain(ws, 1)
+    (ws.state_dir / KEY).unlink()
+    other = _key_file(tmp_path / "other.key", f"{'cd' * 32} 1\n")
+    with pytest.raises(BadInput, match="receipt 00000001's signature does not match it"):
+        import_key(ws, other)
+
+
+def test_a_key_import_waits_while_a_verify_holds_the_chain(ws: Workspace, tmp_path: Path) -> None:
+    chain(ws, 1)
+    exported = tmp_path / "exported.key"
+    export_key(ws, exported)
+    (ws.state_dir / KEY).unlink()
+    done: list[bool] = []
+    with (ws.receipts_dir / HEAD_FILE).open("rb") as head:
+        fcntl.flock(head, fcntl.LOCK_SH)  # as a verify in progress holds it
+        importer = threading.Thread(
+            target=lambda: done.append(import_key(ws, exported).changed), daemon=True
+        )
+        importer.start()
+        importer.join(timeout=1)  # what must not happen: a bounded wait
+        assert done == []
+    importer.join(timeout=30)
+    assert done == [True]
+
+
+def test_a_key_export_to_a_place_that_cannot_be_written_is_one_line(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    chain(ws, 1)
+    out = tmp_path / "missing" / "receipts.key"
+    with pytest.raises(BadInput) as err:
+        export_key(ws, out)
+    assert str(err.value) == f"{out}: cannot be written: No such file or directory"
 
 
 def test_key_import_and_export_refuse_what_they_should_in_one_line(
@@ -1211,6 +1525,7 @@ def test_receipts_are_readable_by_others_like_any_file(ws: Workspace) -> None:
     finally:
         os.umask(old)
     assert receipt.path.stat().st_mode & 0o777 == 0o644
+    assert (ws.receipts_dir / HEAD_FILE).stat().st_mode & 0o777 == 0o644
 
 
 def test_a_bad_run_id_is_bad_input_not_a_traceback(cli: CliRunner) -> None:

@@ -595,6 +595,10 @@ BAD_HOST_ENTRIES = [
     ("[::1]:0", r"^'\[::1\]:0': '0' is not a port$"),
     ("[::1]]", "is not a host or host:port$"),
     ("[::1]443", "is not a host or host:port$"),
+    ("[::1", "is not a host or host:port$"),  # a bracket that does not close
+    ("[api.example.com", "is not a host or host:port$"),
+    ("api.example.com]", "is not a host or host:port"),  # a bracket outside [v6]
+    ("[[::1]:443", "is not a host or host:port"),
     ("*.", "is not a host or host:port"),
     (".example.com", "is not a host or host:port"),
     ("*.*.example.com", "is not a host or host:port"),

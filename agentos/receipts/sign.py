@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,8 +98,13 @@ def _store_key(state_dir: Path, key: Key, *, replace: bool) -> None:
         if replace:
             os.replace(tmp, state_dir / KEY_FILE)
         else:
-            with suppress(FileExistsError):
+            try:
                 os.link(tmp, state_dir / KEY_FILE)
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links: the chain's lock serialises us
+                if not os.path.lexists(state_dir / KEY_FILE):
+                    os.rename(tmp, state_dir / KEY_FILE)
     finally:
         tmp.unlink(missing_ok=True)
 

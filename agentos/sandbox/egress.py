@@ -42,16 +42,16 @@ def parse_host(entry: str) -> tuple[str, int | None]:
         raise ValueError(f"{entry!r} is not a host or host:port (like api.anthropic.com)")
     host, port = entry, None
     if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
+        host, closed, rest = entry[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ValueError(f"{entry!r} is not a host or host:port")
         if rest:
-            if not rest.startswith(":"):
-                raise ValueError(f"{entry!r} is not a host or host:port")
             port = _port(entry, rest[1:])
     elif entry.count(":") == 1:
         host, _, text = entry.partition(":")
         port = _port(entry, text)
     name = host.removeprefix("*.")
-    if not name or any(c in name for c in "/@?#* \t") or name.startswith("."):
+    if not name or any(c in name for c in "/@?#*[] \t") or name.startswith("."):
         raise ValueError(f"{entry!r} is not a host or host:port (like api.anthropic.com)")
     return host, port
 
