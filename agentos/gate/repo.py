@@ -235,7 +235,7 @@ def repo_profile(
 
     Without ``ask``, a repository tested with plain ``python3`` on PATH is profiled without
     starting it (its answer changes a problem, never the command): the profile is then
-    ``unasked``, and :func:`asked` completes it (a run asks while it sets its agents up)."""
+    ``unasked``, and :func:`asked` completes it (a run asks beside its other steps)."""
     repo = Path(repo).expanduser().resolve()
     if not repo.is_dir():
         raise NotFound(f"{repo} is not a directory", field="repo")
