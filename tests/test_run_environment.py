@@ -32,6 +32,16 @@ def fixer(ws: Workspace, tmp_path: Path) -> None:
     add_agent(ws, tmp_path, "fixer", "echo more >> notes.txt\n")
 
 
+@pytest.fixture
+def bare_python3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The python3 first on PATH: one with nothing installed (a virtual environment without
+    pip), which a repository without an environment of its own is tested with."""
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    return venv / "bin" / "python3"
+
+
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
@@ -111,13 +121,10 @@ def test_a_plain_python3_without_pytest_stops_the_run_before_any_agent(
     cli: CliRunner,
     tmp_path: Path,
     fixer: None,
-    monkeypatch: pytest.MonkeyPatch,
+    bare_python3: Path,
 ) -> None:
     """A repository without an environment is tested with the python3 on PATH: one without
     pytest stops the run before any agent works, naming it and the fix."""
-    venv = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
     repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
 
     out = cli(
@@ -131,7 +138,7 @@ def test_a_plain_python3_without_pytest_stops_the_run_before_any_agent(
 
     assert out.returncode == 2, out.stdout + out.stderr
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
-    expected = f"pytest is not installed for {venv / 'bin' / 'python3'}"
+    expected = f"pytest is not installed for {bare_python3}"
     assert line.startswith(f"error: {repo}: tests: the repository's tests cannot run")
     assert expected in line
     assert not agent_started(ws, "fixer")
@@ -141,23 +148,20 @@ def test_a_plain_python3_without_pytest_stops_the_run_before_any_agent(
 
 
 def test_a_profile_made_without_asking_python3_is_completed_to_the_one_asked_first(
-    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ws: Workspace, tmp_path: Path, bare_python3: Path
 ) -> None:
     """A run profiles the repository without starting plain python3 (its answer changes a
     problem, never the command) and asks it beside the run: the profile it ends with is the
     one asked first, and check_profile asks for itself."""
     from agentos.gate.repo import asked, check_profile, repo_profile
 
-    venv = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
     repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
 
     first = repo_profile(ws, repo)
     later = repo_profile(ws, repo, ask=False)
 
     missing = (
-        f"pytest is not installed for {venv / 'bin' / 'python3'}: create the project's "
+        f"pytest is not installed for {bare_python3}: create the project's "
         "environment (python3 -m venv .venv, then install the project and its test "
         "dependencies into it), or set `python:` or `test:` for it (`repos:` in "
         "agentos.yaml, or .agentos.yaml)"
@@ -177,11 +181,8 @@ def test_a_run_without_tests_to_run_still_reports_what_python3_answered(
     cli: CliRunner,
     tmp_path: Path,
     fixer: None,
-    monkeypatch: pytest.MonkeyPatch,
+    bare_python3: Path,
 ) -> None:
-    venv = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
     repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n"})
 
     out = cli("run", "fixer-task", "--repo", str(repo), "--force", "--json")
@@ -190,19 +191,16 @@ def test_a_run_without_tests_to_run_still_reports_what_python3_answered(
     report = json.loads(out.stdout)
     assert report["status"] == "succeeded"
     (problem,) = report["repo_profile"]["problems"]
-    assert problem.startswith(f"pytest is not installed for {venv / 'bin' / 'python3'}:")
+    assert problem.startswith(f"pytest is not installed for {bare_python3}:")
 
 
 def test_a_settings_test_left_blank_still_asks_python3(
-    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ws: Workspace, tmp_path: Path, bare_python3: Path
 ) -> None:
     """`test:` with no value is no test command: the detected one stands, and so does
     what python3 answers about it."""
     from agentos.gate.repo import repo_profile
 
-    venv = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
     repo = make_repo(tmp_path / "repo", {"notes.txt": "start\n", ".agentos.yaml": "test:\n"})
 
     later = repo_profile(ws, repo, ask=False)
