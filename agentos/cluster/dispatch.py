@@ -46,7 +46,7 @@ from agentos.hub.lock import LockFile
 from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
 from agentos.run.dispatch import DispatchFactory
-from agentos.run.driver import RunContext
+from agentos.run.driver import RunContext, record_ended
 from agentos.run.events import EventKind
 from agentos.run.store import AgentStatus
 from agentos.run.values import AgentState, Cancelled
@@ -174,14 +174,7 @@ class RayDispatch:
                     break
                 feedback = result.feedback
         finally:
-            agent.ended_at = time.time()
-            self.ctx.store.update_agent(
-                self.ctx.run_id,
-                agent.name,
-                status=agent.status,
-                exit_code=agent.exit_code,
-                ended_at=agent.ended_at,
-            )
+            record_ended(self.ctx, agent)
 
     # -- one attempt -------------------------------------------------------------------------
 

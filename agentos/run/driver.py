@@ -79,6 +79,18 @@ class RunContext:
     record_gate: Callable[[dict[str, Any]], str] | None = None
 
 
+def record_ended(ctx: RunContext, agent: AgentState) -> None:
+    """An agent's attempts are over, here or on a node: its end and last status, recorded."""
+    agent.ended_at = time.time()
+    ctx.store.update_agent(
+        ctx.run_id,
+        agent.name,
+        status=agent.status,
+        exit_code=agent.exit_code,
+        ended_at=agent.ended_at,
+    )
+
+
 class AgentDriver:
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -129,14 +141,7 @@ class AgentDriver:
                 if agent.attempts <= retries:
                     atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", self.feedback(agent))
         finally:
-            agent.ended_at = time.time()
-            self.ctx.store.update_agent(
-                self.ctx.run_id,
-                agent.name,
-                status=agent.status,
-                exit_code=agent.exit_code,
-                ended_at=agent.ended_at,
-            )
+            record_ended(self.ctx, agent)
 
     def attempt(self, agent: AgentState) -> None:
         """One attempt, no more (a node of a cluster runs one at a time: agentos.cluster)."""
