@@ -284,6 +284,15 @@ def abstract_socket(cfg: Config) -> Result:
     return True, f"connected to @{cfg['abstract']}"
 
 
+def hidden_socket(cfg: Config) -> Result:
+    """A Unix socket in a hidden directory, as the workspace's fork server of MCP servers
+    listens in the workspace: reached by its path, whatever the network namespace."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(3)
+        s.connect(cfg["hidden_socket"])
+    return True, f"connected to {cfg['hidden_socket']}"
+
+
 def tmux_connect(cfg: Config) -> Result:
     with socket.socket(socket.AF_UNIX) as s:
         s.settimeout(3)
@@ -507,6 +516,7 @@ PROBES: dict[str, Callable[[Config], Result]] = {
     "keyring-user": user_keyring,
     "keyring-session": session_keyring,
     "abstract-socket": abstract_socket,
+    "hidden-socket": hidden_socket,
     "tmux-connect": tmux_connect,
     "tmux-send-keys": tmux_send_keys,
     "tiocsti": tiocsti,

@@ -8,6 +8,9 @@ import contextlib
 import json
 import os
 import socket
+import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +18,11 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import make_repo, wait_until
+from conftest import Lines, make_repo, wait_until
 
 from agentos.hub.manifest import Manifest
 from agentos.receipts import write_receipt
-from agentos.runtimes.agent_tools import AgentToolServer, bridge_argv
+from agentos.runtimes.agent_tools import AgentToolServer, bridge_argv, forkserver_socket
 from agentos.workspace.files import AgentFiles
 from agentos.workspace.layout import Workspace
 
@@ -82,13 +85,6 @@ def test_an_agent_gets_only_the_tools_it_asked_for_and_no_resources_or_completio
     ]
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""
-
-
 _OPENED: list[socket.socket] = []
 
 
@@ -110,6 +106,12 @@ def _connect(files: AgentFiles) -> socket.socket:
         os.close(fd)
     sock.settimeout(10)
     return sock
+
+
+def _peer_pid(sock: socket.socket) -> int:
+    """The pid of the process serving ``sock`` (the kernel's word, not a guess)."""
+    cred = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", cred)[0])
 
 
 def _lines(sock: socket.socket, count: int) -> list[dict[str, Any]]:
@@ -150,19 +152,13 @@ def test_a_message_over_the_limit_ends_the_session(served: AgentFiles) -> None:
 def test_an_agent_that_never_reads_its_answers_stops_being_read(served: AgentFiles) -> None:
     """The server runs outside the agent's limits: its memory must not grow with what the
     agent sends without reading the answers."""
-    (pid,) = [
-        int(p.name)
-        for p in Path("/proc").iterdir()
-        if p.name.isdigit()
-        and str(served.mcp_socket).encode() in _read(p / "cmdline")
-        and b"agentos.mcp_server.agents" in _read(p / "cmdline")
-    ]
+    sock = _connect(served)
+    pid = _peer_pid(sock)
 
     def rss() -> int:
         status = Path(f"/proc/{pid}/status").read_text()
         return int(next(x for x in status.splitlines() if x.startswith("VmRSS")).split()[1])
 
-    sock = _connect(served)
     for message in (
         {"id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
          "capabilities": {}, "clientInfo": {"name": "hostile", "version": "1"}}},
@@ -191,3 +187,189 @@ def test_an_agent_that_never_reads_its_answers_stops_being_read(served: AgentFil
 
     assert sent < 4 << 20  # it stopped taking what it could not answer
     assert grown < 50_000, f"the server grew by {grown} kB"
+
+
+# --- the fork server (agentos.mcp_server.forkserver) -----------------------------------
+
+
+def _agent(ws: Workspace, name: str, tools: list[str]) -> tuple[AgentFiles, Manifest]:
+    files = AgentFiles(ws.state_dir / "runs" / name / "agent", ws.logs_dir / name / "agent.log")
+    files.io.mkdir(parents=True)
+    manifest = Manifest(name="agent", version="1.0.0", description="d", runtime="claude-code",
+                        entry="prompt.md", mcp=tools)  # fmt: skip
+    return files, manifest
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rpartition(")")[2].split()[1])
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _tools_listed(files: AgentFiles) -> list[str]:
+    sock = _connect(files)
+    for message in (
+        {"id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+         "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"method": "notifications/initialized"},
+        {"id": 1, "method": "tools/list"},
+    ):  # fmt: skip
+        sock.sendall(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+    return [t["name"] for t in _lines(sock, 2)[1]["result"]["tools"]]
+
+
+def test_the_agents_of_a_workspace_are_forked_from_one_server_each_with_only_its_tools(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    servers = []
+    try:
+        for name, tools in (("a", ["create_task"]), ("b", ["kb_search"]), ("c", ["create_task"])):
+            files, manifest = _agent(ws, name, tools)
+            server = AgentToolServer.start(ws, repo, manifest, files)
+            assert server is not None
+            servers.append((server, files))
+        for _, files in servers:
+            wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+        pids = [_peer_pid(_connect(files)) for _, files in servers]
+        parents = {_parent(pid) for pid in pids}
+        listed = [_tools_listed(files) for _, files in servers]
+    finally:
+        for server, _ in servers:
+            server.stop()
+
+    assert listed == [["create_task"], ["kb_search"], ["create_task"]]
+    assert len(set(pids)) == 3
+    (forkserver,) = parents  # one server forked all three
+    assert b"agentos.mcp_server.forkserver" in Path(f"/proc/{forkserver}/cmdline").read_bytes()
+    assert all(_gone(pid) for pid in pids)  # stop() returns once each has ended
+    assert not any(files.mcp_socket.exists() for _, files in servers)
+
+
+def test_a_run_killed_takes_its_agents_server_with_it(ws: Workspace, tmp_path: Path) -> None:
+    """The server's life is its connection to the run: SIGKILL the run, the server ends."""
+    repo = make_repo(tmp_path / "repo")
+    files, _ = _agent(ws, "a", ["create_task"])
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from agentos.hub.manifest import Manifest\n"
+        "from agentos.runtimes.agent_tools import AgentToolServer\n"
+        "from agentos.workspace.files import AgentFiles\n"
+        "from agentos.workspace.layout import Workspace\n"
+        "ws, repo, run_dir, log = map(Path, sys.argv[1:])\n"
+        "m = Manifest(name='agent', version='1.0.0', description='d', runtime='claude-code',"
+        " entry='prompt.md', mcp=['create_task'])\n"
+        "server = AgentToolServer.start(Workspace(ws), repo, m, AgentFiles(run_dir, log))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-c", code, str(ws.root), str(repo), str(files.run_dir), str(files.log)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert Lines(run.stdout).next(30) == b"started\n"
+        wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+        pid = _peer_pid(_connect(files))
+        run.kill()
+        run.wait()
+        wait_until(lambda: _gone(pid), timeout=10, what="the server ends with its run")
+    finally:
+        run.kill()
+        run.wait()
+
+
+def test_a_fork_server_whose_code_changed_is_replaced_by_a_new_one(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upgrade (or an edit) of what the fork server imported is never served: the next
+    agent's request finds it stale and a new fork server serves it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("")  # a module every new interpreter imports
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    repo = make_repo(tmp_path / "repo")
+    parents = []
+    for name in ("a", "b", "c"):
+        files, manifest = _agent(ws, name, ["create_task"])
+        server = AgentToolServer.start(ws, repo, manifest, files)
+        assert server is not None
+        try:
+            wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+            parents.append(_parent(_peer_pid(_connect(files))))
+        finally:
+            server.stop()
+        if name == "a":
+            (site / "sitecustomize.py").write_text("# upgraded\n")
+
+    assert parents[0] != parents[1] == parents[2]
+    wait_until(lambda: _gone(parents[0]), timeout=10, what="the stale fork server ends")
+
+
+def test_only_its_own_user_reaches_the_fork_server(ws: Workspace, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    files, manifest = _agent(ws, "a", ["create_task"])
+    server = AgentToolServer.start(ws, repo, manifest, files)
+    assert server is not None
+    server.stop()
+    path = forkserver_socket(ws)
+    path.chmod(0o777)  # past the file's permissions: the server itself must refuse
+    other, _ = _agent(ws, "b", ["create_task"])
+    other.run_dir.chmod(0o777)
+    request = {"workspace": str(ws.root), "repo": str(repo), "socket": str(other.mcp_socket),
+               "outbox": str(other.outbox), "tools": ["create_task"], "env": {},
+               "cwd": "/", "umask": 0o022}  # fmt: skip
+    code = (
+        "import ctypes, json, os, socket, sys\n"
+        "d = os.open(sys.argv[1], os.O_RDONLY)\n"  # opened before the uid is dropped
+        "os.setgid(65534); os.setuid(65534)\n"
+        "ctypes.CDLL(None).prctl(4, 1)\n"  # PR_SET_DUMPABLE: its /proc/self/fd is its own again
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "s.connect(f'/proc/self/fd/{d}/{sys.argv[2]}')\n"
+        "log = os.open('/dev/null', os.O_WRONLY)\n"
+        "socket.send_fds(s, [sys.argv[3].encode() + b'\\n'], [log])\n"
+        "s.settimeout(10)\n"
+        "try:\n"
+        "    print(repr(s.recv(100)))\n"
+        "except ConnectionResetError:\n"  # closed with the request unread
+        "    print(repr(b''))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path.parent), path.name, json.dumps(request)],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "b''\n"  # closed, unanswered
+    assert not other.mcp_socket.exists()
+
+
+def test_an_idle_fork_server_ends_and_so_does_one_whose_socket_is_gone(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+
+    def forkserver_of(name: str) -> int:
+        files, manifest = _agent(ws, name, ["create_task"])
+        server = AgentToolServer.start(ws, repo, manifest, files)
+        assert server is not None
+        try:
+            wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+            return _parent(_peer_pid(_connect(files)))
+        finally:
+            server.stop()
+
+    monkeypatch.setenv("AGENTOS_AGENT_TOOLS_IDLE", "1")
+    idle = forkserver_of("a")
+    wait_until(lambda: _gone(idle), timeout=15, what="the idle fork server ends")
+    monkeypatch.setenv("AGENTOS_AGENT_TOOLS_IDLE", "600")
+    removed = forkserver_of("b")
+    forkserver_socket(ws).unlink()
+    wait_until(lambda: _gone(removed), timeout=15, what="the fork server without its socket ends")

@@ -81,10 +81,15 @@ def cli_env(model: ScriptedModel, **extra: str) -> dict[str, str]:
     return env
 
 
+FORKSERVER = "agentos.mcp_server.forkserver"
+
+
 def left_running(ws: Workspace) -> list[str]:
     """Processes of this test's run still alive: any whose working directory lies in the
     workspace (the CLIs in their worktrees, the relays in their run files) or whose command
-    line names it (the agents' MCP servers and pipes)."""
+    line names it (the agents' MCP servers and pipes). The workspace's fork server of MCP
+    servers outlives runs by design and is not counted; the servers it forked are (they
+    have its command line, and it as their parent)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -92,8 +97,12 @@ def left_running(ws: Workspace) -> list[str]:
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             cwd = os.readlink(entry / "cwd")
-        except OSError:
+            parent = (entry / "stat").read_text().rpartition(")")[2].split()[1]
+            parents_cmdline = Path(f"/proc/{parent}/cmdline").read_bytes()
+        except (OSError, IndexError):
             continue
+        if FORKSERVER in cmdline and FORKSERVER.encode() not in parents_cmdline:
+            continue  # the fork server itself
         if cwd.startswith(str(ws.root)) or str(ws.root) in cmdline:
             found.append(f"{entry.name}: {cmdline[:200]}")
     return found

@@ -80,6 +80,7 @@ def must_work(user: str) -> set[str]:
         "keyring-user",
         "keyring-session",
         "abstract-socket",
+        "hidden-socket",
         "umount-hidden",
     }
     yama = Path("/proc/sys/kernel/yama/ptrace_scope")
@@ -208,6 +209,10 @@ class Lab:
         self.abstract = socket.socket(socket.AF_UNIX)  # as the MCP server's or X11's
         self.abstract.bind(f"\0agentos-escape-{self.id}")
         self.abstract.listen(64)
+        self.hidden_socket = socket.socket(socket.AF_UNIX)  # as the agents' fork server's
+        self.hidden_socket.bind(str(self.hidden / "agent-tools.sock"))
+        (self.hidden / "agent-tools.sock").chmod(0o777)
+        self.hidden_socket.listen(64)
         self.host_pidns = os.readlink("/proc/self/ns/pid")
         self.sides: dict[str, HostSide] = {}
         self.results: dict[tuple[str, str], dict[str, Outcome] | str] = {}
@@ -334,6 +339,7 @@ class Lab:
             "user_key": side.user_key,
             "session_key": f"agentos-escape-session-{tag}",
             "abstract": f"agentos-escape-{self.id}",
+            "hidden_socket": str(self.hidden / "agent-tools.sock"),
             "tmux_socket": side.tmux_socket,
             "tmux_keys": f"agentos-tmux-{tag}",
             "tiocsti_keys": f"echo agentos-tiocsti-{tag}\n",
@@ -441,6 +447,7 @@ class Lab:
             Path(side.tmux_socket).unlink(missing_ok=True)  # (kill-server leaves it)
             subprocess.run(self.probe_argv(user, "key", "drop", side.user_key))
         self.abstract.close()
+        self.hidden_socket.close()
         self.system_file.unlink(missing_ok=True)
 
 

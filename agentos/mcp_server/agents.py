@@ -6,18 +6,19 @@ package did not ask for; ``create_task``, ``submit_result`` and ``save_memory`` 
 agent's outbox instead of the workspace, as ``agentos tasks create`` does inside a run, so
 that what the agent asks for is decided when its run ends, never by its word.
 
-    python -m agentos.mcp_server.agents --workspace WS --repo REPO --socket PATH --outbox PATH \
-        --tools kb_search,create_task --parent PID
+Each server is forked from the workspace's :mod:`agentos.mcp_server.forkserver`, which asks
+for it with an :class:`AgentRequest`.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
 import os
+import socket as stdlib_socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,7 +44,6 @@ MAX_INVALID = 20  # messages that are not JSON-RPC before a session ends
 LOG_BUDGET = 256 << 10  # bytes the server logs in all
 PARSE_ERROR = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}\n'
 OUTBOX_TOOLS = ("create_task", "submit_result", "save_memory")
-PARENT_POLL = 1.0  # seconds between looks at whether the run that started it still runs
 
 
 def agent_server(ws: Workspace, repo: Path, tools: list[str], outbox: Path) -> AgentOSServer:
@@ -165,7 +165,7 @@ async def _session(server: AgentOSServer, stream: ByteStream) -> None:
         tg.cancel_scope.cancel()
 
 
-async def _serve(server: AgentOSServer, socket: Path, parent: int) -> None:
+async def _serve(server: AgentOSServer, socket: Path, control: stdlib_socket.socket) -> None:
     os.chdir(socket.parent)  # a socket address holds 108 bytes; the directory's path may not
     listener = await anyio.create_unix_listener(socket.name)
     sessions = anyio.Semaphore(MAX_SESSIONS)
@@ -182,9 +182,23 @@ async def _serve(server: AgentOSServer, socket: Path, parent: int) -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, handle)
-        while os.getppid() == parent:  # the run that started it is gone (killed): so is it
-            await anyio.sleep(PARENT_POLL)
+        await _closed(control)
         tg.cancel_scope.cancel()
+
+
+async def _closed(control: stdlib_socket.socket) -> None:
+    """Returns when the run that asked for the server closed ``control`` (its teardown) or
+    is gone (killed): the server's life."""
+    control.setblocking(False)
+    while True:
+        await anyio.wait_readable(control)
+        try:
+            if not control.recv(4096):
+                return
+        except BlockingIOError:
+            continue
+        except OSError:
+            return
 
 
 class _Budget(logging.Filter):
@@ -204,25 +218,36 @@ class _Budget(logging.Filter):
         return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agentos.mcp_server.agents")
-    parser.add_argument("--workspace", type=Path, required=True)
-    parser.add_argument("--repo", type=Path, required=True)
-    parser.add_argument("--socket", type=Path, required=True)
-    parser.add_argument("--outbox", type=Path, required=True)
-    parser.add_argument("--tools", required=True)
-    parser.add_argument("--parent", type=int, required=True)
-    args = parser.parse_args(argv)
+@dataclass(frozen=True)
+class AgentRequest:
+    """What one agent's server serves, and where (the JSON object a client sends)."""
+
+    workspace: Path
+    repo: Path
+    socket: Path  # where it listens, in the agent's run files
+    outbox: Path
+    tools: tuple[str, ...]
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> AgentRequest:
+        """ValueError when ``data`` is not such a request."""
+        paths = {k: data.get(k) for k in ("workspace", "repo", "socket", "outbox")}
+        tools = data.get("tools")
+        if not all(isinstance(v, str) and v.startswith("/") for v in paths.values()):
+            raise ValueError("a request whose paths are not absolute")
+        if not isinstance(tools, list) or not all(t in AGENT_TOOLS for t in tools):
+            raise ValueError(f"a request for tools an agent may not be given: {tools!r}")
+        return cls(**{k: Path(v) for k, v in paths.items()}, tools=tuple(tools))  # type: ignore[arg-type]
+
+
+def serve(request: AgentRequest, control: stdlib_socket.socket) -> None:
+    """Serve ``request`` until ``control`` closes (in a process forked by
+    :mod:`agentos.mcp_server.forkserver`, its log on stderr)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("agentos-mcp-agent %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_Budget())
-    logging.basicConfig(level="WARNING", handlers=[handler])
-    tools = [t for t in args.tools.split(",") if t]
-    server = agent_server(Workspace(args.workspace), args.repo, tools, args.outbox)
+    logging.basicConfig(level="WARNING", handlers=[handler], force=True)
+    ws = Workspace(request.workspace)
+    server = agent_server(ws, request.repo, list(request.tools), request.outbox)
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(_serve, server, args.socket, args.parent)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        anyio.run(_serve, server, request.socket, control)

@@ -1,11 +1,11 @@
 """The MCP server a CLI agent starts (over stdio) inside its sandbox: a pipe to the one
 AgentOS serves for it outside, on a Unix socket in its run files.
 
-Standard library only, started with ``python -I`` by file name (nothing of the worktree or
+Standard library only, started with ``python -I -S`` by file name (nothing of the worktree or
 AgentOS is imported). The socket path goes through the directory it is in, so that its
 length is never the limit a socket address has (108 bytes).
 
-    python -I _mcp_pipe.py SOCKET
+    python -I -S mcp_pipe.py SOCKET
 """
 
 from __future__ import annotations

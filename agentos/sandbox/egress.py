@@ -18,13 +18,14 @@ are (TLS stays end to end).
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import socket
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from agentos.shared.address import unix_address
 
 PROXY_PORT = 3128  # inside the agent's own network namespace: no one else's
 MAX_HEAD = 64 * 1024  # a request line and headers longer than this are refused
@@ -87,12 +88,8 @@ class Egress:
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         socket_path.unlink(missing_ok=True)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        # A socket address holds 108 bytes: bind by a short name, in the right directory.
-        fd = os.open(socket_path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            self._listener.bind(f"/proc/self/fd/{fd}/{socket_path.name}")
-        finally:
-            os.close(fd)
+        with unix_address(socket_path) as address:
+            self._listener.bind(address)
         self._listener.listen(64)
         self._thread = threading.Thread(target=self._serve, name="agentos-egress", daemon=True)
         self._thread.start()
