@@ -44,6 +44,23 @@ def test_init_seeds_bundled_agents_and_cards_and_keeps_existing_files(
     assert (target / "agentos.yaml").read_text() == "run: {retries: 5}\n"
 
 
+def test_init_takes_the_global_workspace_option_as_its_directory(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    target, other = tmp_path / "given", tmp_path / "other"
+    made = cli("--workspace", str(target), "init", "--json", workspace=None)
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["workspace"] == str(target)
+    assert (target / ".agentos").is_dir()
+
+    both = cli("--workspace", str(target), "init", str(other), workspace=None)
+    assert both.returncode == 2
+    assert both.stderr.count("\n") == 1 and "two directories" in both.stderr
+    assert not other.exists()
+    same = cli("--workspace", str(target), "init", str(target), "--json", workspace=None)
+    assert same.returncode == 0 and json.loads(same.stdout)["created"] == []
+
+
 def _keys(data: dict[str, Any], prefix: str = "") -> set[str]:
     """Every key path of nested mappings: run, run.budget, run.budget.tokens..."""
     out = set()
