@@ -483,15 +483,17 @@ def test_cancelling_a_detached_run_reaches_its_remote_agent_which_tears_down_the
     out = cli("runs", "cancel", run_id, "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["status"] == "cancelled"
-    # Ray's cancel reached the task: the node tore the attempt down (the worker itself, its
-    # record cancelled, as a local run's teardown does; or, when the driver's job ended
-    # first and Ray killed the worker mid-teardown, the reaper, its record aborted).
-    wait_until(lambda: not processes_named(marker), timeout=60, what="the agent ended")
-    wait_until(lambda: not worktree.exists(), timeout=60, what="its worktree removed")
+    # Ray's cancel reached the task, and the driver waited for the node to tear the attempt
+    # down before its run ended: the worker itself did it, as a local run's teardown does
+    # (its record cancelled; the reaper's would say aborted).
+    wait_until(
+        lambda: RunStore(driver).get(run_id).status == "cancelled", what="the run cancelled"
+    )
+    assert not processes_named(marker)
+    assert not worktree.exists()
     store = RunStore(Workspace(nodes.homes[nodes.of(worktree)]))
     ((agent, status),) = [(a.agent, a.status) for a in store.get(run_id).agents]
-    assert (agent, status in ("cancelled", "aborted")) == ("patient", True), status
-    assert RunStore(driver).get(run_id).status == "cancelled"
+    assert (agent, status) == ("patient", "cancelled")
     wait_until(lambda: reaper_sockets() == [], timeout=30, what="its tmux server ended")
 
 

@@ -38,6 +38,7 @@ from agentos.cluster.node import (
     Note,
     RepoSpec,
     Started,
+    attempt_key,
 )
 from agentos.cluster.packages import Shipment, pack
 from agentos.errors import AgentOSError, OperationFailed, VerifyFailed
@@ -242,9 +243,11 @@ class RayDispatch:
             options["memory"] = memory
         stream = ATTEMPT.options(**options).remote(spec)
         node: str | None = None
+        started: list[Started] = []  # where it runs, once it says so
         try:
-            for item in self._items(stream):
+            for item in self._items(stream, agent, started):
                 if isinstance(item, Started):
+                    started.append(item)
                     node = item.node.name
                     self._time("to start", item.at - (agent.started_at or item.at))
                     self._where(agent, started=item)
@@ -279,13 +282,18 @@ class RayDispatch:
             raise Lost(node, f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
         raise Lost(node, "its task ended without a result")
 
-    def _items(self, stream: Any) -> Iterator[object]:
+    def _items(self, stream: Any, agent: AgentState, started: list[Started]) -> Iterator[object]:
         """What the attempt sends, as it comes; the run's cancel cancels the task and
-        waits for its teardown on the node."""
-        from agentos.cluster.tasks import CancelledHere, follow
+        waits for its teardown on the node (where it started)."""
+        from agentos.cluster.tasks import CancelledHere, follow, wait_torn_down
+
+        def torn_down(wait: float) -> None:
+            if started:
+                key = attempt_key(self.ctx.run_id, agent.name, agent.attempts)
+                wait_torn_down(started[-1].node.id, key, wait)
 
         try:
-            yield from follow(stream, self.ctx.cancel, POLL, CANCEL_WAIT)
+            yield from follow(stream, self.ctx.cancel, POLL, CANCEL_WAIT, torn_down)
         except CancelledHere:
             raise Cancelled() from None
 

@@ -336,6 +336,23 @@ def _prove(
     return package_dir
 
 
+def attempt_key(run_id: str, agent: str, attempt: int) -> str:
+    """An attempt's name on its node: its tmux socket's and its lease's."""
+    return hashlib.sha256(f"{run_id}/{agent}/{attempt}".encode()).hexdigest()[:12]
+
+
+def torn_down_here(key: str, wait: float) -> bool:
+    """Whether the attempt ``key`` of this node has been torn down (its lease given up),
+    waiting for it at most ``wait`` seconds."""
+    lease = cluster_dir(node_workspace()) / "leases" / f"{key}.json"
+    deadline = time.monotonic() + wait
+    while lease.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 class _Attempt:
     """The attempt itself, from its worktree to its teardown."""
 
@@ -355,7 +372,7 @@ class _Attempt:
         self.profile, self.cancel, self.say, self.timings = profile, cancel, say, timings
         self.clock = time.monotonic() - timings.get("proved", 0.0)
         name = spec.agent
-        key = hashlib.sha256(f"{spec.run_id}/{name}/{spec.attempt}".encode()).hexdigest()[:12]
+        key = attempt_key(spec.run_id, name, spec.attempt)
         self.socket = f"agentos-r-{key}"
         run_files = RunFiles.of(ws, spec.run_id)
         # Its files on this node, for this attempt (its log and outbox go back whole).

@@ -28,6 +28,7 @@ from agentos.cluster.node import (
     OnceSpec,
     run_attempt,
     run_once_here,
+    torn_down_here,
 )
 
 _DONE = object()
@@ -84,10 +85,18 @@ def stream(work: Callable[[threading.Event, Callable[[object], None]], object]) 
         yield out[0]
 
 
-def follow(stream: Any, cancel: threading.Event, poll: float, wait: float) -> Iterator[object]:
+def follow(
+    stream: Any,
+    cancel: threading.Event,
+    poll: float,
+    wait: float,
+    torn_down: Callable[[float], None] | None = None,
+) -> Iterator[object]:
     """What a streaming task sends, as it comes. Once ``cancel`` is set the task is
     cancelled (an interrupt on its node, which tears down) and followed to its end, at
-    most ``wait`` seconds; then :class:`CancelledHere` is raised."""
+    most ``wait`` seconds, then ``torn_down(seconds left)`` waits for the teardown on the
+    node (Ray says a task cancelled before its node has torn it down); then
+    :class:`CancelledHere` is raised."""
     while True:
         if cancel.is_set():
             ray.cancel(stream)
@@ -97,6 +106,8 @@ def follow(stream: Any, cancel: threading.Event, poll: float, wait: float) -> It
                     ray.get(next(stream))
                 except (StopIteration, ray.exceptions.RayError):
                     break
+            if torn_down is not None:
+                torn_down(max(deadline - time.monotonic(), 0.0))
             raise CancelledHere()
         ready, _ = ray.wait([stream], timeout=poll)
         if not ready:
@@ -128,6 +139,23 @@ def _once(spec: OnceSpec) -> Iterator[object]:
 # An eval's task: streaming too, so that a cancel reaches it as an interrupt and it ends
 # its agent before the task ends.
 ONCE = ray.remote(num_returns="streaming", max_retries=0, retry_exceptions=False)(_once)
+
+
+def wait_torn_down(node_id: str, key: str, wait: float) -> bool:
+    """Whether attempt ``key`` on node ``node_id`` was torn down within ``wait`` seconds,
+    asked by a task pinned to that node (False when the node is gone)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    pinned = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+    ref = TORN_DOWN.options(scheduling_strategy=pinned).remote(key, wait)
+    try:
+        done: bool = ray.get(ref, timeout=wait + 30)
+    except ray.exceptions.RayError:
+        return False
+    return done
+
+
+TORN_DOWN = ray.remote(max_retries=0, num_cpus=0)(torn_down_here)
 
 
 def _agents_here() -> list[dict[str, Any]]:
