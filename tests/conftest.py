@@ -31,9 +31,10 @@ os.environ.setdefault("GIT_COMMITTER_NAME", "AgentOS Test")
 os.environ.setdefault("GIT_COMMITTER_EMAIL", "test@agentos.invalid")
 os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 os.environ.pop("AGENTOS_HOME", None)
-# A workspace's fork server of agents' MCP servers (agentos.mcp_server.forkserver) waits a
-# minute for the next agent, not ten: each test's workspace starts its own.
-os.environ.setdefault("AGENTOS_AGENT_TOOLS_IDLE", "60")
+# A workspace's fork servers (agentos.shared.forkserver: of the agents' MCP servers, of
+# `agentos route`) wait a minute for the next request, not ten: each test's workspace starts
+# its own.
+os.environ.setdefault("AGENTOS_FORKSERVER_IDLE", "60")
 
 # Set by .ci/run: what scripts/test installs (bubblewrap, tmux, the npm CLIs, chromium) is
 # there, so a test that would skip for want of it fails instead.

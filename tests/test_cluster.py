@@ -486,9 +486,7 @@ def test_cancelling_a_detached_run_reaches_its_remote_agent_which_tears_down_the
     # Ray's cancel reached the task, and the driver waited for the node to tear the attempt
     # down before its run ended: the worker itself did it, as a local run's teardown does
     # (its record cancelled; the reaper's would say aborted).
-    wait_until(
-        lambda: RunStore(driver).get(run_id).status == "cancelled", what="the run cancelled"
-    )
+    wait_until(lambda: RunStore(driver).get(run_id).status == "cancelled", what="the run cancelled")
     assert not processes_named(marker)
     assert not worktree.exists()
     store = RunStore(Workspace(nodes.homes[nodes.of(worktree)]))

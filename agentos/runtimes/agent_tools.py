@@ -16,29 +16,22 @@ attempts and ends at the run's teardown, or when the process that started it is 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
-import json
 import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from agentos.errors import MissingTool, OperationFailed
 from agentos.hub.manifest import Manifest
-from agentos.shared.address import unix_address
+from agentos.shared import forkserver
 from agentos.workspace.files import AgentFiles
 from agentos.workspace.layout import Workspace
 
 ENTRY_POINTS = "agentos.agent_tools"
 _PIPE = Path(__file__).with_name("mcp_pipe.py")
-IDLE_ENV = "AGENTOS_AGENT_TOOLS_IDLE"  # seconds the fork server waits for an agent, then ends
-IDLE = 600
-ANSWER_TIMEOUT = 30.0  # seconds for a running fork server to fork (it may be busy)
 STOP_TIMEOUT = 5.0  # seconds a server has to end when its connection closes
 
 
@@ -69,67 +62,8 @@ def bridge_argv(files: AgentFiles) -> list[str]:
 
 
 def forkserver_socket(ws: Workspace) -> Path:
-    """Where the workspace's fork server of this installation listens (one per interpreter
-    and AgentOS package, so that two installations never serve each other's agents)."""
-    import agentos
-
-    key = f"{sys.executable}\0{Path(agentos.__file__).parent}".encode()
-    return ws.state_dir / f"agent-tools-{hashlib.sha256(key).hexdigest()[:12]}.sock"
-
-
-def _connect(path: Path) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        with unix_address(path) as address:
-            sock.connect(address)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def _forkserver(ws: Workspace) -> tuple[socket.socket, bool]:
-    """A connection to the workspace's fork server, and whether it was started for it."""
-    path = forkserver_socket(ws)
-    with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
-        return _connect(path), False
-    with path.with_suffix(".lock").open("a") as lock:  # one starter at a time
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
-            return _connect(path), False
-        path.unlink(missing_ok=True)  # a socket left by one that ended
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with listener:
-            with unix_address(path) as address:
-                listener.bind(address)
-            listener.listen(64)
-            idle = os.environ.get(IDLE_ENV, "").strip() or str(IDLE)
-            log = ws.logs_dir / "agent-tools.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("ab") as err:
-                subprocess.Popen(
-                    [sys.executable, "-m", server_module(), "--fd", str(listener.fileno()),
-                     "--socket", str(path), "--idle", idle],
-                    stdin=subprocess.DEVNULL,
-                    stdout=err,
-                    stderr=err,
-                    pass_fds=[listener.fileno()],
-                    start_new_session=True,
-                    cwd="/",  # it holds no directory of the user's (each server has its own)
-                )  # fmt: skip
-            return _connect(path), True  # (in the backlog until it has imported)
-
-
-def _answer(control: socket.socket, timeout: float) -> tuple[bytes, list[int]]:
-    """The first line the fork server or its child sends, and the descriptors with it."""
-    control.settimeout(timeout)
-    data, fds, _, _ = socket.recv_fds(control, 4096, 1)
-    while data and not data.endswith(b"\n") and len(data) < 4096:
-        chunk = control.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    return data, fds
+    """Where the workspace's fork server of agents' MCP servers listens."""
+    return forkserver.socket_path(ws.state_dir, "agent-tools")
 
 
 class AgentToolServer:
@@ -152,32 +86,29 @@ class AgentToolServer:
         files.mcp_socket.unlink(missing_ok=True)
         log = files.log.with_suffix(".mcp.log")
         log.parent.mkdir(parents=True, exist_ok=True)
-        request = json.dumps(
-            {
-                "workspace": str(ws.root.absolute()),
-                "repo": str(repo.absolute()),
-                "socket": str(files.mcp_socket.absolute()),
-                "outbox": str(files.outbox.absolute()),
-                "tools": list(manifest.mcp),
-                "env": dict(os.environ),
-                "cwd": os.getcwd(),
-                "umask": _umask(),
-            }
-        ).encode()
+        fields = {
+            "workspace": str(ws.root.absolute()),
+            "repo": str(repo.absolute()),
+            "socket": str(files.mcp_socket.absolute()),
+            "outbox": str(files.outbox.absolute()),
+            "tools": list(manifest.mcp),
+        }
+        start = [sys.executable, "-m", server_module(), "--idle", forkserver.idle()]
         with log.open("ab") as err:
-            for _ in range(2):  # a second time when the first server found had gone stale
-                control, started = _forkserver(ws)
-                sent = socket.send_fds(control, [request + b"\n"], [err.fileno()])
-                control.sendall((request + b"\n")[sent:])
-                if started:  # it answers once imported: the agent's pipe waits for that
-                    return cls(control, files, None)
-                data, fds = _answer(control, ANSWER_TIMEOUT)
-                if data != b"stale\n":
-                    return cls(control, files, fds[0] if fds else None)
-                control.close()
-        raise OperationFailed(
-            f"the agents' MCP fork server at {forkserver_socket(ws)} keeps going stale"
-        )
+            try:
+                control, first = forkserver.request(
+                    forkserver_socket(ws), start, ws.logs_dir / "agent-tools.log", fields,
+                    [err.fileno()],
+                )  # fmt: skip
+            except OSError as exc:
+                raise OperationFailed(f"the agents' MCP fork server: {exc}") from None
+        pidfd = None
+        for fd in first[1] if first else []:
+            if pidfd is None:
+                pidfd = fd
+            else:
+                os.close(fd)
+        return cls(control, files, pidfd)
 
     def stop(self) -> None:
         """Close its connection, which ends it, and wait until it has ended (killed after
@@ -203,7 +134,7 @@ class AgentToolServer:
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
-                data, fds = _answer(self.control, left)
+                data, fds = forkserver.answer(self.control, left)
             except TimeoutError:
                 return False
             except OSError:
@@ -218,9 +149,3 @@ class AgentToolServer:
                     return True
                 return bool(select.select([self.pidfd], [], [], max(left, 0.1))[0])
         return False
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from agentos.shared.address import unix_address
+from agentos.shared.fs import unix_address
 
 PROXY_PORT = 3128  # inside the agent's own network namespace: no one else's
 MAX_HEAD = 64 * 1024  # a request line and headers longer than this are refused

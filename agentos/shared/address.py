@@ -1,15 +1,10 @@
-"""Addresses a server of AgentOS listens on: ``HOST:PORT`` as given on the command line
-(the MCP server over HTTP, the dashboard) and whether a host is loopback; a Unix socket's
-address whatever the length of its path."""
+"""Addresses a server of AgentOS listens on (the MCP server over HTTP, the dashboard):
+``HOST:PORT`` as given on the command line, and whether a host is loopback."""
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import os
 import socket
-from collections.abc import Iterator
-from pathlib import Path
 
 from agentos.errors import BadInput, OperationFailed
 
@@ -67,15 +62,3 @@ def listen(host: str, port: int) -> socket.socket:
         ) from None
     sock.listen(128)
     return sock
-
-
-@contextlib.contextmanager
-def unix_address(path: Path) -> Iterator[str]:
-    """An address for the Unix socket at ``path`` that fits in a socket address (108 bytes)
-    however long its directory's path: the socket's name through a descriptor of its
-    directory, good while the block lasts."""
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)

@@ -1,0 +1,340 @@
+"""A fork server: one resident process per workspace that has done a service's imports once
+and forks a child per request, so that a request pays a fork (a few milliseconds) instead of
+a Python start and its imports (agentos.mcp_server.forkserver: ``mcp``, ~0.6 s of CPU;
+agentos.cli.server: what ``agentos route`` decides with).
+
+multiprocessing's forkserver does this for one program and ends with it; this one is shared
+by the workspace's processes (each ``agentos run`` or ``agentos route`` its own), so it
+outlives them and is found by its socket.
+
+**The socket** lies in the workspace (``.agentos/NAME-KEY.sock``), which no sandbox shows,
+and only its own user may connect (the peer's uid is checked). The key names the
+interpreter and the AgentOS package, so that two installations never serve each other. The
+first client binds it and hands it to the server it starts as an inherited descriptor: its
+request waits in the socket's backlog while the server imports, never for a start.
+
+**A request** is one JSON line (the service's fields, and the client's environment, working
+directory and umask, which the child takes on) with descriptors as SCM_RIGHTS. The server
+answers ``stale`` and ends when a module it imported changed on disk since it started (an
+upgrade, an edit): the client then starts a new one. Otherwise it forks; the child answers
+``{"pid": N}`` with a pidfd of itself, serves, answers ``{"exit": CODE}`` and ends. A client
+that closes its connection tells the child to stop (what the child does with that is the
+service's).
+
+**The server ends** when no request came for its idle time, when its socket is removed or
+replaced (the workspace removed, or another server of it started), or when it answers
+``stale``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentos.shared.fs import unix_address
+
+# (The client's half imports only the above: it is paid on the path of `agentos route`. The
+# server's half imports the rest where it is used.)
+
+IDLE_ENV = "AGENTOS_FORKSERVER_IDLE"  # seconds a fork server waits for a request, then ends
+IDLE = 600
+MAX_REQUEST = 1 << 20  # bytes of a request line
+REQUEST_TIMEOUT = 5.0  # seconds a client has to send its request
+TICK = 2.0  # seconds between the server's looks at its socket file and its idle time
+STALE = b"stale\n"
+
+# The child's work: (its connection, the request's service fields, its descriptors) -> its
+# exit status. It runs with the client's environment, directory and umask.
+Handler = Callable[[socket.socket, dict[str, Any], list[int]], int]
+
+
+# --- the client ------------------------------------------------------------------------------
+
+
+def idle() -> str:
+    """How long a fork server started now waits for a request (``AGENTOS_FORKSERVER_IDLE``)."""
+    return os.environ.get(IDLE_ENV, "").strip() or str(IDLE)
+
+
+def socket_path(state_dir: Path, name: str) -> Path:
+    """Where the workspace's fork server ``name`` of this installation listens."""
+    import hashlib
+
+    import agentos
+
+    key = f"{sys.executable}\0{Path(agentos.__file__).parent}".encode()
+    return state_dir / f"{name}-{hashlib.sha256(key).hexdigest()[:12]}.sock"
+
+
+def _connect(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with unix_address(path) as address:
+            sock.connect(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def connect(path: Path, start: list[str], log_file: Path) -> tuple[socket.socket, bool]:
+    """A connection to the fork server at ``path``, and whether it was started for it
+    (``start``, the server's command, given ``--fd FD --socket PATH`` after it; its output
+    to ``log_file``). A server that cannot be started raises OSError."""
+    with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
+        return _connect(path), False
+    import fcntl
+    import subprocess
+
+    with path.with_suffix(".lock").open("a") as lock:  # one starter at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
+            return _connect(path), False
+        path.unlink(missing_ok=True)  # a socket left by one that ended
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with listener:
+            with unix_address(path) as address:
+                listener.bind(address)
+            listener.listen(64)
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            with log_file.open("ab") as out:
+                fd = str(listener.fileno())
+                subprocess.Popen(
+                    [*start, "--fd", fd, "--socket", str(path)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
+                    pass_fds=[listener.fileno()],
+                    start_new_session=True,
+                    cwd="/",  # it holds no directory of the user's (each child has its own)
+                )
+            return _connect(path), True  # (in the backlog until it has imported)
+
+
+def send(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> None:
+    """The request: ``fields``, the caller's environment, directory and umask, ``fds``."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    process = {"env": dict(os.environ), "cwd": os.getcwd(), "umask": mask}
+    data = json.dumps({**fields, "process": process}).encode() + b"\n"
+    sent = socket.send_fds(conn, [data], fds)
+    conn.sendall(data[sent:])
+
+
+def answer(conn: socket.socket, timeout: float | None) -> tuple[bytes, list[int]]:
+    """The next line the server or its child sends, and the descriptors with it (b"" when
+    the connection ended; TimeoutError after ``timeout`` seconds)."""
+    conn.settimeout(timeout)
+    data, fds, _, _ = socket.recv_fds(conn, 1, 1)
+    while data and not data.endswith(b"\n") and len(data) < 4096:
+        chunk, more, _, _ = socket.recv_fds(conn, 1, 1)
+        fds += more
+        if not chunk:
+            break
+        data += chunk
+    return data, fds
+
+
+def request(
+    path: Path, start: list[str], log_file: Path, fields: dict[str, Any], fds: list[int]
+) -> tuple[socket.socket, tuple[bytes, list[int]] | None]:
+    """Send a request to the fork server at ``path`` (started when none answers; started
+    anew when the one found is stale or goes away): the connection, and the child's first
+    answer (its pid line and pidfd), or None when the server was started for this request
+    (it answers once it has imported: read it with :func:`answer` when needed)."""
+    for _ in range(3):
+        conn, started = connect(path, start, log_file)
+        try:
+            send(conn, fields, fds)
+        except OSError:  # it ended as it took the connection
+            conn.close()
+            continue
+        if started:
+            return conn, None
+        try:
+            data, got = answer(conn, 30.0)
+        except OSError:
+            data, got = b"", []
+        if data.startswith(b"{"):
+            return conn, (data, got)
+        for fd in got:
+            os.close(fd)
+        conn.close()  # stale, or it ended as it took the connection: a new one is started
+    raise OSError(f"the fork server at {path} could not take a request")
+
+
+# --- the server ------------------------------------------------------------------------------
+
+
+def _stamps() -> dict[str, tuple[int, int]]:
+    """(mtime, size) of every module file loaded: a change means an upgrade or an edit."""
+    found: dict[str, tuple[int, int]] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and path not in found:
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                found[path] = (st.st_mtime_ns, st.st_size)
+    return found
+
+
+def _changed(stamps: dict[str, tuple[int, int]]) -> str | None:
+    for path, stamp in stamps.items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            return path
+        if (st.st_mtime_ns, st.st_size) != stamp:
+            return path
+    return None
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _read_request(conn: socket.socket, max_fds: int) -> tuple[dict[str, Any], list[int]]:
+    """The client's request and its descriptors (ValueError when it is not one)."""
+    conn.settimeout(REQUEST_TIMEOUT)
+    data, fds, _, _ = socket.recv_fds(conn, 65536, max_fds)
+    try:
+        while not data.endswith(b"\n"):
+            if len(data) > MAX_REQUEST:
+                raise ValueError("a request over the limit")
+            chunk = conn.recv(65536)
+            if not chunk:
+                raise ValueError("a request cut short")
+            data += chunk
+        request = json.loads(data)
+        process = request.get("process") if isinstance(request, dict) else None
+        if not (
+            isinstance(process, dict)
+            and isinstance(process.get("env"), dict)
+            and all(isinstance(v, str) for v in process["env"].values())
+            and isinstance(process.get("cwd"), str)
+            and isinstance(process.get("umask"), int)
+        ):
+            raise ValueError("a request without the client's environment, directory and umask")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return request, fds
+
+
+def _child(
+    listener: socket.socket, conn: socket.socket, request: dict[str, Any], fds: list[int],
+    handle: Handler,
+) -> None:  # fmt: skip
+    """The forked child: never returns (it ends the process)."""
+    import signal
+    import traceback
+
+    code = 1
+    try:
+        listener.close()
+        os.setsid()
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts
+        process = request.pop("process")
+        os.environ.clear()
+        os.environ.update(process["env"])
+        os.chdir(process["cwd"])
+        os.umask(process["umask"])
+        conn.settimeout(None)
+        pidfd = os.pidfd_open(os.getpid())
+        try:
+            socket.send_fds(conn, [json.dumps({"pid": os.getpid()}).encode() + b"\n"], [pidfd])
+        finally:
+            os.close(pidfd)
+        code = handle(conn, request, fds)
+    except BaseException:  # whatever happens, the child never goes back to the loop
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(BaseException):
+            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+        os._exit(code)
+
+
+def serve(
+    listener: socket.socket, path: Path, idle: float, handle: Handler, max_fds: int = 3
+) -> int:
+    """Fork a child running ``handle`` per request until idle for ``idle`` seconds, or until
+    ``path`` is no longer this server's socket, or until a module it imported changed."""
+    import logging
+    import select
+    import signal
+    import struct
+    import time
+
+    log = logging.getLogger(__name__)
+    own = _inode(path)
+    stamps = _stamps()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the children are reaped by the kernel
+    last = time.monotonic()
+    while True:
+        ready, _, _ = select.select([listener], [], [], TICK)
+        if not ready:
+            if time.monotonic() - last > idle or _inode(path) != own:
+                return 0
+            continue
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            continue
+        last = time.monotonic()
+        with conn:
+            cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            if struct.unpack("3i", cred)[1] != os.getuid():
+                continue  # only its own user
+            try:
+                request, fds = _read_request(conn, max_fds)
+            except (OSError, ValueError) as exc:
+                log.warning("a request was refused: %s", exc)
+                continue
+            try:
+                changed = _changed(stamps)
+                if changed is not None:
+                    log.warning("%s changed since it started: it ends", changed)
+                    if _inode(path) == own:
+                        path.unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):
+                        conn.sendall(STALE)
+                    return 0
+                if os.fork() == 0:
+                    _child(listener, conn, request, fds, handle)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+
+def main(argv: list[str] | None, prog: str, preload: Callable[[], None], handle: Handler) -> int:
+    """A fork server's process: ``--fd FD --socket PATH [--idle SECONDS]``."""
+    import argparse
+    import logging
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--fd", type=int, required=True, help="the bound, listening socket")
+    parser.add_argument("--socket", type=Path, required=True, help="where it is bound")
+    parser.add_argument("--idle", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level="WARNING", format=f"{prog} %(levelname)s: %(message)s")
+    listener = socket.socket(fileno=args.fd)
+    with contextlib.suppress(KeyboardInterrupt):
+        preload()
+        return serve(listener, args.socket, args.idle, handle)
+    return 0
