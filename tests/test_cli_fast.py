@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import os
 import random
 import subprocess
@@ -19,6 +20,8 @@ from conftest import CliRunner
 
 from agentos.cli import fast
 from agentos.cli._main import cli as agentos_cli
+from agentos.receipts import list_receipts, verify_chain
+from agentos.shared import forkserver
 from agentos.workspace.layout import Workspace
 
 
@@ -230,7 +233,9 @@ def test_the_commands_typed_most_import_neither_click_nor_rich(
             [sys.executable, "-m", "agentos", "--workspace", str(ws.root), *argv],
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
+            # In its own process (route is answered by a fork of the command server
+            # otherwise: tested below).
+            env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "AGENTOS_CLI_SERVER": "0"},
             timeout=60,
         )
         assert out.returncode == 0, out.stderr
@@ -276,3 +281,65 @@ def test_a_reader_gone_ends_every_command_quietly_with_status_1(
     finally:
         os.close(write)
     assert (out.returncode, out.stderr) == (1, "")
+
+
+# --- `agentos route` as a process, answered by the command server (agentos.cli.server) ------
+
+
+def _agentos(
+    ws: Workspace, *argv: str, env: dict[str, str] | None = None, flag: bool = True, **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    prefix = ["--workspace", str(ws.root)] if flag else []
+    return subprocess.run(
+        [sys.executable, "-m", "agentos", *prefix, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+        **kw,
+    )
+
+
+def _decision(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(out.stdout)
+    found.pop("receipt")
+    return found
+
+
+@pytest.mark.process  # the hop is made by a process of its own
+def test_route_as_a_process_is_answered_by_a_fork_of_the_command_server_as_its_own_would(
+    ws: Workspace,
+) -> None:
+    request = ("route", "fix the lint errors", "--json")
+    own = _agentos(ws, *request, env={"AGENTOS_CLI_SERVER": "0"})
+    first = _agentos(ws, *request)  # starts the server, and is answered by it
+    assert forkserver.socket_path(ws.state_dir, "cli").exists()
+    # Answered by a fork: this process imports no router (a server started without
+    # import times prints none for its child).
+    served = _agentos(ws, *request, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    imports = {line.rsplit("|", 1)[-1].strip() for line in served.stderr.splitlines()}
+    assert "agentos.cli.server" in imports and "agentos.routing.router" not in imports
+    from_here = _agentos(ws, *request, flag=False, cwd=ws.root)  # found from its directory
+
+    outs = (own, first, served, from_here)
+    assert [o.returncode for o in outs] == [0, 0, 0, 0], [o.stderr for o in outs]
+    assert all(_decision(o) == _decision(own) for o in outs)
+    receipts = [json.loads(o.stdout)["receipt"] for o in outs]
+    assert len(set(receipts)) == 4
+    assert {r.id for r in list_receipts(ws)} >= set(receipts)
+    assert verify_chain(ws) == []
+
+
+@pytest.mark.process
+def test_a_forked_route_takes_its_callers_environment_and_exit_status(ws: Workspace) -> None:
+    assert _agentos(ws, "route", "fix the lint errors").returncode == 0  # the server is up
+    nothing = _agentos(ws, "route", "--json", "qqq zzz xyzzy")
+    assert nothing.returncode == 1 and json.loads(nothing.stdout)["decision"] == "no_match"
+    bad = _agentos(ws, "route", "--dry-run", "--run", "r1", "x")
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == "error: --run: a dry run writes no receipt to link to a run\n"
+    url = "postgresql://agentos@/agentos?host=/nonexistent-agentos-socket"
+    elsewhere = _agentos(ws, "route", "fix the lint errors", env={"AGENTOS_STATE_URL": url})
+    assert elsewhere.returncode == 2 and elsewhere.stdout == ""
+    assert "/nonexistent-agentos-socket" in elsewhere.stderr
+    assert len(elsewhere.stderr.splitlines()) == 1
