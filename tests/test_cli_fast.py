@@ -314,8 +314,8 @@ def test_route_as_a_process_is_answered_by_a_fork_of_the_command_server_as_its_o
     own = _agentos(ws, *request, env={"AGENTOS_CLI_SERVER": "0"})
     first = _agentos(ws, *request)  # starts the server, and is answered by it
     assert forkserver.socket_path(ws.state_dir, "cli").exists()
-    # Answered by a fork: this process imports no router (a server started without
-    # import times prints none for its child).
+    # Answered by a fork: this process imports no router (a PYTHON* variable is part of
+    # what a server is shared by, so it is answered by a server of its own).
     served = _agentos(ws, *request, env={"PYTHONPROFILEIMPORTTIME": "1"})
     imports = {line.rsplit("|", 1)[-1].strip() for line in served.stderr.splitlines()}
     assert "agentos.cli.server" in imports and "agentos.routing.router" not in imports
@@ -343,3 +343,20 @@ def test_a_forked_route_takes_its_callers_environment_and_exit_status(ws: Worksp
     assert elsewhere.returncode == 2 and elsewhere.stdout == ""
     assert "/nonexistent-agentos-socket" in elsewhere.stderr
     assert len(elsewhere.stderr.splitlines()) == 1
+
+
+@pytest.mark.process
+def test_a_command_server_is_shared_only_by_processes_under_the_same_limits(
+    ws: Workspace,
+) -> None:
+    """A forked child keeps its server's control groups and limits, not its caller's: a
+    caller under other limits gets a server of its own."""
+    import resource
+
+    def nofile(limit: int) -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    for limit in (512, 512, 256):
+        out = _agentos(ws, "route", "fix the lint errors", preexec_fn=lambda n=limit: nofile(n))
+        assert out.returncode == 0, out.stderr
+    assert len(list(ws.state_dir.glob("cli-*.sock"))) == 2

@@ -42,6 +42,10 @@ def hop(args: list[str]) -> int | None:
     if os.environ.get(OFF_ENV, "").strip() == "0":
         return None
     given, command = _command(args)
+    try:
+        os.getcwd()
+    except OSError:  # its directory removed: the command says so itself
+        return None
     if command not in SERVED:
         return None
     root = _workspace_root(given)

@@ -63,13 +63,48 @@ def idle() -> str:
 
 
 def socket_path(state_dir: Path, name: str) -> Path:
-    """Where the workspace's fork server ``name`` of this installation listens."""
+    """Where the workspace's fork server ``name`` listens for processes like this one: of
+    this installation, started with the same interpreter settings, in the same control
+    groups, under the same limits (what a forked child keeps of its server, not of its
+    client: a server shared across those would put one run's agents in another's group,
+    where ending that group ends them)."""
     import hashlib
 
     import agentos
 
-    key = f"{sys.executable}\0{Path(agentos.__file__).parent}".encode()
-    return state_dir / f"{name}-{hashlib.sha256(key).hexdigest()[:12]}.sock"
+    key = "\0".join(
+        [sys.executable, str(Path(agentos.__file__).parent), _inherited(), repr(_start_env())]
+    )
+    return state_dir / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
+
+
+def _inherited() -> str:
+    """This process's control groups and resource limits."""
+    import resource
+
+    try:
+        with open("/proc/self/cgroup") as fh:
+            groups = fh.read()
+    except OSError:
+        groups = ""
+    kinds = ("AS", "CORE", "CPU", "DATA", "FSIZE", "NOFILE", "NPROC", "STACK")
+    limits = [resource.getrlimit(getattr(resource, f"RLIMIT_{k}")) for k in kinds]
+    return f"{groups}{limits}"
+
+
+def _start_env() -> dict[str, str]:
+    """The environment a server starts with: what the interpreter reads as it starts (its
+    search path made absolute: the server runs in /), nothing else of the caller's (each
+    child takes its caller's whole environment)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in ("PATH", "HOME", "LANG", "TZ", "TMPDIR") or k.startswith(("LC_", "PYTHON"))
+    }
+    if env.get("PYTHONPATH"):
+        parts = env["PYTHONPATH"].split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else p for p in parts)
+    return env
 
 
 def _connect(path: Path) -> socket.socket:
@@ -105,7 +140,7 @@ def connect(path: Path, start: list[str], log_file: Path) -> tuple[socket.socket
             log_file.parent.mkdir(parents=True, exist_ok=True)
             with log_file.open("ab") as out:
                 fd = str(listener.fileno())
-                subprocess.Popen(
+                server = subprocess.Popen(
                     [*start, "--fd", fd, "--socket", str(path)],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -113,7 +148,11 @@ def connect(path: Path, start: list[str], log_file: Path) -> tuple[socket.socket
                     pass_fds=[listener.fileno()],
                     start_new_session=True,
                     cwd="/",  # it holds no directory of the user's (each child has its own)
+                    env=_start_env(),
                 )
+            import threading  # reaped when it ends, or it stays a zombie of this process
+
+            threading.Thread(target=server.wait, name="agentos-forkserver", daemon=True).start()
             return _connect(path), True  # (in the backlog until it has imported)
 
 
@@ -121,7 +160,11 @@ def send(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> None:
     """The request: ``fields``, the caller's environment, directory and umask, ``fds``."""
     mask = os.umask(0o022)
     os.umask(mask)
-    process = {"env": dict(os.environ), "cwd": os.getcwd(), "umask": mask}
+    try:
+        cwd = os.getcwd()
+    except OSError:  # removed under it: the child works from /
+        cwd = "/"
+    process = {"env": dict(os.environ), "cwd": cwd, "umask": mask}
     data = json.dumps({**fields, "process": process}).encode() + b"\n"
     sent = socket.send_fds(conn, [data], fds)
     conn.sendall(data[sent:])
@@ -138,6 +181,8 @@ def answer(conn: socket.socket, timeout: float | None) -> tuple[bytes, list[int]
         if not chunk:
             break
         data += chunk
+    for fd in fds:  # (received inheritable: kept from what this process starts)
+        os.set_inheritable(fd, False)
     return data, fds
 
 
@@ -204,12 +249,22 @@ def _inode(path: Path) -> int | None:
 
 def _read_request(conn: socket.socket, max_fds: int) -> tuple[dict[str, Any], list[int]]:
     """The client's request and its descriptors (ValueError when it is not one)."""
+    import time
+
+    deadline = time.monotonic() + REQUEST_TIMEOUT  # for the whole request: one that comes
+    # a byte at a time would hold up every other client of this one-at-a-time loop
     conn.settimeout(REQUEST_TIMEOUT)
     data, fds, _, _ = socket.recv_fds(conn, 65536, max_fds)
     try:
+        for fd in fds:
+            os.set_inheritable(fd, False)
         while not data.endswith(b"\n"):
             if len(data) > MAX_REQUEST:
                 raise ValueError("a request over the limit")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ValueError("a request not sent within its time")
+            conn.settimeout(left)
             chunk = conn.recv(65536)
             if not chunk:
                 raise ValueError("a request cut short")
