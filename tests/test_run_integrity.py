@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import CliRunner, add_agent, branches, git, make_repo, needs_tmux
 
+from agentos.receipts import list_receipts, load_receipt
 from agentos.run.gc import collect_garbage
 from agentos.run.orchestrator import RunOptions, start_run
 from agentos.run.review import merge_run
@@ -47,6 +48,9 @@ def test_the_gate_judges_the_commit_not_files_git_ignores(ws: Workspace, tmp_pat
     assert agent.gate is not None
     (failing,) = agent.gate.failures
     assert failing.output_tail == "lib/helper.txt does not exist\n"
+    # ... and its receipt says what was removed before it judged.
+    (gate,) = [r for r in list_receipts(ws, run_id=report.run_id) if r.kind == "gate"]
+    assert load_receipt(ws, gate.id).fields["ignored_files_removed"] == ["lib"]
 
 
 def test_an_agent_that_changes_how_the_repository_is_tested_does_not_merge_unseen(

@@ -306,7 +306,8 @@ class AgentDriver:
             ),
         )
         agent.files.check_pid.unlink(missing_ok=True)
-        wt.reset_to_head(agent.worktree)
+        if agent.checks:  # (no check ran, none wrote anything: the worktree is the commit)
+            wt.reset_to_head(agent.worktree)
         nested = wt.new_gitlinks(agent.worktree, agent.base or self.ctx.base)
         if nested:
             gate = with_failure(

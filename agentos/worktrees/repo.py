@@ -377,13 +377,11 @@ def to_commit(worktree: Path) -> list[str]:
     included (build output, caches, ``__pycache__``), but AgentOS's own ``AGENTOS_*.md``.
     Returns the paths removed."""
     git_result(worktree, "reset", "-q", "--hard", check=False)
-    keep = ("-e", AGENT_FILES_GLOB)
-    listed = git_result(worktree, "clean", "-ffdxn", *keep, check=False).stdout
-    git_result(worktree, "clean", "-ffdxq", *keep, check=False)
+    removed = git_result(worktree, "clean", "-ffdx", "-e", AGENT_FILES_GLOB, check=False).stdout
     return [
-        line.removeprefix("Would remove ").rstrip("/")
-        for line in listed.splitlines()
-        if line.startswith("Would remove ")
+        line.removeprefix("Removing ").rstrip("/")
+        for line in removed.splitlines()
+        if line.startswith("Removing ")
     ]
 
 
