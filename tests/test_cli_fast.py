@@ -339,7 +339,12 @@ def test_a_forked_route_takes_its_callers_environment_and_exit_status(ws: Worksp
     assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == "error: --run: a dry run writes no receipt to link to a run\n"
     url = "postgresql://agentos@/agentos?host=/nonexistent-agentos-socket"
-    elsewhere = _agentos(ws, "route", "fix the lint errors", env={"AGENTOS_STATE_URL": url})
+    elsewhere = _agentos(
+        ws,
+        "route",
+        "fix the lint errors",
+        env={"AGENTOS_STATE_URL": url, "AGENTOS_STATE_RETRY": "0"},
+    )
     assert elsewhere.returncode == 2 and elsewhere.stdout == ""
     assert "/nonexistent-agentos-socket" in elsewhere.stderr
     assert len(elsewhere.stderr.splitlines()) == 1
