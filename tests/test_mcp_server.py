@@ -679,7 +679,8 @@ def test_nothing_heavy_is_imported_before_initialize(ws: Workspace, tmp_path: Pa
         params = StdioServerParameters(
             command=sys.executable,
             args=["-X", "importtime", *server_argv(ws)[1:]],
-            env=dict(os.environ),
+            # What its own process imports (a fork of the mcp command server has it all).
+            env={**os.environ, "AGENTOS_CLI_SERVER": "0"},
         )
         with errlog.open("w") as err:
             async with (

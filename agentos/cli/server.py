@@ -1,22 +1,26 @@
-"""``agentos route`` answered by a fork of the workspace's command server
-(:mod:`agentos.shared.forkserver`), which has imported what a decision needs.
+"""``agentos route`` and ``agentos mcp serve`` answered by a fork of the workspace's command
+server (:mod:`agentos.shared.forkserver`), which has imported what the command needs.
 
 Hooks and scripts call ``agentos route`` on every request. A new Python process spends
 most of its ~80 ms importing (the standard modules, the stemmer, RE2, AgentOS's router and
 CLI), and ~5 ms deciding and writing the receipt. So the command, as a process of its own,
 sends its arguments and its standard input, output and error to this server, which forks a
-child that runs the same :func:`agentos.cli.dispatch.entry` on the caller's own descriptors, with
-the caller's environment, directory and umask, and says its exit status. The child finds
-the workspace again as any ``agentos`` does: where the server lives only says which process
-forks, never which workspace the command works in.
+child that runs the same :func:`agentos.cli.dispatch.entry` on the caller's own
+descriptors, with the caller's environment, directory and umask, and says its exit status.
+The child finds the workspace again as any ``agentos`` does: where the server lives only
+says which process forks, never which workspace the command works in.
 
-The first ``route`` of a workspace starts the server and waits for it; it ends after
+``mcp serve`` over stdio is served the same way by a server of its own that has ``mcp``
+imported (~0.6 s of CPU that Claude Code and Gemini CLI waited for at every session's
+start); ``mcp serve --http`` runs in its own process.
+
+The first command of a workspace starts its server and waits for it; it ends after
 ``AGENTOS_FORKSERVER_IDLE`` seconds without a request (600). ``AGENTOS_CLI_SERVER=0`` turns
 it off: the command then runs in its own process, as it does whenever no server can be
 reached. Ctrl-C and SIGTERM are passed on to the child. Only what this module imports at
 its top is paid before the hop: the client half is the standard library's.
 
-    python -m agentos.cli.server [--idle SECONDS] --fd FD --socket PATH
+    python -m agentos.cli.server --service cli|mcp [--idle SECONDS] --fd FD --socket PATH
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ if TYPE_CHECKING:
     import socket
 
 OFF_ENV = "AGENTOS_CLI_SERVER"
-SERVED = ("route",)  # the commands a server answers
+# The commands a server answers, and which server: `route` a light one; `mcp serve` over
+# stdio (what Claude Code and Gemini CLI start for every session) one that has `mcp` imported.
+SERVICES = {("route",): "cli", ("mcp", "serve"): "mcp"}
 STATE_DIR = ".agentos"  # (agentos.workspace.layout's; not imported: its import is the cost)
 _GLOBAL_WITH_VALUE = ("--workspace", "-w")
 
@@ -42,11 +48,12 @@ def hop(args: list[str]) -> int | None:
     if os.environ.get(OFF_ENV, "").strip() == "0":
         return None
     given, command = _command(args)
+    service = SERVICES.get(command[:2]) or SERVICES.get(command[:1])
+    if service is None or (service == "mcp" and any(a.startswith("--http") for a in args)):
+        return None  # (`mcp serve --http` is a server of its own, not a session)
     try:
         os.getcwd()
     except OSError:  # its directory removed: the command says so itself
-        return None
-    if command not in SERVED:
         return None
     root = _workspace_root(given)
     if root is None:
@@ -56,14 +63,11 @@ def hop(args: list[str]) -> int | None:
     from agentos.shared import forkserver
 
     state = Path(root) / STATE_DIR
-    start = [sys.executable, "-m", "agentos.cli.server", "--idle", forkserver.idle()]
+    start = [sys.executable, "-m", "agentos.cli.server", "--service", service]
+    start += ["--idle", forkserver.idle()]
     try:
         conn, first = forkserver.request(
-            forkserver.socket_path(state, "cli"),
-            start,
-            state / "logs" / "cli-server.log",
-            {"argv": args},
-            [0, 1, 2],
+            forkserver.socket_path(state, service), start, {"argv": args}, [0, 1, 2]
         )
     except OSError:
         return None
@@ -71,8 +75,9 @@ def hop(args: list[str]) -> int | None:
         return _wait(conn, first)
 
 
-def _command(args: list[str]) -> tuple[str | None, str | None]:
-    """The ``--workspace`` given and the command's name, past the global options."""
+def _command(args: list[str]) -> tuple[str | None, tuple[str, ...]]:
+    """The ``--workspace`` given and the command's names (its first two words), past the
+    global options; no names when an option that is not one of these comes first."""
     given: str | None = None
     i = 0
     while i < len(args):
@@ -82,10 +87,10 @@ def _command(args: list[str]) -> tuple[str | None, str | None]:
         elif arg.startswith("--workspace="):
             given, i = arg.partition("=")[2], i + 1
         elif arg.startswith("-"):
-            return given, None  # an option that is not one of these: not for the hop
+            return given, ()  # not for the hop
         else:
-            return given, arg
-    return given, None
+            return given, tuple(args[i : i + 2])
+    return given, ()
 
 
 def _workspace_root(given: str | None) -> str | None:
@@ -175,11 +180,32 @@ PRELOADED = (
 )
 
 
-def _preload() -> None:
+def _preload_route() -> None:
     import importlib
 
     for name in PRELOADED:
         importlib.import_module(name)
+
+
+def _preload_mcp() -> None:
+    """What ``mcp serve`` imports over stdio, and its tool families."""
+    import importlib
+    import pkgutil
+
+    import click
+    import mcp.server.stdio  # noqa: F401
+
+    import agentos.mcp_server.tools as tools
+    from agentos.cli._main import cli
+
+    cli.get_command(click.Context(cli), "mcp")
+    for name in ("agentos.mcp_server.server", "agentos.mcp_server.transport"):
+        importlib.import_module(name)
+    for module in pkgutil.iter_modules(tools.__path__):
+        importlib.import_module(f"{tools.__name__}.{module.name}")
+
+
+PRELOADS = {"cli": _preload_route, "mcp": _preload_mcp}
 
 
 def _handle(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> int:
@@ -202,9 +228,16 @@ def _handle(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     from agentos.shared import forkserver
 
-    return forkserver.main(argv, "agentos-cli-server", _preload, _handle)
+    parser = argparse.ArgumentParser(prog="python -m agentos.cli.server", add_help=False)
+    parser.add_argument("--service", choices=sorted(PRELOADS), required=True)
+    known, rest = parser.parse_known_args(argv)
+    return forkserver.main(
+        rest, f"agentos-{known.service}-server", PRELOADS[known.service], _handle
+    )
 
 
 if __name__ == "__main__":

@@ -97,9 +97,8 @@ class AgentToolServer:
         with log.open("ab") as err:
             try:
                 control, first = forkserver.request(
-                    forkserver_socket(ws), start, ws.logs_dir / "agent-tools.log", fields,
-                    [err.fileno()],
-                )  # fmt: skip
+                    forkserver_socket(ws), start, fields, [err.fileno()]
+                )
             except OSError as exc:
                 raise OperationFailed(f"the agents' MCP fork server: {exc}") from None
         pidfd = None

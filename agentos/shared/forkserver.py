@@ -7,9 +7,10 @@ multiprocessing's forkserver does this for one program and ends with it; this on
 by the workspace's processes (each ``agentos run`` or ``agentos route`` its own), so it
 outlives them and is found by its socket.
 
-**The socket** lies in the workspace (``.agentos/NAME-KEY.sock``), which no sandbox shows,
-and only its own user may connect (the peer's uid is checked). The key names the
-interpreter and the AgentOS package, so that two installations never serve each other. The
+**The socket** lies in the workspace (``.agentos/NAME-KEY.sock``, the server's log beside it
+as ``NAME-KEY.log``), which no sandbox shows, and only its own user may connect (the
+peer's uid is checked). The key names the interpreter and the AgentOS package, so that two
+installations never serve each other (and more: see :func:`socket_path`). The
 first client binds it and hands it to the server it starts as an inherited descriptor: its
 request waits in the socket's backlog while the server imports, never for a start.
 
@@ -118,10 +119,10 @@ def _connect(path: Path) -> socket.socket:
     return sock
 
 
-def connect(path: Path, start: list[str], log_file: Path) -> tuple[socket.socket, bool]:
+def connect(path: Path, start: list[str]) -> tuple[socket.socket, bool]:
     """A connection to the fork server at ``path``, and whether it was started for it
     (``start``, the server's command, given ``--fd FD --socket PATH`` after it; its output
-    to ``log_file``). A server that cannot be started raises OSError."""
+    to the ``.log`` beside its socket). A server that cannot be started raises OSError."""
     with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
         return _connect(path), False
     import fcntl
@@ -137,8 +138,7 @@ def connect(path: Path, start: list[str], log_file: Path) -> tuple[socket.socket
             with unix_address(path) as address:
                 listener.bind(address)
             listener.listen(64)
-            log_file.parent.mkdir(parents=True, exist_ok=True)
-            with log_file.open("ab") as out:
+            with path.with_suffix(".log").open("ab") as out:
                 fd = str(listener.fileno())
                 server = subprocess.Popen(
                     [*start, "--fd", fd, "--socket", str(path)],
@@ -187,14 +187,14 @@ def answer(conn: socket.socket, timeout: float | None) -> tuple[bytes, list[int]
 
 
 def request(
-    path: Path, start: list[str], log_file: Path, fields: dict[str, Any], fds: list[int]
+    path: Path, start: list[str], fields: dict[str, Any], fds: list[int]
 ) -> tuple[socket.socket, tuple[bytes, list[int]] | None]:
     """Send a request to the fork server at ``path`` (started when none answers; started
     anew when the one found is stale or goes away): the connection, and the child's first
     answer (its pid line and pidfd), or None when the server was started for this request
     (it answers once it has imported: read it with :func:`answer` when needed)."""
     for _ in range(3):
-        conn, started = connect(path, start, log_file)
+        conn, started = connect(path, start)
         try:
             send(conn, fields, fds)
         except OSError:  # it ended as it took the connection
@@ -302,6 +302,10 @@ def _child(
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts
         process = request.pop("process")
+        import logging  # as a new process has it: the server's own handler is not the child's
+
+        logging.root.handlers.clear()
+        logging.root.setLevel(logging.WARNING)
         os.environ.clear()
         os.environ.update(process["env"])
         os.chdir(process["cwd"])
