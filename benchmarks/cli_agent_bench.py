@@ -7,6 +7,8 @@ Claude Code (from scripts/install-mcp-clients) talks to the scripted model API o
 
 1. The CLI's own time: `claude -p` started directly, with the flags, variables and a fresh
    configuration directory as AgentOS gives it, from spawn to exit (the raw primitive).
+   The same, given AgentOS's MCP server of claude-coder's tools already up (the pipe to an
+   agent's server, as a run gives it): what Claude Code itself spends on an MCP server.
 2. A whole `agentos run` with the bundled claude-coder (start to merge: interview, routing,
    the key check with the API, worktree, sandbox, its egress proxy and relay, tmux, the
    agent's MCP server, the gate, the merge, receipts, teardown); the same with a copy that
@@ -37,9 +39,12 @@ from pathlib import Path
 import yaml
 from _writer import writer_workspace
 
+from agentos.hub.manifest import Manifest
 from agentos.hub.store import Hub
 from agentos.run.orchestrator import RunOptions, start_run
+from agentos.runtimes.agent_tools import AgentToolServer, bridge_argv
 from agentos.runtimes.claude_code import TOOLS
+from agentos.workspace.files import AgentFiles
 from agentos.workspace.layout import Workspace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -61,8 +66,18 @@ def script(n: int) -> list[list[list[Call]]]:
     return [[[Call("Write", {"file_path": "{cwd}/notes.txt", "content": "ran\n"})]]] * n
 
 
-def raw_cli(claude: str, model: ScriptedModel, root: Path, prompt: str, i: int) -> float:
-    work = root / f"raw-{i}"
+def raw_cli(
+    claude: str,
+    model: ScriptedModel,
+    root: Path,
+    prompt: str,
+    i: int,
+    mcp: tuple[Workspace, list[str]] | None = None,
+) -> float:
+    """Claude Code alone; with ``mcp`` (a workspace, tools), given AgentOS's MCP server of
+    those tools as a run gives it (the pipe to an agent's server), the server already up
+    and not timed: what Claude Code itself spends on an MCP server."""
+    work = root / f"raw-{i}{'-mcp' if mcp else ''}"
     (work / "config").mkdir(parents=True)
     env = {
         "PATH": os.environ["PATH"],
@@ -76,12 +91,31 @@ def raw_cli(claude: str, model: ScriptedModel, root: Path, prompt: str, i: int) 
         "ANTHROPIC_API_KEY": KEY,
         "ANTHROPIC_BASE_URL": model.url,
     }
+    servers: dict[str, object] = {}
+    allowed = list(TOOLS)
+    server = None
+    if mcp:
+        ws, tools = mcp
+        files = AgentFiles(work / "run", work / "logs" / "agent.log")
+        files.io.mkdir(parents=True)
+        manifest = Manifest(name="raw", version="1.0.0", description="d", runtime="claude-code",
+                            entry="prompt.md", mcp=tools)  # fmt: skip
+        server = AgentToolServer.start(ws, work, manifest, files)
+        while not files.mcp_socket.exists():
+            time.sleep(0.002)
+        bridge = bridge_argv(files)
+        servers = {"agentos": {"command": bridge[0], "args": bridge[1:]}}
+        allowed += [f"mcp__agentos__{name}" for name in tools]
     argv = [claude, "-p", prompt, "--permission-mode", "acceptEdits", "--allowedTools",
-            ",".join(TOOLS), "--output-format", "text", "--mcp-config",
-            json.dumps({"mcpServers": {}}), "--strict-mcp-config"]  # fmt: skip
-    t0 = time.perf_counter()
-    subprocess.run(argv, cwd=work, env=env, check=True, capture_output=True, timeout=120)
-    elapsed = time.perf_counter() - t0
+            ",".join(allowed), "--output-format", "text", "--mcp-config",
+            json.dumps({"mcpServers": servers}), "--strict-mcp-config"]  # fmt: skip
+    try:
+        t0 = time.perf_counter()
+        subprocess.run(argv, cwd=work, env=env, check=True, capture_output=True, timeout=120)
+        elapsed = time.perf_counter() - t0
+    finally:
+        if server is not None:
+            server.stop()
     assert (work / "notes.txt").read_text() == "ran\n"
     return elapsed
 
@@ -143,27 +177,35 @@ def main() -> int:
         # shared machine the load drifts over a minute, and kinds measured in blocks are
         # compared at different loads (by several hundred ms either way, whichever ran
         # first).
+        tools = list(Hub(ws.hub_dir).get("claude-coder")[1].mcp)
         raws: list[float] = []
+        raws_mcp: list[float] = []
         runs: list[float] = []
         plains: list[float] = []
         opens: list[float] = []
         trues: list[float] = []
         for i in range(rounds):
             raws.append(raw_cli(str(claude), model, root, prompt, i))
+            raws_mcp.append(raw_cli(str(claude), model, root, prompt, i, (ws, tools)))
             runs.append(agentos("claude-coder"))
             # Which of the two goes first alternates, so that neither is always the one
             # that follows claude-coder.
             for agent in (plain, open_net) if i % 2 == 0 else (open_net, plain):
                 (plains if agent == plain else opens).append(agentos(agent))
             trues.append(timed_run(ws, repo, "bench", "writer"))
-    raw, run, plain_run, open_run, true = (
-        statistics.median(x) for x in (raws, runs, plains, opens, trues)
+    raw, raw_mcp, run, plain_run, open_run, true = (
+        statistics.median(x) for x in (raws, raws_mcp, runs, plains, opens, trues)
     )
     proxies = sorted(p - o for p, o in zip(plains, opens, strict=True))
     proxy = statistics.median(proxies)
     overhead, plain_overhead = run - raw, plain_run - raw
     ms = 1000
     print(f"claude -p alone (scripted API, one Write): p50 {raw * ms:.0f} ms")
+    print(
+        f"  ... given AgentOS's MCP server ({', '.join(tools)}) already up: p50 "
+        f"{raw_mcp * ms:.0f} ms (what Claude Code itself spends on an MCP server: "
+        f"{(raw_mcp - raw) * ms:+.0f} ms)"
+    )
     print(f"agentos run, claude-coder (MCP kb_search): p50 {run * ms:.0f} ms")
     print(f"agentos run, claude-coder without MCP:     p50 {plain_run * ms:.0f} ms")
     print(f"  ... and with the host's network (no proxy): p50 {open_run * ms:.0f} ms")
@@ -178,6 +220,12 @@ def main() -> int:
         f"= {ratio:.2f}x the fixed run cost (target <= {TARGET}x, issue 38: "
         f"{'meets' if ratio <= TARGET else 'MISSES'}); without MCP "
         f"{plain_overhead * ms:.0f} ms = {plain_overhead / true:.2f}x"
+    )
+    served = run - raw_mcp
+    print(
+        f"  against Claude Code given the same MCP server already up: {served * ms:.0f} ms "
+        f"= {served / true:.2f}x (AgentOS's part alone: the server's start on demand, the "
+        "sandbox, the run)"
     )
     return 0
 
