@@ -6,9 +6,11 @@ Measured in one run, on the same machine state:
 
 - spawn + initialize: wall time from spawning the server process over stdio to the
   ``initialize`` result, for ``python -m agentos --workspace WS mcp serve`` (the command
-  ``agentos mcp install`` registers) and for a minimal FastMCP echo server (one tool),
-  alternated, N times each; medians and their ratio (target: at most 1.1x, issue 38; 1.3x
-  in issue 17). The time to
+  ``agentos mcp install`` registers; answered by a fork of the workspace's mcp command
+  server, agentos.cli.server, which the warm-up starts), the same in its own process
+  (``AGENTOS_CLI_SERVER=0``), and a minimal FastMCP echo server (one tool), alternated, N
+  times each; medians and their ratio (target: at most 1.1x, issue 38; 1.3x in issue 17).
+  The time to
   the ``tools/list`` result that follows is reported beside it;
 - tools/call of ``route`` and ``kb_search`` over one stdio session (p50 and p90), sent as
   raw JSON-RPC lines, against the same library call made in-process (``router.route`` and
@@ -226,17 +228,25 @@ def main() -> int:
         ]
         minimal = [sys.executable, str(echo)]
 
-        async def starts() -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-            a: list[tuple[float, float]] = []
-            b: list[tuple[float, float]] = []
-            await _spawn_initialize(ours, env)  # compile .pyc files once for both
+        own_env = {**env, "AGENTOS_CLI_SERVER": "0"}  # in its own process, no command server
+
+        Starts = list[tuple[float, float]]
+
+        async def starts() -> tuple[Starts, Starts, Starts]:
+            a: Starts = []
+            b: Starts = []
+            c: Starts = []
+            # .pyc files compiled once for all; the workspace's mcp command server started
+            await _spawn_initialize(ours, env)
             await _spawn_initialize(minimal, env)
-            for _ in range(args.starts):  # alternated, so both see the same machine load
+            for _ in range(args.starts):  # alternated, so all see the same machine load
                 a.append(await _spawn_initialize(ours, env))
                 b.append(await _spawn_initialize(minimal, env))
-            return a, b
+                c.append(await _spawn_initialize(ours, own_env))
+            return a, b, c
 
-        ours_both, echo_both = anyio.run(starts)
+        ours_both, echo_both, own_both = anyio.run(starts)
+        own_t = [t[0] for t in own_both]
         ours_t, echo_t = [t[0] for t in ours_both], [t[0] for t in echo_both]
         ours_l, echo_l = [t[1] for t in ours_both], [t[1] for t in echo_both]
         calls = _calls(ours, env, args.calls)
@@ -252,6 +262,8 @@ def main() -> int:
             "target": TARGET,
             "ok": ratio <= TARGET,
             "runs": args.starts,
+            "agentos_own_process": round(statistics.median(own_t) * 1000, 1),
+            "own_process_ratio": round(statistics.median(own_t) / statistics.median(echo_t), 3),
         },
         "spawn_initialize_tools_list_ms": {
             "agentos": round(statistics.median(ours_l) * 1000, 1),
@@ -277,7 +289,9 @@ def main() -> int:
         print(
             f"spawn + initialize (median of {s['runs']}): agentos {s['agentos']} ms, "
             f"minimal FastMCP echo {s['fastmcp_echo']} ms, ratio {s['ratio']}x "
-            f"(target <= {TARGET}x: {'ok' if s['ok'] else 'OVER'})"
+            f"(target <= {TARGET}x: {'ok' if s['ok'] else 'OVER'}); agentos in its own "
+            f"process (AGENTOS_CLI_SERVER=0, no command server) {s['agentos_own_process']} ms, "
+            f"ratio {s['own_process_ratio']}x"
         )
         t = result["spawn_initialize_tools_list_ms"]
         print(
