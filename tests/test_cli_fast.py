@@ -10,13 +10,16 @@ import itertools
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import click
 import pytest
-from conftest import CliRunner
+from conftest import CliRunner, wait_until
 
 from agentos.cli import fast
 from agentos.cli._main import cli as agentos_cli
@@ -311,16 +314,19 @@ def test_route_as_a_process_is_answered_by_a_fork_of_the_command_server_as_its_o
     ws: Workspace,
 ) -> None:
     request = ("route", "fix the lint errors", "--json")
+    timed = {"PYTHONPROFILEIMPORTTIME": "1"}  # (its own server: PYTHON* variables are its key)
+
+    def imported(out: subprocess.CompletedProcess[str]) -> set[str]:
+        return {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()}
+
     own = _agentos(ws, *request, env={"AGENTOS_CLI_SERVER": "0"})
-    first = _agentos(ws, *request)  # starts the server, and is answered by it
-    assert forkserver.socket_path(ws.state_dir, "cli").exists()
-    # Answered by a fork: this process imports no router (a PYTHON* variable is part of
-    # what a server is shared by, so it is answered by a server of its own).
-    served = _agentos(ws, *request, env={"PYTHONPROFILEIMPORTTIME": "1"})
-    imports = {line.rsplit("|", 1)[-1].strip() for line in served.stderr.splitlines()}
-    assert "agentos.cli.server" in imports and "agentos.routing.router" not in imports
+    first = _agentos(ws, *request, env=timed)  # starts the server, and runs itself
+    served = _agentos(ws, *request, env=timed)  # answered by a fork of it
     from_here = _agentos(ws, *request, flag=False, cwd=ws.root)  # found from its directory
 
+    assert "agentos.routing.router" in imported(first)
+    assert "agentos.cli.server" in imported(served)
+    assert "agentos.routing.router" not in imported(served)
     outs = (own, first, served, from_here)
     assert [o.returncode for o in outs] == [0, 0, 0, 0], [o.stderr for o in outs]
     assert all(_decision(o) == _decision(own) for o in outs)
@@ -351,17 +357,108 @@ def test_a_forked_route_takes_its_callers_environment_and_exit_status(ws: Worksp
 
 
 @pytest.mark.process
-def test_a_command_server_is_shared_only_by_processes_under_the_same_limits(
-    ws: Workspace,
-) -> None:
-    """A forked child keeps its server's control groups and limits, not its caller's: a
-    caller under other limits gets a server of its own."""
+def test_a_command_server_is_shared_only_by_processes_of_the_same_context(ws: Workspace) -> None:
+    """A forked child keeps its server's limits, nice value and namespaces, not its
+    caller's: a caller in another context gets a server of its own."""
     import resource
 
     def nofile(limit: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
-    for limit in (512, 512, 256):
-        out = _agentos(ws, "route", "fix the lint errors", preexec_fn=lambda n=limit: nofile(n))
+    contexts: list[Any] = [lambda: nofile(512), lambda: nofile(512), lambda: nofile(256)]
+    contexts.append(lambda: os.nice(5))
+    for context in contexts:
+        out = _agentos(ws, "route", "fix the lint errors", preexec_fn=context)
         assert out.returncode == 0, out.stderr
-    assert len(list(ws.state_dir.glob("cli-*.sock"))) == 2
+    unshared = subprocess.run(
+        ["unshare", "--mount", sys.executable, "-m", "agentos", "--workspace", str(ws.root),
+         "route", "fix the lint errors"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert unshared.returncode == 0, unshared.stderr
+    assert len(list(ws.state_dir.glob("cli-*.sock"))) == 4
+
+
+@pytest.mark.process
+def test_concurrent_routes_are_each_answered_once(ws: Workspace) -> None:
+    assert _agentos(ws, "route", "fix the lint errors").returncode == 0  # the server is up
+    before = len(list_receipts(ws))
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentos",
+                "--workspace",
+                str(ws.root),
+                "route",
+                "--json",
+                "fix the lint errors",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(40)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 40, [err for _, err in outs]
+    assert all(out.count('"decision"') == 1 for out, _ in outs)
+    assert len(list_receipts(ws)) == before + 40
+    assert verify_chain(ws) == []
+
+
+@pytest.mark.process
+def test_a_forked_command_ends_as_its_caller_is_ended(ws: Workspace) -> None:
+    """``mcp serve`` (it waits on its standard input) through the mcp command server:
+    SIGTERM ends the caller by SIGTERM, as in its own process; SIGKILL of the caller ends
+    the child too."""
+    argv = [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "mcp", "serve"]
+
+    def children() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text().rpartition(")")[2].split()
+                parent = Path(f"/proc/{stat[1]}/cmdline").read_bytes()
+                if stat[0] != "Z" and b"--service\0mcp" in parent:
+                    found.append(int(entry.name))
+        return found
+
+    def ended_by_sigterm(env: dict[str, str]) -> int:
+        with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env={**os.environ, **env}) as proc:  # fmt: skip
+            time.sleep(1.5)  # (its start is not announced: it waits for a client's message)
+            proc.send_signal(signal.SIGTERM)
+            return proc.wait(timeout=30)
+
+    own = ended_by_sigterm({"AGENTOS_CLI_SERVER": "0"})
+    ended_by_sigterm({})  # starts the server, and runs itself
+    wait_until(lambda: forkserver.socket_path(ws.state_dir, "mcp").exists(), what="the server")
+    forked = ended_by_sigterm({})
+    assert own == forked == -signal.SIGTERM
+    wait_until(lambda: not children(), timeout=10, what="the child ended")
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+        child = wait_until(children, timeout=30, what="the forked mcp serve")
+        proc.kill()
+        proc.wait()
+    wait_until(lambda: not children(), timeout=10, what=f"the child {child} ended with its caller")
+
+
+@pytest.mark.process
+def test_a_route_with_its_output_closed_ends_as_in_its_own_process(ws: Workspace) -> None:
+    assert _agentos(ws, "route", "fix the lint errors").returncode == 0  # the server is up
+    outs = [
+        subprocess.run(
+            [sys.executable, "-m", "agentos", "--workspace", str(ws.root), "route", "x"],
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env={**os.environ, **env},
+            preexec_fn=lambda: os.close(1),
+        )
+        for env in ({"AGENTOS_CLI_SERVER": "0"}, {})
+    ]
+    assert outs[1].returncode == outs[0].returncode != 0
+    assert outs[1].stderr.splitlines()[-1:] == outs[0].stderr.splitlines()[-1:]

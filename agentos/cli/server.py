@@ -14,11 +14,16 @@ says which process forks, never which workspace the command works in.
 imported (~0.6 s of CPU that Claude Code and Gemini CLI waited for at every session's
 start); ``mcp serve --http`` runs in its own process.
 
-The first command of a workspace starts its server and waits for it; it ends after
-``AGENTOS_FORKSERVER_IDLE`` seconds without a request (600). ``AGENTOS_CLI_SERVER=0`` turns
-it off: the command then runs in its own process, as it does whenever no server can be
-reached. Ctrl-C and SIGTERM are passed on to the child. Only what this module imports at
-its top is paid before the hop: the client half is the standard library's.
+The first command of a workspace starts its server and runs in its own process; the server
+ends after ``AGENTOS_FORKSERVER_IDLE`` seconds without a request (600). A server is shared
+only by callers with the same namespaces, credentials, control groups, nice value, limits
+and interpreter settings (:func:`agentos.shared.forkserver.socket_path`): a child has its
+server's, not its caller's. ``AGENTOS_CLI_SERVER=0`` turns it off; the command runs in its
+own process too whenever no server takes it within seconds (one that does not is replaced),
+or a standard stream is closed. The caller's signals are passed on to the child (those that
+come before it is known, once it is); a child ended by one ends its caller the same way;
+Ctrl-Z stops both; a caller killed ends its child. Only what this module imports at its top
+is paid before the hop: the client half is the standard library's.
 
     python -m agentos.cli.server --service cli|mcp [--idle SECONDS] --fd FD --socket PATH
 """
@@ -53,7 +58,9 @@ def hop(args: list[str]) -> int | None:
         return None  # (`mcp serve --http` is a server of its own, not a session)
     try:
         os.getcwd()
-    except OSError:  # its directory removed: the command says so itself
+        for fd in (0, 1, 2):  # a stream closed: the socket would take its number
+            os.fstat(fd)
+    except OSError:  # (its directory removed, a stream closed: the command says so itself)
         return None
     root = _workspace_root(given)
     if root is None:
@@ -65,14 +72,20 @@ def hop(args: list[str]) -> int | None:
     state = Path(root) / STATE_DIR
     start = [sys.executable, "-m", "agentos.cli.server", "--service", service]
     start += ["--idle", forkserver.idle()]
-    try:
-        conn, first = forkserver.request(
-            forkserver.socket_path(state, service), start, {"argv": args}, [0, 1, 2]
-        )
-    except OSError:
-        return None
-    with conn:
-        return _wait(conn, first)
+    with _Caller() as caller:  # its signals are the child's from the start
+        try:
+            # The first command of a workspace starts the server and runs itself.
+            sent = forkserver.request(
+                forkserver.socket_path(state, service), start, {"argv": args}, [0, 1, 2],
+                wait=False,
+            )  # fmt: skip
+        except OSError:
+            return None
+        if sent is None:  # started for the next one
+            return None
+        conn, first = sent
+        with conn:
+            return None if first is None else caller.wait(conn, first)
 
 
 def _command(args: list[str]) -> tuple[str | None, tuple[str, ...]]:
@@ -112,49 +125,92 @@ def _workspace_root(given: str | None) -> str | None:
         here = parent
 
 
-def _wait(conn: socket.socket, first: tuple[bytes, list[int]] | None) -> int | None:
-    """The child's exit status, passing Ctrl-C and SIGTERM on to it (None when it never
-    started: the caller runs the command itself)."""
-    import json
-    import signal
+class _Caller:
+    """The calling process while a child works for it: the signals it gets are passed on
+    to the child (those that come before the child is known, once it is); Ctrl-Z stops
+    both and ``fg`` continues both; a child ended by a signal passed on ends it the same
+    way."""
 
-    from agentos.shared import forkserver
+    PASSED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGCONT")
 
-    pidfd: int | None = None
+    def __init__(self) -> None:
+        import signal
 
-    def take(fds: list[int]) -> None:
-        nonlocal pidfd
-        for fd in fds:
-            if pidfd is None:
-                pidfd = fd
-            else:
-                os.close(fd)
+        self.signal = signal
+        self.pidfd: int | None = None
+        self.pending: list[int] = []  # got before the child was known
+        self.passed: list[int] = []
+        self.old: dict[int, Any] = {}
 
-    def forward(sig: int, _frame: object) -> None:
-        if pidfd is not None:
+    def __enter__(self) -> _Caller:
+        signal = self.signal
+        for name in self.PASSED:
+            self.old[getattr(signal, name)] = signal.signal(getattr(signal, name), self._got)
+        self.old[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, self._stop)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.old.items():
+            self.signal.signal(sig, handler)
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+        for sig in self.pending:  # never passed on: the command (run here) gets it
+            if sig != self.signal.SIGCONT:
+                os.kill(os.getpid(), sig)
+
+    def _send(self, sig: int) -> None:
+        assert self.pidfd is not None
+        with contextlib.suppress(ProcessLookupError):
+            self.signal.pidfd_send_signal(self.pidfd, sig)
+        self.passed.append(sig)
+
+    def _got(self, sig: int, _frame: object) -> None:
+        if self.pidfd is None:
+            self.pending.append(sig)
+        else:
+            self._send(sig)
+
+    def _stop(self, sig: int, _frame: object) -> None:
+        """Ctrl-Z: the child stops, then this process (``fg`` sends both SIGCONT)."""
+        signal = self.signal
+        if self.pidfd is not None:
             with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(pidfd, sig)
+                signal.pidfd_send_signal(self.pidfd, signal.SIGTSTP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stops here until continued
+        signal.signal(signal.SIGTSTP, self._stop)
 
-    if first is not None:
-        take(first[1])
-    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    def wait(self, conn: socket.socket, first: tuple[bytes, list[int]]) -> int:
+        """The child's exit status."""
+        import json
+
+        from agentos.shared import forkserver
+
+        self._take(first[1])
+        while self.pending:
+            self._send(self.pending.pop(0))
         while True:
             try:
                 data, fds = forkserver.answer(conn, None)
             except OSError:
                 data, fds = b"", []
-            take(fds)
-            if not data:  # it ended without saying how (killed)
-                return None if pidfd is None else 1
+            self._take(fds)
+            if not data:  # it ended without saying how: killed
+                fatal = [s for s in self.passed if s != self.signal.SIGCONT]
+                if fatal:  # by what was passed on: this process ends the same way
+                    self.signal.signal(fatal[-1], self.signal.SIG_DFL)
+                    os.kill(os.getpid(), fatal[-1])
+                return 1
             said = json.loads(data)
             if "exit" in said:
                 return int(said["exit"])
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        if pidfd is not None:
-            os.close(pidfd)
+
+    def _take(self, fds: list[int]) -> None:
+        for fd in fds:
+            if self.pidfd is None:
+                self.pidfd = fd
+            else:
+                os.close(fd)
 
 
 # --- the server ------------------------------------------------------------------------
@@ -218,6 +274,9 @@ def _handle(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> int:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     sys.argv = ["agentos", *argv]
+    import threading
+
+    threading.Thread(target=_end_with_caller, args=(conn,), daemon=True).start()
     try:
         code = entry(argv)
         sys.stdout.flush()
@@ -225,6 +284,16 @@ def _handle(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 1
     return code
+
+
+def _end_with_caller(conn: socket.socket) -> None:
+    """The caller gone (killed), the command ends as a process of its own would with it."""
+    import signal
+
+    with contextlib.suppress(OSError):
+        while conn.recv(1):
+            pass
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,13 +94,16 @@ class AgentToolServer:
             "tools": list(manifest.mcp),
         }
         start = [sys.executable, "-m", server_module(), "--idle", forkserver.idle()]
+        problem = "it did not take the request"
         with log.open("ab") as err:
             try:
-                control, first = forkserver.request(
-                    forkserver_socket(ws), start, fields, [err.fileno()]
-                )
+                sent = forkserver.request(forkserver_socket(ws), start, fields, [err.fileno()])
             except OSError as exc:
-                raise OperationFailed(f"the agents' MCP fork server: {exc}") from None
+                sent = None
+                problem = str(exc)
+            if sent is None:  # (waited for: never None; said for the type checker)
+                raise OperationFailed(f"the agents' MCP fork server: {problem}") from None
+            control, first = sent
         pidfd = None
         for fd in first[1] if first else []:
             if pidfd is None:

@@ -49,6 +49,7 @@ MAX_REQUEST = 1 << 20  # bytes of a request line
 REQUEST_TIMEOUT = 5.0  # seconds a client has to send its request
 TICK = 2.0  # seconds between the server's looks at its socket file and its idle time
 STALE = b"stale\n"
+FIRST_ANSWER = 10.0  # seconds a running server has to fork (milliseconds, once imported)
 
 # The child's work: (its connection, the request's service fields, its descriptors) -> its
 # exit status. It runs with the client's environment, directory and umask.
@@ -73,24 +74,48 @@ def socket_path(state_dir: Path, name: str) -> Path:
 
     import agentos
 
+    interpreter = (sys.flags, sys.warnoptions, sys._xoptions)
     key = "\0".join(
-        [sys.executable, str(Path(agentos.__file__).parent), _inherited(), repr(_start_env())]
+        [
+            sys.executable,
+            str(Path(agentos.__file__).parent),
+            inherited(),
+            repr(sorted((k, v) for k, v in _start_env().items() if k not in ("PATH", "HOME"))),
+            repr(interpreter),
+        ]
     )
     return state_dir / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
 
 
-def _inherited() -> str:
-    """This process's control groups and resource limits."""
-    import resource
+# What /proc/PID/status says of a process's privileges (a forked child keeps its server's).
+_PRIVILEGES = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+               "NoNewPrivs", "Seccomp")  # fmt: skip
 
+
+def inherited(pid: int | str = "self") -> str:
+    """What process ``pid`` has that a forked child keeps of its server, not of its caller:
+    its namespaces, root, control groups, credentials and privileges, nice value and
+    resource limits (the limits of this process only: another's are not read here)."""
+    proc = f"/proc/{pid}"
+    parts = []
     try:
-        with open("/proc/self/cgroup") as fh:
-            groups = fh.read()
+        for ns in sorted(os.listdir(f"{proc}/ns")):
+            parts.append(os.readlink(f"{proc}/ns/{ns}"))
+        parts.append(os.readlink(f"{proc}/root"))
+        with open(f"{proc}/cgroup") as fh:
+            parts.append(fh.read())
+        with open(f"{proc}/status") as fh:
+            parts += [line for line in fh if line.split(":", 1)[0] in _PRIVILEGES]
+        with open(f"{proc}/stat") as fh:
+            parts.append(fh.read().rpartition(")")[2].split()[16])  # nice
     except OSError:
-        groups = ""
-    kinds = ("AS", "CORE", "CPU", "DATA", "FSIZE", "NOFILE", "NPROC", "STACK")
-    limits = [resource.getrlimit(getattr(resource, f"RLIMIT_{k}")) for k in kinds]
-    return f"{groups}{limits}"
+        parts.append("?")
+    if pid == "self":
+        import resource
+
+        kinds = ("AS", "CORE", "CPU", "DATA", "FSIZE", "NOFILE", "NPROC", "STACK")
+        parts.append(repr([resource.getrlimit(getattr(resource, f"RLIMIT_{k}")) for k in kinds]))
+    return "\0".join(parts)
 
 
 def _start_env() -> dict[str, str]:
@@ -100,7 +125,7 @@ def _start_env() -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k in ("PATH", "HOME", "LANG", "TZ", "TMPDIR") or k.startswith(("LC_", "PYTHON"))
+        if k in ("PATH", "HOME", "LANG") or k.startswith(("LC_", "PYTHON"))
     }
     if env.get("PYTHONPATH"):
         parts = env["PYTHONPATH"].split(os.pathsep)
@@ -119,20 +144,24 @@ def _connect(path: Path) -> socket.socket:
     return sock
 
 
-def connect(path: Path, start: list[str]) -> tuple[socket.socket, bool]:
+def connect(path: Path, start: list[str], replace: int | None = None) -> tuple[socket.socket, bool]:
     """A connection to the fork server at ``path``, and whether it was started for it
     (``start``, the server's command, given ``--fd FD --socket PATH`` after it; its output
-    to the ``.log`` beside its socket). A server that cannot be started raises OSError."""
-    with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
-        return _connect(path), False
+    to the ``.log`` beside its socket). With ``replace``, the inode of a server's socket
+    that did not answer: a new server is started in its place (the old one, when it wakes,
+    finds its socket gone and ends). A server that cannot be started raises OSError."""
+    if replace is None:
+        with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
+            return _connect(path), False
     import fcntl
     import subprocess
 
     with path.with_suffix(".lock").open("a") as lock:  # one starter at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
-            return _connect(path), False
-        path.unlink(missing_ok=True)  # a socket left by one that ended
+        if replace is None or _inode(path) != replace:  # (another starter replaced it)
+            with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
+                return _connect(path), False
+        path.unlink(missing_ok=True)  # a socket left by one that ended, or did not answer
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with listener:
             with unix_address(path) as address:
@@ -167,7 +196,8 @@ def send(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> None:
     process = {"env": dict(os.environ), "cwd": cwd, "umask": mask}
     data = json.dumps({**fields, "process": process}).encode() + b"\n"
     sent = socket.send_fds(conn, [data], fds)
-    conn.sendall(data[sent:])
+    if sent < len(data):  # (never a send of nothing: the child may be done and gone)
+        conn.sendall(data[sent:])
 
 
 def answer(conn: socket.socket, timeout: float | None) -> tuple[bytes, list[int]]:
@@ -187,23 +217,36 @@ def answer(conn: socket.socket, timeout: float | None) -> tuple[bytes, list[int]
 
 
 def request(
-    path: Path, start: list[str], fields: dict[str, Any], fds: list[int]
-) -> tuple[socket.socket, tuple[bytes, list[int]] | None]:
-    """Send a request to the fork server at ``path`` (started when none answers; started
-    anew when the one found is stale or goes away): the connection, and the child's first
-    answer (its pid line and pidfd), or None when the server was started for this request
-    (it answers once it has imported: read it with :func:`answer` when needed)."""
+    path: Path, start: list[str], fields: dict[str, Any], fds: list[int], wait: bool = True
+) -> tuple[socket.socket, tuple[bytes, list[int]] | None] | None:
+    """Send a request to the fork server at ``path``: the connection, and the child's first
+    answer (its pid line and pidfd).
+
+    When no server answers, one is started; with ``wait`` the request waits for it (the
+    first answer is then None: read it with :func:`answer`), without it the request is not
+    sent at all (None: the caller does the work itself, the next one finds the server up).
+    A server found stale or gone is started anew; one that does not fork within
+    FIRST_ANSWER seconds is replaced (it never forks for a request whose client has gone).
+    OSError when no server can take it."""
+    replace: int | None = None
     for _ in range(3):
-        conn, started = connect(path, start)
+        conn, started = connect(path, start, replace)
+        if started and not wait:
+            conn.close()  # (the server finds the connection closed: it forks nothing)
+            return None
         try:
             send(conn, fields, fds)
-        except OSError:  # it ended as it took the connection
+        except OSError:  # it ended as it took the connection: nothing was forked
             conn.close()
             continue
         if started:
             return conn, None
         try:
-            data, got = answer(conn, 30.0)
+            data, got = answer(conn, FIRST_ANSWER)
+        except TimeoutError:  # stopped, or stuck: replaced by a new one
+            conn.close()
+            replace = _inode(path)
+            continue
         except OSError:
             data, got = b"", []
         if data.startswith(b"{"):
@@ -245,6 +288,18 @@ def _inode(path: Path) -> int | None:
         return os.stat(path).st_ino
     except OSError:
         return None
+
+
+def _gone(conn: socket.socket) -> bool:
+    """Whether the client closed its connection after its request."""
+    import select
+
+    if not select.select([conn], [], [], 0)[0]:
+        return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def _read_request(conn: socket.socket, max_fds: int) -> tuple[dict[str, Any], list[int]]:
@@ -308,6 +363,9 @@ def _child(
         logging.root.setLevel(logging.WARNING)
         os.environ.clear()
         os.environ.update(process["env"])
+        import time
+
+        time.tzset()  # (its TZ, not the server's)
         os.chdir(process["cwd"])
         os.umask(process["umask"])
         conn.settimeout(None)
@@ -374,6 +432,8 @@ def serve(
                     with contextlib.suppress(OSError):
                         conn.sendall(STALE)
                     return 0
+                if _gone(conn):
+                    continue  # (it gave up waiting: the work is its own again)
                 if os.fork() == 0:
                     _child(listener, conn, request, fds, handle)
             finally:
