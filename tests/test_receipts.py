@@ -1281,6 +1281,33 @@ def test_key_import_and_export_refuse_what_they_should_in_one_line(
     )
 
 
+@pytest.mark.parametrize("spoilt", ["not ascii", "a word more", "an id that is not digits"])
+def test_an_anchor_that_is_not_an_id_a_sha256_and_its_mac_is_named_forged(
+    ws: Workspace, spoilt: str
+) -> None:
+    """Even signed with the workspace's key, an anchor of other words is no record of the
+    newest receipt; it is never a crash (a mac that is not ASCII raised TypeError)."""
+    chain(ws, 3)
+    path = ws.state_dir / ANCHOR
+    rid, digest, mac = path.read_text().split()
+    secret = bytes.fromhex((ws.state_dir / KEY).read_text().split()[0])
+    three = hmac.new(secret, f"anchor three {digest}".encode(), hashlib.sha256).hexdigest()
+    path.write_bytes(
+        {
+            "not ascii": f"{rid} {digest} {mac}\xff\n".encode("latin-1"),
+            "a word more": f"{rid} {digest} {mac} more\n".encode(),
+            "an id that is not digits": f"three {digest} {three}\n".encode(),
+        }[spoilt]
+    )
+    assert verify_chain(ws) == [
+        "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is forged (its "
+        "signature does not match the key): receipts removed from the chain's end cannot be "
+        "told"
+    ]
+    assert write_receipt(ws, "gate", {}).id == "00000004"  # the next write signs it anew
+    assert verify_chain(ws) == []
+
+
 def test_hashes_only_without_a_key_says_macs_were_not_checked(
     cli: CliRunner, ws: Workspace
 ) -> None:
