@@ -1281,6 +1281,39 @@ def test_key_import_and_export_refuse_what_they_should_in_one_line(
     )
 
 
+@pytest.mark.parametrize(
+    "spoilt",
+    ["empty", "a folder", "not ascii", "no first receipt", "not hex", "a word more"],
+)
+def test_a_key_file_that_holds_no_key_stops_the_next_write_naming_it(
+    ws: Workspace, spoilt: str
+) -> None:
+    """Whatever the key file holds that is not a key, the next write is refused saying so:
+    never a crash, and never taken for a missing key."""
+    chain(ws, 1)
+    path = ws.state_dir / KEY
+    secret, first = path.read_text().split()
+    path.unlink()
+    held = {
+        "empty": b"",
+        "not ascii": f"\xff{secret} {first}\n".encode("latin-1"),
+        "no first receipt": f"{secret} one\n".encode(),
+        "not hex": f"{'zz' * 32} {first}\n".encode(),
+        "a word more": f"{secret} {first} {first}\n".encode(),
+    }
+    if spoilt == "a folder":
+        path.mkdir()
+    else:
+        path.write_bytes(held[spoilt])
+    with pytest.raises(BadInput) as err:
+        write_receipt(ws, "gate", {})
+    assert str(err.value) == (
+        f"{path}: is not a receipts key: restore it from a backup or `agentos receipts key "
+        "import FILE` (or start a new one with `agentos receipts rekey --reason TEXT`)"
+    )
+    assert len(list_receipts(ws)) == 1
+
+
 @pytest.mark.parametrize("spoilt", ["not ascii", "a word more", "an id that is not digits"])
 def test_an_anchor_that_is_not_an_id_a_sha256_and_its_mac_is_named_forged(
     ws: Workspace, spoilt: str
