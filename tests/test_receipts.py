@@ -1314,7 +1314,9 @@ def test_a_key_file_that_holds_no_key_stops_the_next_write_naming_it(
     assert len(list_receipts(ws)) == 1
 
 
-@pytest.mark.parametrize("spoilt", ["not ascii", "a word more", "an id that is not digits"])
+@pytest.mark.parametrize(
+    "spoilt", ["not ascii", "a word more", "an id that is not digits", "a short sha256"]
+)
 def test_an_anchor_that_is_not_an_id_a_sha256_and_its_mac_is_named_forged(
     ws: Workspace, spoilt: str
 ) -> None:
@@ -1324,12 +1326,17 @@ def test_an_anchor_that_is_not_an_id_a_sha256_and_its_mac_is_named_forged(
     path = ws.state_dir / ANCHOR
     rid, digest, mac = path.read_text().split()
     secret = bytes.fromhex((ws.state_dir / KEY).read_text().split()[0])
-    three = hmac.new(secret, f"anchor three {digest}".encode(), hashlib.sha256).hexdigest()
+
+    def signed(rid: str, digest: str) -> str:
+        mac = hmac.new(secret, f"anchor {rid} {digest}".encode(), hashlib.sha256).hexdigest()
+        return f"{rid} {digest} {mac}\n"
+
     path.write_bytes(
         {
             "not ascii": f"{rid} {digest} {mac}\xff\n".encode("latin-1"),
             "a word more": f"{rid} {digest} {mac} more\n".encode(),
-            "an id that is not digits": f"three {digest} {three}\n".encode(),
+            "an id that is not digits": signed("three", digest).encode(),
+            "a short sha256": signed(rid, digest[:63]).encode(),
         }[spoilt]
     )
     assert verify_chain(ws) == [
