@@ -14,9 +14,12 @@ import apsw
 import pytest
 from conftest import CliRunner, add_agent, agent_started, branches, git, make_repo, needs_tmux
 
+from agentos.gate.judge import TestChanges as Allowed  # "Test..." is not a test class
 from agentos.receipts import list_receipts, read_receipt
 from agentos.run.orchestrator import RunOptions, start_run
+from agentos.run.review import AgentWork, GateSpec, landing_message
 from agentos.run.store import RunStore
+from agentos.shared.checks import CheckSpec
 from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
@@ -396,3 +399,86 @@ def test_a_package_edited_after_install_is_refused_before_any_agent_starts(
     assert verify.returncode == 1
     assert "writer@1.0.0: run.sh: modified" in verify.stdout
     assert branches(repo) == ["main"]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "subject"),
+    [
+        ("x" * 72, "x" * 72),
+        ("x" * 73, "x" * 69 + "..."),
+        ("a" * 68 + "  and then b" + "b" * 10, "a" * 68 + "..."),  # no space before "..."
+        ("\n  fix the parser\nand its tests\n", "fix the parser"),
+        ("", ""),
+    ],
+    ids=["72-characters", "73-cut-to-69", "cut-at-a-space", "first-line-stripped", "empty"],
+)
+def test_a_landing_commits_subject_is_the_requests_first_line_cut_to_72_characters(
+    request_text: str, subject: str
+) -> None:
+    work = AgentWork("writer", "1.0.0", "writer-card", "agentos/run-1/writer", "0" * 40)
+    assert landing_message(request_text, "run-1", work) == (
+        f"{subject}\n\n"
+        f"Request: {request_text.strip()}\n"
+        "Run: run-1\n"
+        "Agent: writer@1.0.0 via writer-card\n"
+        "Receipts: (none)\n"
+    )
+    signed = AgentWork(**{**work.__dict__, "receipts": ("00000003", "00000007")})
+    assert landing_message("fix it", "run-1", signed).endswith("Receipts: 00000003, 00000007\n")
+
+
+def test_the_integration_gate_runs_each_agents_check_once_by_a_name_of_its_own() -> None:
+    """Checks alike but for their names run once; a name two different checks share gets a
+    number; the checks that judge one agent's own diff stay with that agent's gate."""
+    tests = CheckSpec(name="tests", tests=[])
+    lint = CheckSpec(name="lint", run="ruff check .")
+    first = [tests, lint, CheckSpec(name="scope", no_changes_outside=["src/"])]
+    second = [
+        CheckSpec(name="the tests", tests=[]),
+        CheckSpec(name="lint", run="ruff check src"),
+        CheckSpec(name="size", max_diff_lines=100),
+        CheckSpec(name="lint", run="ruff check tests"),
+        lint,
+    ]
+    allow = Allowed(False, ("tests/test_parser.py",), "the request: parser tests")
+    spec = GateSpec.of([first, second], ("parse",), allow)
+    assert spec.as_json() == {
+        "checks": [
+            {"name": "tests", "tests": [], "timeout": 300.0},
+            {"name": "lint", "run": "ruff check .", "timeout": 300.0},
+            {"name": "lint [2]", "run": "ruff check src", "timeout": 300.0},
+            {"name": "lint [3]", "run": "ruff check tests", "timeout": 300.0},
+        ],
+        "named": ["parse"],
+        "allow": {
+            "everything": False,
+            "paths": ["tests/test_parser.py"],
+            "why": "the request: parser tests",
+        },
+    }
+    assert GateSpec.from_json(spec.as_json()) == spec  # as a run keeps it for `runs merge`
+
+
+@pytest.mark.parametrize(
+    ("kept", "spec"),
+    [
+        (None, None),
+        ("checks", None),
+        ({"named": ["parse"]}, None),
+        ({"checks": "tests"}, None),
+        ({"checks": []}, GateSpec(())),
+        (
+            {"checks": [{"name": "tests", "tests": []}], "named": None, "allow": "everything"},
+            GateSpec((CheckSpec(name="tests", tests=[]),)),
+        ),
+        (
+            {"checks": [], "allow": {"everything": True, "why": None}},
+            GateSpec((), allow=Allowed(True, (), "")),
+        ),
+    ],
+    ids=["none", "text", "no-checks", "checks-not-a-list", "empty", "allow-not-a-dict", "why-null"],
+)
+def test_a_gate_spec_a_run_kept_reads_back_and_none_when_it_kept_none(
+    kept: object, spec: GateSpec | None
+) -> None:
+    assert GateSpec.from_json(kept) == spec
