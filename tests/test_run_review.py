@@ -3,6 +3,7 @@ server, real agents, the real CLI in subprocesses."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -423,7 +424,7 @@ def test_a_landing_commits_subject_is_the_requests_first_line_cut_to_72_characte
         "Agent: writer@1.0.0 via writer-card\n"
         "Receipts: (none)\n"
     )
-    signed = AgentWork(**{**work.__dict__, "receipts": ("00000003", "00000007")})
+    signed = dataclasses.replace(work, receipts=("00000003", "00000007"))
     assert landing_message("fix it", "run-1", signed).endswith("Receipts: 00000003, 00000007\n")
 
 
