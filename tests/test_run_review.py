@@ -16,7 +16,7 @@ import pytest
 from conftest import CliRunner, add_agent, agent_started, branches, git, make_repo, needs_tmux
 
 from agentos.gate.judge import TestChanges as Allowed  # "Test..." is not a test class
-from agentos.receipts import list_receipts, read_receipt
+from agentos.receipts import list_receipts, load_receipt, read_receipt
 from agentos.run.orchestrator import RunOptions, start_run
 from agentos.run.review import AgentWork, GateSpec, landing_message
 from agentos.run.store import RunStore
@@ -90,11 +90,47 @@ def test_runs_diff_shows_the_state_the_gate_passed(
     assert agent["agent"] == "writer"
     assert agent["commit"] == git(repo, "rev-parse", f"agentos/{run_id}/writer")
     assert "+written by writer" in agent["patch"]
+    git(repo, "update-ref", f"refs/heads/agentos/{run_id}/writer", "main")  # moved since
+    (moved,) = json.loads(cli("runs", "diff", run_id, "--json").stdout)["agents"]
+    assert moved["commit"] == agent["commit"]  # still the commit the gate passed
     unknown = cli("runs", "diff", run_id, "nobody")
     assert unknown.returncode == 2
     assert unknown.stderr.strip() == (
         f"error: AGENT: no agent 'nobody' in run {run_id} (agents: writer)"
     )
+
+
+def test_runs_diff_of_a_failed_run_shows_the_tip_of_its_branch_kept_or_discarded(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "failer", WRITER, checks=[{"name": "never", "run": "false"}])
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    code, report = run_json(cli, "run", "failer-task", "--repo", str(repo), "--force")
+    assert (code, report["status"]) == (1, "failed")
+    run_id = report["run"]
+    base = git(repo, "rev-parse", "main")
+    tip = git(repo, "rev-parse", f"agentos/{run_id}/failer")
+
+    def diff(*args: str) -> str:  # as git writes it (conftest's git strips it)
+        return subprocess.run(
+            ["git", "diff", *args, base, tip], cwd=repo, capture_output=True, text=True
+        ).stdout
+
+    expected = {
+        "run": run_id,
+        "agents": [
+            {
+                "agent": "failer",
+                "base": base,
+                "commit": tip,
+                "stat": diff("--stat"),
+                "patch": diff(),
+            }
+        ],
+    }
+    assert json.loads(cli("runs", "diff", run_id, "--json").stdout) == expected
+    assert run_json(cli, "runs", "discard", run_id)[1]["dropped"] == [f"agentos/{run_id}/failer"]
+    assert json.loads(cli("runs", "diff", run_id, "--json").stdout) == expected  # archived
 
 
 def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
@@ -172,9 +208,16 @@ def test_runs_discard_drops_the_branches_and_marks_the_run(
     assert code == 0
     assert out == {"run": run_id, "dropped": [f"agentos/{run_id}/writer"]}
     assert branches(repo) == ["main"]
-    assert RunStore(ws).get(run_id).status == "discarded"
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == ("discarded", "discarded by the user")
     assert git(repo, "rev-parse", f"refs/agentos/runs/{run_id}/writer") == commit
+    (discard,) = [r for r in list_receipts(ws, run_id=run_id) if r.kind == "discard"]
+    assert load_receipt(ws, discard.id).fields == {
+        "via": "agentos runs discard",
+        "branches": [f"agentos/{run_id}/writer"],
+    }
     assert cli("runs", "merge", run_id).returncode == 2
+    assert run_json(cli, "runs", "discard", run_id) == (0, {"run": run_id, "dropped": []})
 
 
 def test_a_failed_first_attempt_never_reaches_the_target_branch(
@@ -245,6 +288,7 @@ def test_prune_removes_old_kept_branches_and_never_younger_work(
     assert code == 0
     assert pruned == {"removed": [f"{repo}: refs/heads/agentos/{old}/failer"], "problems": []}
     assert sorted(branches(repo)) == sorted(["main", f"agentos/{young}/failer"])
+    assert RunStore(ws).get(old).status == "failed"  # only a ready run becomes discarded
     _age_run(ws, young, 3)
     gc = json.loads(cli("gc", "--branches", "--json").stdout)
     assert gc["pruned_refs"] == []
