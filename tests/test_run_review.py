@@ -140,12 +140,19 @@ def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
     base = git(repo, "rev-parse", "main")
     run_id = ready_run(cli, repo)
     gate_receipts = [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "gate"]
+    nobody = cli("runs", "merge", run_id, "--agent", "nobody")
+    assert (nobody.returncode, nobody.stderr) == (
+        2,
+        f"error: --agent: no agent 'nobody' in run {run_id} (agents: writer)\n",
+    )
 
     code, merged = run_json(cli, "runs", "merge", run_id)
 
     assert code == 0, merged
     assert merged["status"] == "succeeded" and merged["merged"] is True
     assert git(repo, "rev-list", "--count", f"{base}..main") == "1"
+    landed = git(repo, "rev-parse", "main")
+    assert (merged["run"], merged["commit"], merged["commits"]) == (run_id, landed, [landed])
     message = git(repo, "log", "-1", "--format=%B", "main")
     assert message == (
         "writer-task\n\n"
@@ -296,6 +303,20 @@ def test_prune_removes_old_kept_branches_and_never_younger_work(
         f"{repo}: refs/heads/agentos/{young}/failer"
     ]
     assert branches(repo) == ["main"]
+
+
+def test_prune_discards_a_ready_run_whose_branches_it_removes_saying_why(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    run_id = ready_run(cli, repo)
+    _age_run(ws, run_id, 8)
+
+    assert run_json(cli, "runs", "prune", "--older-than", "7")[1]["removed"] == [
+        f"{repo}: refs/heads/agentos/{run_id}/writer"
+    ]
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == ("discarded", "not merged within 7 days; pruned")
 
 
 def test_the_default_agent_takes_requests_no_card_matches_and_the_receipt_says_so(
