@@ -1281,6 +1281,73 @@ def test_key_import_and_export_refuse_what_they_should_in_one_line(
     )
 
 
+@pytest.mark.parametrize(
+    "spoilt",
+    ["empty", "a folder", "not ascii", "no first receipt", "not hex", "a word more"],
+)
+def test_a_key_file_that_holds_no_key_stops_the_next_write_naming_it(
+    ws: Workspace, spoilt: str
+) -> None:
+    """Whatever the key file holds that is not a key, the next write is refused saying so:
+    never a crash, and never taken for a missing key."""
+    chain(ws, 1)
+    path = ws.state_dir / KEY
+    secret, first = path.read_text().split()
+    path.unlink()
+    held = {
+        "empty": b"",
+        "not ascii": f"\xff{secret} {first}\n".encode("latin-1"),
+        "no first receipt": f"{secret} one\n".encode(),
+        "not hex": f"{'zz' * 32} {first}\n".encode(),
+        "a word more": f"{secret} {first} {first}\n".encode(),
+    }
+    if spoilt == "a folder":
+        path.mkdir()
+    else:
+        path.write_bytes(held[spoilt])
+    with pytest.raises(BadInput) as err:
+        write_receipt(ws, "gate", {})
+    assert str(err.value) == (
+        f"{path}: is not a receipts key: restore it from a backup or `agentos receipts key "
+        "import FILE` (or start a new one with `agentos receipts rekey --reason TEXT`)"
+    )
+    assert len(list_receipts(ws)) == 1
+
+
+@pytest.mark.parametrize(
+    "spoilt", ["not ascii", "a word more", "an id that is not digits", "a short sha256"]
+)
+def test_an_anchor_that_is_not_an_id_a_sha256_and_its_mac_is_named_forged(
+    ws: Workspace, spoilt: str
+) -> None:
+    """Even signed with the workspace's key, an anchor of other words is no record of the
+    newest receipt; it is never a crash (a mac that is not ASCII raised TypeError)."""
+    chain(ws, 3)
+    path = ws.state_dir / ANCHOR
+    rid, digest, mac = path.read_text().split()
+    secret = bytes.fromhex((ws.state_dir / KEY).read_text().split()[0])
+
+    def signed(rid: str, digest: str) -> str:
+        mac = hmac.new(secret, f"anchor {rid} {digest}".encode(), hashlib.sha256).hexdigest()
+        return f"{rid} {digest} {mac}\n"
+
+    path.write_bytes(
+        {
+            "not ascii": f"{rid} {digest} {mac}\xff\n".encode("latin-1"),
+            "a word more": f"{rid} {digest} {mac} more\n".encode(),
+            "an id that is not digits": signed("three", digest).encode(),
+            "a short sha256": signed(rid, digest[:63]).encode(),
+        }[spoilt]
+    )
+    assert verify_chain(ws) == [
+        "AgentOS's record of the newest receipt (.agentos/receipts.anchor) is forged (its "
+        "signature does not match the key): receipts removed from the chain's end cannot be "
+        "told"
+    ]
+    assert write_receipt(ws, "gate", {}).id == "00000004"  # the next write signs it anew
+    assert verify_chain(ws) == []
+
+
 def test_hashes_only_without_a_key_says_macs_were_not_checked(
     cli: CliRunner, ws: Workspace
 ) -> None:

@@ -3,6 +3,7 @@ server, real agents, the real CLI in subprocesses."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -14,9 +15,12 @@ import apsw
 import pytest
 from conftest import CliRunner, add_agent, agent_started, branches, git, make_repo, needs_tmux
 
-from agentos.receipts import list_receipts, read_receipt
+from agentos.gate.judge import TestChanges as Allowed  # "Test..." is not a test class
+from agentos.receipts import list_receipts, load_receipt, read_receipt
 from agentos.run.orchestrator import RunOptions, start_run
+from agentos.run.review import AgentWork, GateSpec, landing_message
 from agentos.run.store import RunStore
+from agentos.shared.checks import CheckSpec
 from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
@@ -86,11 +90,47 @@ def test_runs_diff_shows_the_state_the_gate_passed(
     assert agent["agent"] == "writer"
     assert agent["commit"] == git(repo, "rev-parse", f"agentos/{run_id}/writer")
     assert "+written by writer" in agent["patch"]
+    git(repo, "update-ref", f"refs/heads/agentos/{run_id}/writer", "main")  # moved since
+    (moved,) = json.loads(cli("runs", "diff", run_id, "--json").stdout)["agents"]
+    assert moved["commit"] == agent["commit"]  # still the commit the gate passed
     unknown = cli("runs", "diff", run_id, "nobody")
     assert unknown.returncode == 2
     assert unknown.stderr.strip() == (
         f"error: AGENT: no agent 'nobody' in run {run_id} (agents: writer)"
     )
+
+
+def test_runs_diff_of_a_failed_run_shows_the_tip_of_its_branch_kept_or_discarded(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "failer", WRITER, checks=[{"name": "never", "run": "false"}])
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    code, report = run_json(cli, "run", "failer-task", "--repo", str(repo), "--force")
+    assert (code, report["status"]) == (1, "failed")
+    run_id = report["run"]
+    base = git(repo, "rev-parse", "main")
+    tip = git(repo, "rev-parse", f"agentos/{run_id}/failer")
+
+    def diff(*args: str) -> str:  # as git writes it (conftest's git strips it)
+        return subprocess.run(
+            ["git", "diff", *args, base, tip], cwd=repo, capture_output=True, text=True
+        ).stdout
+
+    expected = {
+        "run": run_id,
+        "agents": [
+            {
+                "agent": "failer",
+                "base": base,
+                "commit": tip,
+                "stat": diff("--stat"),
+                "patch": diff(),
+            }
+        ],
+    }
+    assert json.loads(cli("runs", "diff", run_id, "--json").stdout) == expected
+    assert run_json(cli, "runs", "discard", run_id)[1]["dropped"] == [f"agentos/{run_id}/failer"]
+    assert json.loads(cli("runs", "diff", run_id, "--json").stdout) == expected  # archived
 
 
 def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
@@ -100,12 +140,19 @@ def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
     base = git(repo, "rev-parse", "main")
     run_id = ready_run(cli, repo)
     gate_receipts = [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "gate"]
+    nobody = cli("runs", "merge", run_id, "--agent", "nobody")
+    assert (nobody.returncode, nobody.stderr) == (
+        2,
+        f"error: --agent: no agent 'nobody' in run {run_id} (agents: writer)\n",
+    )
 
     code, merged = run_json(cli, "runs", "merge", run_id)
 
     assert code == 0, merged
     assert merged["status"] == "succeeded" and merged["merged"] is True
     assert git(repo, "rev-list", "--count", f"{base}..main") == "1"
+    landed = git(repo, "rev-parse", "main")
+    assert (merged["run"], merged["commit"], merged["commits"]) == (run_id, landed, [landed])
     message = git(repo, "log", "-1", "--format=%B", "main")
     assert message == (
         "writer-task\n\n"
@@ -168,9 +215,16 @@ def test_runs_discard_drops_the_branches_and_marks_the_run(
     assert code == 0
     assert out == {"run": run_id, "dropped": [f"agentos/{run_id}/writer"]}
     assert branches(repo) == ["main"]
-    assert RunStore(ws).get(run_id).status == "discarded"
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == ("discarded", "discarded by the user")
     assert git(repo, "rev-parse", f"refs/agentos/runs/{run_id}/writer") == commit
+    (discard,) = [r for r in list_receipts(ws, run_id=run_id) if r.kind == "discard"]
+    assert load_receipt(ws, discard.id).fields == {
+        "via": "agentos runs discard",
+        "branches": [f"agentos/{run_id}/writer"],
+    }
     assert cli("runs", "merge", run_id).returncode == 2
+    assert run_json(cli, "runs", "discard", run_id) == (0, {"run": run_id, "dropped": []})
 
 
 def test_a_failed_first_attempt_never_reaches_the_target_branch(
@@ -241,6 +295,7 @@ def test_prune_removes_old_kept_branches_and_never_younger_work(
     assert code == 0
     assert pruned == {"removed": [f"{repo}: refs/heads/agentos/{old}/failer"], "problems": []}
     assert sorted(branches(repo)) == sorted(["main", f"agentos/{young}/failer"])
+    assert RunStore(ws).get(old).status == "failed"  # only a ready run becomes discarded
     _age_run(ws, young, 3)
     gc = json.loads(cli("gc", "--branches", "--json").stdout)
     assert gc["pruned_refs"] == []
@@ -248,6 +303,20 @@ def test_prune_removes_old_kept_branches_and_never_younger_work(
         f"{repo}: refs/heads/agentos/{young}/failer"
     ]
     assert branches(repo) == ["main"]
+
+
+def test_prune_discards_a_ready_run_whose_branches_it_removes_saying_why(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    run_id = ready_run(cli, repo)
+    _age_run(ws, run_id, 8)
+
+    assert run_json(cli, "runs", "prune", "--older-than", "7")[1]["removed"] == [
+        f"{repo}: refs/heads/agentos/{run_id}/writer"
+    ]
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == ("discarded", "not merged within 7 days; pruned")
 
 
 def test_the_default_agent_takes_requests_no_card_matches_and_the_receipt_says_so(
@@ -396,3 +465,86 @@ def test_a_package_edited_after_install_is_refused_before_any_agent_starts(
     assert verify.returncode == 1
     assert "writer@1.0.0: run.sh: modified" in verify.stdout
     assert branches(repo) == ["main"]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "subject"),
+    [
+        ("x" * 72, "x" * 72),
+        ("x" * 73, "x" * 69 + "..."),
+        ("a" * 68 + "  and then b" + "b" * 10, "a" * 68 + "..."),  # no space before "..."
+        ("\n  fix the parser\nand its tests\n", "fix the parser"),
+        ("", ""),
+    ],
+    ids=["72-characters", "73-cut-to-69", "cut-at-a-space", "first-line-stripped", "empty"],
+)
+def test_a_landing_commits_subject_is_the_requests_first_line_cut_to_72_characters(
+    request_text: str, subject: str
+) -> None:
+    work = AgentWork("writer", "1.0.0", "writer-card", "agentos/run-1/writer", "0" * 40)
+    assert landing_message(request_text, "run-1", work) == (
+        f"{subject}\n\n"
+        f"Request: {request_text.strip()}\n"
+        "Run: run-1\n"
+        "Agent: writer@1.0.0 via writer-card\n"
+        "Receipts: (none)\n"
+    )
+    signed = dataclasses.replace(work, receipts=("00000003", "00000007"))
+    assert landing_message("fix it", "run-1", signed).endswith("Receipts: 00000003, 00000007\n")
+
+
+def test_the_integration_gate_runs_each_agents_check_once_by_a_name_of_its_own() -> None:
+    """Checks alike but for their names run once; a name two different checks share gets a
+    number; the checks that judge one agent's own diff stay with that agent's gate."""
+    tests = CheckSpec(name="tests", tests=[])
+    lint = CheckSpec(name="lint", run="ruff check .")
+    first = [tests, lint, CheckSpec(name="scope", no_changes_outside=["src/"])]
+    second = [
+        CheckSpec(name="the tests", tests=[]),
+        CheckSpec(name="lint", run="ruff check src"),
+        CheckSpec(name="size", max_diff_lines=100),
+        CheckSpec(name="lint", run="ruff check tests"),
+        lint,
+    ]
+    allow = Allowed(False, ("tests/test_parser.py",), "the request: parser tests")
+    spec = GateSpec.of([first, second], ("parse",), allow)
+    assert spec.as_json() == {
+        "checks": [
+            {"name": "tests", "tests": [], "timeout": 300.0},
+            {"name": "lint", "run": "ruff check .", "timeout": 300.0},
+            {"name": "lint [2]", "run": "ruff check src", "timeout": 300.0},
+            {"name": "lint [3]", "run": "ruff check tests", "timeout": 300.0},
+        ],
+        "named": ["parse"],
+        "allow": {
+            "everything": False,
+            "paths": ["tests/test_parser.py"],
+            "why": "the request: parser tests",
+        },
+    }
+    assert GateSpec.from_json(spec.as_json()) == spec  # as a run keeps it for `runs merge`
+
+
+@pytest.mark.parametrize(
+    ("kept", "spec"),
+    [
+        (None, None),
+        ("checks", None),
+        ({"named": ["parse"]}, None),
+        ({"checks": "tests"}, None),
+        ({"checks": []}, GateSpec(())),
+        (
+            {"checks": [{"name": "tests", "tests": []}], "named": None, "allow": "everything"},
+            GateSpec((CheckSpec(name="tests", tests=[]),)),
+        ),
+        (
+            {"checks": [], "allow": {"everything": True, "why": None}},
+            GateSpec((), allow=Allowed(True, (), "")),
+        ),
+    ],
+    ids=["none", "text", "no-checks", "checks-not-a-list", "empty", "allow-not-a-dict", "why-null"],
+)
+def test_a_gate_spec_a_run_kept_reads_back_and_none_when_it_kept_none(
+    kept: object, spec: GateSpec | None
+) -> None:
+    assert GateSpec.from_json(kept) == spec

@@ -157,7 +157,12 @@ def write_anchor(chain: Chained, key: Key, rid: str, digest: str) -> None:
 def read_anchor(chain: Chained, key: Key) -> tuple[int, str] | None:
     """(seq, sha256) of the newest receipt AgentOS wrote; None when missing or forged."""
     words = chain.anchor().decode("ascii", "replace").split()
-    if len(words) != 3 or not words[0].isdigit() or not SHA_RE.fullmatch(words[1]):
+    if (
+        len(words) != 3
+        or not words[0].isdigit()
+        or not SHA_RE.fullmatch(words[1])
+        or not SHA_RE.fullmatch(words[2])  # a mac too (compare_digest raises on non-ASCII)
+    ):
         return None
     if not key.matches(words[2], "anchor", words[0], words[1]):
         return None
