@@ -35,6 +35,10 @@ os.environ.pop("AGENTOS_HOME", None)
 # `agentos route`) wait a minute for the next request, not ten: each test's workspace starts
 # its own.
 os.environ.setdefault("AGENTOS_FORKSERVER_IDLE", "60")
+# `agentos route` and `mcp serve` run in their own process, as they did: a command server
+# started by the first call of each test's workspace would double that call's imports for
+# nothing. tests/test_cli_fast.py turns it on where it is what is tested.
+os.environ.setdefault("AGENTOS_CLI_SERVER", "0")
 
 # Set by .ci/run: what scripts/test installs (bubblewrap, tmux, the npm CLIs, chromium) is
 # there, so a test that would skip for want of it fails instead.

@@ -13,7 +13,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from conftest import CliRunner, wait_until
 from agentos.cli import fast
 from agentos.cli._main import cli as agentos_cli
 from agentos.receipts import list_receipts, verify_chain
-from agentos.shared import forkserver
 from agentos.workspace.layout import Workspace
 
 
@@ -289,6 +287,9 @@ def test_a_reader_gone_ends_every_command_quietly_with_status_1(
 # --- `agentos route` as a process, answered by the command server (agentos.cli.server) ------
 
 
+SERVED = {"AGENTOS_CLI_SERVER": "1"}  # (off for the rest of the suite: tests/conftest.py)
+
+
 def _agentos(
     ws: Workspace, *argv: str, env: dict[str, str] | None = None, flag: bool = True, **kw: Any
 ) -> subprocess.CompletedProcess[str]:
@@ -297,7 +298,7 @@ def _agentos(
         [sys.executable, "-m", "agentos", *prefix, *argv],
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **SERVED, **(env or {})},
         timeout=60,
         **kw,
     )
@@ -373,7 +374,7 @@ def test_a_command_server_is_shared_only_by_processes_of_the_same_context(ws: Wo
     unshared = subprocess.run(
         ["unshare", "--mount", sys.executable, "-m", "agentos", "--workspace", str(ws.root),
          "route", "fix the lint errors"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, env={**os.environ, **SERVED},
     )  # fmt: skip
     assert unshared.returncode == 0, unshared.stderr
     assert len(list(ws.state_dir.glob("cli-*.sock"))) == 4
@@ -398,6 +399,7 @@ def test_concurrent_routes_are_each_answered_once(ws: Workspace) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, **SERVED},
         )
         for _ in range(40)
     ]
@@ -421,24 +423,30 @@ def test_a_forked_command_ends_as_its_caller_is_ended(ws: Workspace) -> None:
             with contextlib.suppress(OSError, IndexError, ValueError):
                 stat = (entry / "stat").read_text().rpartition(")")[2].split()
                 parent = Path(f"/proc/{stat[1]}/cmdline").read_bytes()
-                if stat[0] != "Z" and b"--service\0mcp" in parent:
+                mine = str(ws.state_dir).encode() in parent  # (not another test's server)
+                if stat[0] != "Z" and b"--service\0mcp" in parent and mine:
                     found.append(int(entry.name))
         return found
 
-    def ended_by_sigterm(env: dict[str, str]) -> int:
+    def ended_by_sigterm(env: dict[str, str], forked: bool) -> int:
         with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               env={**os.environ, **env}) as proc:  # fmt: skip
-            time.sleep(1.5)  # (its start is not announced: it waits for a client's message)
+            if forked:  # the child forked for it, serving: the signal is passed on to it
+                wait_until(children, timeout=30, what="the forked mcp serve")
             proc.send_signal(signal.SIGTERM)
             return proc.wait(timeout=30)
 
-    own = ended_by_sigterm({"AGENTOS_CLI_SERVER": "0"})
-    ended_by_sigterm({})  # starts the server, and runs itself
-    wait_until(lambda: forkserver.socket_path(ws.state_dir, "mcp").exists(), what="the server")
-    forked = ended_by_sigterm({})
+    own = ended_by_sigterm({"AGENTOS_CLI_SERVER": "0"}, forked=False)
+    # The first one starts the server and runs itself (its input ends at once).
+    started = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                             env={**os.environ, **SERVED})  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    forked = ended_by_sigterm(SERVED, forked=True)
     assert own == forked == -signal.SIGTERM
     wait_until(lambda: not children(), timeout=10, what="the child ended")
-    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **SERVED}
+    ) as proc:
         child = wait_until(children, timeout=30, what="the forked mcp serve")
         proc.kill()
         proc.wait()
@@ -458,7 +466,7 @@ def test_a_route_with_its_output_closed_ends_as_in_its_own_process(ws: Workspace
             env={**os.environ, **env},
             preexec_fn=lambda: os.close(1),
         )
-        for env in ({"AGENTOS_CLI_SERVER": "0"}, {})
+        for env in ({"AGENTOS_CLI_SERVER": "0"}, SERVED)
     ]
     assert outs[1].returncode == outs[0].returncode != 0
     assert outs[1].stderr.splitlines()[-1:] == outs[0].stderr.splitlines()[-1:]

@@ -199,8 +199,9 @@ def test_a_follower_issues_no_query_between_the_servers_announcements(
     lines = Lines(follower.stdout)
 
     def backends() -> list[tuple[int, str, float]]:  # the follower's: (pid, state, idle for)
+        # (A connection still starting has no state, nor a time it changed: idle for 0.)
         return [
-            (int(pid), str(state), float(idle))
+            (int(pid), str(state), float(idle or 0.0))
             for pid, state, idle in pg_server.sql(
                 "SELECT pid, state, EXTRACT(EPOCH FROM now() - state_change) "
                 "FROM pg_stat_activity WHERE datname = %s AND application_name = 'agentos'",
