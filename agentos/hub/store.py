@@ -261,8 +261,7 @@ class Hub:
 
     def _install_staged(self, fill: Callable[[Path], None], source: str) -> InstallResult:
         staging_root = self.root / _STAGING
-        staging_root.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(dir=staging_root))
+        stage = _stage_in(staging_root)
         try:
             with _named_after_source(stage, source):
                 fill(stage)
@@ -497,3 +496,17 @@ def _make_read_only(root: Path) -> None:
 def _remove_if_empty(path: Path) -> None:
     with suppress(OSError):
         path.rmdir()
+
+
+def _stage_in(staging_root: Path) -> Path:
+    """A new staging directory in ``staging_root``, made if needed. Another install removes
+    ``staging_root`` once empty: made again when it went between the two steps."""
+    for _ in range(20):
+        try:
+            staging_root.mkdir(parents=True, exist_ok=True)
+            return Path(tempfile.mkdtemp(dir=staging_root))
+        except (FileExistsError, FileNotFoundError):  # (removed meanwhile by another)
+            continue
+    staging_root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=staging_root))
+
