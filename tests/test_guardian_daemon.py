@@ -179,7 +179,11 @@ def test_a_deleted_workspace_ends_its_guardian(tmp_path: Path, cli: CliRunner) -
     daemon.start(other)
     pid = pid_of(other)
 
-    shutil.rmtree(other.root)
+    def removed() -> bool:  # (the guardian writes there until it notices: again until gone)
+        shutil.rmtree(other.root, ignore_errors=True)
+        return not other.root.exists()
+
+    wait_until(removed, what="the workspace removed")
     wait_until(lambda: not alive(pid), what="the guardian to exit")
 
 
