@@ -8,6 +8,7 @@ import json
 import math
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -283,8 +284,16 @@ def test_kill_9_mid_generation_then_resume_makes_it_again_under_the_same_number(
     root = ws.state_dir / "evolve" / evo
     wait_until(lambda: (root / "work" / "gen-2").is_dir(), timeout=60)
     pid = json.loads((root / "state.json").read_text())["pid"]
+    second = cli("evolve", "resume", evo)  # one process drives an evolution
+    assert second.returncode == 2 and f"already running (pid {pid})" in second.stderr
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), timeout=10)
+    # A killed process's leader is a zombie before its last thread has let its files go:
+    # its lock, held a moment longer (here by another process), is waited for.
+    dying = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(root / "lock")], stdout=subprocess.PIPE
+    )
+    assert dying.stdout is not None and dying.stdout.readline() == b"held\n"
     # Also torn: the last snapshot (generation 1's) cut mid-line.
     archive = root / "archive.jsonl"
     archive.write_bytes(archive.read_bytes()[:-25])
@@ -300,6 +309,17 @@ def test_kill_9_mid_generation_then_resume_makes_it_again_under_the_same_number(
     assert [gens[g]["score"] for g in (1, 2, 3)] == [0.5, 0.75, 1.0]
     assert (root / "gen-1" / "metadata.json").read_bytes() == first  # kept, not made again
     assert not (root / "work").exists() or not any((root / "work").iterdir())
+    assert dying.wait(timeout=10) == 0
+    dying.stdout.close()
+
+
+_HOLD_LOCK = """
+import fcntl, sys, time
+fh = open(sys.argv[1], "a")
+fcntl.flock(fh, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(1.5)
+"""
 
 
 def _zombie(pid: int) -> bool:

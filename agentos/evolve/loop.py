@@ -66,13 +66,15 @@ from agentos.hub.manifest import load_manifest
 from agentos.hub.store import Hub
 from agentos.receipts import write_receipt
 from agentos.run.oneshot import run_once
-from agentos.run.store import process_start
+from agentos.run.store import pid_alive, process_start
 from agentos.runtimes import ready_package
 from agentos.sandbox import choose
 from agentos.sandbox.confine import Scene
 from agentos.shared.fs import atomic_write, sha256_bytes
 from agentos.workspace.files import AgentFiles
 from agentos.worktrees import repo as wt
+
+DYING_WAIT = 10.0  # seconds a resume waits for a killed driver's lock to be let go
 
 
 class Evolver:
@@ -119,13 +121,23 @@ class Evolver:
     def _exclusive(self) -> Iterator[None]:
         """One process drives an evolution; the lock dies with it (kill -9 included)."""
         with (self.evo.root / "lock").open("a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pid = self.evo.state().get("pid")
-                raise Conflict(
-                    f"evolution {self.evo.id} is already running (pid {pid})", field="EVO"
-                ) from None
+            deadline = time.monotonic() + DYING_WAIT
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    state = self.evo.state()
+                    pid = state.get("pid")
+                    # A process killed while its threads were in the kernel shows as a
+                    # zombie before its last thread has closed its files (the lock among
+                    # them): that lock is going, wait for it.
+                    if pid_alive(pid, state.get("pid_start")) or time.monotonic() > deadline:
+                        raise Conflict(
+                            f"evolution {self.evo.id} is already running (pid {pid})",
+                            field="EVO",
+                        ) from None
+                    time.sleep(0.05)
             yield
 
     def _loop(self) -> str:
