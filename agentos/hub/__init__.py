@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from agentos.shared.faces import lazy
 
 if TYPE_CHECKING:
-    from agentos.hub.manifest import load_manifest, Manifest
+    from agentos.hub.manifest import Manifest, load_manifest
     from agentos.hub.store import Hub
-    from agentos.hub.versions import hub_versions, InstalledVersion, parse_ref
+    from agentos.hub.versions import InstalledVersion, hub_versions, parse_ref
 
 FACE = {
     "Hub": "agentos.hub.store",

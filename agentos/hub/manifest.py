@@ -9,12 +9,12 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from agentos.shared import limits
-from agentos.shared.models import Name, SemVer, StrictModel, load_yaml_model
-from agentos.shared.checks import CheckSpec
-from agentos.hub.agent_tools import AGENT_TOOLS
 from agentos.errors import ValidationFailed
+from agentos.hub.agent_tools import AGENT_TOOLS
 from agentos.sandbox.settings import PackageSandbox
+from agentos.shared import limits
+from agentos.shared.checks import CheckSpec
+from agentos.shared.models import Name, SemVer, StrictModel, load_yaml_model
 
 MANIFEST = "agent.yaml"
 

@@ -26,31 +26,6 @@ from typing import Any
 import yaml
 from filelock import FileLock
 
-from agentos.hub import archive
-from agentos.hub.lock import (
-    LOCK_HEADER,
-    LockedPackage,
-    LockedVersion,
-    LockFile,
-    lock_versions,
-    parse_lock,
-)
-from agentos.shared.fs import atomic_write, sha256_bytes
-from agentos.hub.versions import InstalledVersion as InstalledVersion
-from agentos.hub.versions import Versions, installed_versions
-from agentos.shared.versions import version_key
-from agentos.hub.versions import parse_ref as parse_ref
-from agentos.hub.versions import resolve as resolve_version
-from agentos.shared.models import validate
-from agentos.hub.digests import (
-    LOCK_FILE,
-    DigestCache,
-    drift,
-    file_digest,
-    read_all,
-    tree_digest,
-    walk,
-)
 from agentos.errors import (
     AgentOSError,
     BadInput,
@@ -60,7 +35,32 @@ from agentos.errors import (
     Tampered,
     ValidationFailed,
 )
+from agentos.hub import archive
+from agentos.hub.digests import (
+    LOCK_FILE,
+    DigestCache,
+    drift,
+    file_digest,
+    read_all,
+    tree_digest,
+    walk,
+)
+from agentos.hub.lock import (
+    LOCK_HEADER,
+    LockedPackage,
+    LockedVersion,
+    LockFile,
+    lock_versions,
+    parse_lock,
+)
 from agentos.hub.manifest import MANIFEST, Manifest, load_manifest
+from agentos.hub.versions import InstalledVersion as InstalledVersion
+from agentos.hub.versions import installed_versions
+from agentos.hub.versions import parse_ref as parse_ref
+from agentos.hub.versions import resolve as resolve_version
+from agentos.shared.fs import atomic_write, sha256_bytes
+from agentos.shared.models import validate
+from agentos.shared.versions import version_key
 from agentos.workspace.layout import STATE_DIR
 
 DIGEST_CACHE = "hub-digests.json"  # in the workspace's .agentos/cache/
@@ -509,4 +509,3 @@ def _stage_in(staging_root: Path) -> Path:
             continue
     staging_root.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=staging_root))
-

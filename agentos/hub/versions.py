@@ -17,9 +17,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentos.errors import BadInput, NotFound
 from agentos.shared.fs import atomic_write
 from agentos.shared.versions import parse_constraint, version_key
-from agentos.errors import BadInput, NotFound, ValidationFailed
 
 # name -> (active version or None, {version: (sha256, source, install time)})
 Versions = dict[str, tuple[str | None, dict[str, tuple[str, str, str]]]]
