@@ -58,6 +58,27 @@ def requires(available: bool, reason: str) -> pytest.MarkDecorator:
     return pytest.mark.requires(available=available, reason=reason)
 
 
+SLOWEST = Path(__file__).with_name("slowest.txt")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest tests first (tests/slowest.txt, longest first), the rest in their order:
+    xdist hands each worker the next test as it frees, so a two-minute test started last
+    would keep one worker busy long after the other has finished. The tests of an xdist
+    group (the cluster's) keep their order: they run on one worker, module by module,
+    each module's cluster started once."""
+    seconds: dict[str, float] = {}
+    for line in SLOWEST.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            value, _, nodeid = line.partition(" ")
+            seconds[nodeid.strip()] = float(value)
+
+    def first(item: pytest.Item) -> float:
+        return 0.0 if item.get_closest_marker("xdist_group") else -seconds.get(item.nodeid, 0.0)
+
+    items.sort(key=first)  # (stable: the rest in their order)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers("requires"):
