@@ -17,10 +17,11 @@ from agentos.workspace.layout import Workspace
 T = TypeVar("T")
 
 
-def retried(ws: Workspace, work: Callable[[], T]) -> T:
+def retried(ws: Workspace, work: Callable[[], T], *, shared: bool | None = None) -> T:
     """``work`` (one append, a transaction of its own), done again while the state's
-    connection is lost, for up to its retry window (a chain on disk: once)."""
-    if not ws.state.shared:
+    connection is lost, for up to its retry window (a chain on disk: once). ``shared``:
+    whether the state is on a server, when the caller knows already."""
+    if not (ws.state.shared if shared is None else shared):
         return work()
     from agentos.state.database import ConnectionLost, retry_window
 
@@ -35,10 +36,10 @@ def retried(ws: Workspace, work: Callable[[], T]) -> T:
 
 
 @contextmanager
-def open_chain(ws: Workspace, *, exclusive: bool) -> Iterator[Chained]:
+def open_chain(ws: Workspace, *, exclusive: bool, shared: bool | None = None) -> Iterator[Chained]:
     """The workspace's chain under its lock: its receipts folder and anchor file, or, where
-    the state is PostgreSQL, the state's receipts table."""
-    if ws.state.shared:
+    the state is PostgreSQL, the state's receipts table. ``shared``: as for :func:`retried`."""
+    if ws.state.shared if shared is None else shared:
         from agentos.receipts.table import table_chain  # the state's tables: PostgreSQL
 
         with table_chain(ws, exclusive=exclusive) as chain:

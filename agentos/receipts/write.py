@@ -89,16 +89,18 @@ def write_receipt(
     lines.extend(render_fields(fields))
     body = "".join(f"{line}\n" for line in lines)
     sign = bool(ws.settings_data["receipts"]["sign"])
+    shared = ws.state.shared
 
     def append() -> Receipt:
-        with open_chain(ws, exclusive=True) as chain:
+        with open_chain(ws, exclusive=True, shared=shared) as chain:
             for _attempt in range(3):  # only retried when a writer ignored the lock
                 receipt = _append(chain, ws.state_dir, kind, body, run_id, sign=sign)
                 if receipt is not None:
                     return receipt
         raise OSError(f"{chain.where}: could not append a receipt: another writer ignores it")
 
-    return retried(ws, append)  # in the state's table: done again if the connection broke
+    # in the state's table: done again if the connection broke
+    return retried(ws, append, shared=shared)
 
 
 def utc_now() -> str:
