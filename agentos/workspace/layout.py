@@ -43,11 +43,11 @@ class Workspace:
     def cards_dir(self) -> Path:
         return self.root / "routing_cards"
 
-    @property
+    @cached_property  # (these two are asked for on every receipt)
     def receipts_dir(self) -> Path:
         return self.root / "receipts"
 
-    @property
+    @cached_property
     def state_dir(self) -> Path:
         return self.root / STATE_DIR
 
@@ -62,9 +62,16 @@ class Workspace:
         agentos.yaml, else :attr:`state_db` (see :mod:`agentos.state.location`)."""
         from agentos.state.location import ENV, locate
 
-        if os.environ.get(ENV, "").strip():  # the settings are not read for it
-            return locate(self.state_db, None, self.settings_file)
-        return locate(self.state_db, self.settings_data.get("state"), self.settings_file)
+        env = os.environ.get(ENV, "").strip()
+        kept = self.__dict__.get("_state")  # (asked for on every receipt: kept per URL)
+        if kept is not None and kept[0] == env:
+            return kept[1]  # type: ignore[no-any-return]
+        if env:  # the settings are not read for it
+            found = locate(self.state_db, None, self.settings_file)
+        else:
+            found = locate(self.state_db, self.settings_data.get("state"), self.settings_file)
+        self.__dict__["_state"] = (env, found)
+        return found
 
     @property
     def knowledge_db(self) -> Path:
