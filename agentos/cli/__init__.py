@@ -8,11 +8,10 @@ A process of its own first offers ``route`` to the workspace's command server
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
-
-from agentos.cli.dispatch import HELP_FILE, entry, stored_help
 
 __all__ = ["HELP_FILE", "entry", "run", "stored_help"]
+
+TYPE_CHECKING = False  # (typing is not imported before the hop: ~5 ms of every route)
 
 
 def run() -> None:
@@ -20,7 +19,9 @@ def run() -> None:
         from agentos.cli import server
 
         code = server.hop(sys.argv[1:])
-        if code is None:
+        if code is None:  # (the command runs here: the whole dispatcher is imported)
+            from agentos.cli.dispatch import entry
+
             code = entry(sys.argv[1:])
         sys.stdout.flush()  # what is still buffered, while a reader gone can be told (below)
     except BrokenPipeError:
@@ -38,11 +39,22 @@ if TYPE_CHECKING:
     from agentos.cli._main import COMMANDS as COMMANDS
     from agentos.cli._main import cli as cli
     from agentos.cli._main import main as main
+    from agentos.cli.dispatch import HELP_FILE as HELP_FILE
+    from agentos.cli.dispatch import entry as entry
+    from agentos.cli.dispatch import stored_help as stored_help
 else:
+    _LAZY = {
+        "cli": "agentos.cli._main",  # (click is imported for these three only)
+        "main": "agentos.cli._main",
+        "COMMANDS": "agentos.cli._main",
+        "HELP_FILE": "agentos.cli.dispatch",
+        "entry": "agentos.cli.dispatch",
+        "stored_help": "agentos.cli.dispatch",
+    }
 
-    def __getattr__(name: str) -> Any:  # cli, main, COMMANDS: loaded when asked for
-        if name not in ("cli", "main", "COMMANDS"):  # e.g. __path__: never import click for it
+    def __getattr__(name: str) -> object:  # loaded when asked for
+        if name not in _LAZY:  # e.g. __path__: never import click for it
             raise AttributeError(f"module 'agentos.cli' has no attribute {name!r}")
-        from agentos.cli import _main
+        import importlib
 
-        return getattr(_main, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)

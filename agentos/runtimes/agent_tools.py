@@ -63,7 +63,7 @@ def bridge_argv(files: AgentFiles) -> list[str]:
 
 def forkserver_socket(ws: Workspace) -> Path:
     """Where the workspace's fork server of agents' MCP servers listens."""
-    return forkserver.socket_path(ws.state_dir, "agent-tools")
+    return Path(forkserver.socket_path(ws.state_dir, "agent-tools"))
 
 
 class AgentToolServer:

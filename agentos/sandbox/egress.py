@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from agentos.shared.fs import unix_address
+from agentos.shared.sockets import UnixAddress
 
 PROXY_PORT = 3128  # inside the agent's own network namespace: no one else's
 MAX_HEAD = 64 * 1024  # a request line and headers longer than this are refused
@@ -88,7 +88,7 @@ class Egress:
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         socket_path.unlink(missing_ok=True)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with unix_address(socket_path) as address:
+        with UnixAddress(socket_path) as address:
             self._listener.bind(address)
         self._listener.listen(64)
         self._thread = threading.Thread(target=self._serve, name="agentos-egress", daemon=True)

@@ -29,19 +29,25 @@ replaced (the workspace removed, or another server of it started), or when it an
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
-from agentos.shared.fs import unix_address
+from agentos.shared.sockets import UnixAddress
 
-# (The client's half imports only the above: it is paid on the path of `agentos route`. The
-# server's half imports the rest where it is used.)
+# (The client's half imports only the above: it is paid on the path of `agentos route`, so
+# not typing, pathlib or contextlib either. The server's half imports the rest where it is
+# used.)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    # The child's work: (its connection, the request's service fields, its descriptors) ->
+    # its exit status. It runs with the client's environment, directory and umask.
+    Handler = Callable[[socket.socket, dict[str, Any], list[int]], int]
+    Where = str | os.PathLike[str]  # a socket's path
 
 IDLE_ENV = "AGENTOS_FORKSERVER_IDLE"  # seconds a fork server waits for a request, then ends
 IDLE = 600
@@ -50,10 +56,6 @@ REQUEST_TIMEOUT = 5.0  # seconds a client has to send its request
 TICK = 2.0  # seconds between the server's looks at its socket file and its idle time
 STALE = b"stale\n"
 FIRST_ANSWER = 10.0  # seconds a running server has to fork (milliseconds, once imported)
-
-# The child's work: (its connection, the request's service fields, its descriptors) -> its
-# exit status. It runs with the client's environment, directory and umask.
-Handler = Callable[[socket.socket, dict[str, Any], list[int]], int]
 
 
 # --- the client ------------------------------------------------------------------------------
@@ -64,7 +66,7 @@ def idle() -> str:
     return os.environ.get(IDLE_ENV, "").strip() or str(IDLE)
 
 
-def socket_path(state_dir: Path, name: str) -> Path:
+def socket_path(state_dir: Where, name: str) -> str:
     """Where the workspace's fork server ``name`` listens for processes like this one: of
     this installation, started with the same interpreter settings, in the same control
     groups, under the same limits (what a forked child keeps of its server, not of its
@@ -78,13 +80,14 @@ def socket_path(state_dir: Path, name: str) -> Path:
     key = "\0".join(
         [
             sys.executable,
-            str(Path(agentos.__file__).parent),
+            os.path.dirname(agentos.__file__),
             inherited(),
             repr(sorted((k, v) for k, v in _start_env().items() if k not in ("PATH", "HOME"))),
             repr(interpreter),
         ]
     )
-    return state_dir / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.sock"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return os.path.join(state_dir, f"{name}-{digest}.sock")
 
 
 # What /proc/PID/status says of a process's privileges (a forked child keeps its server's).
@@ -133,10 +136,10 @@ def _start_env() -> dict[str, str]:
     return env
 
 
-def _connect(path: Path) -> socket.socket:
+def _connect(path: Where) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        with unix_address(path) as address:
+        with UnixAddress(path) as address:
             sock.connect(address)
     except BaseException:
         sock.close()
@@ -144,33 +147,41 @@ def _connect(path: Path) -> socket.socket:
     return sock
 
 
-def connect(path: Path, start: list[str], replace: int | None = None) -> tuple[socket.socket, bool]:
+def connect(
+    path: Where, start: list[str], replace: int | None = None
+) -> tuple[socket.socket, bool]:
     """A connection to the fork server at ``path``, and whether it was started for it
     (``start``, the server's command, given ``--fd FD --socket PATH`` after it; its output
     to the ``.log`` beside its socket). With ``replace``, the inode of a server's socket
     that did not answer: a new server is started in its place (the old one, when it wakes,
     finds its socket gone and ends). A server that cannot be started raises OSError."""
     if replace is None:
-        with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
+        try:
             return _connect(path), False
+        except (FileNotFoundError, ConnectionRefusedError):
+            pass
+    import contextlib
     import fcntl
     import subprocess
 
-    with path.with_suffix(".lock").open("a") as lock:  # one starter at a time
+    path = os.fspath(path)
+    stem = os.path.splitext(path)[0]
+    with open(f"{stem}.lock", "a") as lock:  # one starter at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
         if replace is None or _inode(path) != replace:  # (another starter replaced it)
             with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
                 return _connect(path), False
-        path.unlink(missing_ok=True)  # a socket left by one that ended, or did not answer
+        with contextlib.suppress(FileNotFoundError):  # a socket left by one that ended, or
+            os.unlink(path)  # did not answer
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with listener:
-            with unix_address(path) as address:
+            with UnixAddress(path) as address:
                 listener.bind(address)
             listener.listen(64)
-            with path.with_suffix(".log").open("ab") as out:
+            with open(f"{stem}.log", "ab") as out:
                 fd = str(listener.fileno())
                 server = subprocess.Popen(
-                    [*start, "--fd", fd, "--socket", str(path)],
+                    [*start, "--fd", fd, "--socket", path],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=out,
@@ -217,7 +228,7 @@ def answer(conn: socket.socket, timeout: float | None) -> tuple[bytes, list[int]
 
 
 def request(
-    path: Path, start: list[str], fields: dict[str, Any], fds: list[int], wait: bool = True
+    path: Where, start: list[str], fields: dict[str, Any], fds: list[int], wait: bool = True
 ) -> tuple[socket.socket, tuple[bytes, list[int]] | None] | None:
     """Send a request to the fork server at ``path``: the connection, and the child's first
     answer (its pid line and pidfd).
@@ -266,9 +277,11 @@ def _stamps() -> dict[str, tuple[int, int]]:
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if path and path not in found:
-            with contextlib.suppress(OSError):
+            try:
                 st = os.stat(path)
-                found[path] = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                continue
+            found[path] = (st.st_mtime_ns, st.st_size)
     return found
 
 
@@ -283,7 +296,7 @@ def _changed(stamps: dict[str, tuple[int, int]]) -> str | None:
     return None
 
 
-def _inode(path: Path) -> int | None:
+def _inode(path: Where) -> int | None:
     try:
         return os.stat(path).st_ino
     except OSError:
@@ -346,6 +359,7 @@ def _child(
     handle: Handler,
 ) -> None:  # fmt: skip
     """The forked child: never returns (it ends the process)."""
+    import contextlib
     import signal
     import traceback
 
@@ -388,10 +402,11 @@ def _child(
 
 
 def serve(
-    listener: socket.socket, path: Path, idle: float, handle: Handler, max_fds: int = 3
+    listener: socket.socket, path: str, idle: float, handle: Handler, max_fds: int = 3
 ) -> int:
     """Fork a child running ``handle`` per request until idle for ``idle`` seconds, or until
     ``path`` is no longer this server's socket, or until a module it imported changed."""
+    import contextlib
     import logging
     import select
     import signal
@@ -428,7 +443,8 @@ def serve(
                 if changed is not None:
                     log.warning("%s changed since it started: it ends", changed)
                     if _inode(path) == own:
-                        path.unlink(missing_ok=True)
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(path)
                     with contextlib.suppress(OSError):
                         conn.sendall(STALE)
                     return 0
@@ -444,11 +460,12 @@ def serve(
 def main(argv: list[str] | None, prog: str, preload: Callable[[], None], handle: Handler) -> int:
     """A fork server's process: ``--fd FD --socket PATH [--idle SECONDS]``."""
     import argparse
+    import contextlib
     import logging
 
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--fd", type=int, required=True, help="the bound, listening socket")
-    parser.add_argument("--socket", type=Path, required=True, help="where it is bound")
+    parser.add_argument("--socket", required=True, help="where it is bound")
     parser.add_argument("--idle", type=float, default=600.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level="WARNING", format=f"{prog} %(levelname)s: %(message)s")

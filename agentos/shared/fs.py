@@ -1,13 +1,11 @@
-"""Small file-system primitives: atomic writes, safe reads, content hashes, and the address
-of a Unix socket at any path."""
+"""Small file-system primitives: atomic writes, safe reads, content hashes (the address of a
+Unix socket at any path is :mod:`agentos.shared.sockets`'s)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -117,15 +115,3 @@ def sha256_bytes(data: bytes) -> str:
 def sha256_file(path: Path) -> str:
     with path.open("rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-@contextlib.contextmanager
-def unix_address(path: Path) -> Iterator[str]:
-    """An address for the Unix socket at ``path`` that fits in a socket address (108 bytes)
-    however long its directory's path: the socket's name through a descriptor of its
-    directory, good while the block lasts."""
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
