@@ -335,6 +335,8 @@ def test_route_as_a_process_is_answered_by_a_fork_of_the_command_server_as_its_o
     assert len(set(receipts)) == 4
     assert {r.id for r in list_receipts(ws)} >= set(receipts)
     assert verify_chain(ws) == []
+    logs = [log.read_text() for log in ws.state_dir.glob("cli-*.log")]
+    assert logs and not any("refused" in log for log in logs)  # (a start is no request)
 
 
 @pytest.mark.process

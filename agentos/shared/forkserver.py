@@ -148,13 +148,14 @@ def _connect(path: Where) -> socket.socket:
 
 
 def connect(
-    path: Where, start: list[str], replace: int | None = None
-) -> tuple[socket.socket, bool]:
+    path: Where, start: list[str], replace: int | None = None, *, attach: bool = True
+) -> tuple[socket.socket | None, bool]:
     """A connection to the fork server at ``path``, and whether it was started for it
     (``start``, the server's command, given ``--fd FD --socket PATH`` after it; its output
     to the ``.log`` beside its socket). With ``replace``, the inode of a server's socket
     that did not answer: a new server is started in its place (the old one, when it wakes,
-    finds its socket gone and ends). A server that cannot be started raises OSError."""
+    finds its socket gone and ends). Without ``attach``, a server started is not connected
+    to (None: it serves the next request). A server that cannot be started raises OSError."""
     if replace is None:
         try:
             return _connect(path), False
@@ -193,6 +194,8 @@ def connect(
             import threading  # reaped when it ends, or it stays a zombie of this process
 
             threading.Thread(target=server.wait, name="agentos-forkserver", daemon=True).start()
+            if not attach:  # (started for the next request)
+                return None, True
             return _connect(path), True  # (in the backlog until it has imported)
 
 
@@ -241,9 +244,8 @@ def request(
     OSError when no server can take it."""
     replace: int | None = None
     for _ in range(3):
-        conn, started = connect(path, start, replace)
-        if started and not wait:
-            conn.close()  # (the server finds the connection closed: it forks nothing)
+        conn, started = connect(path, start, replace, attach=wait)
+        if conn is None:  # started, and not waited for
             return None
         try:
             send(conn, fields, fds)
