@@ -62,19 +62,27 @@ SLOWEST = Path(__file__).with_name("slowest.txt")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest tests first (tests/slowest.txt, longest first), the rest in their order:
-    xdist hands each worker the next test as it frees, so a two-minute test started last
-    would keep one worker busy long after the other has finished. The tests of an xdist
-    group (the cluster's) keep their order: they run on one worker, module by module,
-    each module's cluster started once."""
+    """The modules of the slowest tests first (tests/slowest.txt), the one of the slowest
+    test first, and in each its slowest tests first; the rest in their order. xdist hands
+    each worker the next test as it frees, so a two-minute test started last would keep
+    one worker busy long after the other has finished. A module's tests stay together (its
+    module fixtures are made once per worker); an xdist group (the cluster's tests) keeps
+    its order."""
     seconds: dict[str, float] = {}
     for line in SLOWEST.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            value, _, nodeid = line.partition(" ")
-            seconds[nodeid.strip()] = float(value)
+            took, _, test = line.partition(" ")
+            seconds[test.strip()] = float(took)
+    weight: dict[str, float] = {}
+    for nodeid, value in seconds.items():
+        module = nodeid.partition("::")[0]
+        weight[module] = max(weight.get(module, 0.0), value)
 
-    def first(item: pytest.Item) -> float:
-        return 0.0 if item.get_closest_marker("xdist_group") else -seconds.get(item.nodeid, 0.0)
+    def first(item: pytest.Item) -> tuple[float, str, float]:
+        module = item.nodeid.partition("::")[0]
+        if item.get_closest_marker("xdist_group") or module not in weight:
+            return (0.0, "", 0.0)
+        return (-weight[module], module, -seconds.get(item.nodeid, 0.0))
 
     items.sort(key=first)  # (stable: the rest in their order)
 
