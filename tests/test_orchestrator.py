@@ -591,3 +591,34 @@ def test_what_an_agent_started_does_not_outlive_it(
 
     assert report.status == "failed" and report.agents[0].exit_code == 124
     wait_until(lambda: not processes_named(marker), timeout=10)
+
+
+def test_a_tmux_server_that_has_ended_is_not_asked_for_its_sessions(
+    ws: Workspace, tmp_path: Path, tmux_socket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gc asks for the sessions before every run: when the server has ended (its socket
+    file stays), no tmux process is started to be told so."""
+    import shutil
+
+    from agentos.run.sessions import Sessions
+
+    calls, shims = tmp_path / "tmux-calls", tmp_path / "bin"
+    shims.mkdir()
+    (shims / "tmux").write_text(
+        f'#!/bin/sh\necho "$1 $2" >> {calls}\nexec {shutil.which("tmux")} "$@"\n'
+    )
+    (shims / "tmux").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    sessions = Sessions(ws.root)
+    sessions.start("agentos-probe-1", ["sleep", "60"], tmp_path)
+    assert sessions.names() == ["agentos-probe-1"]
+    assert sessions.kill("agentos-probe-1")  # its last session: the server ends
+    socket = sessions.socket_path()
+    assert socket is not None
+    listed = ["tmux", "-L", tmux_socket, "list-sessions"]
+    wait_until(lambda: subprocess.run(listed, capture_output=True).returncode != 0)
+    calls.unlink()
+
+    assert sessions.names() == []
+    assert socket.exists()  # left by tmux: its being there says nothing
+    assert not calls.exists()  # no tmux was started to ask

@@ -139,8 +139,8 @@ class Sessions:
     def panes(self) -> list[PaneInfo]:
         """One batched tmux query for every AgentOS pane on the server."""
         socket = self.socket_path()
-        if shutil.which("tmux") is None or (socket is not None and not socket.exists()):
-            return []  # no socket: no server, and nothing to ask it
+        if shutil.which("tmux") is None or (socket is not None and not _listening(socket)):
+            return []  # no server: nothing to ask it (tmux leaves its socket when it ends)
         fmt = "#{session_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_current_command}"
         result = self.server.cmd("list-panes", "-a", "-F", fmt)
         if result.returncode != 0:
@@ -225,3 +225,24 @@ class Sessions:
 
     def attach_argv(self, name: str) -> list[str]:
         return [require_tmux(), "-L", self.socket, "attach-session", "-t", f"={name}"]
+
+
+def _listening(path: Path) -> bool:
+    """Whether a server listens on the Unix socket at ``path``: tmux leaves its socket file
+    behind when its last session ends, and asking a tmux that is not there costs a process
+    (gc asks before every run). True when it cannot be told (tmux is asked then)."""
+    import socket
+
+    from agentos.shared.sockets import UnixAddress
+
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with UnixAddress(path) as address:
+            probe.connect(address)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return False
+    except OSError:
+        return True
+    finally:
+        probe.close()
+    return True
