@@ -46,6 +46,7 @@ DEFAULT_THRESHOLD = 0.5  # at or over it: a duplicate
 RELATED_THRESHOLD = 0.3  # between this and the threshold: related
 SUBSTITUTED = 0.4  # the factor when each side has a term of its own of the same kind
 GENERIC_SHARE = 0.3  # a word in more than this share of the tasks says little
+FILLER_SHARE = 0.25  # what a filler weighs, of what its frequency gives
 PREFIX = 6  # a stem is read as its first letters: "config" is "configuration"
 NAME_TERM = "="  # prefixes a name among the terms (a stem never holds one)
 
@@ -55,6 +56,7 @@ FREQUENCIES_FILE = Path(__file__).with_name("similarity_frequencies.json")
 _NAME = re.compile(
     r"""
     --[a-z][\w-]*                               # a flag
+    | \b[A-Za-z]+(?:-\d+)+\b                    # a code: UTF-8, CVE-2021-23337
     | [\w./-]*\w\.(?:py|js|ts|tsx|jsx|md|rst|txt|toml|yaml|yml|json|cfg|ini|sh|go|rs
                      |java|c|h|cpp|sql|html|css)\b  # a file
     | \w+(?:/\w+)+(?:\.\w+)?                    # a path
@@ -66,6 +68,10 @@ _NAME = re.compile(
     re.VERBOSE,
 )
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
+_DIGIT = re.compile(r"\d")  # a word with a digit (arm64, v1) is read whole
+_CODE = re.compile(r"[A-Za-z]{1,4}-\d{1,2}")  # UTF-8, SHA-1, UTC-5: one word
+_LIBRARY = re.compile(r"[A-Z][A-Za-z0-9]*\.js")  # Node.js, Vue.js
+_FAULT = re.compile(r"[a-z](?:error|exception)$")  # an exception's name
 _FILE = re.compile(
     r"\.(?:py|js|ts|tsx|jsx|md|rst|txt|toml|yaml|yml|json|cfg|ini|sh|go|rs|java|c|h|cpp|sql"
     r"|html|css)$"
@@ -91,6 +97,7 @@ class Lexicon:
     longest: int  # the most stems in a phrase of ``same``
     work: frozenset[str]
     fillers: frozenset[str]
+    opposites: frozenset[frozenset[str]] = frozenset()  # pairs of words, as they are read
 
 
 def parse_lexicon(text: str) -> Lexicon:
@@ -100,13 +107,11 @@ def parse_lexicon(text: str) -> Lexicon:
     section = ""
     same: dict[tuple[str, ...], str] = {}
     kinds: dict[str, set[str]] = {"work": set(), "fillers": set()}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
+    pairs: list[tuple[str, str]] = []
+    for number, line in _lines(text):
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1]
-            if section not in ("same", *kinds):
+            if section not in ("same", "opposite", *kinds):
                 raise ValueError(f"line {number}: unknown section [{section}]")
             continue
         if section == "same":
@@ -120,16 +125,40 @@ def parse_lexicon(text: str) -> Lexicon:
                     same[key] = target[0]
         elif section in kinds:
             kinds[section].update(stems(w)[0] for w in line.split(",") if stems(w))
+        elif section == "opposite":
+            for pair in filter(str.strip, line.split(",")):
+                one, slash, other = pair.partition("/")
+                if not slash or len(stems(one)) != 1 or len(stems(other)) != 1:
+                    raise ValueError(f"line {number}: expected 'word/word, word/word'")
+                pairs.append((stems(one)[0], stems(other)[0]))
         else:
             raise ValueError(f"line {number}: words before any [section]")
-    for section, found in kinds.items():  # read as the tasks' words are
-        kinds[section] = {same.get((w,), w[:PREFIX]) for w in found}
+
+    def read(stem: str) -> str:  # a word of a section, read as the tasks' words are
+        return same.get((stem,), stem if _DIGIT.search(stem) else stem[:PREFIX])
+
     return Lexicon(
         same,
         max((len(k) for k in same), default=1),
-        frozenset(kinds["work"]),
-        frozenset(kinds["fillers"]),
+        frozenset(map(read, kinds["work"])),
+        frozenset(map(read, kinds["fillers"])) - frozenset(map(read, kinds["work"])),
+        frozenset(frozenset((read(a), read(b))) for a, b in pairs if read(a) != read(b)),
     )
+
+
+def _lines(text: str) -> Iterable[tuple[int, str]]:
+    """The lines of a words file, comments out, a line that starts with a space joined to
+    the one before it, each with its number."""
+    joined: list[tuple[int, str]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0]
+        if not line.strip():
+            continue
+        if line[0].isspace() and joined:
+            joined[-1] = (joined[-1][0], f"{joined[-1][1]} {line.strip()}")
+        else:
+            joined.append((number, line.strip()))
+    return joined
 
 
 def _key(phrase: str) -> tuple[str, ...]:
@@ -163,13 +192,24 @@ def features(text: str) -> Features:
     from agentos.shared.text import stems, words
 
     found = lexicon()
-    names = frozenset(_name(m.group()) for m in _NAME.finditer(text))
-    name_words = {w for n in names for w in re.split(r"[^a-z0-9]+", n) if w}
-    tokens = list(zip(words(text), stems(text), strict=False))
+    names: set[str] = set()
+    said = [] # the text with its names cut out, and the words some names are
+    last = 0
+    for match in _NAME.finditer(text):
+        said.append(text[last : match.start()])
+        last = match.end()
+        word = _as_word(match.group())
+        if word is None:
+            names.add(_name(match.group()))
+        else:
+            said.append(f" {word} ")
+    said.append(text[last:])
+    rest = " ".join(said)
+    tokens = list(zip(words(rest), stems(rest), strict=False))
     content = set()
     i = 0
     while i < len(tokens):
-        if tokens[i][0] in name_words or tokens[i][0].isdigit():
+        if tokens[i][0].isdigit():
             i += 1
             continue
         for size in range(min(found.longest, len(tokens) - i), 0, -1):
@@ -181,9 +221,22 @@ def features(text: str) -> Features:
         else:
             word, stem = tokens[i]
             if word not in STOPWORDS:
-                content.add(stem[:PREFIX])
+                content.add(stem if _DIGIT.search(stem) else stem[:PREFIX])
+                if _FAULT.search(word):  # KeyError, UnicodeDecodeError: an error
+                    content.add(found.same.get(("error",), "error"))
             i += 1
-    return Features(frozenset(content), names)
+    return Features(frozenset(content), frozenset(names))
+
+
+def _as_word(found: str) -> str | None:
+    """A name that is a word as tasks say it, or None: a code of letters and a number
+    ("UTF-8", "SHA-1": "utf8", "sha1", as "sha1" is written), a library named like a file
+    ("Node.js": "node")."""
+    if _CODE.fullmatch(found):
+        return found.replace("-", "")
+    if _LIBRARY.fullmatch(found):
+        return found.rsplit(".", 1)[0]
+    return None
 
 
 def _name(found: str) -> str:
@@ -296,9 +349,13 @@ class Scorer:
         self._kinds: dict[str, Kind] = {}
 
     def weight(self, term: str) -> float:
+        """What ``term`` weighs: its frequency's weight, a filler's a share of it."""
         found = self._weights.get(term)
         if found is None:
-            found = self._weights[term] = self.frequencies.weight(term)
+            found = self.frequencies.weight(term)
+            if self.kind(term) is Kind.FILLER:
+                found *= FILLER_SHARE
+            self._weights[term] = found
         return found
 
     def kind(self, term: str) -> Kind:
@@ -321,6 +378,11 @@ class Scorer:
     ) -> float:
         """:func:`substitution`; ``names_only``: of names alone (another number, flag,
         file or identifier), not of words."""
+        own_a, own_b = frozenset(own_a), frozenset(own_b)
+        if not names_only:
+            opposites = lexicon().opposites
+            if any(frozenset((a, b)) in opposites for a in own_a for b in own_b):
+                return SUBSTITUTED
         ignored = {Kind.FILLER, Kind.OBJECT} if names_only else {Kind.FILLER}
         kinds_a = {self.kind(t) for t in own_a} - ignored
         kinds_b = {self.kind(t) for t in own_b} - ignored
