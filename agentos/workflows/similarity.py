@@ -35,7 +35,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
@@ -98,6 +98,7 @@ class Lexicon:
     work: frozenset[str]
     fillers: frozenset[str]
     opposites: frozenset[frozenset[str]] = frozenset()  # pairs of words, as they are read
+    made: Mapping[str, frozenset[str]] = field(default_factory=dict)  # "add": test, doc
 
 
 def parse_lexicon(text: str) -> Lexicon:
@@ -108,19 +109,25 @@ def parse_lexicon(text: str) -> Lexicon:
     same: dict[tuple[str, ...], str] = {}
     kinds: dict[str, set[str]] = {"work": set(), "fillers": set()}
     pairs: list[tuple[str, str]] = []
+    made: dict[str, set[str]] = {}
     for number, line in _lines(text):
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1]
-            if section not in ("same", "opposite", *kinds):
+            if section not in ("same", "opposite", "made", *kinds):
                 raise ValueError(f"line {number}: unknown section [{section}]")
             continue
-        if section == "same":
+        if section in ("same", "made"):
             word, colon, others = line.partition(":")
             target = tuple(stems(word))
             if not colon or len(target) != 1:
                 raise ValueError(f"line {number}: expected 'word: other, other words'")
+            if section == "made":
+                made.setdefault(target[0], set()).update(s[0] for s in map(stems, others.split(",")) if s)
+                continue
             for phrase in [word, *others.split(",")]:
                 key = _key(phrase)
+                if len(key) > 1 and not key[-1].endswith("s"):  # "profile pictures"
+                    same[(*key[:-1], key[-1] + "s")] = target[0]
                 if key:
                     same[key] = target[0]
         elif section in kinds:
@@ -143,6 +150,7 @@ def parse_lexicon(text: str) -> Lexicon:
         frozenset(map(read, kinds["work"])),
         frozenset(map(read, kinds["fillers"])) - frozenset(map(read, kinds["work"])),
         frozenset(frozenset((read(a), read(b))) for a, b in pairs if read(a) != read(b)),
+        {read(w): frozenset(map(read, kinds)) for w, kinds in made.items()},
     )
 
 
@@ -225,6 +233,9 @@ def features(text: str) -> Features:
                 if _FAULT.search(word):  # KeyError, UnicodeDecodeError: an error
                     content.add(found.same.get(("error",), "error"))
             i += 1
+    for generic, kinds in found.made.items():  # "Write docs" is documenting
+        if generic in content and content & kinds:
+            content.discard(generic)
     return Features(frozenset(content), frozenset(names))
 
 
