@@ -35,7 +35,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
@@ -97,8 +97,8 @@ class Lexicon:
     longest: int  # the most stems in a phrase of ``same``
     work: frozenset[str]
     fillers: frozenset[str]
-    opposites: frozenset[frozenset[str]] = frozenset()  # pairs of words, as they are read
-    made: Mapping[str, frozenset[str]] = field(default_factory=dict)  # "add": test, doc
+    opposites: frozenset[frozenset[str]]  # pairs of words, as they are read
+    made: Mapping[str, frozenset[str]]  # a generic work -> the kinds that say it: "add": doc
 
 
 def parse_lexicon(text: str) -> Lexicon:
@@ -122,7 +122,9 @@ def parse_lexicon(text: str) -> Lexicon:
             if not colon or len(target) != 1:
                 raise ValueError(f"line {number}: expected 'word: other, other words'")
             if section == "made":
-                made.setdefault(target[0], set()).update(s[0] for s in map(stems, others.split(",")) if s)
+                made.setdefault(target[0], set()).update(
+                    found[0] for found in map(stems, others.split(",")) if found
+                )
                 continue
             for phrase in [word, *others.split(",")]:
                 key = _key(phrase)
@@ -196,12 +198,16 @@ class Features:
 
 
 def features(text: str) -> Features:
-    from agentos.interview.lexicon import STOPWORDS
-    from agentos.shared.text import stems, words
+    """A task's words and names (see the module docstring)."""
+    rest, names = _names(text)
+    return Features(_words(rest), names)
 
-    found = lexicon()
+
+def _names(text: str) -> tuple[str, frozenset[str]]:
+    """``text`` with its names cut out (those that are words written in again), and its
+    names."""
     names: set[str] = set()
-    said = [] # the text with its names cut out, and the words some names are
+    said = []
     last = 0
     for match in _NAME.finditer(text):
         said.append(text[last : match.start()])
@@ -212,8 +218,17 @@ def features(text: str) -> Features:
         else:
             said.append(f" {word} ")
     said.append(text[last:])
-    rest = " ".join(said)
-    tokens = list(zip(words(rest), stems(rest), strict=False))
+    return " ".join(said), frozenset(names)
+
+
+def _words(text: str) -> frozenset[str]:
+    """The content words of ``text`` (with no names in it) as :func:`features` reads them:
+    stems, stop words out, words and phrases through the lexicon."""
+    from agentos.interview.lexicon import STOPWORDS
+    from agentos.shared.text import stems, words
+
+    found = lexicon()
+    tokens = list(zip(words(text), stems(text), strict=False))
     content = set()
     i = 0
     while i < len(tokens):
@@ -233,10 +248,10 @@ def features(text: str) -> Features:
                 if _FAULT.search(word):  # KeyError, UnicodeDecodeError: an error
                     content.add(found.same.get(("error",), "error"))
             i += 1
-    for generic, kinds in found.made.items():  # "Write docs" is documenting
+    for generic, kinds in found.made.items():  # "Write docs" is documenting, not adding
         if generic in content and content & kinds:
             content.discard(generic)
-    return Features(frozenset(content), frozenset(names))
+    return frozenset(content)
 
 
 def _as_word(found: str) -> str | None:
