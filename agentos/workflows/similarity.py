@@ -94,6 +94,7 @@ class Lexicon:
     """``similarity_words.txt`` read: phrases folded onto a word, and the kinds of words."""
 
     same: Mapping[tuple[str, ...], str]  # the stems of a word or phrase -> the stem it reads as
+    exact: Mapping[str, str]  # a word read as written (its stem is another line's) -> stem
     longest: int  # the most stems in a phrase of ``same``
     work: frozenset[str]
     fillers: frozenset[str]
@@ -103,10 +104,11 @@ class Lexicon:
 
 def parse_lexicon(text: str) -> Lexicon:
     """The lexicon in ``text`` (the format of ``similarity_words.txt``)."""
-    from agentos.shared.text import stems
+    from agentos.shared.text import stems, words
 
     section = ""
     same: dict[tuple[str, ...], str] = {}
+    exact: dict[str, str] = {}
     kinds: dict[str, set[str]] = {"work": set(), "fillers": set()}
     pairs: list[tuple[str, str]] = []
     made: dict[str, set[str]] = {}
@@ -130,7 +132,9 @@ def parse_lexicon(text: str) -> Lexicon:
                 key = _key(phrase)
                 if len(key) > 1 and not key[-1].endswith("s"):  # "profile pictures"
                     same[(*key[:-1], key[-1] + "s")] = target[0]
-                if key:
+                if len(key) == 1 and same.get(key, target[0]) != target[0]:
+                    exact[words(phrase)[0]] = target[0]  # "covers" (hide), not "cover" (test)
+                elif key:
                     same[key] = target[0]
         elif section in kinds:
             kinds[section].update(stems(w)[0] for w in line.split(",") if stems(w))
@@ -148,6 +152,7 @@ def parse_lexicon(text: str) -> Lexicon:
 
     return Lexicon(
         same,
+        exact,
         max((len(k) for k in same), default=1),
         frozenset(map(read, kinds["work"])),
         frozenset(map(read, kinds["fillers"])) - frozenset(map(read, kinds["work"])),
@@ -235,15 +240,19 @@ def _words(text: str) -> frozenset[str]:
         if tokens[i][0].isdigit():
             i += 1
             continue
-        for size in range(min(found.longest, len(tokens) - i), 0, -1):
-            key = (tokens[i][1],) if size == 1 else tuple(w for w, _ in tokens[i : i + size])
-            if key in found.same and (size > 1 or tokens[i][0] not in STOPWORDS):
+        for size in range(min(found.longest, len(tokens) - i), 1, -1):  # phrases first
+            key = tuple(w for w, _ in tokens[i : i + size])
+            if key in found.same:
                 content.add(found.same[key])
                 i += size
                 break
         else:
             word, stem = tokens[i]
-            if word not in STOPWORDS:
+            if word in found.exact:
+                content.add(found.exact[word])
+            elif (stem,) in found.same and word not in STOPWORDS:
+                content.add(found.same[(stem,)])
+            elif word not in STOPWORDS:
                 content.add(stem if _DIGIT.search(stem) else stem[:PREFIX])
                 if _FAULT.search(word):  # KeyError, UnicodeDecodeError: an error
                     content.add(found.same.get(("error",), "error"))
