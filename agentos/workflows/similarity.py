@@ -63,11 +63,20 @@ _NAME = re.compile(
     | [A-Za-z_]\w*\.[A-Za-z_]\w*                # a dotted name (orders.customer_id)
     | [A-Za-z]\w*_\w+ | _\w+                    # snake_case
     | \b[a-z]{2,}(?:[A-Z][a-z0-9]+)+             # camelCase (not jQuery, macOS: words)
+    | \b\d+(?:\.\d+)?\ ?(?i:ms|milliseconds?|s|secs?|seconds?|minutes?|mins?|hours?|h
+                          |[kmgt]b)\b          # a quantity: 30 s, 30 seconds
     | \b\d+(?:[.,]\d+)*k?\b                     # a number or version (not arm64's)
     """,
     re.VERBOSE,
 )
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
+_QUANTITY = re.compile(r"([\d.]+) ?([a-z]+)")
+_UNITS = {  # a unit as a quantity is compared: "30 seconds" and "30 s" are "30s"
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("ms", "millisecond", "milliseconds"), "ms"),
+    **dict.fromkeys(("min", "mins", "minute", "minutes"), "min"),
+    **dict.fromkeys(("h", "hour", "hours"), "h"),
+}
 _DIGIT = re.compile(r"\d")  # a word with a digit (arm64, v1) is read whole
 _CODE = re.compile(r"[A-Za-z]{1,4}-\d{1,2}")  # UTF-8, SHA-1, UTC-5: one word
 _LIBRARY = re.compile(r"[A-Z][A-Za-z0-9]*\.js")  # Node.js, Vue.js
@@ -278,6 +287,9 @@ def _name(found: str) -> str:
     """A name as it is compared: lowercased, "()" off, a number's thousands written out
     ("10,000" and "10k" are "10000")."""
     name = found.lower().rstrip("()")
+    quantity = _QUANTITY.fullmatch(name)
+    if quantity and quantity[2] != "k":
+        return quantity[1] + _UNITS.get(quantity[2], quantity[2])
     if re.fullmatch(r"\d{1,3}(?:,\d{3})+", name):
         return name.replace(",", "")
     if re.fullmatch(r"\d+k", name):
