@@ -3,26 +3,31 @@ compare a new task with thousands of live ones.
 
 A task's **terms** are its words and its names:
 
-- **words**: the content words' stems (stop words out), each read through the synonym data
-  of ``similarity_words.txt`` ("write", "create", "implement" are "add"; "sign in" is
-  "login"): data, not code;
 - **names**: what a task is *about* when it names it: identifiers (``parse_date``,
-  ``getUserName``, ``orders.customer_id``), file paths, flags, version numbers and other
-  numbers.
+  ``getUserName``, ``orders.customer_id``), file paths, flags, codes (``CVE-2021-23337``),
+  version numbers and other numbers, quantities with their unit ("30 seconds" and "30 s"
+  are one). A short code of letters and a number ("UTF-8", "SHA-1") and a library named
+  like a file ("Node.js") are words, as they are also written;
+- **words**: the other content words' stems (stop words out, and the words a name already
+  says), each read through the data of ``similarity_words.txt``: synonyms ("write",
+  "create", "implement" are "add"; "sign in" is "login"), and the wording of a bug report
+  read as the task that ends it ("slow" is "speed", "has no" and "missing" are "add",
+  "crashes" and "is broken" are "bug"). Data, not code.
 
 Each term weighs what it says: its inverse document frequency over a collection of tasks
 (:class:`Frequencies`): the task titles of the calibration pairs, plus the live tasks a
 new one is compared with, plus the two being compared. "add" or "test", in most tasks,
-weighs little; "telemetry", in few, much. The score is the weighted Dice coefficient of the
-two tasks' terms: twice the weight they share over the weight of both.
+weighs little; "telemetry", in few, much. A filler (a verb any task uses, an adverb, a
+word in most tasks) weighs a quarter of that. The score is the weighted Dice coefficient
+of the two tasks' terms: twice the weight they share over the weight of both.
 
 **Substitution**: the terms each of the two has of its own (not in the other) say whether
 they are the same form about other objects ("the login endpoint" / "the logout endpoint",
 "HTTP 429" / "HTTP 503", "add caching" / "remove caching"): when each side has a term of
-its own of the same kind (two objects or kinds of work, two numbers, two identifiers...)
-the score is lowered. A word of its own that is a filler ("properly", "again") or says
-little (a word in most tasks) is no other object, so a paraphrase that adds a word is not
-penalised.
+its own of the same kind (two objects or kinds of work, two numbers, two identifiers...),
+or each one of a pair of opposites ("upload" / "download"), the score is lowered to
+:data:`SUBSTITUTED` of it, under any threshold. A word of its own that is a filler
+("properly", "again") is no other object, so a paraphrase that adds one is not penalised.
 
 The labelled pairs in ``tests/data/dedup/`` calibrate :data:`DEFAULT_THRESHOLD` (the
 calibration part) and measure it (the held-out part, which nothing is tuned on).
@@ -41,7 +46,8 @@ from functools import cache
 from pathlib import Path
 
 # Calibrated on tests/data/dedup/calibration.jsonl: precision stays >= 0.95 with the
-# threshold anywhere from 0.35 to 0.74 (recall 0.43..0.45); 0.5 sits in the middle.
+# threshold anywhere from 0.35 to 0.85 (recall 0.73..0.52); 0.5 is over SUBSTITUTED, so a
+# substituted object is never a duplicate, however alike the rest.
 DEFAULT_THRESHOLD = 0.5  # at or over it: a duplicate
 RELATED_THRESHOLD = 0.3  # between this and the threshold: related
 SUBSTITUTED = 0.4  # the factor when each side has a term of its own of the same kind
