@@ -353,10 +353,7 @@ def test_embeddings_catch_a_paraphrase_the_words_miss_but_not_another_number(
     from agentos.workflows.executions import create_task, similar_tasks
     from agentos.workflows.similarity import DEFAULT_THRESHOLD, text_similarity
 
-    avatar, pictures = (
-        "Avatar images are stretched on mobile",
-        "Headshots look squeezed on handhelds",
-    )
+    avatar, pictures = "Avatar images are stretched on mobile", "Profile pictures look distorted"
     retry, other = "Retry API requests that get HTTP 429", "Retry API requests that get HTTP 503"
     assert text_similarity(avatar, pictures) < DEFAULT_THRESHOLD  # the words miss it
     vectors = {

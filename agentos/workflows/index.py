@@ -171,8 +171,7 @@ class TaskIndex:
         if not terms:
             return []
         freq = self.frequencies(scope, terms, new)
-        weight = Scorer(freq).weight  # what the score weighs them with (a filler less)
-        weights = {t: weight(t) for t in terms}
+        weights = {t: freq.weight(t) for t in terms}
         least = floor * sum(weights.values()) / (2 - floor)  # X_min
         heaviest, rest = [], sum(weights.values())
         for term in sorted(terms, key=lambda t: (-weights[t], t)):

@@ -3,31 +3,26 @@ compare a new task with thousands of live ones.
 
 A task's **terms** are its words and its names:
 
+- **words**: the content words' stems (stop words out), each read through the synonym data
+  of ``similarity_words.txt`` ("write", "create", "implement" are "add"; "sign in" is
+  "login"): data, not code;
 - **names**: what a task is *about* when it names it: identifiers (``parse_date``,
-  ``getUserName``, ``orders.customer_id``), file paths, flags, codes (``CVE-2021-23337``),
-  version numbers and other numbers, quantities with their unit ("30 seconds" and "30 s"
-  are one). A short code of letters and a number ("UTF-8", "SHA-1") and a library named
-  like a file ("Node.js") are words, as they are also written;
-- **words**: the other content words' stems (stop words out, and the words a name already
-  says), each read through the data of ``similarity_words.txt``: synonyms ("write",
-  "create", "implement" are "add"; "sign in" is "login"), and the wording of a bug report
-  read as the task that ends it ("slow" is "speed", "has no" and "missing" are "add",
-  "crashes" and "is broken" are "bug"). Data, not code.
+  ``getUserName``, ``orders.customer_id``), file paths, flags, version numbers and other
+  numbers.
 
 Each term weighs what it says: its inverse document frequency over a collection of tasks
 (:class:`Frequencies`): the task titles of the calibration pairs, plus the live tasks a
 new one is compared with, plus the two being compared. "add" or "test", in most tasks,
-weighs little; "telemetry", in few, much. A filler (a verb any task uses, an adverb, a
-word in most tasks) weighs a quarter of that. The score is the weighted Dice coefficient
-of the two tasks' terms: twice the weight they share over the weight of both.
+weighs little; "telemetry", in few, much. The score is the weighted Dice coefficient of the
+two tasks' terms: twice the weight they share over the weight of both.
 
 **Substitution**: the terms each of the two has of its own (not in the other) say whether
 they are the same form about other objects ("the login endpoint" / "the logout endpoint",
 "HTTP 429" / "HTTP 503", "add caching" / "remove caching"): when each side has a term of
-its own of the same kind (two objects or kinds of work, two numbers, two identifiers...),
-or each one of a pair of opposites ("upload" / "download"), the score is lowered to
-:data:`SUBSTITUTED` of it, under any threshold. A word of its own that is a filler
-("properly", "again") is no other object, so a paraphrase that adds one is not penalised.
+its own of the same kind (two objects or kinds of work, two numbers, two identifiers...)
+the score is lowered. A word of its own that is a filler ("properly", "again") or says
+little (a word in most tasks) is no other object, so a paraphrase that adds a word is not
+penalised.
 
 The labelled pairs in ``tests/data/dedup/`` calibrate :data:`DEFAULT_THRESHOLD` (the
 calibration part) and measure it (the held-out part, which nothing is tuned on).
@@ -46,13 +41,11 @@ from functools import cache
 from pathlib import Path
 
 # Calibrated on tests/data/dedup/calibration.jsonl: precision stays >= 0.95 with the
-# threshold anywhere from 0.35 to 0.85 (recall 0.73..0.52); 0.5 is over SUBSTITUTED, so a
-# substituted object is never a duplicate, however alike the rest.
+# threshold anywhere from 0.35 to 0.74 (recall 0.43..0.45); 0.5 sits in the middle.
 DEFAULT_THRESHOLD = 0.5  # at or over it: a duplicate
 RELATED_THRESHOLD = 0.3  # between this and the threshold: related
 SUBSTITUTED = 0.4  # the factor when each side has a term of its own of the same kind
 GENERIC_SHARE = 0.3  # a word in more than this share of the tasks says little
-FILLER_SHARE = 0.25  # what a filler weighs, of what its frequency gives
 PREFIX = 6  # a stem is read as its first letters: "config" is "configuration"
 NAME_TERM = "="  # prefixes a name among the terms (a stem never holds one)
 
@@ -62,31 +55,17 @@ FREQUENCIES_FILE = Path(__file__).with_name("similarity_frequencies.json")
 _NAME = re.compile(
     r"""
     --[a-z][\w-]*                               # a flag
-    | \b[A-Za-z]+(?:-\d+)+\b                    # a code: UTF-8, CVE-2021-23337
     | [\w./-]*\w\.(?:py|js|ts|tsx|jsx|md|rst|txt|toml|yaml|yml|json|cfg|ini|sh|go|rs
                      |java|c|h|cpp|sql|html|css)\b  # a file
     | \w+(?:/\w+)+(?:\.\w+)?                    # a path
     | [A-Za-z_]\w*\.[A-Za-z_]\w*                # a dotted name (orders.customer_id)
     | [A-Za-z]\w*_\w+ | _\w+                    # snake_case
     | \b[a-z]{2,}(?:[A-Z][a-z0-9]+)+             # camelCase (not jQuery, macOS: words)
-    | \b\d+(?:\.\d+)?\ ?(?i:ms|milliseconds?|s|secs?|seconds?|minutes?|mins?|hours?|h
-                          |[kmgt]b)\b          # a quantity: 30 s, 30 seconds
     | \b\d+(?:[.,]\d+)*k?\b                     # a number or version (not arm64's)
     """,
     re.VERBOSE,
 )
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
-_QUANTITY = re.compile(r"([\d.]+) ?([a-z]+)")
-_UNITS = {  # a unit as a quantity is compared: "30 seconds" and "30 s" are "30s"
-    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
-    **dict.fromkeys(("ms", "millisecond", "milliseconds"), "ms"),
-    **dict.fromkeys(("min", "mins", "minute", "minutes"), "min"),
-    **dict.fromkeys(("h", "hour", "hours"), "h"),
-}
-_DIGIT = re.compile(r"\d")  # a word with a digit (arm64, v1) is read whole
-_CODE = re.compile(r"[A-Za-z]{1,4}-\d{1,2}")  # UTF-8, SHA-1, UTC-5: one word
-_LIBRARY = re.compile(r"[A-Z][A-Za-z0-9]*\.js")  # Node.js, Vue.js
-_FAULT = re.compile(r"[a-z](?:error|exception)$")  # an exception's name
 _FILE = re.compile(
     r"\.(?:py|js|ts|tsx|jsx|md|rst|txt|toml|yaml|yml|json|cfg|ini|sh|go|rs|java|c|h|cpp|sql"
     r"|html|css)$"
@@ -109,86 +88,48 @@ class Lexicon:
     """``similarity_words.txt`` read: phrases folded onto a word, and the kinds of words."""
 
     same: Mapping[tuple[str, ...], str]  # the stems of a word or phrase -> the stem it reads as
-    exact: Mapping[str, str]  # a word read as written (its stem is another line's) -> stem
     longest: int  # the most stems in a phrase of ``same``
     work: frozenset[str]
     fillers: frozenset[str]
-    opposites: frozenset[frozenset[str]]  # pairs of words, as they are read
-    made: Mapping[str, frozenset[str]]  # a generic work -> the kinds that say it: "add": doc
 
 
 def parse_lexicon(text: str) -> Lexicon:
     """The lexicon in ``text`` (the format of ``similarity_words.txt``)."""
-    from agentos.shared.text import stems, words
+    from agentos.shared.text import stems
 
     section = ""
     same: dict[tuple[str, ...], str] = {}
-    exact: dict[str, str] = {}
     kinds: dict[str, set[str]] = {"work": set(), "fillers": set()}
-    pairs: list[tuple[str, str]] = []
-    made: dict[str, set[str]] = {}
-    for number, line in _lines(text):
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1]
-            if section not in ("same", "opposite", "made", *kinds):
+            if section not in ("same", *kinds):
                 raise ValueError(f"line {number}: unknown section [{section}]")
             continue
-        if section in ("same", "made"):
+        if section == "same":
             word, colon, others = line.partition(":")
             target = tuple(stems(word))
             if not colon or len(target) != 1:
                 raise ValueError(f"line {number}: expected 'word: other, other words'")
-            if section == "made":
-                made.setdefault(target[0], set()).update(
-                    found[0] for found in map(stems, others.split(",")) if found
-                )
-                continue
             for phrase in [word, *others.split(",")]:
                 key = _key(phrase)
-                if len(key) > 1 and not key[-1].endswith("s"):  # "profile pictures"
-                    same[(*key[:-1], key[-1] + "s")] = target[0]
-                if len(key) == 1 and same.get(key, target[0]) != target[0]:
-                    exact[words(phrase)[0]] = target[0]  # "covers" (hide), not "cover" (test)
-                elif key:
+                if key:
                     same[key] = target[0]
         elif section in kinds:
             kinds[section].update(stems(w)[0] for w in line.split(",") if stems(w))
-        elif section == "opposite":
-            for pair in filter(str.strip, line.split(",")):
-                one, slash, other = pair.partition("/")
-                if not slash or len(stems(one)) != 1 or len(stems(other)) != 1:
-                    raise ValueError(f"line {number}: expected 'word/word, word/word'")
-                pairs.append((stems(one)[0], stems(other)[0]))
         else:
             raise ValueError(f"line {number}: words before any [section]")
-
-    def read(stem: str) -> str:  # a word of a section, read as the tasks' words are
-        return same.get((stem,), stem if _DIGIT.search(stem) else stem[:PREFIX])
-
+    for section, found in kinds.items():  # read as the tasks' words are
+        kinds[section] = {same.get((w,), w[:PREFIX]) for w in found}
     return Lexicon(
         same,
-        exact,
         max((len(k) for k in same), default=1),
-        frozenset(map(read, kinds["work"])),
-        frozenset(map(read, kinds["fillers"])) - frozenset(map(read, kinds["work"])),
-        frozenset(frozenset((read(a), read(b))) for a, b in pairs if read(a) != read(b)),
-        {read(w): frozenset(map(read, kinds)) for w, kinds in made.items()},
+        frozenset(kinds["work"]),
+        frozenset(kinds["fillers"]),
     )
-
-
-def _lines(text: str) -> Iterable[tuple[int, str]]:
-    """The lines of a words file, comments out, a line that starts with a space joined to
-    the one before it, each with its number."""
-    joined: list[tuple[int, str]] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0]
-        if not line.strip():
-            continue
-        if line[0].isspace() and joined:
-            joined[-1] = (joined[-1][0], f"{joined[-1][1]} {line.strip()}")
-        else:
-            joined.append((number, line.strip()))
-    return joined
 
 
 def _key(phrase: str) -> tuple[str, ...]:
@@ -218,87 +159,37 @@ class Features:
 
 
 def features(text: str) -> Features:
-    """A task's words and names (see the module docstring)."""
-    rest, names = _names(text)
-    said = {part for name in names for part in re.split(r"[^a-z0-9]+", name) if part}
-    return Features(_words(rest, said), names)
-
-
-def _names(text: str) -> tuple[str, frozenset[str]]:
-    """``text`` with its names cut out (those that are words written in again), and its
-    names."""
-    names: set[str] = set()
-    said = []
-    last = 0
-    for match in _NAME.finditer(text):
-        said.append(text[last : match.start()])
-        last = match.end()
-        word = _as_word(match.group())
-        if word is None:
-            names.add(_name(match.group()))
-        else:
-            said.append(f" {word} ")
-    said.append(text[last:])
-    return " ".join(said), frozenset(names)
-
-
-def _words(text: str, said: Iterable[str] = ()) -> frozenset[str]:
-    """The content words of ``text`` (with no names in it) as :func:`features` reads them:
-    stems, stop words out, words and phrases through the lexicon; not the words ``said``
-    by the task's names ("the failing test test_total_rounding" names it once)."""
     from agentos.interview.lexicon import STOPWORDS
     from agentos.shared.text import stems, words
 
     found = lexicon()
+    names = frozenset(_name(m.group()) for m in _NAME.finditer(text))
+    name_words = {w for n in names for w in re.split(r"[^a-z0-9]+", n) if w}
     tokens = list(zip(words(text), stems(text), strict=False))
     content = set()
     i = 0
-    said = frozenset(said)
     while i < len(tokens):
-        if tokens[i][0].isdigit() or tokens[i][0] in said:
+        if tokens[i][0] in name_words or tokens[i][0].isdigit():
             i += 1
             continue
-        for size in range(min(found.longest, len(tokens) - i), 1, -1):  # phrases first
-            key = tuple(w for w, _ in tokens[i : i + size])
-            if key in found.same:
+        for size in range(min(found.longest, len(tokens) - i), 0, -1):
+            key = (tokens[i][1],) if size == 1 else tuple(w for w, _ in tokens[i : i + size])
+            if key in found.same and (size > 1 or tokens[i][0] not in STOPWORDS):
                 content.add(found.same[key])
                 i += size
                 break
         else:
             word, stem = tokens[i]
-            if word in found.exact:
-                content.add(found.exact[word])
-            elif (stem,) in found.same and word not in STOPWORDS:
-                content.add(found.same[(stem,)])
-            elif word not in STOPWORDS:
-                content.add(stem if _DIGIT.search(stem) else stem[:PREFIX])
-                if _FAULT.search(word):  # KeyError, UnicodeDecodeError: an error
-                    content.add(found.same.get(("error",), "error"))
+            if word not in STOPWORDS:
+                content.add(stem[:PREFIX])
             i += 1
-    for generic, kinds in found.made.items():  # "Write docs" is documenting, not adding
-        if generic in content and content & kinds:
-            content.discard(generic)
-    return frozenset(content)
-
-
-def _as_word(found: str) -> str | None:
-    """A name that is a word as tasks say it, or None: a code of letters and a number
-    ("UTF-8", "SHA-1": "utf8", "sha1", as "sha1" is written), a library named like a file
-    ("Node.js": "node")."""
-    if _CODE.fullmatch(found):
-        return found.replace("-", "")
-    if _LIBRARY.fullmatch(found):
-        return found.rsplit(".", 1)[0]
-    return None
+    return Features(frozenset(content), names)
 
 
 def _name(found: str) -> str:
     """A name as it is compared: lowercased, "()" off, a number's thousands written out
     ("10,000" and "10k" are "10000")."""
     name = found.lower().rstrip("()")
-    quantity = _QUANTITY.fullmatch(name)
-    if quantity and quantity[2] != "k":
-        return quantity[1] + _UNITS.get(quantity[2], quantity[2])
     if re.fullmatch(r"\d{1,3}(?:,\d{3})+", name):
         return name.replace(",", "")
     if re.fullmatch(r"\d+k", name):
@@ -405,13 +296,9 @@ class Scorer:
         self._kinds: dict[str, Kind] = {}
 
     def weight(self, term: str) -> float:
-        """What ``term`` weighs: its frequency's weight, a filler's a share of it."""
         found = self._weights.get(term)
         if found is None:
-            found = self.frequencies.weight(term)
-            if self.kind(term) is Kind.FILLER:
-                found *= FILLER_SHARE
-            self._weights[term] = found
+            found = self._weights[term] = self.frequencies.weight(term)
         return found
 
     def kind(self, term: str) -> Kind:
@@ -434,11 +321,6 @@ class Scorer:
     ) -> float:
         """:func:`substitution`; ``names_only``: of names alone (another number, flag,
         file or identifier), not of words."""
-        own_a, own_b = frozenset(own_a), frozenset(own_b)
-        if not names_only:
-            opposites = lexicon().opposites
-            if any(frozenset((a, b)) in opposites for a in own_a for b in own_b):
-                return SUBSTITUTED
         ignored = {Kind.FILLER, Kind.OBJECT} if names_only else {Kind.FILLER}
         kinds_a = {self.kind(t) for t in own_a} - ignored
         kinds_b = {self.kind(t) for t in own_b} - ignored
