@@ -657,7 +657,7 @@ if pid == 0:
 code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 out["user_namespace"] = errno.errorcode.get(code, "made")
 out["cwd"] = os.getcwd()
-out["env"] = {k: os.environ.get(k) for k in ("TMPDIR", "AGENTOS_PROBE")}
+out["env"] = {k: os.environ.get(k) for k in ("PATH", "TMPDIR", "AGENTOS_PROBE")}
 mounts = {}
 for line in open("/proc/self/mountinfo"):
     fields = line.split()
@@ -740,10 +740,12 @@ def seen_inside(backend: str, tmp_path: Path, *, network: bool, disk: int | None
     }
     sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
     argv = sandbox.command(pol, [SYSTEM_PYTHON, "-I", "-c", INSIDE, json.dumps(cfg)])
+    root = sorted(os.listdir("/"))
     out = subprocess.run(
         argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=120
     )
     assert out.returncode == 0, out.stderr
+    assert sorted(os.listdir("/")) == root  # the view is made in its own root, not the host's
     return {
         "inside": json.loads(out.stdout),
         "cfg": cfg,
@@ -777,7 +779,11 @@ def test_each_backend_confines_a_process_as_its_policy_says(backend: str, tmp_pa
     assert inside["no_new_privs"] == "1"
     assert inside["user_namespace"] in ("ENOSPC", "EPERM")  # no namespace of its own to make
     assert inside["cwd"] == str(got["work"])
-    assert inside["env"] == {"TMPDIR": "/tmp", "AGENTOS_PROBE": "it's $HOME; `not run`"}
+    assert inside["env"] == {  # the caller's PATH (the setup's own is the system's)
+        "PATH": "/usr/bin:/bin",
+        "TMPDIR": "/tmp",
+        "AGENTOS_PROBE": "it's $HOME; `not run`",
+    }
     work, shown, hidden, home = (str(got[k]) for k in ("work", "shown", "hidden", "home"))
     assert inside["writes"] == {
         work: "written",
@@ -884,3 +890,37 @@ def test_what_a_sandbox_runs_dies_with_the_program_that_started_it(
         proc.wait()
         for pid in processes_named(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_view_that_cannot_be_made_is_never_run(backend: str, tmp_path: Path) -> None:
+    """A step of the view that fails (here a hidden path that is a file: no empty directory
+    can cover it) stops the sandbox before the process starts: it never runs with part of
+    its view missing (the secret shown)."""
+    from agentos.sandbox import SandboxSettings, choose, policy
+
+    work, shown = tmp_path / "work", tmp_path / "shown"
+    work.mkdir()
+    shown.mkdir()
+    secret = shown / "secret.txt"
+    secret.write_text("secret\n")
+    pol = policy(
+        settings=SandboxSettings(),
+        package=None,
+        hidden=[secret],
+        writable=[work],
+        readable=[shown],
+        home=tmp_path / "home",
+        home_dir=None,
+        cwd=work,
+    )
+    sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
+    argv = sandbox.command(pol, ["/bin/sh", "-c", f"cat {secret}; echo ran > {work}/ran"])
+
+    out = subprocess.run(
+        argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=120
+    )
+
+    assert out.returncode != 0
+    assert "secret" not in out.stdout and not (work / "ran").exists()
+    assert str(secret) in out.stderr  # the step that failed names the path
