@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -683,10 +684,10 @@ except OSError as exc:
 out["file"] = open(cfg["file"]).read()
 out["listing"] = {d: sorted(os.listdir(d)) for d in cfg["listed"]}
 out["nulls"] = {f: os.stat(f).st_rdev for f in cfg["nulls"]}
-out["dev"] = {
-    n: os.readlink(f"/dev/{n}") if os.path.islink(f"/dev/{n}") else oct(os.stat(f"/dev/{n}").st_mode)
-    for n in os.listdir("/dev")
-}
+out["dev"] = {}
+for n in os.listdir("/dev"):
+    p = f"/dev/{n}"
+    out["dev"][n] = os.readlink(p) if os.path.islink(p) else oct(os.stat(p).st_mode)
 out["ptmx"] = oct(os.stat("/dev/pts/ptmx").st_mode & 0o777)
 out["modes"] = {p: oct(os.stat(p).st_mode & 0o7777) for p in ("/", "/tmp", cfg["home"])}
 out["sizes"] = {p: os.statvfs(p).f_blocks * os.statvfs(p).f_frsize for p in ("/tmp", cfg["home"])}
@@ -701,7 +702,7 @@ print(json.dumps(out))
 """
 
 
-def seen_inside(backend: str, tmp_path: Path, *, network: bool, disk: int | None) -> dict:
+def seen_inside(backend: str, tmp_path: Path, *, network: bool, disk: int | None) -> dict[str, Any]:
     """What a process confined by ``backend`` reports of itself, and the lab around it."""
     from dataclasses import replace
 
@@ -924,3 +925,40 @@ def test_a_view_that_cannot_be_made_is_never_run(backend: str, tmp_path: Path) -
     assert out.returncode != 0
     assert "secret" not in out.stdout and not (work / "ran").exists()
     assert str(secret) in out.stderr  # the step that failed names the path
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_working_directory_that_is_gone_is_named_by_the_sandbox(
+    backend: str, tmp_path: Path
+) -> None:
+    """The process never starts elsewhere, and the one line that says why comes from the
+    sandbox (bwrap, or the unshare backend's setup, ``agentos-sandbox``), not the program."""
+    from agentos.sandbox import SandboxSettings, choose, policy
+
+    work = tmp_path / "work"
+    work.mkdir()
+    gone = tmp_path / "gone"
+    pol = policy(
+        settings=SandboxSettings(),
+        package=None,
+        hidden=[],
+        writable=[work],
+        readable=[],
+        home=tmp_path / "home",
+        home_dir=None,
+        cwd=gone,
+    )
+    sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
+
+    out = subprocess.run(
+        sandbox.command(pol, ["/bin/echo", "ran"]),
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+
+    assert out.returncode != 0 and out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    who = "bwrap" if backend == "bwrap" else "agentos-sandbox"
+    assert line.startswith(f"{who}: ") and str(gone) in line, line
