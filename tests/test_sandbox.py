@@ -4,12 +4,17 @@ that cannot change what it judges, and what happens where no sandbox can be had.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import signal
 import socket
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,7 +26,9 @@ from conftest import (
     needs_bwrap,
     needs_tmux,
     processes_named,
+    requires,
     tree_listing,
+    wait_until,
 )
 
 from agentos.receipts import list_receipts, read_receipt
@@ -618,3 +625,340 @@ def test_the_relay_to_an_agents_proxy_outlives_a_flood_of_connections_and_garbag
     assert lines == ["held True", "allowed hello", "other 403"], log
     gate = next(r for r in list_receipts(ws, run_id=report.run_id) if r.kind == "gate")
     assert "127.0.0.1:1" in read_receipt(ws, gate.id)  # network_denied
+
+
+# --- each backend's arguments, seen from inside ----------------------------------------------
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # in the view (/usr), whoever runs the test
+BACKENDS = [
+    pytest.param("bwrap", marks=needs_bwrap),
+    pytest.param(
+        "unshare",
+        marks=requires(
+            os.geteuid() == 0 and shutil.which("unshare") is not None,
+            "util-linux unshare makes a mount namespace only as root",
+        ),
+    ),
+]
+
+# What a confined process finds out about itself, as one JSON document: its namespaces,
+# session, capabilities, directory and variables, its mounts, where it may write, its /dev.
+INSIDE = r"""
+import ctypes, errno, json, os, socket, sys
+cfg = json.loads(sys.argv[1])
+out = {"ns": {n: os.readlink(f"/proc/self/ns/{n}") for n in cfg["namespaces"]}}
+out["sid"] = os.getsid(0)  # 0: the session's leader is outside its pid namespace
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status") if ":\t" in line)
+out["caps"] = {k: status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+out["no_new_privs"] = status["NoNewPrivs"].strip()
+libc = ctypes.CDLL(None, use_errno=True)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno())  # CLONE_NEWUSER
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+out["user_namespace"] = errno.errorcode.get(code, "made")
+out["cwd"] = os.getcwd()
+out["env"] = {k: os.environ.get(k) for k in ("PATH", "TMPDIR", "AGENTOS_PROBE")}
+mounts = {}
+for line in open("/proc/self/mountinfo"):
+    fields = line.split()
+    rest = fields[fields.index("-") + 1 :]
+    mounts[fields[4]] = {"options": fields[5].split(","), "type": rest[0]}
+out["mounts"] = mounts
+
+def wrote(directory):
+    try:
+        with open(os.path.join(directory, "written-inside"), "w") as fh:
+            fh.write("inside\n")
+        return "written"
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+
+out["writes"] = {d: wrote(d) for d in cfg["dirs"]}
+try:
+    with open(cfg["file"], "a") as fh:
+        fh.write("inside\n")
+    out["file_write"] = "written"
+except OSError as exc:
+    out["file_write"] = errno.errorcode[exc.errno]
+out["file"] = open(cfg["file"]).read()
+out["listing"] = {d: sorted(os.listdir(d)) for d in cfg["listed"]}
+out["nulls"] = {f: os.stat(f).st_rdev for f in cfg["nulls"]}
+out["dev"] = {}
+for n in os.listdir("/dev"):
+    p = f"/dev/{n}"
+    out["dev"][n] = os.readlink(p) if os.path.islink(p) else oct(os.stat(p).st_mode)
+out["ptmx"] = oct(os.stat("/dev/pts/ptmx").st_mode & 0o777)
+out["modes"] = {p: oct(os.stat(p).st_mode & 0o7777) for p in ("/", "/tmp", cfg["home"])}
+out["sizes"] = {p: os.statvfs(p).f_blocks * os.statvfs(p).f_frsize for p in ("/tmp", cfg["home"])}
+out["links"] = {p: os.readlink(p) for p in cfg["links"]}
+out["old"] = sorted(os.listdir("/.old")) if os.path.exists("/.old") else None
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(1)
+socket.create_connection(server.getsockname(), 5).close()
+out["loopback"] = "up"
+print(json.dumps(out))
+"""
+
+
+def seen_inside(backend: str, tmp_path: Path, *, network: bool, disk: int | None) -> dict[str, Any]:
+    """What a process confined by ``backend`` reports of itself, and the lab around it."""
+    from dataclasses import replace
+
+    from agentos.sandbox import SandboxSettings, choose, policy
+    from agentos.sandbox.view import kept_from_others, system_mounts
+
+    lab = tmp_path / f"lab-{backend}-{network}"
+    work, shown, home, persistent = lab / "work", lab / "shown", lab / "home", lab / "persistent"
+    hidden = shown / "hidden"
+    for d in (work, hidden, home, persistent):
+        d.mkdir(parents=True)
+    (hidden / "secret.txt").write_text("hidden\n")
+    shown_file = lab / "shown.txt"  # a file shown alone, not a directory
+    shown_file.write_text("shown\n")
+    pol = policy(
+        settings=SandboxSettings(network=network, disk=disk),
+        package=None,
+        hidden=[hidden],
+        writable=[work],
+        readable=[shown, shown_file],
+        home=home,
+        home_dir=None if disk else persistent,
+        cwd=work,
+    )
+    pol = replace(pol, extra_env={"AGENTOS_PROBE": "it's $HOME; `not run`"})
+    guarded = kept_from_others()
+    cfg = {
+        "namespaces": ["user", "pid", "ipc", "uts", "net", "cgroup", "mnt"],
+        "dirs": [str(d) for d in (work, shown, hidden, home, "/", "/tmp", "/etc", "/usr")]
+        + ["/dev/shm"],
+        "file": str(shown_file),
+        "listed": [str(hidden), *(str(p) for p, is_dir in guarded if is_dir)],
+        "nulls": [str(p) for p, is_dir in guarded if not is_dir],
+        "home": str(home),
+        "links": [str(m.path) for m in system_mounts() if m.kind == "link"],
+    }
+    sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
+    argv = sandbox.command(pol, [SYSTEM_PYTHON, "-I", "-c", INSIDE, json.dumps(cfg)])
+    root = sorted(os.listdir("/"))
+    out = subprocess.run(
+        argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert sorted(os.listdir("/")) == root  # the view is made in its own root, not the host's
+    return {
+        "inside": json.loads(out.stdout),
+        "cfg": cfg,
+        "work": work,
+        "shown": shown,
+        "hidden": hidden,
+        "home": home,
+        "persistent": persistent,
+        "shown_file": shown_file,
+    }
+
+
+def host_namespaces() -> dict[str, str]:
+    names = ("user", "pid", "ipc", "uts", "net", "cgroup", "mnt")
+    return {n: os.readlink(f"/proc/self/ns/{n}") for n in names}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_confines_a_process_as_its_policy_says(backend: str, tmp_path: Path) -> None:
+    """The namespaces, session, capabilities, directory, variables, file system and /dev a
+    backend gives a process, seen by that process (and its writes, seen from the host)."""
+    from agentos.sandbox.view import kept_from_others
+
+    got = seen_inside(backend, tmp_path, network=False, disk=64 << 20)
+    inside, cfg = got["inside"], got["cfg"]
+    host = host_namespaces()
+    own = ["user", "pid", "ipc", "uts", "net", "mnt"] + (["cgroup"] if backend == "bwrap" else [])
+    assert [n for n in own if inside["ns"][n] == host[n]] == []
+    assert inside["sid"] != 0  # a session of its own: not the caller's terminal's
+    assert set(inside["caps"].values()) == {"0000000000000000"}
+    assert inside["no_new_privs"] == "1"
+    assert inside["user_namespace"] in ("ENOSPC", "EPERM")  # no namespace of its own to make
+    assert inside["cwd"] == str(got["work"])
+    assert inside["env"] == {  # the caller's PATH (the setup's own is the system's)
+        "PATH": "/usr/bin:/bin",
+        "TMPDIR": "/tmp",
+        "AGENTOS_PROBE": "it's $HOME; `not run`",
+    }
+    work, shown, hidden, home = (str(got[k]) for k in ("work", "shown", "hidden", "home"))
+    assert inside["writes"] == {
+        work: "written",
+        shown: "EROFS",
+        hidden: "EROFS",
+        home: "written",
+        "/": "EROFS",
+        "/tmp": "written",
+        "/etc": "EROFS",
+        "/usr": "EROFS",
+        "/dev/shm": "written",
+    }
+    assert (got["work"] / "written-inside").read_text() == "inside\n"
+    assert not (got["shown"] / "written-inside").exists()
+    assert (inside["file_write"], inside["file"]) == ("EROFS", "shown\n")
+    assert got["shown_file"].read_text() == "shown\n"
+    # What is hidden is empty; what the system keeps from others is empty or /dev/null.
+    assert inside["listing"] == {d: [] for d in cfg["listed"]}
+    assert (got["hidden"] / "secret.txt").exists()
+    dev_null = os.stat("/dev/null").st_rdev
+    assert inside["nulls"] == {f: dev_null for f in cfg["nulls"]}
+    assert cfg["nulls"] == [str(p) for p, is_dir in kept_from_others() if not is_dir]
+    # The home and /tmp: empty, private, the size of the disk quota.
+    assert inside["sizes"] == {"/tmp": 64 << 20, home: 64 << 20}
+    assert not (got["home"] / "written-inside").exists()
+    mounts = inside["mounts"]
+    for ro in ("/", "/proc/sys", "/proc/irq", "/proc/bus", "/usr", "/etc", shown, hidden):
+        assert "ro" in mounts[ro]["options"], (ro, mounts[ro])
+    for rw in (work, home, "/tmp", "/proc"):
+        assert "rw" in mounts[rw]["options"], (rw, mounts[rw])
+    assert (mounts["/proc"]["type"], mounts["/dev/pts"]["type"]) == ("proc", "devpts")
+    assert inside["links"] == {p: os.readlink(p) for p in cfg["links"]}
+    assert inside["old"] in (None, [])  # nothing of the host's root is left
+    assert inside["loopback"] == "up"
+    devices = {n: "0o20666" for n in ("null", "zero", "full", "random", "urandom", "tty")}
+    links = {
+        "fd": "/proc/self/fd",
+        "stdin": "/proc/self/fd/0",
+        "stdout": "/proc/self/fd/1",
+        "stderr": "/proc/self/fd/2",
+        "ptmx": "pts/ptmx",
+    }
+    assert {n: inside["dev"].get(n) for n in [*devices, *links]} == {**devices, **links}
+    assert inside["ptmx"] == "0o666"
+    if backend == "unshare":  # the mount script's own options
+        assert set(inside["dev"]) == {*devices, *links, "pts", "shm"}
+        assert inside["modes"] == {"/": "0o755", "/tmp": "0o1777", home: "0o1777"}
+        assert inside["dev"]["shm"] == "0o41777"
+        assert "nosuid" in mounts["/dev"]["options"]
+        assert {"nosuid", "nodev"} <= set(mounts["/dev/shm"]["options"])
+        assert {"nosuid", "nodev", "noexec"} <= set(mounts["/proc"]["options"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_shares_the_network_and_binds_a_home_when_the_policy_says(
+    backend: str, tmp_path: Path
+) -> None:
+    got = seen_inside(backend, tmp_path, network=True, disk=None)
+    inside = got["inside"]
+    home = str(got["home"])
+
+    assert inside["ns"]["net"] == host_namespaces()["net"]
+    assert inside["ns"]["mnt"] != host_namespaces()["mnt"]
+    assert inside["writes"][home] == "written"
+    assert (got["persistent"] / "written-inside").read_text() == "inside\n"
+    assert "rw" in inside["mounts"][home]["options"]
+    assert inside["writes"]["/tmp"] == "written"
+    assert inside["mounts"]["/tmp"]["type"] == "tmpfs"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_what_a_sandbox_runs_dies_with_the_program_that_started_it(
+    backend: str, tmp_path: Path
+) -> None:
+    """bwrap's --die-with-parent, unshare's --kill-child: the sandbox's program killed
+    (SIGKILL: nothing of its own runs), what it ran is gone too."""
+    from agentos.sandbox import SandboxSettings, choose, policy
+
+    work = tmp_path / "work"
+    work.mkdir()
+    pol = policy(
+        settings=SandboxSettings(),
+        package=None,
+        hidden=[],
+        writable=[work],
+        readable=[],
+        home=tmp_path / "home",
+        home_dir=None,
+        cwd=work,
+    )
+    marker = f"agentos-orphan-{uuid.uuid4().hex[:12]}"
+    sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
+    argv = sandbox.command(pol, ["/bin/bash", "-c", f"exec -a {marker} sleep 600"])
+    proc = subprocess.Popen(argv, env={"PATH": "/usr/bin:/bin"})
+    try:
+        wait_until(lambda: processes_named(marker), what="the confined process")
+        # (/bin/sh has exec'd the sandbox's program by then: the process is bwrap or unshare)
+        assert Path(f"/proc/{proc.pid}/exe").resolve().name == backend
+        proc.kill()
+        proc.wait()
+        wait_until(lambda: processes_named(marker) == [], what="the confined process gone")
+    finally:
+        proc.kill()
+        proc.wait()
+        for pid in processes_named(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_view_that_cannot_be_made_is_never_run(backend: str, tmp_path: Path) -> None:
+    """A step of the view that fails (here a hidden path that is a file: no empty directory
+    can cover it) stops the sandbox before the process starts: it never runs with part of
+    its view missing (the secret shown)."""
+    from agentos.sandbox import SandboxSettings, choose, policy
+
+    work, shown = tmp_path / "work", tmp_path / "shown"
+    work.mkdir()
+    shown.mkdir()
+    secret = shown / "secret.txt"
+    secret.write_text("secret\n")
+    pol = policy(
+        settings=SandboxSettings(),
+        package=None,
+        hidden=[secret],
+        writable=[work],
+        readable=[shown],
+        home=tmp_path / "home",
+        home_dir=None,
+        cwd=work,
+    )
+    sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
+    argv = sandbox.command(pol, ["/bin/sh", "-c", f"cat {secret}; echo ran > {work}/ran"])
+
+    out = subprocess.run(
+        argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=120
+    )
+
+    assert out.returncode != 0
+    assert "secret" not in out.stdout and not (work / "ran").exists()
+    assert str(secret) in out.stderr  # the step that failed names the path
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_working_directory_that_is_gone_is_named_by_the_sandbox(
+    backend: str, tmp_path: Path
+) -> None:
+    """The process never starts elsewhere, and the one line that says why comes from the
+    sandbox (bwrap, or the unshare backend's setup, ``agentos-sandbox``), not the program."""
+    from agentos.sandbox import SandboxSettings, choose, policy
+
+    work = tmp_path / "work"
+    work.mkdir()
+    gone = tmp_path / "gone"
+    pol = policy(
+        settings=SandboxSettings(),
+        package=None,
+        hidden=[],
+        writable=[work],
+        readable=[],
+        home=tmp_path / "home",
+        home_dir=None,
+        cwd=gone,
+    )
+    sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
+
+    out = subprocess.run(
+        sandbox.command(pol, ["/bin/echo", "ran"]),
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+
+    assert out.returncode != 0 and out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    who = "bwrap" if backend == "bwrap" else "agentos-sandbox"
+    assert line.startswith(f"{who}: ") and str(gone) in line, line
