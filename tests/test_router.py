@@ -373,6 +373,19 @@ def test_version_constraint_picks_the_highest_fitting_installed_version(
     assert d2.hub_revision != d.hub_revision
 
 
+def test_run_agent_with_a_version_chooses_that_version_not_the_active_one(
+    bare: Workspace, tmp_path: Path
+) -> None:
+    hub = Hub(bare.hub_dir)
+    for version in ("1.0.0", "1.4.0", "2.0.0"):
+        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer", version=version)))
+    write_card(bare, "lint", {"keywords": ["lint"]})
+    d = decide(bare, "fix the lint", agent="fixer@1.4.0")
+    assert (d.decision, d.decided_by) == ("route", "--agent")
+    assert [(s.card, s.agent, s.version) for s in d.selected] == [("(--agent)", "fixer", "1.4.0")]
+    assert [s.version for s in decide(bare, "fix the lint", agent="fixer").selected] == ["2.0.0"]
+
+
 # --- the index is the reference, only faster ----------------------------------------------
 
 
