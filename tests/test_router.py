@@ -930,3 +930,21 @@ def test_a_process_routing_in_many_workspaces_keeps_few_watches(tmp_path: Path) 
         assert decide(ws, "fix the lint errors").decision == "route"
     assert 0 < len(router._WATCHES) <= router._MAX_WATCHES
     assert all(w.active for w in router._WATCHES.values())
+
+
+def test_a_folder_watched_anew_takes_no_other_folders_watch(tmp_path: Path) -> None:
+    """A cards folder replaced (its watch ended) is watched anew at its next decision, in
+    place of its old watch: the process's other watched folders keep theirs."""
+    from agentos.routing import router
+
+    spaces = [init_workspace(tmp_path / f"ws{i}")[0] for i in range(router._MAX_WATCHES)]
+    for ws in spaces:
+        for _ in range(2):  # watched from the second look
+            assert decide(ws, "fix the lint errors").decision == "route"
+    assert set(router._WATCHES) == {ws.cards_dir for ws in spaces}
+
+    _replace_folder(spaces[-1])  # "lint" becomes "ruff" in a new folder of the same name
+    assert [s.card for s in decide(spaces[-1], "fix the ruff errors").selected] == ["fix-ruff"]
+    assert decide(spaces[-1], "fix the ruff errors").decision == "route"
+    assert set(router._WATCHES) == {ws.cards_dir for ws in spaces}
+    assert all(w.active for w in router._WATCHES.values())
