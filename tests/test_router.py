@@ -18,6 +18,7 @@ import re2
 import yaml
 from conftest import CliRunner, write_package
 
+from agentos.errors import NotFound
 from agentos.hub.store import Hub
 from agentos.receipts import read_receipt, verify_chain
 from agentos.routing.cards import Card, cards_revision, load_cards
@@ -382,8 +383,96 @@ def test_run_agent_with_a_version_chooses_that_version_not_the_active_one(
     write_card(bare, "lint", {"keywords": ["lint"]})
     d = decide(bare, "fix the lint", agent="fixer@1.4.0")
     assert (d.decision, d.decided_by) == ("route", "--agent")
-    assert [(s.card, s.agent, s.version) for s in d.selected] == [("(--agent)", "fixer", "1.4.0")]
+    assert (d.cards_revision, d.hub_revision) == (cards_revision(bare.cards_dir), hub.revision())
+    assert [s.as_dict() for s in d.selected] == [
+        {
+            "card": "(--agent)",
+            "agent": "fixer",
+            "version": "1.4.0",
+            "score": 0,
+            "fired": [],
+            "priority": 0,
+            "group": "default",
+            "checks": [],
+        }
+    ]
+    assert d.rejected == []
     assert [s.version for s in decide(bare, "fix the lint", agent="fixer").selected] == ["2.0.0"]
+    with pytest.raises(NotFound) as missing:
+        decide(bare, "fix the lint", agent="fixer@9.9.9")
+    assert str(missing.value) == (
+        "--agent: no installed version of fixer satisfies '==9.9.9' "
+        "(installed: 1.0.0, 1.4.0, 2.0.0)"
+    )
+
+
+def test_the_default_agent_takes_what_no_card_matches_and_joins_verifiers_for_a_change(
+    bare: Workspace, tmp_path: Path
+) -> None:
+    Hub(bare.hub_dir).install(str(write_package(tmp_path / "writer", name="writer")))
+    write_card(bare, "tests", {"keywords": ["tests"]}, group="verify")
+    write_card(bare, "lint", {"keywords": ["lint"]})
+    write_card(bare, "apples", {"keywords": ["apples"], "require": ["pears"]})
+
+    def routed(default: str, request: str, change: bool = False) -> tuple[Any, ...]:
+        bare.settings_file.write_text(f"run: {{guardian: false, default_agent: {default}}}\n")
+        ws = Workspace(bare.root)
+        d = decide(ws, request, change=True) if change else decide(ws, request)
+        return (
+            d.decision,
+            d.decided_by,
+            [(s.card, s.agent, s.version, s.group) for s in d.selected],
+            [r.as_dict() for r in d.rejected],
+            (d.cards_revision, d.hub_revision),
+        )
+
+    revisions = (cards_revision(bare.cards_dir), Hub(bare.hub_dir).revision())
+    writer = ("(run.default_agent)", "writer", "1.0.0", "default")
+    tests = ("tests", "ruff-fixer", "1.0.0", "verify")
+    lint = ("lint", "ruff-fixer", "1.0.0", "default")
+    # No card matches (one fired, but requires a word the request lacks): the default agent.
+    assert routed("writer", "apples please") == (
+        "route",
+        "run.default_agent",
+        [writer],
+        [{"card": "apples", "reason": "requires 'pears'"}],
+        revisions,
+    )
+    # Only verifiers matched a request for a change: the default agent makes it.
+    assert routed("writer", "run the tests", change=True) == (
+        "route",
+        "cards and run.default_agent",
+        [writer, tests],
+        [],
+        revisions,
+    )
+    # Not asked to change anything, a card of another group, or the verifier's own agent:
+    # the cards decide alone.
+    assert routed("writer", "run the tests") == ("route", "cards", [tests], [], revisions)
+    assert routed("writer", "run the tests and fix the lint", change=True) == (
+        "route",
+        "cards",
+        [lint, tests],
+        [],
+        revisions,
+    )
+    assert routed("ruff-fixer", "run the tests", change=True) == (
+        "route",
+        "cards",
+        [tests],
+        [],
+        revisions,
+    )
+    # No default agent: nothing matched is no match.
+    bare.settings_file.write_text("run: {guardian: false}\n")
+    assert decide(Workspace(bare.root), "apples please").decision == "no_match"
+    # A default agent that is not installed is named with the setting.
+    for request, change in (("apples please", False), ("run the tests", True)):
+        with pytest.raises(NotFound) as missing:
+            routed("nobody", request, change)
+        assert str(missing.value) == (
+            f"{bare.settings_file}: run.default_agent: agent 'nobody' is not installed in the hub"
+        )
 
 
 # --- the index is the reference, only faster ----------------------------------------------
