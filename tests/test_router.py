@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import os
 import random
 import subprocess
@@ -701,14 +702,30 @@ def test_a_process_that_routes_again_sees_every_kind_of_card_change(
     assert len(scans) == 1
 
 
-def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(ws: Workspace) -> None:
-    before = decide(ws, "run the tests and fix the lint").as_dict()
-    for path in cache_dir(ws).iterdir():
-        path.write_bytes(b"garbage")
+@pytest.mark.parametrize(
+    "spoilt",
+    [
+        b"garbage",
+        b"",  # torn before its first byte
+        marshal.dumps({("ruff-fixer", None): 5}),  # marshal data of another shape
+        marshal.dumps({("ruff-fixer", None): (True, "1.0.0", "more")}),
+    ],
+    ids=["garbage", "empty", "another-shape", "a-longer-entry"],
+)
+def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(
+    ws: Workspace, spoilt: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentos.routing import router
 
+    monkeypatch.setattr(router, "_resolved", ("", {}))  # the hub's resolutions: none yet
+    before = decide(ws, "run the tests and fix the lint").as_dict()
+    assert len(list(cache_dir(ws).glob("hub-resolved-*.marshal"))) == 1
+    for path in cache_dir(ws).iterdir():
+        path.write_bytes(spoilt)
+    # As a new process: nothing in memory.
     router._INDEXES.clear()
     router._STATS.clear()
+    monkeypatch.setattr(router, "_resolved", ("", {}))
     assert decide(ws, "run the tests and fix the lint").as_dict() == before
 
 
