@@ -397,7 +397,7 @@ def test_run_agent_with_a_version_chooses_that_version_not_the_active_one(
             "checks": [],
         }
     ]
-    assert d.rejected == []
+    assert (d.rejected, d.tied) == ([], [])
     assert [s.version for s in decide(bare, "fix the lint", agent="fixer").selected] == ["2.0.0"]
     with pytest.raises(NotFound) as missing:
         decide(bare, "fix the lint", agent="fixer@9.9.9")
@@ -727,6 +727,46 @@ def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(
     router._STATS.clear()
     monkeypatch.setattr(router, "_resolved", ("", {}))
     assert decide(ws, "run the tests and fix the lint").as_dict() == before
+
+
+@pytest.mark.parametrize(
+    ("kept", "version", "rejected"),
+    [
+        ((True, "0.9.0"), "0.9.0", None),
+        ((False, "gone for good"), None, "gone for good"),
+        # Entries of another shape are not taken: the agent is resolved again.
+        ((1, "0.9.0"), "1.0.0", None),
+        (("yes", "0.9.0"), "1.0.0", None),
+        ((True, 9), "1.0.0", None),
+    ],
+    ids=["a-version", "not-found", "fits-not-a-bool", "fits-a-string", "version-not-a-string"],
+)
+def test_a_new_process_takes_the_agents_resolved_for_the_hubs_revision_from_the_cache(
+    ws: Workspace,
+    monkeypatch: pytest.MonkeyPatch,
+    kept: tuple[Any, Any],
+    version: str | None,
+    rejected: str | None,
+) -> None:
+    """A card's agent and constraint, resolved against the hub, are kept in the cache by
+    the hub's revision, and a new process takes them from there (it need not import the
+    version parser): what the cache says for this revision is what the card gets."""
+    from agentos.routing import router
+
+    monkeypatch.setattr(router, "_resolved", ("", {}))
+    d = decide(ws, "fix the lint errors")
+    assert [(s.card, s.version) for s in d.selected] == [("fix-lint", "1.0.0")]
+    [path] = cache_dir(ws).glob("hub-resolved-*.marshal")
+    assert path.name == f"hub-resolved-{d.hub_revision}.marshal"
+    entries = marshal.loads(path.read_bytes())
+    assert entries[("ruff-fixer", ">=1.0,<2")] == (True, "1.0.0")
+    entries[("ruff-fixer", ">=1.0,<2")] = kept
+    path.write_bytes(marshal.dumps(entries))
+
+    monkeypatch.setattr(router, "_resolved", ("", {}))  # as a new process
+    d = decide(ws, "fix the lint errors")
+    assert [(s.card, s.version) for s in d.selected] == ([("fix-lint", version)] if version else [])
+    assert {r.card: r.reason for r in d.rejected}.get("fix-lint") == rejected
 
 
 def test_an_invalid_card_stops_routing_with_file_and_field(cli: CliRunner, ws: Workspace) -> None:
