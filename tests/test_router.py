@@ -8,6 +8,7 @@ import json
 import marshal
 import os
 import random
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -769,6 +770,55 @@ def test_a_new_process_takes_the_agents_resolved_for_the_hubs_revision_from_the_
     assert {r.card: r.reason for r in d.rejected}.get("fix-lint") == rejected
 
 
+def test_a_card_nothing_installed_satisfies_is_rejected_again_by_a_new_process(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentos.routing import router
+
+    path = ws.cards_dir / "fix-lint.yaml"
+    path.write_text(path.read_text().replace('">=1.0,<2"', '">=3"'))
+    reason = "no installed version of ruff-fixer satisfies '>=3' (installed: 1.0.0)"
+    for _ in range(2):  # the second as a new process, from the resolutions kept
+        monkeypatch.setattr(router, "_resolved", ("", {}))
+        d = decide(ws, "clean up the lint errors")
+        assert (d.decision, [r.as_dict() for r in d.rejected]) == (
+            "no_match",
+            [{"card": "fix-lint", "reason": reason}],
+        )
+
+
+def test_the_hubs_resolutions_of_an_older_hub_revision_are_removed(
+    bare: Workspace, tmp_path: Path
+) -> None:
+    write_card(bare, "a", {"keywords": ["lint"]}, agent="fixer")
+    hub = Hub(bare.hub_dir)
+    for version in ("1.0.0", "2.0.0"):
+        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer", version=version)))
+        d = decide(bare, "lint")
+        assert [s.version for s in d.selected] == [version]
+        assert [p.name for p in cache_dir(bare).glob("hub-resolved-*.marshal")] == [
+            f"hub-resolved-{d.hub_revision}.marshal"
+        ]
+
+
+def test_a_workspace_whose_cache_cannot_be_written_still_routes_the_same(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentos.routing import router
+
+    request = "run the tests and fix the lint"
+    before = decide(ws, request).as_dict()
+    shutil.rmtree(cache_dir(ws))
+    cache_dir(ws).write_text("a file where the cache folder was\n")
+    for _ in range(2):  # as a new process, with nothing in memory
+        router._INDEXES.clear()
+        router._STATS.clear()
+        monkeypatch.setattr(router, "_resolved", ("", {}))
+        assert decide(Workspace(ws.root), request).as_dict() == before
+    _, receipt = route(Workspace(ws.root), request)
+    assert "decision: route\n" in read_receipt(ws, receipt.id)
+
+
 def test_an_invalid_card_stops_routing_with_file_and_field(cli: CliRunner, ws: Workspace) -> None:
     (ws.cards_dir / "broken.yaml").write_text(
         "id: broken\nagent: ruff-fixer\nsize: 3\ntriggers: {keywords: [x]}\n"
@@ -1006,6 +1056,50 @@ def test_route_receipt_is_linked_to_a_run(ws: Workspace) -> None:
     _, receipt = route(ws, "run the tests", run_id="run-7")
     assert receipt.run_id == "run-7"
     assert "\nrun: run-7\n" in read_receipt(ws, receipt.id)
+
+
+def test_the_route_receipt_holds_the_whole_decision(bare: Workspace) -> None:
+    """Who was chosen, with their version, score, priority, group, what fired and their
+    checks' names; the tie; each card ruled out and why; the two revisions."""
+    checks = [{"name": "lint clean", "run": "ruff check ."}, {"name": "tests", "tests": []}]
+    write_card(bare, "fix", {"keywords": ["lint"]}, group="code-change", priority=2, checks=checks)
+    write_card(bare, "weak", {"keywords": ["lint"]}, group="code-change")
+    write_card(bare, "t1", {"keywords": ["docs"]}, group="docs")
+    write_card(bare, "t2", {"keywords": ["docs"]}, group="docs")
+    write_card(bare, "ex", {"keywords": ["lint"], "exclude": ["docs"]}, group="other")
+    decision, receipt = route(bare, "fix the lint and the docs")
+    text = read_receipt(bare, receipt.id)
+    body = text.split("\nrequest: fix the lint and the docs\n", 1)[1].split("\nsigned_from:")[0]
+    assert body == (
+        "decision: clarify\n"
+        "decided_by: cards\n"
+        "selected:\n"
+        "  - card: fix\n"
+        "    agent: ruff-fixer@1.0.0\n"
+        "    score: 1\n"
+        "    priority: 2\n"
+        "    group: code-change\n"
+        "    fired:\n"
+        "      - keyword:lint\n"
+        "    checks:\n"
+        "      - lint clean\n"
+        "      - tests\n"
+        "tied:\n"
+        "  - t1\n"
+        "  - t2\n"
+        "rejected:\n"
+        "  - card: ex\n"
+        "    reason: excluded: the request has 'docs'\n"
+        "  - card: weak\n"
+        "    reason: lost to fix in group 'code-change': same score 1, priority 0 < 2\n"
+        f"cards_revision: {cards_revision(bare.cards_dir)}\n"
+        f"hub_revision: {Hub(bare.hub_dir).revision()}"
+    )
+    assert decision.receipt_fields()["decision"] == "clarify"
+    # A card without checks has no checks line.
+    write_card(bare, "fix", {"keywords": ["lint"]}, group="code-change", priority=2)
+    _, receipt = route(bare, "fix the lint")
+    assert "checks" not in read_receipt(bare, receipt.id)
 
 
 def test_redacted_workspace_keeps_only_the_requests_hash(ws: Workspace) -> None:
