@@ -451,6 +451,7 @@ def test_the_default_agent_takes_what_no_card_matches_and_joins_verifiers_for_a_
     # Not asked to change anything, a card of another group, or the verifier's own agent:
     # the cards decide alone.
     assert routed("writer", "run the tests") == ("route", "cards", [tests], [], revisions)
+    assert route(Workspace(bare.root), "run the tests")[0].decided_by == "cards"
     assert routed("writer", "run the tests and fix the lint", change=True) == (
         "route",
         "cards",
