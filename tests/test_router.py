@@ -399,6 +399,9 @@ def test_run_agent_with_a_version_chooses_that_version_not_the_active_one(
         }
     ]
     assert (d.rejected, d.tied) == ([], [])
+    routed, receipt = route(bare, "fix the lint", agent="fixer@1.4.0")
+    assert routed == d
+    assert "\n    agent: fixer@1.4.0\n" in read_receipt(bare, receipt.id)
     assert [s.version for s in decide(bare, "fix the lint", agent="fixer").selected] == ["2.0.0"]
     with pytest.raises(NotFound) as missing:
         decide(bare, "fix the lint", agent="fixer@9.9.9")
@@ -452,6 +455,9 @@ def test_the_default_agent_takes_what_no_card_matches_and_joins_verifiers_for_a_
     # the cards decide alone.
     assert routed("writer", "run the tests") == ("route", "cards", [tests], [], revisions)
     assert route(Workspace(bare.root), "run the tests")[0].decided_by == "cards"
+    assert route(Workspace(bare.root), "run the tests", change=True)[0].decided_by == (
+        "cards and run.default_agent"
+    )
     assert routed("writer", "run the tests and fix the lint", change=True) == (
         "route",
         "cards",
@@ -1070,6 +1076,7 @@ def test_the_route_receipt_holds_the_whole_decision(bare: Workspace) -> None:
     write_card(bare, "ex", {"keywords": ["lint"], "exclude": ["docs"]}, group="other")
     decision, receipt = route(bare, "fix the lint and the docs")
     text = read_receipt(bare, receipt.id)
+    assert receipt.kind == "route" and "\nkind: route\n" in text
     body = text.split("\nrequest: fix the lint and the docs\n", 1)[1].split("\nsigned_from:")[0]
     assert body == (
         "decision: clarify\n"
