@@ -809,7 +809,7 @@ def test_the_hubs_resolutions_of_an_older_hub_revision_are_removed(
 
 
 def test_a_workspace_whose_cache_cannot_be_written_still_routes_the_same(
-    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from agentos.routing import router
 
@@ -821,7 +821,16 @@ def test_a_workspace_whose_cache_cannot_be_written_still_routes_the_same(
         router._INDEXES.clear()
         router._STATS.clear()
         monkeypatch.setattr(router, "_resolved", ("", {}))
-        assert decide(Workspace(ws.root), request).as_dict() == before
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="agentos.routing.router"):
+            assert decide(Workspace(ws.root), request).as_dict() == before
+        assert [(r.name, r.getMessage()) for r in caplog.records] == [
+            (
+                "agentos.routing.router",
+                f"cannot cache the compiled cards in {cache_dir(ws)}: "
+                f"[Errno 17] File exists: '{cache_dir(ws)}'",
+            )
+        ]
     _, receipt = route(Workspace(ws.root), request)
     assert "decision: route\n" in read_receipt(ws, receipt.id)
 
