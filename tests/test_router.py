@@ -717,11 +717,13 @@ def test_a_process_that_routes_again_sees_every_kind_of_card_change(
         b"",  # torn before its first byte
         marshal.dumps({("ruff-fixer", None): 5}),  # marshal data of another shape
         marshal.dumps({("ruff-fixer", None): (True, "1.0.0", "more")}),
+        marshal.dumps(5),
+        None,  # each file replaced by a folder: it cannot be read
     ],
-    ids=["garbage", "empty", "another-shape", "a-longer-entry"],
+    ids=["garbage", "empty", "another-shape", "a-longer-entry", "a-number", "a-folder"],
 )
 def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(
-    ws: Workspace, spoilt: bytes, monkeypatch: pytest.MonkeyPatch
+    ws: Workspace, spoilt: bytes | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agentos.routing import router
 
@@ -729,7 +731,11 @@ def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(
     before = decide(ws, "run the tests and fix the lint").as_dict()
     assert len(list(cache_dir(ws).glob("hub-resolved-*.marshal"))) == 1
     for path in cache_dir(ws).iterdir():
-        path.write_bytes(spoilt)
+        if spoilt is None:
+            path.unlink()
+            path.mkdir()
+        else:
+            path.write_bytes(spoilt)
     # As a new process: nothing in memory.
     router._INDEXES.clear()
     router._STATS.clear()
