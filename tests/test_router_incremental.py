@@ -10,6 +10,7 @@ import random
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -567,3 +568,24 @@ def test_a_process_that_routes_again_compiles_a_few_changed_cards_alone_and_many
             sorted(live),
         )
         assert _kept_revisions(ws) == ([revision] if whole else [first]), (kind, count)
+
+
+def test_a_new_process_hashes_again_no_card_the_last_one_hashed(tmp_path: Path) -> None:
+    """The stats and sha256 of each card are kept in the cache (``cards.stat``): a new
+    process whose cards did not change takes them from there, hashes none and leaves the
+    file as it is; a card changed since is hashed again, and the file rewritten."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    # A card changed less than 2 s before it was hashed is hashed again ("racy clean").
+    time.sleep(2.1)
+    first = decide(ws, "fix the lint errors")
+    stat_file = router.cache_dir(ws) / "cards.stat"
+    kept = os.stat(stat_file)
+    _as_a_new_process()
+    assert decide(ws, "fix the lint errors").as_dict() == first.as_dict()
+    assert os.stat(stat_file).st_ino == kept.st_ino  # not written again
+
+    path = ws.cards_dir / "fix-lint.yaml"
+    path.write_text(path.read_text().replace("lint", "ruff"))
+    _as_a_new_process()
+    assert decide(ws, "fix the ruff errors").cards_revision == load_cards(ws.cards_dir).revision
+    assert os.stat(stat_file).st_ino != kept.st_ino
