@@ -5,6 +5,7 @@ card, a duplicate id) is refused with the whole compile's own error."""
 
 from __future__ import annotations
 
+import marshal
 import os
 import random
 import shutil
@@ -589,3 +590,10 @@ def test_a_new_process_hashes_again_no_card_the_last_one_hashed(tmp_path: Path) 
     _as_a_new_process()
     assert decide(ws, "fix the ruff errors").cards_revision == load_cards(ws.cards_dir).revision
     assert os.stat(stat_file).st_ino != kept.st_ino
+
+    # Entries of another shape (here one field short) are not taken: the cards are hashed
+    # again.
+    folder, entries = marshal.loads(stat_file.read_bytes())
+    stat_file.write_bytes(marshal.dumps((folder, {n: e[:5] for n, e in entries.items()})))
+    _as_a_new_process()
+    assert decide(ws, "fix the ruff errors").cards_revision == load_cards(ws.cards_dir).revision
