@@ -635,6 +635,7 @@ def test_regex_prefilter_reads_literals_off_the_pattern() -> None:
 
 def test_compiled_cards_are_cached_on_disk_by_the_card_sets_revision(ws: Workspace) -> None:
     d = decide(ws, "fix the lint errors")
+    assert cache_dir(ws) == ws.root / ".agentos" / "cache"
     cached = list(cache_dir(ws).glob("router-*.idx"))
     assert [p.name.split("-")[1] for p in cached] == [d.cards_revision]
     assert d.cards_revision == cards_revision(ws.cards_dir) == current_revision(ws)

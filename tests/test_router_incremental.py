@@ -594,7 +594,12 @@ def test_a_new_process_hashes_again_no_card_the_last_one_hashed(tmp_path: Path) 
     # Entries of another shape (here one field short) are not taken: the cards are hashed
     # again.
     folder, entries = marshal.loads(stat_file.read_bytes())
-    for spoilt in ((folder, {n: e[:5] for n, e in entries.items()}), (folder,)):
+    for spoilt in (
+        (folder, {n: e[:5] for n, e in entries.items()}),
+        (folder,),
+        (folder, 5),
+        (folder, "not pairs"),
+    ):
         stat_file.write_bytes(marshal.dumps(spoilt))
         _as_a_new_process()
         revision = decide(ws, "fix the ruff errors").cards_revision
