@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import os
 import random
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +20,7 @@ import re2
 import yaml
 from conftest import CliRunner, write_package
 
+from agentos.errors import NotFound
 from agentos.hub.store import Hub
 from agentos.receipts import read_receipt, verify_chain
 from agentos.routing.cards import Card, cards_revision, load_cards
@@ -373,6 +376,114 @@ def test_version_constraint_picks_the_highest_fitting_installed_version(
     assert d2.hub_revision != d.hub_revision
 
 
+def test_run_agent_with_a_version_chooses_that_version_not_the_active_one(
+    bare: Workspace, tmp_path: Path
+) -> None:
+    hub = Hub(bare.hub_dir)
+    for version in ("1.0.0", "1.4.0", "2.0.0"):
+        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer", version=version)))
+    write_card(bare, "lint", {"keywords": ["lint"]})
+    d = decide(bare, "fix the lint", agent="fixer@1.4.0")
+    assert (d.decision, d.decided_by) == ("route", "--agent")
+    assert (d.cards_revision, d.hub_revision) == (cards_revision(bare.cards_dir), hub.revision())
+    assert [s.as_dict() for s in d.selected] == [
+        {
+            "card": "(--agent)",
+            "agent": "fixer",
+            "version": "1.4.0",
+            "score": 0,
+            "fired": [],
+            "priority": 0,
+            "group": "default",
+            "checks": [],
+        }
+    ]
+    assert (d.rejected, d.tied) == ([], [])
+    routed, receipt = route(bare, "fix the lint", agent="fixer@1.4.0")
+    assert routed == d
+    assert "\n    agent: fixer@1.4.0\n" in read_receipt(bare, receipt.id)
+    assert [s.version for s in decide(bare, "fix the lint", agent="fixer").selected] == ["2.0.0"]
+    with pytest.raises(NotFound) as missing:
+        decide(bare, "fix the lint", agent="fixer@9.9.9")
+    assert str(missing.value) == (
+        "--agent: no installed version of fixer satisfies '==9.9.9' "
+        "(installed: 1.0.0, 1.4.0, 2.0.0)"
+    )
+
+
+def test_the_default_agent_takes_what_no_card_matches_and_joins_verifiers_for_a_change(
+    bare: Workspace, tmp_path: Path
+) -> None:
+    Hub(bare.hub_dir).install(str(write_package(tmp_path / "writer", name="writer")))
+    write_card(bare, "tests", {"keywords": ["tests"]}, group="verify")
+    write_card(bare, "lint", {"keywords": ["lint"]})
+    write_card(bare, "apples", {"keywords": ["apples"], "require": ["pears"]})
+
+    def routed(default: str, request: str, change: bool = False) -> tuple[Any, ...]:
+        bare.settings_file.write_text(f"run: {{guardian: false, default_agent: {default}}}\n")
+        ws = Workspace(bare.root)
+        d = decide(ws, request, change=True) if change else decide(ws, request)
+        return (
+            d.decision,
+            d.decided_by,
+            [(s.card, s.agent, s.version, s.group) for s in d.selected],
+            [r.as_dict() for r in d.rejected],
+            (d.cards_revision, d.hub_revision),
+        )
+
+    revisions = (cards_revision(bare.cards_dir), Hub(bare.hub_dir).revision())
+    writer = ("(run.default_agent)", "writer", "1.0.0", "default")
+    tests = ("tests", "ruff-fixer", "1.0.0", "verify")
+    lint = ("lint", "ruff-fixer", "1.0.0", "default")
+    # No card matches (one fired, but requires a word the request lacks): the default agent.
+    assert routed("writer", "apples please") == (
+        "route",
+        "run.default_agent",
+        [writer],
+        [{"card": "apples", "reason": "requires 'pears'"}],
+        revisions,
+    )
+    # Only verifiers matched a request for a change: the default agent makes it.
+    assert routed("writer", "run the tests", change=True) == (
+        "route",
+        "cards and run.default_agent",
+        [writer, tests],
+        [],
+        revisions,
+    )
+    # Not asked to change anything, a card of another group, or the verifier's own agent:
+    # the cards decide alone.
+    assert routed("writer", "run the tests") == ("route", "cards", [tests], [], revisions)
+    assert route(Workspace(bare.root), "run the tests")[0].decided_by == "cards"
+    assert route(Workspace(bare.root), "run the tests", change=True)[0].decided_by == (
+        "cards and run.default_agent"
+    )
+    assert routed("writer", "run the tests and fix the lint", change=True) == (
+        "route",
+        "cards",
+        [lint, tests],
+        [],
+        revisions,
+    )
+    assert routed("ruff-fixer", "run the tests", change=True) == (
+        "route",
+        "cards",
+        [tests],
+        [],
+        revisions,
+    )
+    # No default agent: nothing matched is no match.
+    bare.settings_file.write_text("run: {guardian: false}\n")
+    assert decide(Workspace(bare.root), "apples please").decision == "no_match"
+    # A default agent that is not installed is named with the setting.
+    for request, change in (("apples please", False), ("run the tests", True)):
+        with pytest.raises(NotFound) as missing:
+            routed("nobody", request, change)
+        assert str(missing.value) == (
+            f"{bare.settings_file}: run.default_agent: agent 'nobody' is not installed in the hub"
+        )
+
+
 # --- the index is the reference, only faster ----------------------------------------------
 
 
@@ -524,6 +635,7 @@ def test_regex_prefilter_reads_literals_off_the_pattern() -> None:
 
 def test_compiled_cards_are_cached_on_disk_by_the_card_sets_revision(ws: Workspace) -> None:
     d = decide(ws, "fix the lint errors")
+    assert cache_dir(ws) == ws.root / ".agentos" / "cache"
     cached = list(cache_dir(ws).glob("router-*.idx"))
     assert [p.name.split("-")[1] for p in cached] == [d.cards_revision]
     assert d.cards_revision == cards_revision(ws.cards_dir) == current_revision(ws)
@@ -599,15 +711,135 @@ def test_a_process_that_routes_again_sees_every_kind_of_card_change(
     assert len(scans) == 1
 
 
-def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(ws: Workspace) -> None:
-    before = decide(ws, "run the tests and fix the lint").as_dict()
-    for path in cache_dir(ws).iterdir():
-        path.write_bytes(b"garbage")
+@pytest.mark.parametrize(
+    "spoilt",
+    [
+        b"garbage",
+        b"",  # torn before its first byte
+        marshal.dumps({("ruff-fixer", None): 5}),  # marshal data of another shape
+        marshal.dumps({("ruff-fixer", None): (True, "1.0.0", "more")}),
+        marshal.dumps(5),
+        None,  # each file replaced by a folder: it cannot be read
+    ],
+    ids=["garbage", "empty", "another-shape", "a-longer-entry", "a-number", "a-folder"],
+)
+def test_a_corrupt_cache_is_rebuilt_and_routes_the_same(
+    ws: Workspace, spoilt: bytes | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentos.routing import router
 
+    monkeypatch.setattr(router, "_resolved", ("", {}))  # the hub's resolutions: none yet
+    before = decide(ws, "run the tests and fix the lint").as_dict()
+    assert len(list(cache_dir(ws).glob("hub-resolved-*.marshal"))) == 1
+    for path in cache_dir(ws).iterdir():
+        if spoilt is None:
+            path.unlink()
+            path.mkdir()
+        else:
+            path.write_bytes(spoilt)
+    # As a new process: nothing in memory.
     router._INDEXES.clear()
     router._STATS.clear()
+    monkeypatch.setattr(router, "_resolved", ("", {}))
     assert decide(ws, "run the tests and fix the lint").as_dict() == before
+
+
+@pytest.mark.parametrize(
+    ("kept", "version", "rejected"),
+    [
+        ((True, "0.9.0"), "0.9.0", None),
+        ((False, "gone for good"), None, "gone for good"),
+        # Entries of another shape are not taken: the agent is resolved again.
+        ((1, "0.9.0"), "1.0.0", None),
+        (("yes", "0.9.0"), "1.0.0", None),
+        ((True, 9), "1.0.0", None),
+    ],
+    ids=["a-version", "not-found", "fits-not-a-bool", "fits-a-string", "version-not-a-string"],
+)
+def test_a_new_process_takes_the_agents_resolved_for_the_hubs_revision_from_the_cache(
+    ws: Workspace,
+    monkeypatch: pytest.MonkeyPatch,
+    kept: tuple[Any, Any],
+    version: str | None,
+    rejected: str | None,
+) -> None:
+    """A card's agent and constraint, resolved against the hub, are kept in the cache by
+    the hub's revision, and a new process takes them from there (it need not import the
+    version parser): what the cache says for this revision is what the card gets."""
+    from agentos.routing import router
+
+    monkeypatch.setattr(router, "_resolved", ("", {}))
+    d = decide(ws, "fix the lint errors")
+    assert [(s.card, s.version) for s in d.selected] == [("fix-lint", "1.0.0")]
+    [path] = cache_dir(ws).glob("hub-resolved-*.marshal")
+    assert path.name == f"hub-resolved-{d.hub_revision}.marshal"
+    entries = marshal.loads(path.read_bytes())
+    assert entries[("ruff-fixer", ">=1.0,<2")] == (True, "1.0.0")
+    entries[("ruff-fixer", ">=1.0,<2")] = kept
+    path.write_bytes(marshal.dumps(entries))
+
+    monkeypatch.setattr(router, "_resolved", ("", {}))  # as a new process
+    d = decide(ws, "fix the lint errors")
+    assert [(s.card, s.version) for s in d.selected] == ([("fix-lint", version)] if version else [])
+    assert {r.card: r.reason for r in d.rejected}.get("fix-lint") == rejected
+
+
+def test_a_card_nothing_installed_satisfies_is_rejected_again_by_a_new_process(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentos.routing import router
+
+    path = ws.cards_dir / "fix-lint.yaml"
+    path.write_text(path.read_text().replace('">=1.0,<2"', '">=3"'))
+    reason = "no installed version of ruff-fixer satisfies '>=3' (installed: 1.0.0)"
+    for _ in range(2):  # the second as a new process, from the resolutions kept
+        monkeypatch.setattr(router, "_resolved", ("", {}))
+        d = decide(ws, "clean up the lint errors")
+        assert (d.decision, [r.as_dict() for r in d.rejected]) == (
+            "no_match",
+            [{"card": "fix-lint", "reason": reason}],
+        )
+
+
+def test_the_hubs_resolutions_of_an_older_hub_revision_are_removed(
+    bare: Workspace, tmp_path: Path
+) -> None:
+    write_card(bare, "a", {"keywords": ["lint"]}, agent="fixer")
+    hub = Hub(bare.hub_dir)
+    for version in ("1.0.0", "2.0.0"):
+        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer", version=version)))
+        d = decide(bare, "lint")
+        assert [s.version for s in d.selected] == [version]
+        assert [p.name for p in cache_dir(bare).glob("hub-resolved-*.marshal")] == [
+            f"hub-resolved-{d.hub_revision}.marshal"
+        ]
+
+
+def test_a_workspace_whose_cache_cannot_be_written_still_routes_the_same(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agentos.routing import router
+
+    request = "run the tests and fix the lint"
+    before = decide(ws, request).as_dict()
+    shutil.rmtree(cache_dir(ws))
+    cache_dir(ws).write_text("a file where the cache folder was\n")
+    for _ in range(2):  # as a new process, with nothing in memory
+        router._INDEXES.clear()
+        router._STATS.clear()
+        monkeypatch.setattr(router, "_resolved", ("", {}))
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="agentos.routing.router"):
+            assert decide(Workspace(ws.root), request).as_dict() == before
+        assert [(r.name, r.getMessage()) for r in caplog.records] == [
+            (
+                "agentos.routing.router",
+                f"cannot cache the compiled cards in {cache_dir(ws)}: "
+                f"[Errno 17] File exists: '{cache_dir(ws)}'",
+            )
+        ]
+    _, receipt = route(Workspace(ws.root), request)
+    assert "decision: route\n" in read_receipt(ws, receipt.id)
 
 
 def test_an_invalid_card_stops_routing_with_file_and_field(cli: CliRunner, ws: Workspace) -> None:
@@ -849,6 +1081,51 @@ def test_route_receipt_is_linked_to_a_run(ws: Workspace) -> None:
     assert "\nrun: run-7\n" in read_receipt(ws, receipt.id)
 
 
+def test_the_route_receipt_holds_the_whole_decision(bare: Workspace) -> None:
+    """Who was chosen, with their version, score, priority, group, what fired and their
+    checks' names; the tie; each card ruled out and why; the two revisions."""
+    checks = [{"name": "lint clean", "run": "ruff check ."}, {"name": "tests", "tests": []}]
+    write_card(bare, "fix", {"keywords": ["lint"]}, group="code-change", priority=2, checks=checks)
+    write_card(bare, "weak", {"keywords": ["lint"]}, group="code-change")
+    write_card(bare, "t1", {"keywords": ["docs"]}, group="docs")
+    write_card(bare, "t2", {"keywords": ["docs"]}, group="docs")
+    write_card(bare, "ex", {"keywords": ["lint"], "exclude": ["docs"]}, group="other")
+    decision, receipt = route(bare, "fix the lint and the docs")
+    text = read_receipt(bare, receipt.id)
+    assert receipt.kind == "route" and "\nkind: route\n" in text
+    body = text.split("\nrequest: fix the lint and the docs\n", 1)[1].split("\nsigned_from:")[0]
+    assert body == (
+        "decision: clarify\n"
+        "decided_by: cards\n"
+        "selected:\n"
+        "  - card: fix\n"
+        "    agent: ruff-fixer@1.0.0\n"
+        "    score: 1\n"
+        "    priority: 2\n"
+        "    group: code-change\n"
+        "    fired:\n"
+        "      - keyword:lint\n"
+        "    checks:\n"
+        "      - lint clean\n"
+        "      - tests\n"
+        "tied:\n"
+        "  - t1\n"
+        "  - t2\n"
+        "rejected:\n"
+        "  - card: ex\n"
+        "    reason: excluded: the request has 'docs'\n"
+        "  - card: weak\n"
+        "    reason: lost to fix in group 'code-change': same score 1, priority 0 < 2\n"
+        f"cards_revision: {cards_revision(bare.cards_dir)}\n"
+        f"hub_revision: {Hub(bare.hub_dir).revision()}"
+    )
+    assert decision.receipt_fields()["decision"] == "clarify"
+    # A card without checks has no checks line.
+    write_card(bare, "fix", {"keywords": ["lint"]}, group="code-change", priority=2)
+    _, receipt = route(bare, "fix the lint")
+    assert "checks" not in read_receipt(bare, receipt.id)
+
+
 def test_redacted_workspace_keeps_only_the_requests_hash(ws: Workspace) -> None:
     ws.settings_file.write_text("receipts: {redact: true}\n")
     ws = Workspace(ws.root)  # settings are read once per Workspace
@@ -916,4 +1193,22 @@ def test_a_process_routing_in_many_workspaces_keeps_few_watches(tmp_path: Path) 
         assert decide(ws, "fix the lint errors").decision == "route"
         assert decide(ws, "fix the lint errors").decision == "route"
     assert 0 < len(router._WATCHES) <= router._MAX_WATCHES
+    assert all(w.active for w in router._WATCHES.values())
+
+
+def test_a_folder_watched_anew_takes_no_other_folders_watch(tmp_path: Path) -> None:
+    """A cards folder replaced (its watch ended) is watched anew at its next decision, in
+    place of its old watch: the process's other watched folders keep theirs."""
+    from agentos.routing import router
+
+    spaces = [init_workspace(tmp_path / f"ws{i}")[0] for i in range(router._MAX_WATCHES)]
+    for ws in spaces:
+        for _ in range(2):  # watched from the second look
+            assert decide(ws, "fix the lint errors").decision == "route"
+    assert set(router._WATCHES) == {ws.cards_dir for ws in spaces}
+
+    _replace_folder(spaces[-1])  # "lint" becomes "ruff" in a new folder of the same name
+    assert [s.card for s in decide(spaces[-1], "fix the ruff errors").selected] == ["fix-ruff"]
+    assert decide(spaces[-1], "fix the ruff errors").decision == "route"
+    assert set(router._WATCHES) == {ws.cards_dir for ws in spaces}
     assert all(w.active for w in router._WATCHES.values())
