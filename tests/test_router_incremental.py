@@ -498,7 +498,7 @@ def test_a_card_edited_while_another_was_broken_is_seen_once_that_one_is_fixed(
     a.write_text(a.read_text().replace("lint", "ruff"))
     good = b.read_text()
     b.write_text("id: b\nagent: ruff-fixer\npriority: x\n")
-    with pytest.raises(ValidationFailed, match="b.yaml"):
+    with pytest.raises(ValidationFailed, match=r"b\.yaml"):
         decide(ws, "ruff docs")
     b.write_text(good)
     assert _selected(ws, "ruff docs") == ["a", "b"]
@@ -519,8 +519,15 @@ def _kept_revisions(ws: Workspace) -> list[str]:
         # Cards edited: each is taken out and put in again (two changes), and leaves a row.
         (20, [("edit", 8, False), ("edit", 9, True)]),
         # Cards removed: their rows stay, empty, up to 2.5 times the limit (40).
-        (60, [("remove", 16, False), ("remove", 16, False), ("remove", 8, False),
-              ("remove", 1, True)]),  # fmt: skip
+        (
+            60,
+            [
+                ("remove", 16, False),
+                ("remove", 16, False),
+                ("remove", 8, False),
+                ("remove", 1, True),
+            ],
+        ),
         # Over 160 cards the limit is a tenth of them: 20 for 209 cards, and 50 empty rows.
         (260, [("remove", 20, False), ("remove", 20, False), ("remove", 11, True)]),
     ],
