@@ -32,6 +32,7 @@ from conftest import (
 )
 
 from agentos.receipts import list_receipts, read_receipt
+from agentos.sandbox.policy import Policy
 from agentos.workspace.layout import Workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
@@ -759,6 +760,29 @@ def seen_inside(backend: str, tmp_path: Path, *, network: bool, disk: int | None
     }
 
 
+def plain_policy(
+    tmp_path: Path,
+    work: Path,
+    *,
+    hidden: list[Path] | None = None,
+    readable: list[Path] | None = None,
+    cwd: Path | None = None,
+) -> Policy:
+    """A default-settings policy writing ``work`` only, its home in ``tmp_path``."""
+    from agentos.sandbox import SandboxSettings, policy
+
+    return policy(
+        settings=SandboxSettings(),
+        package=None,
+        hidden=hidden or [],
+        writable=[work],
+        readable=readable or [],
+        home=tmp_path / "home",
+        home_dir=None,
+        cwd=cwd or work,
+    )
+
+
 def host_namespaces() -> dict[str, str]:
     names = ("user", "pid", "ipc", "uts", "net", "cgroup", "mnt")
     return {n: os.readlink(f"/proc/self/ns/{n}") for n in names}
@@ -861,20 +885,11 @@ def test_what_a_sandbox_runs_dies_with_the_program_that_started_it(
 ) -> None:
     """bwrap's --die-with-parent, unshare's --kill-child: the sandbox's program killed
     (SIGKILL: nothing of its own runs), what it ran is gone too."""
-    from agentos.sandbox import SandboxSettings, choose, policy
+    from agentos.sandbox import SandboxSettings, choose
 
     work = tmp_path / "work"
     work.mkdir()
-    pol = policy(
-        settings=SandboxSettings(),
-        package=None,
-        hidden=[],
-        writable=[work],
-        readable=[],
-        home=tmp_path / "home",
-        home_dir=None,
-        cwd=work,
-    )
+    pol = plain_policy(tmp_path, work)
     marker = f"agentos-orphan-{uuid.uuid4().hex[:12]}"
     sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
     argv = sandbox.command(pol, ["/bin/bash", "-c", f"exec -a {marker} sleep 600"])
@@ -898,23 +913,14 @@ def test_a_view_that_cannot_be_made_is_never_run(backend: str, tmp_path: Path) -
     """A step of the view that fails (here a hidden path that is a file: no empty directory
     can cover it) stops the sandbox before the process starts: it never runs with part of
     its view missing (the secret shown)."""
-    from agentos.sandbox import SandboxSettings, choose, policy
+    from agentos.sandbox import SandboxSettings, choose
 
     work, shown = tmp_path / "work", tmp_path / "shown"
     work.mkdir()
     shown.mkdir()
     secret = shown / "secret.txt"
     secret.write_text("secret\n")
-    pol = policy(
-        settings=SandboxSettings(),
-        package=None,
-        hidden=[secret],
-        writable=[work],
-        readable=[shown],
-        home=tmp_path / "home",
-        home_dir=None,
-        cwd=work,
-    )
+    pol = plain_policy(tmp_path, work, hidden=[secret], readable=[shown])
     sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
     argv = sandbox.command(pol, ["/bin/sh", "-c", f"cat {secret}; echo ran > {work}/ran"])
 
@@ -933,21 +939,12 @@ def test_a_working_directory_that_is_gone_is_named_by_the_sandbox(
 ) -> None:
     """The process never starts elsewhere, and the one line that says why comes from the
     sandbox (bwrap, or the unshare backend's setup, ``agentos-sandbox``), not the program."""
-    from agentos.sandbox import SandboxSettings, choose, policy
+    from agentos.sandbox import SandboxSettings, choose
 
     work = tmp_path / "work"
     work.mkdir()
     gone = tmp_path / "gone"
-    pol = policy(
-        settings=SandboxSettings(),
-        package=None,
-        hidden=[],
-        writable=[work],
-        readable=[],
-        home=tmp_path / "home",
-        home_dir=None,
-        cwd=gone,
-    )
+    pol = plain_policy(tmp_path, work, cwd=gone)
     sandbox = choose(SandboxSettings.model_validate({"backend": backend}))
 
     out = subprocess.run(
