@@ -360,12 +360,18 @@ def test_selected_cards_carry_agent_version_fired_triggers_and_checks(bare: Work
     assert d.hub_revision == Hub(bare.hub_dir).revision()
 
 
+def fixer_versions(ws: Workspace, tmp_path: Path) -> Hub:
+    """The workspace's hub with ``fixer`` 1.0.0, 1.4.0 and 2.0.0 installed (2.0.0 active)."""
+    hub = Hub(ws.hub_dir)
+    for version in ("1.0.0", "1.4.0", "2.0.0"):
+        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer", version=version)))
+    return hub
+
+
 def test_version_constraint_picks_the_highest_fitting_installed_version(
     bare: Workspace, tmp_path: Path
 ) -> None:
-    hub = Hub(bare.hub_dir)
-    for version in ("1.0.0", "1.4.0", "2.0.0"):
-        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer", version=version)))
+    hub = fixer_versions(bare, tmp_path)
     write_card(bare, "pinned", {"keywords": ["lint"]}, agent="fixer", version="<2")
     write_card(bare, "latest", {"keywords": ["ruff"]}, agent="fixer", group="other")
     d = decide(bare, "lint with ruff")
@@ -379,9 +385,7 @@ def test_version_constraint_picks_the_highest_fitting_installed_version(
 def test_run_agent_with_a_version_chooses_that_version_not_the_active_one(
     bare: Workspace, tmp_path: Path
 ) -> None:
-    hub = Hub(bare.hub_dir)
-    for version in ("1.0.0", "1.4.0", "2.0.0"):
-        hub.install(str(write_package(tmp_path / f"pkg-{version}", name="fixer", version=version)))
+    hub = fixer_versions(bare, tmp_path)
     write_card(bare, "lint", {"keywords": ["lint"]})
     d = decide(bare, "fix the lint", agent="fixer@1.4.0")
     assert (d.decision, d.decided_by) == ("route", "--agent")
