@@ -529,9 +529,9 @@ class _Attempt:
         for note in prepare_worktree(self.profile, agent.worktree):
             self.say(Note(f"{agent.name}: {note}"))
         agent.egress = open_egress(ctx.sandbox, spec.manifest, self.files)
-        atomic_write(agent.worktree / "AGENTOS_CONTEXT.md", spec.context)
+        atomic_write(agent.worktree / "AGENTOS_CONTEXT.md", spec.context, durable=False)
         if spec.feedback:
-            atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", spec.feedback)
+            atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", spec.feedback, durable=False)
         self.lease_data(None).write(self.lease)
 
     def _environment_at_base(self, broken: EnvironmentBroken) -> None:

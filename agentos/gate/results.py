@@ -174,7 +174,7 @@ def write_feedback(worktree: Path, result: GateResult) -> Path:
     Root-level ``AGENTOS_*`` files are not counted by the diff checks; do not commit them.
     """
     path = Path(worktree) / FEEDBACK_FILE
-    atomic_write(path, result.feedback())
+    atomic_write(path, result.feedback(), durable=False)  # a worktree's: gone after a crash
     return path
 
 

@@ -126,8 +126,9 @@ class AgentDriver:
     def drive(self, agent: AgentState, context: str) -> None:
         """Attempts until one passes, the guardian stops the agent or the retries are
         spent. Agents are driven in parallel, one thread each."""
-        # Written by rename: never through a link the agent left in its place.
-        atomic_write(agent.worktree / "AGENTOS_CONTEXT.md", context)
+        # Written by rename: never through a link the agent left in its place. Not fsync'd:
+        # a worktree does not outlive a crash (gc saves its work and removes it).
+        atomic_write(agent.worktree / "AGENTOS_CONTEXT.md", context, durable=False)
         # A verifier changes nothing: another attempt would judge the same tree again.
         retries = 0 if agent.verifier else self.ctx.ws.settings.run.retries
         agent.started_at = time.time()
@@ -139,7 +140,9 @@ class AgentDriver:
                 if agent.limit == "budget":  # past its budget: no other attempt
                     break
                 if agent.attempts <= retries:
-                    atomic_write(agent.worktree / "AGENTOS_FEEDBACK.md", self.feedback(agent))
+                    atomic_write(
+                        agent.worktree / "AGENTOS_FEEDBACK.md", self.feedback(agent), durable=False
+                    )
         finally:
             record_ended(self.ctx, agent)
 
@@ -301,8 +304,9 @@ class AgentDriver:
                 self.ctx.sandbox, self.ctx.scene, agent.worktree, gate_env["PATH"]
             ),
             stop=self.ctx.cancel,
+            # A pid file is never fsync'd: a crash that loses it ended the process too.
             started=lambda pid: atomic_write(
-                agent.files.check_pid, f"{pid} {process_start(pid) or '-'}\n"
+                agent.files.check_pid, f"{pid} {process_start(pid) or '-'}\n", durable=False
             ),
         )
         agent.files.check_pid.unlink(missing_ok=True)
@@ -549,7 +553,7 @@ def private_git(worktree: Path, io: Path) -> dict[str, str]:
     index, objects = io / "git-index", io / "git-objects"
     objects.mkdir(parents=True, exist_ok=True)
     if (own / "index").is_file():
-        atomic_write(index, (own / "index").read_bytes())
+        atomic_write(index, (own / "index").read_bytes(), durable=False)  # one attempt's
     return {
         "GIT_INDEX_FILE": str(index),
         "GIT_OBJECT_DIRECTORY": str(objects),

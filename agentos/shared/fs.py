@@ -9,8 +9,11 @@ import stat
 from pathlib import Path
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write ``path`` so that readers see the old content or the new, never a torn file."""
+def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None:
+    """Write ``path`` so that readers see the old content or the new, never a torn file;
+    on disk before it returns (file and directory fsync'd) unless ``durable`` is false:
+    for a scratch file that a crash makes worthless anyway (an agent's context in its
+    worktree), where two fsyncs are most of the write's time."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -22,11 +25,14 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not durable:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -309,11 +309,7 @@ def restore_gitfile(repo_dir: Path, worktree: Path) -> bool:
     it with a repository of its own). The right content comes from the repository's side
     of the worktree (its admin directory, which the agent cannot write). True when it had
     changed (or could not be verified and was left alone: False)."""
-    common = Path(
-        git_result(
-            repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir"
-        ).stdout.strip()
-    )
+    common = git_dir(repo_dir)  # (no git process for a main checkout's .git folder)
     dot_git = worktree / ".git"
     admin = next(
         (
