@@ -807,21 +807,61 @@ def test_an_interpreters_answer_is_kept_until_its_sys_path_changes(
     assert ask() == (False, 7)  # a broken cache is asked again
 
 
-def test_a_python3_that_starts_another_interpreter_is_asked_each_time(tmp_path: Path) -> None:
-    """pyenv's and asdf's python3 is a script that starts the version a file of theirs
-    names (``pyenv global 3.12``): which one it starts changes with nothing the answer was
-    kept with changed (the script, its folders, PYTHON* variables, the working directory)."""
+def test_a_python3_script_that_starts_another_is_kept_saying_yes_while_its_choice_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyenv's, asdf's and mise's python3 is a script that starts the version a file of
+    theirs names (`pyenv global` writes ROOT/version, `pyenv local` a .python-version in the
+    directory or one above, `pyenv shell` a variable); asking through pyenv's costs ~110 ms
+    of CPU. Its yes is kept while the environment and those files stay as they were; a no is
+    asked again every time (a run it refuses is refused on a fresh answer)."""
     from agentos.gate.detect import _python3_has_pytest
 
-    version = tmp_path / "version"
-    shim = tmp_path / "python3"
-    shim.write_text(f'#!/bin/sh\nexec $(cat {version}) "$@"\n')
+    root = tmp_path / "pyenv"  # ROOT/shims/python3 starts the interpreter ROOT/version names
+    (root / "shims").mkdir(parents=True)
+    version, asked = root / "version", tmp_path / "asked"
+    shim = root / "shims" / "python3"
+    shim.write_text(f'#!/bin/sh\necho x >> {asked}\nexec "$(cat {version})" "$@"\n')
     shim.chmod(0o755)
+    bare = _plain_python(tmp_path)  # an interpreter without pytest
+    here = tmp_path / "project" / "src"  # asked from here: .python-version may lie above
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
     cache = tmp_path / "cache"
-    version.write_text(f"{_plain_python(tmp_path)}\n")  # an interpreter without pytest
-    assert _python3_has_pytest(str(shim), cache) is False
-    version.write_text(f"{sys.executable}\n")  # this one, which runs these tests with pytest
-    assert _python3_has_pytest(str(shim), cache) is True
+    aged = iter(range(100, 0, -1))
+
+    def age(*paths: Path) -> None:
+        """Last changed long ago, each time at another moment (a file changed in the last
+        seconds keeps no answer: it may change again unseen)."""
+        then = time.time_ns() - next(aged) * 10**9
+        for path in paths:
+            os.utime(path, ns=(then, then))
+
+    def ask() -> tuple[bool, int]:
+        found = _python3_has_pytest(str(shim), cache)
+        return found, len(asked.read_text().splitlines())
+
+    age(here, *(p for p in bare.parent.parent.rglob("*") if p.is_dir()))
+    version.write_text(f"{bare}\n")
+    age(version)
+    assert ask() == (False, 1)
+    assert ask() == (False, 2)  # a no is asked again
+    version.write_text(f"{sys.executable}\n")  # `pyenv global`: one with pytest
+    age(version)
+    assert ask() == (True, 3)
+    assert ask() == (True, 3)  # kept
+    (here.parent / ".python-version").write_text("3.12\n")  # `pyenv local`, a folder up
+    age(here.parent / ".python-version")
+    assert ask() == (True, 4)
+    assert ask() == (True, 4)
+    monkeypatch.setenv("PYENV_VERSION", "3.99-mine")  # `pyenv shell`
+    assert ask() == (True, 5)
+    assert ask() == (True, 5)
+    version.write_text(f"{bare}\n")  # back to one without pytest
+    age(version)
+    assert ask() == (False, 6)
+    cached = (cache / "interpreters.json").read_text()
+    assert "3.99-mine" not in cached and "PYENV_VERSION" not in cached  # variables: a hash
 
 
 def test_asking_an_interpreter_whether_it_has_pytest_runs_no_code_of_the_working_directory(

@@ -14,6 +14,7 @@ Everything found is said in ``reasons``; what is missing, with its fix, in ``pro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -305,9 +306,14 @@ def _has_pytest(python: Path, venv: Path | None, cache_dir: Path | None) -> bool
 # agents' work lands), which is sys.path[0] of `python -c`: nothing is imported from there
 # (a json.py would run, and could make up an answer that is then kept); it is only looked
 # in for pytest, as before. The answer: True or False, the interpreter that ran, then the
-# folders, NUL-separated. It is kept only when that interpreter is the file asked: a script
-# that starts another (pyenv's and asdf's python3 start the version a file of theirs names)
-# may start another one next time with nothing recorded here changed.
+# folders, NUL-separated.
+# A script that starts another interpreter (pyenv's, asdf's and mise's python3 start the
+# version a file of theirs names; asking through pyenv's costs ~110 ms of CPU, half a short
+# run's) is answered from the cache only when it said yes, and only while what such a script
+# chooses by has not changed either: the whole environment and the version files (below).
+# One that chooses by anything else may be answered yes from the cache after it switched to
+# an interpreter without pytest: the tests' collection then fails, and says so. A no is
+# never kept for it: a run it refuses is always refused on a fresh answer.
 _ASK = (
     "import sys\n"
     "here = sys.path.pop(0) if sys.path[:1] == [''] else None\n"
@@ -319,6 +325,10 @@ _ASK = (
     "sys.stdout.write('\\0'.join([str(found), sys.executable, *paths]))"
 )
 _ANSWERS = "interpreters.json"
+# What version managers choose an interpreter by: a file in the working directory or one
+# above it, and a global one (pyenv's beside its shims folder; asdf's and mise's in HOME).
+_VERSION_FILES = (".python-version", ".tool-versions", "mise.toml", ".mise.toml")
+_GLOBAL_VERSION_FILES = (".tool-versions", ".config/mise/config.toml")  # under HOME
 _RACY_NS = 2_000_000_000
 _KEPT_ANSWERS = 32
 
@@ -345,6 +355,20 @@ def _asked_in(python: str) -> str | None:
     return json.dumps([python, real, st.st_size, st.st_mtime_ns, st.st_ino, here, variables])
 
 
+def _chosen_by(python: str) -> list[list[Any]]:
+    """What a script that starts another interpreter may choose it by: every environment
+    variable (as one sha256: the cache is no place for the secrets they hold), and the
+    version files, each with its stamp (None where there is none)."""
+    variables = json.dumps(sorted(os.environ.items())).encode("utf-8", "surrogateescape")
+    here = Path(os.getcwd())
+    files = [str(d / name) for d in (here, *here.parents) for name in _VERSION_FILES]
+    files.append(str(Path(python).parent.parent / "version"))  # pyenv's: ROOT/shims/python3
+    home = os.environ.get("HOME")
+    if home:
+        files.extend(str(Path(home) / name) for name in _GLOBAL_VERSION_FILES)
+    return [["env", hashlib.sha256(variables).hexdigest()], *([f, _stamp(f)] for f in files)]
+
+
 def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
     key = _asked_in(python) if cache_dir is not None else None
     kept: dict[str, Any] = {}
@@ -353,9 +377,11 @@ def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
             loaded = json.loads((cache_dir / _ANSWERS).read_bytes())
             kept = loaded if isinstance(loaded, dict) else {}
         answer = kept.get(key)
-        with suppress(TypeError, ValueError):
-            if isinstance(answer, dict) and all(
-                _stamp(path) == stamp for path, stamp in answer["stamps"]
+        with suppress(TypeError, ValueError, KeyError):
+            if (
+                isinstance(answer, dict)
+                and all(_stamp(path) == stamp for path, stamp in answer["stamps"])
+                and answer.get("chosen_by") in (None, _chosen_by(python))
             ):
                 return bool(answer["pytest"])
     try:
@@ -378,10 +404,13 @@ def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
     # granularity (the router's "racy clean" rule): such an answer is not kept.
     recent = time.time_ns() - _RACY_NS
     settled = all(s is None or s < recent for _, s in found_stamps)
-    stamps = [[p, s] for p, s in found_stamps]
-    if key is not None and cache_dir is not None and itself and settled:
+    stamps: list[list[Any]] = [[p, s] for p, s in found_stamps]
+    chosen_by = None if itself else _chosen_by(python)
+    if chosen_by is not None:  # a script: its version files settled too, and only a yes
+        settled = settled and all(s is None or s < recent for _, s in chosen_by[1:])
+    if key is not None and cache_dir is not None and (itself or found) and settled:
         kept.pop(key, None)
-        kept[key] = {"pytest": found, "stamps": stamps}
+        kept[key] = {"pytest": found, "stamps": stamps, "chosen_by": chosen_by}
         while len(kept) > _KEPT_ANSWERS:
             kept.pop(next(iter(kept)))
         with suppress(OSError):  # a cache: no fsync, a torn file is asked again
