@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import marshal
 import os
 import socket
 import struct
@@ -314,6 +315,8 @@ def test_a_fork_server_whose_code_changed_is_replaced_by_a_new_one(
 
 
 def test_only_its_own_user_reaches_the_fork_server(ws: Workspace, tmp_path: Path) -> None:
+    """A request the server takes from its own user (it answers with its child's pid) is
+    closed unanswered when it comes from another user, past the socket file's permissions."""
     repo = make_repo(tmp_path / "repo")
     files, manifest = _agent(ws, "a", ["create_task"])
     server = AgentToolServer.start(ws, repo, manifest, files)
@@ -321,31 +324,40 @@ def test_only_its_own_user_reaches_the_fork_server(ws: Workspace, tmp_path: Path
     server.stop()
     path = forkserver_socket(ws)
     path.chmod(0o777)  # past the file's permissions: the server itself must refuse
-    other, _ = _agent(ws, "b", ["create_task"])
-    other.run_dir.chmod(0o777)
-    request = {"workspace": str(ws.root), "repo": str(repo), "socket": str(other.mcp_socket),
-               "outbox": str(other.outbox), "tools": ["create_task"], "env": {},
-               "cwd": "/", "umask": 0o022}  # fmt: skip
     code = (
-        "import ctypes, json, os, socket, sys\n"
+        "import ctypes, marshal, os, socket, sys\n"
         "d = os.open(sys.argv[1], os.O_RDONLY)\n"  # opened before the uid is dropped
-        "os.setgid(65534); os.setuid(65534)\n"
-        "ctypes.CDLL(None).prctl(4, 1)\n"  # PR_SET_DUMPABLE: its /proc/self/fd is its own again
+        "if sys.argv[4] == 'nobody':\n"
+        "    os.setgid(65534); os.setuid(65534)\n"
+        "    ctypes.CDLL(None).prctl(4, 1)\n"  # PR_SET_DUMPABLE: /proc/self/fd is its own again
         "s = socket.socket(socket.AF_UNIX)\n"
         "s.connect(f'/proc/self/fd/{d}/{sys.argv[2]}')\n"
         "log = os.open('/dev/null', os.O_WRONLY)\n"
         "s.settimeout(10)\n"
+        "body = bytes.fromhex(sys.argv[3])\n"
         "try:\n"
-        "    socket.send_fds(s, [sys.argv[3].encode() + b'\\n'], [log])\n"
-        "    print(repr(s.recv(100)))\n"
+        "    socket.send_fds(s, [len(body).to_bytes(4, 'big') + body], [log])\n"
+        "    print(repr(s.recv(4)))\n"
         "except (BrokenPipeError, ConnectionResetError):\n"  # closed, the request unread
         "    print(repr(b''))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(path.parent), path.name, json.dumps(request)],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
 
+    def ask(other: AgentFiles, who: str) -> subprocess.CompletedProcess[str]:
+        other.run_dir.chmod(0o777)
+        request = {"workspace": str(ws.root), "repo": str(repo), "socket": str(other.mcp_socket),
+                   "outbox": str(other.outbox), "tools": ["create_task"],
+                   "process": {"env": dict(os.environ), "cwd": "/", "umask": 0o022}}  # fmt: skip
+        body = marshal.dumps(request).hex()
+        return subprocess.run(
+            [sys.executable, "-c", code, str(path.parent), path.name, body, who],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    own = ask(_agent(ws, "b", ["create_task"])[0], "itself")
+    assert own.returncode == 0, own.stderr
+    assert own.stdout == "b'pid '\n"  # taken: its child says its pid
+    other, _ = _agent(ws, "c", ["create_task"])
+    out = ask(other, "nobody")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "b''\n"  # closed, unanswered
     assert not other.mcp_socket.exists()

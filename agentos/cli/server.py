@@ -35,6 +35,7 @@ import sys
 
 TYPE_CHECKING = False  # (typing is not imported on the hop's path: ~5 ms)
 if TYPE_CHECKING:
+    import _socket
     import socket
     from typing import Any
 
@@ -82,8 +83,10 @@ def hop(args: list[str]) -> int | None:
         if sent is None:  # started for the next one
             return None
         conn, first = sent
-        with conn:
+        try:  # (the C module's socket: no `with`)
             return None if first is None else caller.wait(conn, first)
+        finally:
+            conn.close()
 
 
 def _command(args: list[str]) -> tuple[str | None, tuple[str, ...]]:
@@ -182,10 +185,8 @@ class _Caller:
         os.kill(os.getpid(), signal.SIGTSTP)  # stops here until continued
         signal.signal(signal.SIGTSTP, self._stop)
 
-    def wait(self, conn: socket.socket, first: tuple[bytes, list[int]]) -> int:
+    def wait(self, conn: _socket.socket, first: tuple[bytes, list[int]]) -> int:
         """The child's exit status."""
-        import json
-
         from agentos.shared import forkserver
 
         self._take(first[1])
@@ -203,9 +204,9 @@ class _Caller:
                     self.signal.signal(fatal[-1], self.signal.SIG_DFL)
                     os.kill(os.getpid(), fatal[-1])
                 return 1
-            said = json.loads(data)
-            if "exit" in said:
-                return int(said["exit"])
+            code = forkserver.said(data, "exit")
+            if code is not None:
+                return code
 
     def _take(self, fds: list[int]) -> None:
         for fd in fds:

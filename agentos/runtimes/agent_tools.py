@@ -15,6 +15,7 @@ attempts and ends at the run's teardown, or when the process that started it is 
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import os
 import select
@@ -70,7 +71,7 @@ class AgentToolServer:
     """The server of one agent: started with its worktree, stopped at the run's teardown
     (or when the process that started it is gone: its connection closes)."""
 
-    def __init__(self, control: socket.socket, files: AgentFiles, pidfd: int | None) -> None:
+    def __init__(self, control: _socket.socket, files: AgentFiles, pidfd: int | None) -> None:
         self.control, self.files, self.pidfd = control, files, pidfd
 
     @classmethod

@@ -14,13 +14,16 @@ installations never serve each other (and more: see :func:`socket_path`). The
 first client binds it and hands it to the server it starts as an inherited descriptor: its
 request waits in the socket's backlog while the server imports, never for a start.
 
-**A request** is one JSON line (the service's fields, and the client's environment, working
-directory and umask, which the child takes on) with descriptors as SCM_RIGHTS. The server
-answers ``stale`` and ends when a module it imported changed on disk since it started (an
-upgrade, an edit): the client then starts a new one. Otherwise it forks; the child answers
-``{"pid": N}`` with a pidfd of itself, serves, answers ``{"exit": CODE}`` and ends. A client
-that closes its connection tells the child to stop (what the child does with that is the
-service's).
+**A request** is a marshalled dict behind its length (4 bytes, big-endian): the service's
+fields, and the client's environment, working directory and umask, which the child takes
+on; its descriptors go as SCM_RIGHTS. (marshal, not JSON: client and server are one
+interpreter of one installation, and the client half imports neither ``json`` nor
+``socket.py`` nor ``hashlib``, ~10 ms of every ``agentos route``.) The server answers
+``stale`` and ends when a module it imported changed on disk since it started (an upgrade,
+an edit): the client then starts a new one. Otherwise it forks; the child answers
+``pid N`` with a pidfd of itself, serves, answers ``exit CODE`` and ends (each a line). A
+client that closes its connection tells the child to stop (what the child does with that is
+the service's).
 
 **The server ends** when no request came for its idle time, when its socket is removed or
 replaced (the workspace removed, or another server of it started), or when it answers
@@ -29,18 +32,20 @@ replaced (the workspace removed, or another server of it started), or when it an
 
 from __future__ import annotations
 
-import json
+import _socket  # (socket.py's enums cost ~3 ms of every hop: the client uses the C module)
+import array
+import marshal
 import os
-import socket
 import sys
 
 from agentos.shared.sockets import UnixAddress
 
 # (The client's half imports only the above: it is paid on the path of `agentos route`, so
-# not typing, pathlib or contextlib either. The server's half imports the rest where it is
-# used.)
+# not typing, pathlib, contextlib, json, hashlib or socket.py either. The server's half
+# imports the rest where it is used.)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Callable
     from typing import Any
 
@@ -55,6 +60,7 @@ MAX_REQUEST = 1 << 20  # bytes of a request line
 REQUEST_TIMEOUT = 5.0  # seconds a client has to send its request
 TICK = 2.0  # seconds between the server's looks at its socket file and its idle time
 STALE = b"stale\n"
+_LENGTH = 4  # bytes of a request's length, before it
 FIRST_ANSWER = 10.0  # seconds a running server has to fork (milliseconds, once imported)
 
 
@@ -71,8 +77,10 @@ def socket_path(state_dir: Where, name: str) -> str:
     this installation, started with the same interpreter settings, in the same control
     groups, under the same limits (what a forked child keeps of its server, not of its
     client: a server shared across those would put one run's agents in another's group,
-    where ending that group ends them)."""
-    import hashlib
+    where ending that group ends them). The key is told apart by two CRC-32s (64 bits, for
+    the few contexts a workspace sees; zlib, not hashlib: its import is paid by every hop):
+    who may use a server is the socket's folder's and the server's peer check's to say."""
+    import zlib
 
     import agentos
 
@@ -86,7 +94,8 @@ def socket_path(state_dir: Where, name: str) -> str:
             repr(interpreter),
         ]
     )
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    data = key.encode("utf-8", "surrogateescape")
+    digest = f"{zlib.crc32(data):08x}{zlib.crc32(data[::-1]):08x}"
     return os.path.join(state_dir, f"{name}-{digest}.sock")
 
 
@@ -136,8 +145,8 @@ def _start_env() -> dict[str, str]:
     return env
 
 
-def _connect(path: Where) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _connect(path: Where) -> _socket.socket:
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         with UnixAddress(path) as address:
             sock.connect(address)
@@ -149,7 +158,7 @@ def _connect(path: Where) -> socket.socket:
 
 def connect(
     path: Where, start: list[str], replace: int | None = None, *, attach: bool = True
-) -> tuple[socket.socket | None, bool]:
+) -> tuple[_socket.socket | None, bool]:
     """A connection to the fork server at ``path``, and whether it was started for it
     (``start``, the server's command, given ``--fd FD --socket PATH`` after it; its output
     to the ``.log`` beside its socket). With ``replace``, the inode of a server's socket
@@ -163,6 +172,7 @@ def connect(
             pass
     import contextlib
     import fcntl
+    import socket
     import subprocess
 
     path = os.fspath(path)
@@ -199,7 +209,7 @@ def connect(
             return _connect(path), True  # (in the backlog until it has imported)
 
 
-def send(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> None:
+def send(conn: _socket.socket, fields: dict[str, Any], fds: list[int]) -> None:
     """The request: ``fields``, the caller's environment, directory and umask, ``fds``."""
     mask = os.umask(0o022)
     os.umask(mask)
@@ -208,19 +218,20 @@ def send(conn: socket.socket, fields: dict[str, Any], fds: list[int]) -> None:
     except OSError:  # removed under it: the child works from /
         cwd = "/"
     process = {"env": dict(os.environ), "cwd": cwd, "umask": mask}
-    data = json.dumps({**fields, "process": process}).encode() + b"\n"
-    sent = socket.send_fds(conn, [data], fds)
+    body = marshal.dumps({**fields, "process": process})
+    data = len(body).to_bytes(_LENGTH, "big") + body
+    sent = send_fds(conn, data, fds)
     if sent < len(data):  # (never a send of nothing: the child may be done and gone)
         conn.sendall(data[sent:])
 
 
-def answer(conn: socket.socket, timeout: float | None) -> tuple[bytes, list[int]]:
+def answer(conn: _socket.socket, timeout: float | None) -> tuple[bytes, list[int]]:
     """The next line the server or its child sends, and the descriptors with it (b"" when
     the connection ended; TimeoutError after ``timeout`` seconds)."""
     conn.settimeout(timeout)
-    data, fds, _, _ = socket.recv_fds(conn, 1, 1)
+    data, fds = recv_fds(conn, 1, 1)
     while data and not data.endswith(b"\n") and len(data) < 4096:
-        chunk, more, _, _ = socket.recv_fds(conn, 1, 1)
+        chunk, more = recv_fds(conn, 1, 1)
         fds += more
         if not chunk:
             break
@@ -230,9 +241,31 @@ def answer(conn: socket.socket, timeout: float | None) -> tuple[bytes, list[int]
     return data, fds
 
 
+def said(data: bytes, word: str) -> int | None:
+    """N of an answer ``WORD N`` (``pid``, ``exit``); None when ``data`` is not one."""
+    head, _, value = data.rstrip(b"\n").partition(b" ")
+    if head != word.encode() or not value.lstrip(b"-").isdigit():
+        return None
+    return int(value)
+
+
+# socket.py's send_fds and recv_fds, on the C module's socket (see the imports).
+def send_fds(sock: _socket.socket, data: bytes, fds: list[int]) -> int:
+    return sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array.array("i", fds))])
+
+
+def recv_fds(sock: _socket.socket, size: int, max_fds: int) -> tuple[bytes, list[int]]:
+    fds = array.array("i")
+    data, ancillary, _, _ = sock.recvmsg(size, _socket.CMSG_LEN(max_fds * fds.itemsize))
+    for level, kind, cdata in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.frombytes(cdata[: len(cdata) - (len(cdata) % fds.itemsize)])
+    return data, list(fds)
+
+
 def request(
     path: Where, start: list[str], fields: dict[str, Any], fds: list[int], wait: bool = True
-) -> tuple[socket.socket, tuple[bytes, list[int]] | None] | None:
+) -> tuple[_socket.socket, tuple[bytes, list[int]] | None] | None:
     """Send a request to the fork server at ``path``: the connection, and the child's first
     answer (its pid line and pidfd).
 
@@ -262,7 +295,7 @@ def request(
             continue
         except OSError:
             data, got = b"", []
-        if data.startswith(b"{"):
+        if said(data, "pid") is not None:
             return conn, (data, got)
         for fd in got:
             os.close(fd)
@@ -308,6 +341,7 @@ def _inode(path: Where) -> int | None:
 def _gone(conn: socket.socket) -> bool:
     """Whether the client closed its connection after its request."""
     import select
+    import socket
 
     if not select.select([conn], [], [], 0)[0]:
         return False
@@ -324,13 +358,14 @@ def _read_request(conn: socket.socket, max_fds: int) -> tuple[dict[str, Any], li
     deadline = time.monotonic() + REQUEST_TIMEOUT  # for the whole request: one that comes
     # a byte at a time would hold up every other client of this one-at-a-time loop
     conn.settimeout(REQUEST_TIMEOUT)
-    data, fds, _, _ = socket.recv_fds(conn, 65536, max_fds)
+    data, fds = recv_fds(conn, 65536, max_fds)
     try:
         for fd in fds:
             os.set_inheritable(fd, False)
-        while not data.endswith(b"\n"):
-            if len(data) > MAX_REQUEST:
-                raise ValueError("a request over the limit")
+        length = int.from_bytes(data[:_LENGTH], "big") if len(data) >= _LENGTH else None
+        if length is not None and length > MAX_REQUEST:
+            raise ValueError("a request over the limit")
+        while length is None or len(data) < _LENGTH + length:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ValueError("a request not sent within its time")
@@ -339,7 +374,16 @@ def _read_request(conn: socket.socket, max_fds: int) -> tuple[dict[str, Any], li
             if not chunk:
                 raise ValueError("a request cut short")
             data += chunk
-        request = json.loads(data)
+            if length is None and len(data) >= _LENGTH:
+                length = int.from_bytes(data[:_LENGTH], "big")
+                if length > MAX_REQUEST:
+                    raise ValueError("a request over the limit")
+        if len(data) != _LENGTH + length:
+            raise ValueError("a request followed by more")
+        try:  # (from a process of this user only: see serve)
+            request = marshal.loads(data[_LENGTH:])
+        except (EOFError, TypeError) as exc:
+            raise ValueError(f"a request that does not read: {exc}") from None
         process = request.get("process") if isinstance(request, dict) else None
         if not (
             isinstance(process, dict)
@@ -387,7 +431,7 @@ def _child(
         conn.settimeout(None)
         pidfd = os.pidfd_open(os.getpid())
         try:
-            socket.send_fds(conn, [json.dumps({"pid": os.getpid()}).encode() + b"\n"], [pidfd])
+            send_fds(conn, f"pid {os.getpid()}\n".encode(), [pidfd])
         finally:
             os.close(pidfd)
         code = handle(conn, request, fds)
@@ -399,7 +443,7 @@ def _child(
             sys.stdout.flush()
             sys.stderr.flush()
         with contextlib.suppress(BaseException):
-            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+            conn.sendall(f"exit {code}\n".encode())
         os._exit(code)
 
 
@@ -412,6 +456,7 @@ def serve(
     import logging
     import select
     import signal
+    import socket
     import struct
     import time
 
@@ -464,6 +509,7 @@ def main(argv: list[str] | None, prog: str, preload: Callable[[], None], handle:
     import argparse
     import contextlib
     import logging
+    import socket
 
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--fd", type=int, required=True, help="the bound, listening socket")
