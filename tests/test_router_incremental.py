@@ -286,6 +286,25 @@ def test_a_card_rewritten_within_the_same_second_is_still_seen(tmp_path: Path) -
     assert _selected(ws, "lint") == []
 
 
+@pytest.mark.parametrize("process", ["the same process", "a new process"])
+def test_a_hidden_yaml_in_the_cards_folder_is_no_card_to_the_scan_either(
+    tmp_path: Path, process: str
+) -> None:
+    """An editor's hidden file (`.fix.yaml`) is no card to a whole compile: the revision the
+    scan computes leaves it out too, so it equals the compile's and the decision stands."""
+    from agentos.routing.cards import cards_revision
+
+    ws, _ = init_workspace(tmp_path / "ws")
+    before = _selected(ws, "fix the lint errors")
+    hidden = {"id": "hidden", "agent": "ruff-fixer", "triggers": {"keywords": ["lint"]}}
+    _write(ws, ".draft.yaml", hidden)
+    if process == "a new process":
+        _as_a_new_process()
+
+    assert router.current_revision(ws) == cards_revision(ws.cards_dir)
+    assert _selected(ws, "fix the lint errors") == before
+
+
 def test_hits_keep_card_id_order_after_updates() -> None:
     rng = random.Random(3)
     files = {f"c{i}.yaml": _card(rng, f"c{i}") for i in range(5)}
