@@ -622,3 +622,32 @@ def test_a_tmux_server_that_has_ended_is_not_asked_for_its_sessions(
     assert sessions.names() == []
     assert socket.exists()  # left by tmux: its being there says nothing
     assert not calls.exists()  # no tmux was started to ask
+
+
+def test_the_wait_for_an_agents_exit_ends_as_its_file_is_written_not_for_another_file(
+    tmp_path: Path,
+) -> None:
+    """The run waits on its agent's io folder (inotify): the exit file ends the wait as it
+    is written, long before the wait's own timeout; another file written there does not."""
+    import time
+
+    from agentos.shared.dirwatch import DirWatch
+
+    watch = DirWatch(tmp_path)
+    assert watch.active
+
+    def agent() -> None:
+        time.sleep(0.3)
+        (tmp_path / "heartbeat").write_text("x\n")
+        time.sleep(0.3)
+        (tmp_path / "exit").write_text("0\n")
+
+    writer = threading.Thread(target=agent)
+    writer.start()
+    started = time.monotonic()
+    watch.wait("exit", 60)
+    waited = time.monotonic() - started
+    writer.join()
+    watch.close()
+    assert (tmp_path / "exit").exists()  # not ended by the heartbeat
+    assert waited < 30  # ended by the exit file, not by the 60 s

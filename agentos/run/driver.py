@@ -37,6 +37,7 @@ from agentos.runtimes.usage import Budget, LogTail, Meter, Usage, take_usage
 from agentos.sandbox import Group, Sandbox, limits_hit
 from agentos.sandbox.confine import INSIDE, CheckConfiner, Scene, agent_policy, watch_writes
 from agentos.sandbox.egress import Egress
+from agentos.shared.dirwatch import DirWatch
 from agentos.shared.fs import atomic_write
 from agentos.workspace.files import AgentFiles
 from agentos.workspace.layout import Workspace
@@ -416,30 +417,37 @@ class AgentDriver:
         deadline = time.monotonic() + agent.manifest.timeout
         next_session_check = time.monotonic() + SESSION_CHECK_EVERY
         pause = FIRST_POLL
-        while True:
-            code = agent.files.exit_code()
-            if code is not None:
-                return code
-            if self.ctx.cancel.is_set():
-                raise Cancelled()
-            if any(g.disk_hit for g in groups):
-                self.ctx.sessions.kill(agent.session, agent.pane_pid)
-                return 137
-            if watch.over_budget():
-                self.ctx.sessions.kill(agent.session, agent.pane_pid)
-                return 137
-            now = time.monotonic()
-            if now > deadline:
-                self.ctx.sessions.kill(agent.session, agent.pane_pid)
-                self._note(agent, f"timed out after {agent.manifest.timeout}s; killed")
-                return 124
-            if now >= next_session_check:
-                next_session_check = now + SESSION_CHECK_EVERY
-                if not self.ctx.sessions.exists(agent.session):
-                    code = agent.files.exit_code()
-                    return code if code is not None else 137  # died without a status
-            time.sleep(pause)
-            pause = min(pause * 2, POLL)
+        # The exit file is seen as it is written (a watch on the io folder, made before the
+        # first look), not at the next of the looks below.
+        io = DirWatch(agent.files.io)
+        try:
+            while True:
+                io.changes()  # (drained before the look: what comes after it wakes the wait)
+                code = agent.files.exit_code()
+                if code is not None:
+                    return code
+                if self.ctx.cancel.is_set():
+                    raise Cancelled()
+                if any(g.disk_hit for g in groups):
+                    self.ctx.sessions.kill(agent.session, agent.pane_pid)
+                    return 137
+                if watch.over_budget():
+                    self.ctx.sessions.kill(agent.session, agent.pane_pid)
+                    return 137
+                now = time.monotonic()
+                if now > deadline:
+                    self.ctx.sessions.kill(agent.session, agent.pane_pid)
+                    self._note(agent, f"timed out after {agent.manifest.timeout}s; killed")
+                    return 124
+                if now >= next_session_check:
+                    next_session_check = now + SESSION_CHECK_EVERY
+                    if not self.ctx.sessions.exists(agent.session):
+                        code = agent.files.exit_code()
+                        return code if code is not None else 137  # died without a status
+                io.wait(agent.files.exit_file.name, POLL if io.active else pause)
+                pause = min(pause * 2, POLL)
+        finally:
+            io.close()
 
     def feedback(self, agent: AgentState) -> str:
         """What its next attempt is told of this one: the gate's failures, and its output

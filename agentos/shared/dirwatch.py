@@ -16,8 +16,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import select
 import struct
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -139,6 +141,25 @@ class DirWatch:
                     return None
                 seen |= names
                 unknown = unknown or unnamed
+
+    def wait(self, name: str, timeout: float) -> None:
+        """Sleep until entry ``name`` is added, written or renamed into the directory, or
+        ``timeout`` seconds pass (the whole time when this watch cannot tell). Other
+        entries' events are consumed on the way, and do not end the wait."""
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            fd = self._fd
+            if fd is None:
+                time.sleep(left)
+                return
+            try:
+                if not select.select([fd], [], [], left)[0]:
+                    return
+            except (OSError, ValueError):  # closed meanwhile
+                return
+            seen = self.changes()
+            if seen is None or name in seen:
+                return
 
     def close(self, _close: Callable[[int], None] = os.close) -> None:
         # os.close bound at definition: a watch a module global keeps is closed while the
