@@ -55,7 +55,7 @@ from agentos.hub.lock import (
 )
 from agentos.hub.manifest import MANIFEST, Manifest, load_manifest
 from agentos.hub.versions import InstalledVersion as InstalledVersion
-from agentos.hub.versions import installed_versions
+from agentos.hub.versions import Versions, hub_versions, installed_versions
 from agentos.hub.versions import parse_ref as parse_ref
 from agentos.hub.versions import resolve as resolve_version
 from agentos.shared.fs import atomic_write, sha256_bytes
@@ -126,8 +126,14 @@ class Hub:
         self.root = root
         self.lock_path = root / LOCK_FILE
         self._filelock = FileLock(str(root / ".lock"))
-        if cache is None and (root.parent / STATE_DIR).is_dir():
-            cache = root.parent / STATE_DIR / "cache" / DIGEST_CACHE
+        # A workspace's hub keeps hub.lock's validated versions in the workspace's cache (by
+        # the lock's sha256: agentos.hub.versions), as routing does: a run reads the lock
+        # without YAML or pydantic (~10 ms of every run).
+        self._versions_cache: Path | None = None
+        if (root.parent / STATE_DIR).is_dir():
+            self._versions_cache = root.parent / STATE_DIR / "cache"
+            if cache is None:
+                cache = self._versions_cache / DIGEST_CACHE
         self._digests = DigestCache(cache)
 
     # -- reading ---------------------------------------------------------------------------
@@ -146,19 +152,16 @@ class Hub:
         except FileNotFoundError:
             return sha256_bytes(b"")
 
+    def locked_versions(self) -> Versions:
+        """What hub.lock says of each package: its active version and its versions (sha256,
+        source, install time); validated as :meth:`read_lock` validates it."""
+        if self._versions_cache is not None:
+            return hub_versions(self.lock_path, self._versions_cache)[1]
+        return lock_versions(self.read_lock())
+
     def versions(self) -> list[InstalledVersion]:
         """Every installed version, by name then version."""
-        lock = self.read_lock()
-        return installed_versions(
-            self.root,
-            {
-                name: (
-                    pkg.active,
-                    {v: (e.sha256, e.source, e.installed) for v, e in pkg.versions.items()},
-                )
-                for name, pkg in lock.packages.items()
-            },
-        )
+        return installed_versions(self.root, self.locked_versions())
 
     def active(self) -> list[tuple[InstalledVersion, Manifest]]:
         """The active version of every package with its manifest, by name (the lock read
@@ -175,20 +178,18 @@ class Hub:
     def get(self, ref: str) -> tuple[InstalledVersion, Manifest]:
         """The installed package ``name[@version]`` (the active version by default)."""
         name, version = parse_ref(ref)
-        pkg = self.read_lock().packages.get(name)
-        if pkg is None or not pkg.versions:
+        active, known = self.locked_versions().get(name, (None, {}))
+        if not known:
             raise NotFound(f"no package {name!r} in the hub", field="package")
-        version = version or pkg.active
-        if version is None or version not in pkg.versions:
-            known = ", ".join(sorted(pkg.versions, key=version_key))
+        version = version or active
+        if version is None or version not in known:
+            listed = ", ".join(sorted(known, key=version_key))
             raise NotFound(
-                f"{name}@{version} is not installed (installed: {known})", field="package"
+                f"{name}@{version} is not installed (installed: {listed})", field="package"
             )
-        v = pkg.versions[version]
+        sha256, source, installed = known[version]
         path = self.root / name / version
-        info = InstalledVersion(
-            name, version, version == pkg.active, v.sha256, v.source, v.installed, path
-        )
+        info = InstalledVersion(name, version, version == active, sha256, source, installed, path)
         return info, load_manifest(path)
 
     def resolve(self, name: str, constraint: str | None) -> str:
@@ -196,7 +197,7 @@ class Hub:
 
         Raises :class:`NotFound` naming why nothing fits.
         """
-        return resolve_version(lock_versions(self.read_lock()), name, constraint)
+        return resolve_version(self.locked_versions(), name, constraint)
 
     # -- changing --------------------------------------------------------------------------
 
