@@ -5,6 +5,7 @@ agentos.runtimes.agent_tools), met as the agent meets it: through its pipe
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import marshal
 import os
@@ -40,7 +41,7 @@ def served(ws: Workspace, tmp_path: Path) -> Iterator[AgentFiles]:
     server = AgentToolServer.start(ws, make_repo(tmp_path / "repo"), manifest, files)
     assert server is not None
     try:
-        wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+        wait_until(lambda: _listens(files), what="the agent's MCP server listens")
         yield files
     finally:  # also when it never listened
         server.stop()
@@ -107,6 +108,18 @@ def _connect(files: AgentFiles) -> socket.socket:
         os.close(fd)
     sock.settimeout(10)
     return sock
+
+
+def _listens(files: AgentFiles) -> bool:
+    """Whether the agent's MCP server takes connections: its socket's file is there from
+    the bind on, before it listens (anyio binds in a worker thread, then listens)."""
+    if not files.mcp_socket.exists():
+        return False
+    try:
+        _connect(files).close()
+    except ConnectionRefusedError:
+        return False
+    return True
 
 
 def _peer_pid(sock: socket.socket) -> int:
@@ -237,7 +250,7 @@ def test_the_agents_of_a_workspace_are_forked_from_one_server_each_with_only_its
             assert server is not None
             servers.append((server, files))
         for _, files in servers:
-            wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+            wait_until(functools.partial(_listens, files), what="the agent's MCP server listens")
         pids = [_peer_pid(_connect(files)) for _, files in servers]
         parents = {_parent(pid) for pid in pids}
         listed = [_tools_listed(files) for _, files in servers]
@@ -277,7 +290,7 @@ def test_a_run_killed_takes_its_agents_server_with_it(ws: Workspace, tmp_path: P
     )
     try:
         assert Lines(run.stdout).next(30) == b"started\n"
-        wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+        wait_until(lambda: _listens(files), what="the agent's MCP server listens")
         pid = _peer_pid(_connect(files))
         run.kill()
         run.wait()
@@ -303,7 +316,7 @@ def test_a_fork_server_whose_code_changed_is_replaced_by_a_new_one(
         server = AgentToolServer.start(ws, repo, manifest, files)
         assert server is not None
         try:
-            wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+            wait_until(functools.partial(_listens, files), what="the agent's MCP server listens")
             parents.append(_parent(_peer_pid(_connect(files))))
         finally:
             server.stop()
@@ -312,6 +325,36 @@ def test_a_fork_server_whose_code_changed_is_replaced_by_a_new_one(
 
     assert parents[0] != parents[1] == parents[2]
     wait_until(lambda: _gone(parents[0]), timeout=10, what="the stale fork server ends")
+
+
+def test_a_fork_server_whose_code_changed_says_so_to_a_request_it_cannot_read(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client of another request format (a newer AgentOS) is told ``stale`` by a server
+    whose code changed, and starts a new one, rather than being refused until it idles."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("")  # a module every new interpreter imports
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    repo = make_repo(tmp_path / "repo")
+    files, manifest = _agent(ws, "a", ["create_task"])
+    server = AgentToolServer.start(ws, repo, manifest, files)
+    assert server is not None
+    server.stop()
+    (site / "sitecustomize.py").write_text("# upgraded\n")
+    path = forkserver_socket(ws)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    _OPENED.append(sock)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        sock.connect(f"/proc/self/fd/{fd}/{path.name}")
+    finally:
+        os.close(fd)
+    sock.settimeout(10)
+    body = b"\xff not a request of this format"
+    sock.sendall(len(body).to_bytes(4, "big") + body)
+
+    assert sock.recv(100) == b"stale\n"
 
 
 def test_only_its_own_user_reaches_the_fork_server(ws: Workspace, tmp_path: Path) -> None:
@@ -373,7 +416,7 @@ def test_an_idle_fork_server_ends_and_so_does_one_whose_socket_is_gone(
         server = AgentToolServer.start(ws, repo, manifest, files)
         assert server is not None
         try:
-            wait_until(files.mcp_socket.exists, what="the agent's MCP server listens")
+            wait_until(lambda: _listens(files), what="the agent's MCP server listens")
             return _parent(_peer_pid(_connect(files)))
         finally:
             server.stop()

@@ -152,6 +152,23 @@ SIX_ATTACKS: list[tuple[str, str, str]] = [
         write(".agentos.yaml", 'env: {"PYTEST_\\x41DDOPTS": "--deselect=test_six.py::test_b"}'),
         "test settings added: .agentos.yaml",
     ),
+    (  # an interpreter of its choosing, asked by AgentOS (unconfined) whether it has pytest
+        "interpreter-chooser",
+        write("pyexec.sh", "#!/bin/sh\ntouch /tmp/agentos-pwned\n")
+        + "chmod +x pyexec.sh\n"
+        + write(".pdm-python", "pyexec.sh"),
+        "test environment added: .pdm-python",
+    ),
+    (
+        "hatch-env-path",
+        write("pyproject.toml", '[tool.hatch.envs.default]\npath = "pyenvdir"'),
+        "test environment changed: pyproject.toml [tool.hatch.envs]",
+    ),
+    (
+        "venv-planter",
+        "mkdir -p venv/bin\n" + write("venv/bin/python", "#!/bin/sh\ntouch /tmp/agentos-pwned\n"),
+        "added: venv/bin/python",  # (named an import hook: Python loads what lies there)
+    ),
     ("exiter", py("six.py", "import os; os._exit(0)"), "ended without its seal"),
     (
         "exiter-obf",

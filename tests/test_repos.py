@@ -813,19 +813,25 @@ def test_a_python3_script_that_starts_another_is_kept_saying_yes_while_its_choic
     """pyenv's, asdf's and mise's python3 is a script that starts the version a file of
     theirs names (`pyenv global` writes ROOT/version, `pyenv local` a .python-version in the
     directory or one above, `pyenv shell` a variable); asking through pyenv's costs ~110 ms
-    of CPU. Its yes is kept while the environment and those files stay as they were; a no is
-    asked again every time (a run it refuses is refused on a fresh answer)."""
+    of CPU. Where its answer only changes a problem (plain python3), its yes is kept while
+    the environment and those files stay as they were, before and after the ask; a no is
+    asked again every time (a run it refuses is refused on a fresh answer). Where its
+    answer chooses the test command, it is asked every time."""
     from agentos.gate.detect import _python3_has_pytest
 
     root = tmp_path / "pyenv"  # ROOT/shims/python3 starts the interpreter ROOT/version names
     (root / "shims").mkdir(parents=True)
     version, asked = root / "version", tmp_path / "asked"
-    shim = root / "shims" / "python3"
-    shim.write_text(f'#!/bin/sh\necho x >> {asked}\nexec "$(cat {version})" "$@"\n')
-    shim.chmod(0o755)
-    bare = _plain_python(tmp_path)  # an interpreter without pytest
     here = tmp_path / "project" / "src"  # asked from here: .python-version may lie above
     here.mkdir(parents=True)
+    local, switching = here.parent / ".python-version", tmp_path / "switching"
+    shim = root / "shims" / "python3"
+    shim.write_text(  # (with `switching`, a `git switch` removes .python-version meanwhile)
+        f"#!/bin/sh\necho x >> {asked}\n[ -e {switching} ] && rm -f {local}\n"
+        f'exec "$(cat {version})" "$@"\n'
+    )
+    shim.chmod(0o755)
+    bare = _plain_python(tmp_path)  # an interpreter without pytest
     monkeypatch.chdir(here)
     cache = tmp_path / "cache"
     aged = iter(range(100, 0, -1))
@@ -837,8 +843,8 @@ def test_a_python3_script_that_starts_another_is_kept_saying_yes_while_its_choic
         for path in paths:
             os.utime(path, ns=(then, then))
 
-    def ask() -> tuple[bool, int]:
-        found = _python3_has_pytest(str(shim), cache)
+    def ask(*, only_a_problem: bool = True) -> tuple[bool, int]:
+        found = _python3_has_pytest(str(shim), cache, keep_yes_of_a_script=only_a_problem)
         return found, len(asked.read_text().splitlines())
 
     age(here, *(p for p in bare.parent.parent.rglob("*") if p.is_dir()))
@@ -850,16 +856,25 @@ def test_a_python3_script_that_starts_another_is_kept_saying_yes_while_its_choic
     age(version)
     assert ask() == (True, 3)
     assert ask() == (True, 3)  # kept
-    (here.parent / ".python-version").write_text("3.12\n")  # `pyenv local`, a folder up
-    age(here.parent / ".python-version")
-    assert ask() == (True, 4)
-    assert ask() == (True, 4)
+    assert ask(only_a_problem=False) == (True, 4)  # choosing the command: asked each time
+    assert ask(only_a_problem=False) == (True, 5)
+    local.write_text("3.12\n")  # `pyenv local`, a folder up
+    age(local)
+    assert ask() == (True, 6)
+    assert ask() == (True, 6)
     monkeypatch.setenv("PYENV_VERSION", "3.99-mine")  # `pyenv shell`
-    assert ask() == (True, 5)
-    assert ask() == (True, 5)
+    assert ask() == (True, 7)
+    assert ask() == (True, 7)
+    switching.touch()  # .python-version removed while the script chooses: the yes it gave
+    age(local)  # for the version that file named is not kept for the state after it
+    assert ask() == (True, 8)
+    assert not local.exists()
+    assert ask() == (True, 9)
+    assert ask() == (True, 9)  # nothing changed since: kept
+    switching.unlink()
     version.write_text(f"{bare}\n")  # back to one without pytest
     age(version)
-    assert ask() == (False, 6)
+    assert ask() == (False, 10)
     cached = (cache / "interpreters.json").read_text()
     assert "3.99-mine" not in cached and "PYENV_VERSION" not in cached  # variables: a hash
 

@@ -309,11 +309,13 @@ def _has_pytest(python: Path, venv: Path | None, cache_dir: Path | None) -> bool
 # folders, NUL-separated.
 # A script that starts another interpreter (pyenv's, asdf's and mise's python3 start the
 # version a file of theirs names; asking through pyenv's costs ~110 ms of CPU, half a short
-# run's) is answered from the cache only when it said yes, and only while what such a script
-# chooses by has not changed either: the whole environment and the version files (below).
-# One that chooses by anything else may be answered yes from the cache after it switched to
-# an interpreter without pytest: the tests' collection then fails, and says so. A no is
-# never kept for it: a run it refuses is always refused on a fresh answer.
+# run's) is asked each time where its answer chooses the test command. Where it only
+# changes a problem (plain python3 on PATH: python3_problems), its yes is kept, while what
+# such a script chooses by is as it was before and after it was asked: the whole
+# environment and the version files (below). One that chooses by anything else may be
+# answered yes from the cache after it switched to an interpreter without pytest: the
+# tests' collection then fails, and says so. A no is never kept for it: a run it refuses is
+# always refused on a fresh answer.
 _ASK = (
     "import sys\n"
     "here = sys.path.pop(0) if sys.path[:1] == [''] else None\n"
@@ -325,10 +327,15 @@ _ASK = (
     "sys.stdout.write('\\0'.join([str(found), sys.executable, *paths]))"
 )
 _ANSWERS = "interpreters.json"
-# What version managers choose an interpreter by: a file in the working directory or one
-# above it, and a global one (pyenv's beside its shims folder; asdf's and mise's in HOME).
-_VERSION_FILES = (".python-version", ".tool-versions", "mise.toml", ".mise.toml")
-_GLOBAL_VERSION_FILES = (".tool-versions", ".config/mise/config.toml")  # under HOME
+# What version managers choose an interpreter by: files in the working directory (and
+# PYENV_DIR) or one above it, and global ones (pyenv's in its root; asdf's and mise's in
+# HOME and the configuration folders).
+_VERSION_FILES = (
+    ".python-version", ".tool-versions", "mise.toml", ".mise.toml", "mise.local.toml",
+    ".mise.local.toml", ".config/mise.toml", ".config/mise/config.toml", ".mise/config.toml",
+    "mise/config.toml", ".rtx.toml",
+)  # fmt: skip
+_GLOBAL_VERSION_FILES = (".tool-versions", ".asdfrc", ".config/mise/config.toml")  # in HOME
 _RACY_NS = 2_000_000_000
 _KEPT_ANSWERS = 32
 
@@ -359,17 +366,26 @@ def _chosen_by(python: str) -> list[list[Any]]:
     """What a script that starts another interpreter may choose it by: every environment
     variable (as one sha256: the cache is no place for the secrets they hold), and the
     version files, each with its stamp (None where there is none)."""
-    variables = json.dumps(sorted(os.environ.items())).encode("utf-8", "surrogateescape")
-    here = Path(os.getcwd())
-    files = [str(d / name) for d in (here, *here.parents) for name in _VERSION_FILES]
-    files.append(str(Path(python).parent.parent / "version"))  # pyenv's: ROOT/shims/python3
-    home = os.environ.get("HOME")
-    if home:
-        files.extend(str(Path(home) / name) for name in _GLOBAL_VERSION_FILES)
+    env = os.environ
+    variables = json.dumps(sorted(env.items())).encode("utf-8", "surrogateescape")
+    starts = [Path(os.getcwd())] + ([Path(env["PYENV_DIR"])] if env.get("PYENV_DIR") else [])
+    files = [str(d / name) for s in starts for d in (s, *s.parents) for name in _VERSION_FILES]
+    roots = [Path(python).parent.parent, Path(os.path.realpath(python)).parent.parent]
+    roots += [Path(env["PYENV_ROOT"])] if env.get("PYENV_ROOT") else []
+    files += [str(root / "version") for root in roots]  # pyenv's: ROOT/shims/python3
+    if env.get("HOME"):
+        files += [str(Path(env["HOME"]) / name) for name in _GLOBAL_VERSION_FILES]
+    config = env.get("XDG_CONFIG_HOME")
+    files += [str(Path(config) / "mise" / "config.toml")] if config else []
+    files += ["/etc/mise/config.toml"]
     return [["env", hashlib.sha256(variables).hexdigest()], *([f, _stamp(f)] for f in files)]
 
 
-def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
+def _python3_has_pytest(
+    python: str, cache_dir: Path | None = None, *, keep_yes_of_a_script: bool = False
+) -> bool:
+    """Whether ``python`` has pytest, kept in ``cache_dir`` where it can be (above); with
+    ``keep_yes_of_a_script``, a script's yes too (its answer then changes only a problem)."""
     key = _asked_in(python) if cache_dir is not None else None
     kept: dict[str, Any] = {}
     if key is not None and cache_dir is not None:
@@ -381,9 +397,13 @@ def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
             if (
                 isinstance(answer, dict)
                 and all(_stamp(path) == stamp for path, stamp in answer["stamps"])
-                and answer.get("chosen_by") in (None, _chosen_by(python))
+                and (
+                    answer.get("chosen_by") is None
+                    or (keep_yes_of_a_script and answer["chosen_by"] == _chosen_by(python))
+                )
             ):
                 return bool(answer["pytest"])
+    chosen_before = _chosen_by(python) if keep_yes_of_a_script else None
     try:
         out = subprocess.run(
             [python, "-c", _ASK],
@@ -406,9 +426,14 @@ def _python3_has_pytest(python: str, cache_dir: Path | None = None) -> bool:
     settled = all(s is None or s < recent for _, s in found_stamps)
     stamps: list[list[Any]] = [[p, s] for p, s in found_stamps]
     chosen_by = None if itself else _chosen_by(python)
-    if chosen_by is not None:  # a script: its version files settled too, and only a yes
-        settled = settled and all(s is None or s < recent for _, s in chosen_by[1:])
-    if key is not None and cache_dir is not None and (itself or found) and settled:
+    if chosen_by is not None:  # a script: only a yes, where asked to, its choice unchanged
+        settled = (
+            settled
+            and found
+            and chosen_by == chosen_before
+            and all(s is None or s < recent for _, s in chosen_by[1:])
+        )
+    if key is not None and cache_dir is not None and settled:
         kept.pop(key, None)
         kept[key] = {"pytest": found, "stamps": stamps, "chosen_by": chosen_by}
         while len(kept) > _KEPT_ANSWERS:
@@ -500,7 +525,7 @@ def detect(
 def python3_problems(python3: str, cache_dir: Path | None = None) -> list[str]:
     """The problem of a repository tested with plain ``python3 -m pytest``: pytest missing
     for ``python3`` (asking it starts it: ~100 ms when its answer cannot be kept)."""
-    if _python3_has_pytest(python3, cache_dir):
+    if _python3_has_pytest(python3, cache_dir, keep_yes_of_a_script=True):
         return []
     return [
         f"pytest is not installed for {python3}: create the project's environment "

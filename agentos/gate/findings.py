@@ -32,6 +32,14 @@ PYTEST_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
 MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
 SHARED_CONFIG = ("pyproject.toml", "setup.cfg", "tox.ini", "tox.toml")
 REPO_FILE = ".agentos.yaml"
+# What chooses the interpreter the tests run with (and AgentOS asks, unconfined, whether it
+# has pytest): a version manager's files, PDM's recorded interpreter, Poetry's and Hatch's
+# environment settings, and a virtual environment in the repository (agentos.gate.detect).
+ENVIRONMENT_FILES = (
+    ".pdm-python", ".python-version", ".tool-versions", "mise.toml", ".mise.toml",
+    "poetry.toml",
+)  # fmt: skip
+IN_REPO_VENVS = (".venv", "venv")
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
 _ONE_BY_ONE = 5  # tests removed from one file named one by one; more are counted
 _SKIPPING = re.compile(
@@ -116,7 +124,14 @@ def is_runner_file(path: str) -> bool:
         or path in SHARED_CONFIG
         or path in ("noxfile.py", REPO_FILE)
         or name == ".gitattributes"  # how git checks the files out (a filter can rewrite them)
+        or is_environment_file(path)
     )
+
+
+def is_environment_file(path: str) -> bool:
+    """A file that chooses the interpreter the tests run with (:data:`ENVIRONMENT_FILES`,
+    or anything in a virtual environment's folder at the top of the repository)."""
+    return path in ENVIRONMENT_FILES or PurePosixPath(path).parts[0] in IN_REPO_VENVS
 
 
 @dataclass(frozen=True)
@@ -433,6 +448,8 @@ def _runner_finding(path: str, new: str | None, old: str | None, runner: str) ->
         return [Finding(f"test configuration {verb}", path, _ini_detail(new, old, "pytest"))]
     if path == REPO_FILE:
         return [Finding(f"test settings {verb}", path, "how AgentOS tests the repository")]
+    if is_environment_file(path):
+        return [Finding(f"test environment {verb}", path, "which interpreter runs the tests")]
     if name == ".gitattributes":
         return [Finding(f"git attributes {verb}", path, "how git checks the files out")]
     if path == "pyproject.toml":
@@ -517,6 +534,25 @@ def _toml_finding(path: str, new: str | None, old: str | None, runner: str) -> l
             continue
         if table(before, *keys) != table(after, *keys):
             found.append(Finding("test configuration changed", f"{path} [{'.'.join(keys)}]"))
+
+    # Where Hatch's environments are and which interpreter they take (their dependencies
+    # and scripts are the project's to change).
+    def located(data: dict[str, object]) -> dict[str, object]:
+        envs = table(data, "tool", "hatch", "envs")
+        return {
+            name: {k: v for k, v in env.items() if k in ("path", "type", "python")}
+            for name, env in (envs.items() if isinstance(envs, dict) else ())
+            if isinstance(env, dict)
+        }
+
+    if located(before) != located(after):
+        found.append(
+            Finding(
+                "test environment changed",
+                f"{path} [tool.hatch.envs]",
+                "which interpreter runs the tests",
+            )
+        )
     return found
 
 

@@ -77,10 +77,13 @@ def socket_path(state_dir: Where, name: str) -> str:
     this installation, started with the same interpreter settings, in the same control
     groups, under the same limits (what a forked child keeps of its server, not of its
     client: a server shared across those would put one run's agents in another's group,
-    where ending that group ends them). The key is told apart by two CRC-32s (64 bits, for
-    the few contexts a workspace sees; zlib, not hashlib: its import is paid by every hop):
-    who may use a server is the socket's folder's and the server's peer check's to say."""
-    import zlib
+    where ending that group ends them). The key's BLAKE2b (64 bits: a name, not a secret;
+    the C module, not hashlib, whose OpenSSL costs every hop ~2 ms): who may use a server
+    is the socket's folder's and the server's peer check's to say."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # (an interpreter built without it)
+        from hashlib import blake2b
 
     import agentos
 
@@ -94,8 +97,7 @@ def socket_path(state_dir: Where, name: str) -> str:
             repr(interpreter),
         ]
     )
-    data = key.encode("utf-8", "surrogateescape")
-    digest = f"{zlib.crc32(data):08x}{zlib.crc32(data[::-1]):08x}"
+    digest = blake2b(key.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
     return os.path.join(state_dir, f"{name}-{digest}.sock")
 
 
@@ -244,7 +246,7 @@ def answer(conn: _socket.socket, timeout: float | None) -> tuple[bytes, list[int
 def said(data: bytes, word: str) -> int | None:
     """N of an answer ``WORD N`` (``pid``, ``exit``); None when ``data`` is not one."""
     head, _, value = data.rstrip(b"\n").partition(b" ")
-    if head != word.encode() or not value.lstrip(b"-").isdigit():
+    if head != word.encode() or not value.removeprefix(b"-").isdigit():
         return None
     return int(value)
 
@@ -351,8 +353,11 @@ def _gone(conn: socket.socket) -> bool:
         return True
 
 
-def _read_request(conn: socket.socket, max_fds: int) -> tuple[dict[str, Any], list[int]]:
-    """The client's request and its descriptors (ValueError when it is not one)."""
+def _read_request(conn: socket.socket, max_fds: int) -> tuple[bytes, list[int]]:
+    """The client's request, unread, and its descriptors (ValueError when it does not come
+    whole within its time and size). It is read by the child (:func:`_parsed`): marshal
+    trusts the lengths in its data, and a few bytes can ask it for gigabytes and seconds
+    that the one-at-a-time loop must not spend."""
     import time
 
     deadline = time.monotonic() + REQUEST_TIMEOUT  # for the whole request: one that comes
@@ -380,31 +385,41 @@ def _read_request(conn: socket.socket, max_fds: int) -> tuple[dict[str, Any], li
                     raise ValueError("a request over the limit")
         if len(data) != _LENGTH + length:
             raise ValueError("a request followed by more")
-        try:  # (from a process of this user only: see serve)
-            request = marshal.loads(data[_LENGTH:])
-        except (EOFError, TypeError) as exc:
-            raise ValueError(f"a request that does not read: {exc}") from None
-        process = request.get("process") if isinstance(request, dict) else None
-        if not (
-            isinstance(process, dict)
-            and isinstance(process.get("env"), dict)
-            and all(isinstance(v, str) for v in process["env"].values())
-            and isinstance(process.get("cwd"), str)
-            and isinstance(process.get("umask"), int)
-        ):
-            raise ValueError("a request without the client's environment, directory and umask")
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
-    return request, fds
+    return data[_LENGTH:], fds
+
+
+def _parsed(body: bytes) -> dict[str, Any]:
+    """A request's fields (ValueError when it is not one)."""
+    try:  # (from a process of this user only: see serve)
+        request = marshal.loads(body)
+    except (EOFError, TypeError, ValueError) as exc:
+        raise ValueError(f"a request that does not read: {exc}") from None
+    process = request.get("process") if isinstance(request, dict) else None
+    if not (
+        isinstance(process, dict)
+        and isinstance(process.get("env"), dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in process["env"].items())
+        and isinstance(process.get("cwd"), str)
+        and isinstance(process.get("umask"), int)
+    ):
+        raise ValueError("a request without the client's environment, directory and umask")
+    fields: dict[str, Any] = request
+    return fields
+
+
+class _Refused(Exception):
+    """A request the child cannot read (said in the server's log)."""
 
 
 def _child(
-    listener: socket.socket, conn: socket.socket, request: dict[str, Any], fds: list[int],
-    handle: Handler,
-) -> None:  # fmt: skip
-    """The forked child: never returns (it ends the process)."""
+    listener: socket.socket, conn: socket.socket, body: bytes, fds: list[int], handle: Handler
+) -> None:
+    """The forked child: never returns (it ends the process). A request that does not read
+    is refused here (one line in the server's log; ``exit 1`` without a pid first)."""
     import contextlib
     import signal
     import traceback
@@ -413,6 +428,11 @@ def _child(
     try:
         listener.close()
         os.setsid()
+        try:
+            request = _parsed(body)
+        except ValueError as exc:
+            print(f"a request was refused: {exc}", file=sys.stderr)
+            raise _Refused from None
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as Python starts
@@ -435,6 +455,8 @@ def _child(
         finally:
             os.close(pidfd)
         code = handle(conn, request, fds)
+    except _Refused:
+        pass
     except BaseException:  # whatever happens, the child never goes back to the loop
         with contextlib.suppress(BaseException):
             traceback.print_exc()
@@ -480,12 +502,13 @@ def serve(
             cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             if struct.unpack("3i", cred)[1] != os.getuid():
                 continue  # only its own user
+            body: bytes | None
             try:
-                request, fds = _read_request(conn, max_fds)
+                body, fds = _read_request(conn, max_fds)
             except (OSError, ValueError) as exc:
                 log.warning("a request was refused: %s", exc)
-                continue
-            try:
+                body, fds = None, []
+            try:  # (stale or not, after a refused request too: a client of a newer format)
                 changed = _changed(stamps)
                 if changed is not None:
                     log.warning("%s changed since it started: it ends", changed)
@@ -495,10 +518,10 @@ def serve(
                     with contextlib.suppress(OSError):
                         conn.sendall(STALE)
                     return 0
-                if _gone(conn):
-                    continue  # (it gave up waiting: the work is its own again)
+                if body is None or _gone(conn):
+                    continue  # (refused, or it gave up waiting: the work is its own again)
                 if os.fork() == 0:
-                    _child(listener, conn, request, fds, handle)
+                    _child(listener, conn, body, fds, handle)
             finally:
                 for fd in fds:
                     os.close(fd)
