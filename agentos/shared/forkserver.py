@@ -232,12 +232,17 @@ def answer(conn: _socket.socket, timeout: float | None) -> tuple[bytes, list[int
     the connection ended; TimeoutError after ``timeout`` seconds)."""
     conn.settimeout(timeout)
     data, fds = recv_fds(conn, 1, 1)
-    while data and not data.endswith(b"\n") and len(data) < 4096:
-        chunk, more = recv_fds(conn, 1, 1)
-        fds += more
-        if not chunk:
-            break
-        data += chunk
+    try:
+        while data and not data.endswith(b"\n") and len(data) < 4096:
+            chunk, more = recv_fds(conn, 1, 1)
+            fds += more
+            if not chunk:
+                break
+            data += chunk
+    except BaseException:  # (a timeout after the line began: its descriptors are not kept)
+        for fd in fds:
+            os.close(fd)
+        raise
     for fd in fds:  # (received inheritable: kept from what this process starts)
         os.set_inheritable(fd, False)
     return data, fds
