@@ -367,7 +367,7 @@ def bench_process(tmp: Path, repeat: int = 15) -> None:
         target = (
             f"  (target p50 <= {PROCESS_TARGET_MS:.0f} ms: "
             f"{verdict(statistics.median(wall) * 1e3, PROCESS_TARGET_MS)})"
-            if cmd[-1] == "--json" and not own
+            if label == "agentos route REQUEST --json"
             else ""
         )
         print(
