@@ -125,6 +125,7 @@ def is_runner_file(path: str) -> bool:
         or path in ("noxfile.py", REPO_FILE)
         or name == ".gitattributes"  # how git checks the files out (a filter can rewrite them)
         or is_environment_file(path)
+        or path == "hatch.toml"
     )
 
 
@@ -450,6 +451,14 @@ def _runner_finding(path: str, new: str | None, old: str | None, runner: str) ->
         return [Finding(f"test settings {verb}", path, "how AgentOS tests the repository")]
     if is_environment_file(path):
         return [Finding(f"test environment {verb}", path, "which interpreter runs the tests")]
+    if path == "hatch.toml":
+        if _hatch_envs(_toml(old), "envs") == _hatch_envs(_toml(new), "envs"):
+            return []
+        return [
+            Finding(
+                "test environment changed", f"{path} [envs]", "which interpreter runs the tests"
+            )
+        ]
     if name == ".gitattributes":
         return [Finding(f"git attributes {verb}", path, "how git checks the files out")]
     if path == "pyproject.toml":
@@ -535,17 +544,7 @@ def _toml_finding(path: str, new: str | None, old: str | None, runner: str) -> l
         if table(before, *keys) != table(after, *keys):
             found.append(Finding("test configuration changed", f"{path} [{'.'.join(keys)}]"))
 
-    # Where Hatch's environments are and which interpreter they take (their dependencies
-    # and scripts are the project's to change).
-    def located(data: dict[str, object]) -> dict[str, object]:
-        envs = table(data, "tool", "hatch", "envs")
-        return {
-            name: {k: v for k, v in env.items() if k in ("path", "type", "python")}
-            for name, env in (envs.items() if isinstance(envs, dict) else ())
-            if isinstance(env, dict)
-        }
-
-    if located(before) != located(after):
+    if _hatch_envs(before, "tool", "hatch", "envs") != _hatch_envs(after, "tool", "hatch", "envs"):
         found.append(
             Finding(
                 "test environment changed",
@@ -554,6 +553,19 @@ def _toml_finding(path: str, new: str | None, old: str | None, runner: str) -> l
             )
         )
     return found
+
+
+def _hatch_envs(data: dict[str, object], *keys: str) -> dict[str, object]:
+    """Where each of Hatch's environments (the table at ``keys``) is, and which interpreter
+    it takes: their dependencies and scripts are the project's to change."""
+    envs: object = data
+    for key in keys:
+        envs = envs.get(key, {}) if isinstance(envs, dict) else {}
+    return {
+        name: {k: v for k, v in env.items() if k in ("path", "type", "python")}
+        for name, env in (envs.items() if isinstance(envs, dict) else ())
+        if isinstance(env, dict)
+    }
 
 
 def _ini_finding(path: str, new: str | None, old: str | None, sections: list[str]) -> list[Finding]:
