@@ -19,9 +19,10 @@ from conftest import git, make_repo, wait_until, write_package
 
 from agentos.errors import BadInput, MissingTool, NotFound, ValidationFailed
 from agentos.gate.builtin import file_contains, glob_regex
+from agentos.gate.repo import RepoProfile
 from agentos.gate.results import FEEDBACK_FILE, GateResult, gate_receipt_fields, write_feedback
 from agentos.gate.runner import run_gate
-from agentos.gate.selection import collect_checks, select_checks
+from agentos.gate.selection import collect_checks, describe, select_checks
 from agentos.hub.manifest import load_manifest
 from agentos.shared.checks import CheckSpec
 from agentos.shared.models import validate
@@ -181,6 +182,30 @@ def test_checks_that_escape_the_worktree_or_have_a_bad_regex_are_bad_input(
     with pytest.raises(ValidationFailed) as err:
         check(name="x", **fields)
     assert str(err.value).startswith(f"test: {field}: ")
+
+
+@pytest.mark.parametrize(
+    "fields, problem",
+    [
+        ({"run": "true", "cwd": "~/src"}, "cwd: '~/src' must be a relative path"),
+        ({"file_exists": "a/../../b"}, "file_exists: 'a/../../b' must be a relative path"),
+        ({"tests": ["~/t.py::x"]}, "tests: '~/t.py' must be a relative path"),
+        ({"tests": ["/t.py"]}, "tests: '/t.py' must be a relative path"),
+        ({"no_changes_outside": ["docs", "~"]}, "no_changes_outside: '~' must be a relative path"),
+    ],
+    ids=["cwd-home", "file-exists-climbing", "tests-home", "tests-absolute", "glob-home"],
+)
+def test_a_path_of_a_check_outside_the_worktree_is_named_whole(
+    fields: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ValidationFailed) as err:
+        check(name="x", **fields)
+    assert str(err.value) == f"test: {problem} inside the worktree"
+
+
+def test_a_path_with_dots_inside_its_names_stays_inside_the_worktree() -> None:
+    assert check(name="x", file_exists="a..b/..c/d..").file_exists == "a..b/..c/d.."
+    assert check(name="x", run="true", cwd="./src").cwd == "./src"
 
 
 # --- file checks ---------------------------------------------------------------------------
@@ -679,12 +704,105 @@ def test_checks_written_inside_the_worktree_are_not_collected(ws: Workspace, rep
     assert result.passed is False
 
 
+def test_a_name_taken_twice_takes_the_next_number_of_its_source(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """Each check of one name but another definition is kept under a name of its own, and a
+    renamed check is then a name like any other: one identical to it later runs once."""
+    package = load_manifest(
+        write_package(
+            tmp_path / "pkg",
+            checks=[
+                {"name": "lint", "run": "ruff check ."},
+                {"name": "lint", "run": "flake8"},
+                {"name": "lint", "run": "pylint src"},
+                {"name": "lint", "run": "ruff check ."},  # identical to the first
+            ],
+        )
+    )
+    card = [check(name="lint [card]", run="mypy ."), check(name="lint", run="black --check .")]
+    ws = set_workspace_checks(ws, [{"name": "lint [package]", "run": "flake8"}])
+
+    checks = collect_checks(ws, package=package, card_checks=card)
+
+    assert [(c.name, c.run) for c in checks] == [
+        ("lint", "ruff check ."),
+        ("lint [package]", "flake8"),
+        ("lint [package 2]", "pylint src"),
+        ("lint [card]", "mypy ."),
+        ("lint [card 2]", "black --check ."),
+    ]
+
+
 def test_select_checks_keeps_gate_order_and_rejects_unknown_names() -> None:
-    checks = [check(name="a", run="true"), check(name="b", run="true"), check(name="c", run="true")]
-    assert [c.name for c in select_checks(checks, ["c", "a"])] == ["a", "c"]
+    checks = [check(name="c", run="true"), check(name="a", run="true"), check(name="b", run="true")]
+    assert [c.name for c in select_checks(checks, ["b", "c"])] == ["c", "b"]
     assert select_checks(checks, []) == checks
-    with pytest.raises(NotFound, match="no check named 'z' \\(checks: 'a', 'b', 'c'\\)"):
-        select_checks(checks, ["z"])
+    with pytest.raises(NotFound) as raised:
+        select_checks(checks, ["a", "y", "z"])
+    assert (raised.value.message, raised.value.field) == (
+        "no check named 'y' (checks: 'a', 'b', 'c')",
+        "check",
+    )
+    with pytest.raises(NotFound) as raised:
+        select_checks([], ["a"])
+    assert raised.value.message == "no check named 'a' (checks: none)"
+
+
+def _profile(repo: Path) -> RepoProfile:
+    return RepoProfile(repo, "detected", "pytest", "python -m pytest -q", None, None, timeout=900)
+
+
+@pytest.mark.parametrize(
+    "fields, with_profile, line",
+    [
+        ({"run": "make lint"}, False, "`make lint`, timeout 300s"),
+        ({"run": "make", "cwd": "sub", "timeout": 2.5}, False, "`make` (in sub), timeout 2.5s"),
+        ({"tests": []}, False, "the repository's tests (the whole suite)"),
+        (
+            {"tests": ["tests/a.py", "tests/b.py::t"]},
+            False,
+            "the repository's tests (tests/a.py tests/b.py::t)",
+        ),
+        (
+            {"tests": []},
+            True,
+            "the repository's tests (the whole suite): `python -m pytest -q`, timeout 900s",
+        ),
+        (
+            {"tests": ["tests/a.py"], "timeout": 60},
+            True,
+            "the repository's tests (tests/a.py): `python -m pytest -q tests/a.py`, timeout 60s",
+        ),
+        ({"file_exists": "README.md"}, False, "file_exists README.md"),
+        (
+            {"file_contains": {"path": "src/app.py", "pattern": "^x = "}},
+            False,
+            "file_contains src/app.py /^x = /",
+        ),
+        ({"no_changes_outside": []}, False, "no_changes_outside (nothing)"),
+        ({"no_changes_outside": ["docs", "src"]}, False, "no_changes_outside docs, src"),
+        ({"max_diff_lines": 0}, False, "max_diff_lines 0"),
+    ],
+    ids=[
+        "run",
+        "run-in-a-directory",
+        "whole-suite",
+        "tests-named",
+        "whole-suite-with-its-command",
+        "tests-named-with-their-command-and-own-timeout",
+        "file-exists",
+        "file-contains",
+        "no-changes-outside-nothing",
+        "no-changes-outside-two",
+        "max-diff-lines",
+    ],
+)
+def test_describe_says_what_each_kind_of_check_does_in_one_line(
+    repo: Path, fields: dict[str, Any], with_profile: bool, line: str
+) -> None:
+    profile = _profile(repo) if with_profile else None
+    assert describe(check(name="c", **fields), profile) == line
 
 
 # --- results for the agent and for receipts ------------------------------------------------
@@ -999,6 +1117,26 @@ def test_gate_list_with_a_card_adds_its_checks_and_its_agents(cli: Any, ws: Work
         2,
         f"error: card: no card with id 'ghost' in {ws.cards_dir}\n",
     )
+
+
+def test_gate_list_with_a_card_takes_the_package_at_the_version_the_card_asks_for(
+    cli: Any, ws: Workspace, tmp_path: Path
+) -> None:
+    for version in ("1.0.0", "2.0.0"):
+        pkg = write_package(
+            tmp_path / f"pkg-{version}",
+            name="checked",
+            version=version,
+            checks=[{"name": f"made by {version}", "file_exists": "CHANGES.md"}],
+        )
+        assert cli("hub", "install", str(pkg)).returncode == 0  # 2.0.0 is then active
+    card = {"id": "pinned", "agent": "checked", "version": "<2", "triggers": {"keywords": ["x"]}}
+    (ws.cards_dir / "pinned.yaml").write_text(yaml.safe_dump(card))
+
+    out = cli("gate", "list", "--card", "pinned", "--json")
+    assert [c["name"] for c in json.loads(out.stdout)["checks"]] == ["made by 1.0.0"]
+    named = cli("gate", "list", "--card", "pinned", "--package", "checked@2.0.0", "--json")
+    assert [c["name"] for c in json.loads(named.stdout)["checks"]] == ["made by 2.0.0"]
 
 
 def test_gate_run_does_not_need_the_environment_of_its_caller(

@@ -961,3 +961,192 @@ def test_a_working_directory_that_is_gone_is_named_by_the_sandbox(
     (line,) = out.stderr.splitlines()
     who = "bwrap" if backend == "bwrap" else "agentos-sandbox"
     assert line.startswith(f"{who}: ") and str(gone) in line, line
+
+
+# --- the policy itself -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "workspace, package, network, egress",
+    [
+        (False, None, False, ()),
+        (True, None, True, ()),
+        (True, {"network": False}, False, ()),
+        (False, {"network": True}, True, ()),
+        (True, {"network": ["api.example.com:443"]}, False, ("api.example.com:443",)),
+    ],
+    ids=["workspace-off", "workspace-on", "package-off", "package-on", "package-hosts"],
+)
+def test_a_packages_network_setting_comes_before_the_workspaces(
+    tmp_path: Path,
+    workspace: bool,
+    package: dict[str, Any] | None,
+    network: bool,
+    egress: tuple[str, ...],
+) -> None:
+    from agentos.sandbox import PackageSandbox, SandboxSettings, policy
+
+    pol = policy(
+        settings=SandboxSettings(network=workspace),
+        package=None if package is None else PackageSandbox.model_validate(package),
+        hidden=[],
+        writable=[tmp_path],
+        readable=[],
+        home=tmp_path / "home",
+        home_dir=None,
+        cwd=tmp_path,
+    )
+    assert (pol.network, pol.egress) == (network, egress)
+
+
+def test_a_policy_names_each_path_once_and_only_what_is_there(tmp_path: Path) -> None:
+    """What is shown again whole is not hidden, what does not exist is not shown, and a
+    check's own limits come before its package's, which come before the workspace's."""
+    from agentos.sandbox import Limits, PackageSandbox, SandboxSettings, policy
+    from agentos.sandbox.limits import Resolved
+
+    work, shown, hidden, home, kept = (tmp_path / n for n in ("work", "shown", "h", "home", "k"))
+    for d in (work, shown, hidden, home, kept):
+        d.mkdir()
+    (home / ".gitconfig").write_text("[user]\n")
+    package = PackageSandbox(read=["~/.gitconfig", "~/.netrc"], cpu=10, processes=20)
+
+    pol = policy(
+        settings=SandboxSettings(),
+        package=package,
+        hidden=[hidden, work, shown, hidden],
+        writable=[work, work],
+        readable=[shown, tmp_path / "missing", shown],
+        home=home,
+        home_dir=kept,
+        cwd=work,
+        limits=Limits(processes=7),
+    )
+
+    assert pol == Policy(
+        network=False,
+        hidden=(hidden,),
+        readable=(shown,),
+        writable=(work,),
+        home=home,
+        home_dir=kept,
+        home_reads=(home / ".gitconfig",),
+        limits=Resolved(memory=4 << 30, cpu=10, processes=7, file_size=4 << 30, disk=8 << 30),
+        cwd=work,
+    )
+
+
+def test_each_limit_is_the_workspaces_unless_an_override_sets_it_the_last_one_winning() -> None:
+    from agentos.sandbox import Limits, SandboxSettings, resolve_limits
+    from agentos.sandbox.limits import Resolved
+
+    settings = SandboxSettings(
+        memory=1 << 30, cpu=60, processes=100, file_size=1 << 20, disk=1 << 25
+    )
+    assert resolve_limits(settings) == Resolved(1 << 30, 60, 100, 1 << 20, 1 << 25)
+    overrides = [None, Limits(cpu=5, memory=None), None, Limits(cpu=9, disk=123)]
+    assert resolve_limits(settings, *overrides) == Resolved(None, 9, 100, 1 << 20, 123)
+
+
+@pytest.mark.parametrize(
+    "egress, home_dir, network",
+    [((), None, True), (("api.example.com",), Path("/kept"), ["api.example.com"])],
+    ids=["network-and-an-empty-home", "hosts-and-a-persistent-home"],
+)
+def test_a_receipt_records_a_policys_network_writes_home_and_limits(
+    egress: tuple[str, ...], home_dir: Path | None, network: object
+) -> None:
+    from agentos.sandbox.limits import Resolved
+
+    pol = Policy(
+        network=not egress,
+        egress=egress,
+        hidden=(Path("/h"),),
+        readable=(Path("/r"),),
+        writable=(Path("/w"), Path("/io")),
+        home=Path("/home/u"),
+        home_dir=home_dir,
+        home_reads=(Path("/home/u/.claude"),),
+        limits=Resolved(1, 2.5, 3, 4, 5),
+        cwd=Path("/w"),
+    )
+    assert pol.as_dict() == {
+        "network": network,
+        "writable": ["/w", "/io"],
+        "home": "empty" if home_dir is None else "persistent",
+        "home_reads": ["/home/u/.claude"],
+        "limits": {"memory": 1, "cpu": 2.5, "processes": 3, "file_size": 4, "disk": 5},
+    }
+
+
+def test_a_bin_directory_brings_along_what_its_programs_load_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    from agentos.sandbox.policy import tool_root
+
+    home = tmp_path / "home"
+    made = {
+        "tools/node_modules/.bin": [],
+        "venv/bin": ["pyvenv.cfg"],
+        "prefix/bin": ["lib/"],
+        "prefix/sbin": [],
+        "checkout/bin": ["lib/", ".git/"],
+        "workspace/bin": ["lib/", ".agentos/"],
+        "settled/bin": ["lib/", "agentos.yaml"],
+        "plain/bin": [],
+        "libless/bin": ["lib"],  # a file named lib
+        "home/.pyenv/shims": [],
+        "home/.local/bin": ["lib/"],
+        "home/.cargo/bin": ["lib/"],
+        "home/bin": [],
+    }
+    for name, beside in made.items():
+        (tmp_path / name).mkdir(parents=True)
+        for entry in beside:
+            path = tmp_path / name / ".." / entry
+            path.mkdir() if entry.endswith("/") else path.write_text("")
+    found = {name: tool_root(tmp_path / name, home) for name in made}
+    assert found == {
+        "tools/node_modules/.bin": [tmp_path / "tools/node_modules"],
+        "venv/bin": [tmp_path / "venv"],
+        "prefix/bin": [tmp_path / "prefix"],
+        "prefix/sbin": [tmp_path / "prefix"],
+        "checkout/bin": [],
+        "workspace/bin": [],
+        "settled/bin": [],
+        "plain/bin": [],
+        "libless/bin": [],
+        "home/.pyenv/shims": [home / ".pyenv"],
+        "home/.local/bin": [home / ".local/lib"],
+        "home/.cargo/bin": [],
+        "home/bin": [],
+    }
+    assert tool_root(tmp_path / "prefix/lib", home) == []
+    assert tool_root(Path("/bin"), home) == []  # never the whole machine
+
+
+def test_the_paths_a_process_needs_start_with_its_absolute_path_entries_and_their_tools(
+    tmp_path: Path,
+) -> None:
+    from agentos.sandbox import runtime_paths
+
+    home = tmp_path / "home"
+    for name in (".local/bin", ".local/lib", ".cargo/bin"):
+        (home / name).mkdir(parents=True)
+    path_env = f"{home}/.local/bin:bin:/:{home}/.cargo/bin:{tmp_path}/gone"
+    found = runtime_paths(path_env, home, [tmp_path])
+    assert found[:3] == [home / ".local/bin", home / ".local/lib", home / ".cargo/bin"]
+    assert found[-1] == tmp_path
+    assert Path("/") not in found and tmp_path / "gone" not in found
+
+
+def test_a_path_is_inside_the_roots_it_equals_or_lies_under() -> None:
+    from agentos.sandbox.policy import inside_any
+
+    roots = [Path("/srv/a"), Path("/opt")]
+    assert [inside_any(Path(p), roots) for p in ("/opt", "/srv/a/b", "/srv", "/srv/ab")] == [
+        True,
+        True,
+        False,
+        False,
+    ]

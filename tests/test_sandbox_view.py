@@ -17,6 +17,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,6 +32,9 @@ from conftest import (
 
 from agentos.evals.suite import BUNDLED
 from agentos.hub.store import Hub
+from agentos.sandbox.limits import Resolved
+from agentos.sandbox.policy import Policy
+from agentos.sandbox.view import Mount, kept_from_others, listing, plan, system_mounts
 from agentos.workspace.layout import Workspace, init_workspace
 
 pytestmark = [needs_tmux, needs_bwrap, pytest.mark.usefixtures("tmux_socket")]
@@ -328,3 +332,91 @@ def test_a_file_grown_through_a_memory_map_held_open_still_counts(tmp_path: Path
     finally:
         watch.close()
     assert watch.hit and watch.used > 20 << 20
+
+
+# --- the plan of mounts --------------------------------------------------------------------
+
+
+def _policy(tmp_path: Path, **fields: object) -> Policy:
+    values: dict[str, Any] = {
+        "network": False,
+        "hidden": (),
+        "readable": (),
+        "writable": (),
+        "home": tmp_path / "home",
+        "home_dir": None,
+        "home_reads": (),
+        "limits": Resolved(None, None, None, None, 123),
+        "cwd": tmp_path,
+    }
+    return Policy(**{**values, **fields})
+
+
+def test_a_view_binds_each_path_once_shallowest_first_and_hides_only_inside_what_it_binds(
+    outside: Path,
+) -> None:
+    """A path read-only inside another is there already unless a hidden one lies between;
+    a system path and the home are there already; a hidden path is covered only where
+    something bound holds it (``outside`` is not in /tmp), after the binds of its depth."""
+    t, home = outside, outside / "home"
+    pol = _policy(
+        outside,
+        readable=(t / "shown", t / "shown/inner", t / "shown/h/deep", Path("/usr/lib"), home),
+        home_reads=(home / ".claude",),
+        writable=(t / "work", t / "shown/w", t / "work"),
+        hidden=(
+            *(t / "shown/h", t / "elsewhere", home / ".ssh", t / "work", t / "shown/h"),
+            Path("/tmp/secret"),
+        ),
+    )
+    system = [*system_mounts()] + [
+        Mount("hide" if is_dir else "null", path) for path, is_dir in kept_from_others()
+    ]
+    assert plan(pol) == [
+        *system,
+        Mount("tmpfs", Path("/tmp"), size=123),
+        Mount("tmpfs", home, size=123),
+        Mount("hide", Path("/tmp/secret")),
+        Mount("ro", t / "shown"),
+        Mount("rw", t / "work"),
+        Mount("ro", home / ".claude"),
+        Mount("rw", t / "shown/w"),
+        Mount("hide", t / "shown/h"),
+        Mount("hide", home / ".ssh"),
+        Mount("ro", t / "shown/h/deep"),
+    ]
+
+
+def test_sandbox_doctor_lists_each_mount_of_the_view_in_words(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    pol = _policy(
+        tmp_path,
+        home_dir=tmp_path / "kept",
+        readable=(tmp_path / "shown",),
+        writable=(tmp_path / "work",),
+        hidden=(home / ".ssh",),
+    )
+    words = {
+        "ro": "read-only",
+        "rw": "read-write",
+        "link": "symlink",
+        "tmpfs": "empty, private",
+        "hide": "hidden (empty)",
+        "null": "hidden (unreadable)",
+    }
+    system = [
+        {"path": str(m.path), "seen": words[m.kind], **({"from": m.source} if m.source else {})}
+        for m in system_mounts()
+    ] + [
+        {"path": str(path), "seen": words["hide" if is_dir else "null"]}
+        for path, is_dir in kept_from_others()
+    ]
+    assert {m["seen"] for m in system} >= {"read-only"}
+    assert listing(pol) == [
+        *system,
+        {"path": "/tmp", "seen": "empty, private"},
+        {"path": str(home), "seen": "read-write", "from": str(tmp_path / "kept")},
+        {"path": str(tmp_path / "shown"), "seen": "read-only"},
+        {"path": str(tmp_path / "work"), "seen": "read-write"},
+        {"path": str(home / ".ssh"), "seen": "hidden (empty)"},
+    ]

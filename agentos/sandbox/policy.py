@@ -49,7 +49,8 @@ class Policy:
 
 
 def resolve_limits(settings: SandboxSettings, *overrides: Limits | None) -> Resolved:
-    """The workspace's limits, each replaced by the first override that sets it."""
+    """The workspace's limits, each replaced by the last override that sets it (a check's own
+    limits, given after its package's, win)."""
     values = {k: getattr(settings, k) for k in ("memory", "cpu", "processes", "file_size", "disk")}
     for override in overrides:
         if override is None:
