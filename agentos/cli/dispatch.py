@@ -37,10 +37,24 @@ def stored_help(args: list[str]) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def _only_the_version(args: list[str]) -> bool:
+    """``--version``, with or without ``--workspace DIR`` (``-w DIR``, ``--workspace=DIR``)
+    around it: click answers that with the version alone, whatever the workspace."""
+    rest, i = [], 0
+    while i < len(args):
+        if args[i] in ("--workspace", "-w") and i + 1 < len(args):
+            i += 2
+            continue
+        if not args[i].startswith("--workspace="):
+            rest.append(args[i])
+        i += 1
+    return rest == ["--version"]
+
+
 def entry(args: list[str]) -> int:
     """``agentos ARGS``: the version and stored help answered here, the commands typed most
     by :mod:`agentos.cli.fast`, the rest by click."""
-    if args == ["--version"]:
+    if _only_the_version(args):
         from agentos import __version__
 
         sys.stdout.write(f"agentos, version {__version__}\n")
