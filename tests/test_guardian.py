@@ -76,6 +76,9 @@ def test_a_silent_hanging_agent_is_nudged_restarted_then_killed(
     def read(path: Path) -> str:
         return path.read_text() if path.exists() else ""
 
+    def pane(session: str) -> str:
+        return Sessions(ws.root).capture(session)
+
     g = Guardian(ws)
     try:
         now = time.time()
@@ -86,6 +89,9 @@ def test_a_silent_hanging_agent_is_nudged_restarted_then_killed(
         now += 601  # still silent, stuck_after after the nudge
         assert [a["action"] for a in g.cycle(now=now).agents] == ["restart"]
         wait_until(lambda: read(agent.files.log).count(banner) == 2, what="the agent again")
+        # and its pane shows it (the pane's tail of the log lags the log under load: a
+        # banner that reached the pane only after the next look is output there)
+        wait_until(lambda: pane(agent.session).count(banner) >= 2, what="the pane again")
         now += 1  # the restart printed: output, so healthy
         assert [(a["health"], a["action"]) for a in g.cycle(now=now).agents] == [
             ("healthy", "none")
