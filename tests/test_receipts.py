@@ -36,6 +36,7 @@ from agentos.receipts import (
     parse_receipt,
     read_receipt,
     receipt_id,
+    redact,
     verify_chain,
     verify_receipts,
     write_receipt,
@@ -138,6 +139,65 @@ def test_redaction_keeps_only_the_requests_sha256(ws: Workspace) -> None:
     text = receipt.path.read_text()
     assert "secret" not in text
     assert f"\nrequest_sha256: {hashlib.sha256(b'secret plan').hexdigest()}\n" in text
+
+
+def gone(text: str) -> str:
+    return f"[redacted: {len(text)} characters]"
+
+
+def test_redaction_hides_output_and_free_text_holding_a_word_of_the_request() -> None:
+    # Words of four characters or more, lowercased, a path's parts, dots stripped off a
+    # word's ends: lint, upgrade, xenial, ab.cd, src/quixotic/module.py, quixotic, module.
+    request = "Fix lint in src/Quixotic/module.py, upgrade Xenial; see ab.cd."
+    fields = {
+        "decision": "route",
+        "agent": "quixotic-fixer",
+        "message": "Quixotic parser fixed",
+        "summary": "fix: all green",
+        "reason": "lint failed",
+        "detail": "see ab.cd now",
+        "named": "a venial slip",
+        "paths": ["src/quixotic/util.py", "README.md", ""],
+        "output": "",
+        "tail": ["line one", "line two"],
+        "exit": 1,
+        "checks": [
+            {
+                "name": "upgrade done",
+                "command": "pytest -k quixotic",
+                "output": "ok",
+                "passed": True,
+            }
+        ],
+        "evidence": {"line": "quixotic at line 3", "note": "nothing here"},
+    }
+    assert redact(fields, request) == {
+        "decision": "route",
+        "agent": "quixotic-fixer",  # not free text: an agent's or a card's name
+        "message": gone("Quixotic parser fixed"),
+        "summary": "fix: all green",  # fix: shorter than four characters
+        "reason": gone("lint failed"),
+        "detail": gone("see ab.cd now"),
+        "named": "a venial slip",
+        "paths": [gone("src/quixotic/util.py"), "README.md", ""],
+        "output": "",
+        "tail": [gone("line one"), gone("line two")],
+        "exit": 1,
+        "checks": [
+            {
+                "name": gone("upgrade done"),
+                "command": "pytest -k quixotic",
+                "output": gone("ok"),
+                "passed": True,
+            }
+        ],
+        "evidence": {"line": gone("quixotic at line 3"), "note": "nothing here"},
+    }
+    # Without a request (a receipt of no run) only output is redacted.
+    assert redact({"output": "abc", "message": "xxxx marks"}, None) == {
+        "output": gone("abc"),
+        "message": "xxxx marks",
+    }
 
 
 @pytest.mark.parametrize(
