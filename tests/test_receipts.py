@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import locale
 import math
 import os
 import random
@@ -247,6 +248,138 @@ def test_receipts_cli_list_show_verify(cli: CliRunner, ws: Workspace) -> None:
     assert missing.stderr == f"error: id: no receipt 00000042 in {ws.receipts_dir}\n"
     ok = cli("receipts", "verify")
     assert (ok.returncode, ok.stdout) == (0, "receipts verified: 3 receipts, chain intact\n")
+
+
+def test_receipts_list_json_names_each_receipts_id_kind_time_run_and_file(
+    cli: CliRunner, ws: Workspace
+) -> None:
+    written = [
+        write_receipt(ws, "gate", {}, run_id="run-X"),
+        write_receipt(ws, "route", {}),
+        write_receipt(ws, "run", {}, run_id="run-X"),
+    ]
+
+    def listed(*args: str) -> object:
+        return json.loads(cli("receipts", "list", *args, "--json").stdout)
+
+    assert listed() == {
+        "receipts": [
+            {"id": r.id, "kind": r.kind, "time": r.time, "run_id": r.run_id, "path": str(r.path)}
+            for r in written
+        ]
+    }
+    assert [r["id"] for r in listed("--run", "run-X")["receipts"]] == ["00000001", "00000003"]
+
+
+def test_receipts_in_the_state_table_are_listed_shown_and_parsed_as_files_are(
+    cli: CliRunner, ws: Workspace, pg_server: Any, pg_url: str
+) -> None:
+    written = [
+        write_receipt(ws, "gate", {"n": 1}, run_id="run-1", request="make it pass"),
+        write_receipt(ws, "route", {"n": 2}),
+        write_receipt(ws, "run", {"n": 3}, run_id="run-1"),
+    ]
+    text = read_receipt(ws, "2")
+
+    assert [r.as_dict() for r in list_receipts(ws)] == [
+        {"id": r.id, "kind": r.kind, "time": r.time, "run_id": r.run_id, "path": None}
+        for r in written
+    ]
+    assert [r.id for r in list_receipts(ws, run_id="run-1")] == ["00000001", "00000003"]
+    assert text.startswith(f"receipt: 00000002\nkind: route\ntime: {written[1].time}\nn: 2\n")
+    assert load_receipt(ws, "00000001").as_dict() == {
+        **parse_receipt(read_receipt(ws, "1")).as_dict(),
+        "id": "00000001",
+        "path": None,
+        "kind": "gate",
+        "run": "run-1",
+        "request": "make it pass",
+        "fields": {"n": 1},
+    }
+    # A byte that is not UTF-8 put in the table is read as U+FFFD, not a crash.
+    pg_server.sql(
+        "UPDATE receipts SET text = text || '\\xff'::bytea WHERE seq = 2", database="agentos_shared"
+    )
+    assert read_receipt(ws, "2") == text + "\ufffd"
+
+
+def test_files_in_the_receipts_folder_not_named_like_a_receipt_are_not_listed(
+    ws: Workspace,
+) -> None:
+    chain(ws, 2)
+    for name in ("1.txt", "000000003.txt", "00000004.txt.tmp", "notes.txt"):
+        (ws.receipts_dir / name).write_text("receipt: 00000009\nkind: odd\ntime: t\n")
+    assert [r.id for r in list_receipts(ws)] == ["00000001", "00000002"]
+    shutil.rmtree(ws.receipts_dir)
+    assert list_receipts(ws) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "header"),
+    [
+        ((b"kind: gate\n", b"kind: gate \n"), ("gate ", "<time>", "run-X")),
+        ((b"kind: gate\n", b"kind: gate: edited\n"), ("gate: edited", "<time>", "run-X")),
+        ((b"kind: gate\n", b"kind: g\xffte\n"), ("g\ufffdte", "<time>", "run-X")),
+        ((b"run: run-X\n", b"run: run-X\nkind: other\n"), ("gate", "<time>", "run-X")),
+        ((b"run: run-X\n", b"note: \xff\nrun: run-Y\n"), ("gate", "<time>", None)),
+        ((b"kind: gate\n", b""), ("?", "<time>", "run-X")),
+        ((b"\ntime: ", b"\nwhen: "), ("gate", "?", None)),
+        ((b"receipt: 00000001\nkind: gate\ntime: ", b"time: "), ("?", "<time>", "run-X")),
+    ],
+    ids=[
+        "trailing-space",
+        "colon-in-value",
+        "not-utf-8",
+        "kind-twice",
+        "run-after-a-field",
+        "no-kind",
+        "no-time",
+        "no-kind-no-time",
+    ],
+)
+def test_receipts_list_reads_a_header_edited_by_hand_as_show_does(
+    ws: Workspace, edit: tuple[bytes, bytes], header: tuple[str, str, str | None]
+) -> None:
+    receipt = write_receipt(ws, "gate", {"note": "ok"}, run_id="run-X")
+    receipt.path.write_bytes(receipt.path.read_bytes().replace(*edit, 1))
+    (listed,) = list_receipts(ws)
+    parsed = load_receipt(ws, "1")
+    expected = tuple(receipt.time if v == "<time>" else v for v in header)
+    assert (listed.kind, listed.time, listed.run_id) == expected
+    assert (parsed.kind, parsed.time, parsed.run_id) == expected
+    assert parsed.id == "00000001"  # the file's name where its receipt line is gone
+
+
+@pytest.mark.parametrize("rid", ["0", "00000000.txt", "abc", "", "4x"])
+def test_an_id_that_is_not_a_receipts_is_named_so_in_one_line(
+    cli: CliRunner, ws: Workspace, rid: str
+) -> None:
+    chain(ws, 1)
+    shown = cli("receipts", "show", rid)
+    assert (shown.returncode, shown.stdout) == (2, "")
+    assert shown.stderr == f"error: id: {rid!r} is not a receipt id (like 00000042)\n"
+
+
+def test_receipts_are_read_as_utf_8_whatever_the_locale(ws: Workspace) -> None:
+    write_receipt(ws, "note", {"said": "déjà vu"}, request="café ☕")
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # ASCII: é would read as two U+FFFD
+    try:
+        text, parsed = read_receipt(ws, "1"), load_receipt(ws, "1")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert "\nrequest: café ☕\nsaid: déjà vu\n" in text
+    assert (parsed.request, parsed.fields, parsed.text) == ("café ☕", {"said": "déjà vu"}, text)
+
+
+def test_a_receipt_file_with_bytes_that_are_not_utf_8_is_read_with_u_fffd(
+    ws: Workspace,
+) -> None:
+    receipt = write_receipt(ws, "note", {"said": "ok"})
+    receipt.path.write_bytes(receipt.path.read_bytes().replace(b"said: ok", b"said: o\xff"))
+    text = read_receipt(ws, "1")
+    assert "\nsaid: o\ufffd\n" in text
+    assert load_receipt(ws, "1").fields == {"said": "o\ufffd"}
 
 
 # --- crashes and a missing head -----------------------------------------------------------
@@ -1922,41 +2055,53 @@ def test_receipts_show_json_prints_the_parsed_fields_and_the_text(
     }
 
 
+HAND = "receipt: 00000001\nkind: gate\ntime: t\n"
+DEEP = "".join(f"{'  ' * i}k{i}:\n" for i in range(600)) + f"{'  ' * 600}x: 1\n"
+
+
 @pytest.mark.parametrize(
-    ("text", "problem"),
+    ("text", "problem", "fields"),
     [
-        ("", "line 1: the header has no receipt, kind, time"),
-        ("receipt: 00000001\nkind: gate\ntime: t\n", None),
-        ("receipt: 00000001\nkind: gate\ntime: t\nok: 1\nno colon here\n", "line 5: expected"),
-        ("receipt: 00000001\nkind: gate\ntime: t\na:\nb: 2\n", "line 5: expected the indented"),
-        ("receipt: 00000001\nkind: gate\ntime: t\na: 1\n    b: 2\n", "line 5: more indented"),
-        ("receipt: 00000001\nkind: gate\ntime: t\nl:\n  - 1\n  x: 2\n", "line 6: expected a list"),
-        ('receipt: 00000001\nkind: gate\ntime: t\n"open: 1\n', "line 4: a quoted key"),
-        ("receipt: 00000001\nkind: gate\ntime: t\na: 1\n\nb: 2\n", "line 5: an empty line"),
-        ("\x00\xff\n\n\n- - -\n  :\n", "line 1: the header has no"),
+        ("", "line 1: the header has no receipt, kind, time", {}),
+        (HAND, None, {}),
+        (
+            HAND + "ok: 1\nno colon here\n",
+            "line 5: expected 'key: value', found 'no colon here'",
+            {"ok": 1},
+        ),
+        (HAND + "x" * 50 + "\n", f"line 4: expected 'key: value', found '{'x' * 40}'", {}),
+        (HAND + "a:b\n", "line 4: expected ': ' after the key 'a'", {}),
+        (HAND + "a:\nb: 2\n", "line 5: expected the indented lines of a mapping or a list", {}),
+        (HAND + "a: 1\n    b: 2\n", "line 5: more indented than the keys around it", {"a": 1}),
+        (HAND + "l:\n  - 1\n  x: 2\n", "line 6: expected a list item ('- ')", {}),
+        (HAND + "l:\n  -\nx: 1\n", "line 6: expected the items of a list in a list", {}),
+        (HAND + '"open: 1\n', "line 4: a quoted key that does not end", {}),
+        (HAND + "a: 1\n\nb: 2\n", "line 5: an empty line outside a | block", {"a": 1}),
+        (HAND + DEEP, "nested too deeply to read", {}),
+        ("\x00\xff\n\n\n- - -\n  :\n", "line 1: the header has no receipt, kind, time", {}),
     ],
     ids=[
         "empty",
         "no-fields",
         "no-colon",
+        "long-line",
+        "no-space",
         "no-children",
         "indent",
         "not-item",
+        "no-items",
         "quote",
         "gap",
+        "deep",
         "junk",
     ],
 )
 def test_a_receipt_edited_by_hand_is_read_as_far_as_it_goes_without_raising(
-    text: str, problem: str | None
+    text: str, problem: str | None, fields: dict[str, object]
 ) -> None:
     parsed = parse_receipt(text)
-    if problem is None:
-        assert parsed.problem is None
-    else:
-        assert parsed.problem is not None and parsed.problem.startswith(problem), parsed.problem
-    if text.startswith("receipt: 00000001\nkind: gate\ntime: t\na: 1\n"):
-        assert parsed.fields == {"a": 1}  # what came before the bad line is kept
+    assert (parsed.problem, parsed.fields) == (problem, fields)
+    assert parsed.id == ("00000001" if text.startswith("receipt: ") else "?")
 
 
 def test_random_bytes_never_make_the_parser_raise() -> None:
