@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from agentos.receipts import (
     read_receipt,
     receipt_id,
     redact,
+    rekey,
     verify_chain,
     verify_receipts,
     write_receipt,
@@ -199,6 +201,57 @@ def test_redaction_hides_output_and_free_text_holding_a_word_of_the_request() ->
         "output": gone("abc"),
         "message": "xxxx marks",
     }
+
+
+def test_fields_are_redacted_against_the_request_or_the_runs_request_it_is_about(
+    ws: Workspace,
+) -> None:
+    ws.settings_file.write_text("receipts: {redact: true}\n")
+    ws = Workspace(ws.root)
+    fields = {"message": "quixotic parser fixed", "output": "ok"}
+    kept = {"message": "quixotic parser fixed", "output": gone("ok")}
+    hidden = {"message": gone("quixotic parser fixed"), "output": gone("ok")}
+
+    def written(**kw: str) -> dict[str, object]:
+        return load_receipt(ws, write_receipt(ws, "note", fields, **kw).id).fields
+
+    assert written(request="fix quixotic") == hidden
+    assert written(request="fix quixotic", about="other words") == hidden
+    assert written(about="fix quixotic") == hidden
+    assert written(request="other words", about="fix quixotic") == kept
+    assert written() == kept
+
+
+def test_a_receipts_kind_must_be_a_lowercase_word(ws: Workspace) -> None:
+    with pytest.raises(BadInput) as refused:
+        write_receipt(ws, "Gate check", {})
+    assert (str(refused.value), refused.value.field) == (
+        "kind: 'Gate check' must be lowercase letters, digits and '-'",
+        "kind",
+    )
+    assert list_receipts(ws) == []
+
+
+def test_a_receipt_records_the_utc_time_it_was_written_to_the_microsecond(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def now() -> str:
+        ns = time.time_ns()
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + (
+            f".{ns // 1000 % 10**6:06d}Z"
+        )
+
+    monkeypatch.setenv("TZ", "XYZ-14")  # local time 14 hours ahead of UTC
+    time.tzset()
+    try:
+        before = now()
+        written = write_receipt(ws, "note", {})
+        after = now()
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert before <= written.time <= after
+    assert load_receipt(ws, written.id).time == written.time
 
 
 @pytest.mark.parametrize(
@@ -1238,6 +1291,85 @@ def test_rekey_replaces_a_valid_key_only_with_force(cli: CliRunner, ws: Workspac
     }
     assert (ws.state_dir / KEY).read_text() != before
     assert verify_chain(ws) == []
+
+
+@pytest.mark.parametrize(
+    ("before", "how", "signed"),
+    [("garbage\n", "unreadable", "00000001"), (None, "lost", "00000001"), ("", "lost", None)],
+    ids=["unreadable", "lost-after-one-receipt", "never-signed"],
+)
+def test_rekey_says_what_became_of_the_key_and_which_receipts_it_signed(
+    ws: Workspace, before: str | None, how: str, signed: str | None
+) -> None:
+    if signed is not None:
+        write_receipt(ws, "note", {})
+        if before is None:
+            (ws.state_dir / KEY).unlink()
+        else:
+            (ws.state_dir / KEY).write_text(before)
+    rid = receipt_id(2 if signed else 1)
+    with pytest.raises(BadInput) as refused:
+        rekey(ws, " \n")
+    done = rekey(ws, " why \n")
+    assert (str(refused.value), refused.value.field) == (
+        "reason: must say why the key is replaced",
+        "reason",
+    )
+    assert done.as_dict() == {
+        "receipt": rid,
+        "signed_from": rid,
+        "previous_key": how,
+        "previously_signed": signed,
+        "problems": [],
+    }
+    written = load_receipt(ws, rid)
+    assert (written.kind, written.signed_from, written.fields) == (
+        "rekey",
+        rid,
+        {"reason": "why", "previous_key": how, "previously_signed": signed, "problems": []},
+    )
+    assert verify_chain(ws) == []
+
+
+def test_rekey_called_without_force_keeps_a_valid_key(ws: Workspace) -> None:
+    chain(ws, 1)
+    before = (ws.state_dir / KEY).read_text()
+    with pytest.raises(BadInput, match="holds a valid key"):
+        rekey(ws, "why")
+    assert (ws.state_dir / KEY).read_text() == before
+    assert len(list_receipts(ws)) == 1
+
+
+def test_a_rekey_waits_while_a_verify_holds_the_chain(ws: Workspace) -> None:
+    chain(ws, 1)
+    (ws.state_dir / KEY).unlink()
+    done: list[str] = []
+    with (ws.receipts_dir / HEAD_FILE).open("rb") as head:
+        fcntl.flock(head, fcntl.LOCK_SH)  # as a verify in progress holds it
+        rekeying = threading.Thread(
+            target=lambda: done.append(rekey(ws, "lost").receipt.id), daemon=True
+        )
+        rekeying.start()
+        rekeying.join(timeout=1)  # what must not happen: a bounded wait
+        assert done == []
+    rekeying.join(timeout=30)
+    assert done == ["00000002"]
+
+
+def test_the_receipt_after_a_newest_one_forged_with_its_head_removed_links_to_the_forgery(
+    ws: Workspace,
+) -> None:
+    """The chain goes on from the newest receipt as it is on disk; the anchor is taken
+    instead only where receipts it names are gone from the end."""
+    chain(ws, 2)
+    _edit_and_rehash_keeping_the_mac(_r(ws, 2))
+    (ws.receipts_dir / HEAD_FILE).unlink()
+    write_receipt(ws, "note", {})
+    assert load_receipt(ws, "3").previous == f"00000002 {load_receipt(ws, '2').sha256}"
+    assert verify_chain(ws) == [
+        "00000002: its signature does not match the workspace's key: forged, or rewritten "
+        "with recomputed hashes"
+    ]
 
 
 def test_a_key_replaced_by_hand_without_a_rekey_receipt_fails_verify(ws: Workspace) -> None:
