@@ -44,7 +44,7 @@ from agentos.receipts import (
     verify_receipts,
     write_receipt,
 )
-from agentos.receipts.format import render, render_fields
+from agentos.receipts.format import parse_fields, render, render_fields
 from agentos.run.orchestrator import start_run
 from agentos.workspace.layout import Workspace, init_workspace
 
@@ -2094,6 +2094,54 @@ def test_random_nested_fields_round_trip(ws: Workspace) -> None:
     for i in range(150):
         fields = {f"f{j}": value(0) for j in range(rng.randrange(1, 5))}
         _round_trip(ws, "gate", fields, run_id=f"run-{i}", request=text())
+
+
+def test_a_value_is_written_the_plainest_way_that_reads_back_the_same() -> None:
+    assert render_fields({"who": "Xavier"}) == ["who: Xavier"]
+    assert render_fields({"out": "X\nY"}) == ["out: |", "  X", "  Y"]
+    # Only control characters and line separators are escaped: cat shows the rest.
+    assert render_fields({"said": '"déjà vu" ☕', "map": {"clé": "été\u2028"}}) == [
+        'said: "\\"déjà vu\\" ☕"',
+        "map:",
+        '  "clé": "été\\u2028"',
+    ]
+    # A block keeps leading spaces, never trailing ones (cat would not show them), and its
+    # empty lines are empty.
+    blocks = {"out": "  indented\nline", "sp": "a \nb", "gap": "a\n\nb", "l": ["a\n\nb"]}
+    assert render_fields(blocks) == [
+        "out: |",
+        "    indented",
+        "  line",
+        'sp: "a \\nb"',
+        "gap: |",
+        "  a",
+        "",
+        "  b",
+        "l:",
+        "  - |",
+        "      a",
+        "",
+        "      b",
+    ]
+
+
+def test_fields_alone_are_numbered_from_line_1() -> None:
+    assert parse_fields(["ok: 1", "no colon"]) == (
+        {"ok": 1},
+        "line 2: expected 'key: value', found 'no colon'",
+    )
+
+
+def test_a_sets_items_are_written_sorted_by_their_text() -> None:
+    words = {"delta", "alpha", "echo", "bravo", "golf", "charlie", "foxtrot", "hotel"}
+    assert render_fields({"s": words, "n": {10, 9, 100}}) == [
+        "s:",
+        *(f"  - {w}" for w in sorted(words)),
+        "n:",
+        "  - 10",
+        "  - 100",
+        "  - 9",
+    ]
 
 
 def test_a_redacted_request_reads_back_as_its_sha256(ws: Workspace) -> None:
