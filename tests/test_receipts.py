@@ -312,7 +312,7 @@ def test_receipts_list_json_names_each_receipts_id_kind_time_run_and_file(
         write_receipt(ws, "run", {}, run_id="run-X"),
     ]
 
-    def listed(*args: str) -> object:
+    def listed(*args: str) -> Any:
         return json.loads(cli("receipts", "list", *args, "--json").stdout)
 
     assert listed() == {
