@@ -362,13 +362,18 @@ def _asked_in(python: str) -> str | None:
     return json.dumps([python, real, st.st_size, st.st_mtime_ns, st.st_ino, here, variables])
 
 
-def _chosen_by(python: str) -> list[list[Any]]:
+def _chosen_by(python: str) -> list[list[Any]] | None:
     """What a script that starts another interpreter may choose it by: every environment
     variable (as one sha256: the cache is no place for the secrets they hold), and the
-    version files, each with its stamp (None where there is none)."""
+    version files, each with its stamp (None where there is none); None when the working
+    directory is gone (nothing is kept then)."""
     env = os.environ
     variables = json.dumps(sorted(env.items())).encode("utf-8", "surrogateescape")
-    starts = [Path(os.getcwd())] + ([Path(env["PYENV_DIR"])] if env.get("PYENV_DIR") else [])
+    try:
+        here = Path(os.getcwd())
+    except OSError:
+        return None
+    starts = [here] + ([Path(env["PYENV_DIR"])] if env.get("PYENV_DIR") else [])
     files = [str(d / name) for s in starts for d in (s, *s.parents) for name in _VERSION_FILES]
     roots = [Path(python).parent.parent, Path(os.path.realpath(python)).parent.parent]
     roots += [Path(env["PYENV_ROOT"])] if env.get("PYENV_ROOT") else []
@@ -379,6 +384,12 @@ def _chosen_by(python: str) -> list[list[Any]]:
     files += [str(Path(config) / "mise" / "config.toml")] if config else []
     files += ["/etc/mise/config.toml"]
     return [["env", hashlib.sha256(variables).hexdigest()], *([f, _stamp(f)] for f in files)]
+
+
+def _same_choice(kept: object, python: str) -> bool:
+    """Whether a script would choose as it did when its answer was kept."""
+    now = _chosen_by(python)
+    return now is not None and kept == now
 
 
 def _python3_has_pytest(
@@ -399,7 +410,7 @@ def _python3_has_pytest(
                 and all(_stamp(path) == stamp for path, stamp in answer["stamps"])
                 and (
                     answer.get("chosen_by") is None
-                    or (keep_yes_of_a_script and answer["chosen_by"] == _chosen_by(python))
+                    or (keep_yes_of_a_script and _same_choice(answer["chosen_by"], python))
                 )
             ):
                 return bool(answer["pytest"])
@@ -426,10 +437,11 @@ def _python3_has_pytest(
     settled = all(s is None or s < recent for _, s in found_stamps)
     stamps: list[list[Any]] = [[p, s] for p, s in found_stamps]
     chosen_by = None if itself else _chosen_by(python)
-    if chosen_by is not None:  # a script: only a yes, where asked to, its choice unchanged
+    if not itself:  # a script: only a yes, where asked to, its choice unchanged
         settled = (
             settled
             and found
+            and chosen_by is not None
             and chosen_by == chosen_before
             and all(s is None or s < recent for _, s in chosen_by[1:])
         )
