@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from agentos.gate.detect import IN_REPO_VENVS
 from agentos.gate.trees import Entry
 
 # Files that decide how the tests run, by name, anywhere in the tree.
@@ -34,12 +35,11 @@ SHARED_CONFIG = ("pyproject.toml", "setup.cfg", "tox.ini", "tox.toml")
 REPO_FILE = ".agentos.yaml"
 # What chooses the interpreter the tests run with (and AgentOS asks, unconfined, whether it
 # has pytest): a version manager's files, PDM's recorded interpreter, Poetry's and Hatch's
-# environment settings, and a virtual environment in the repository (agentos.gate.detect).
+# environment settings, and a virtual environment in the repository (IN_REPO_VENVS).
 ENVIRONMENT_FILES = (
     ".pdm-python", ".python-version", ".tool-versions", "mise.toml", ".mise.toml",
     "poetry.toml",
 )  # fmt: skip
-IN_REPO_VENVS = (".venv", "venv")
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
 _ONE_BY_ONE = 5  # tests removed from one file named one by one; more are counted
 _SKIPPING = re.compile(
@@ -452,13 +452,7 @@ def _runner_finding(path: str, new: str | None, old: str | None, runner: str) ->
     if is_environment_file(path):
         return [Finding(f"test environment {verb}", path, "which interpreter runs the tests")]
     if path == "hatch.toml":
-        if _hatch_envs(_toml(old), "envs") == _hatch_envs(_toml(new), "envs"):
-            return []
-        return [
-            Finding(
-                "test environment changed", f"{path} [envs]", "which interpreter runs the tests"
-            )
-        ]
+        return _hatch_env_findings(path, _toml(old), _toml(new), "envs")
     if name == ".gitattributes":
         return [Finding(f"git attributes {verb}", path, "how git checks the files out")]
     if path == "pyproject.toml":
@@ -544,15 +538,18 @@ def _toml_finding(path: str, new: str | None, old: str | None, runner: str) -> l
         if table(before, *keys) != table(after, *keys):
             found.append(Finding("test configuration changed", f"{path} [{'.'.join(keys)}]"))
 
-    if _hatch_envs(before, "tool", "hatch", "envs") != _hatch_envs(after, "tool", "hatch", "envs"):
-        found.append(
-            Finding(
-                "test environment changed",
-                f"{path} [tool.hatch.envs]",
-                "which interpreter runs the tests",
-            )
-        )
-    return found
+    return found + _hatch_env_findings(path, before, after, "tool", "hatch", "envs")
+
+
+def _hatch_env_findings(
+    path: str, before: dict[str, object], after: dict[str, object], *keys: str
+) -> list[Finding]:
+    """A finding when Hatch's environments (the table at ``keys``) moved or took another
+    interpreter between ``before`` and ``after``."""
+    if _hatch_envs(before, *keys) == _hatch_envs(after, *keys):
+        return []
+    where = f"{path} [{'.'.join(keys)}]"
+    return [Finding("test environment changed", where, "which interpreter runs the tests")]
 
 
 def _hatch_envs(data: dict[str, object], *keys: str) -> dict[str, object]:
