@@ -418,11 +418,10 @@ class AgentDriver:
         next_session_check = time.monotonic() + SESSION_CHECK_EVERY
         pause = FIRST_POLL
         # The exit file is seen as it is written (a watch on the io folder, made before the
-        # first look), not at the next of the looks below.
+        # first look: an exit after a look wakes the wait), not at the next of the looks.
         io = DirWatch(agent.files.io)
         try:
             while True:
-                io.changes()  # (drained before the look: what comes after it wakes the wait)
                 code = agent.files.exit_code()
                 if code is not None:
                     return code
