@@ -2125,6 +2125,37 @@ def test_a_value_is_written_the_plainest_way_that_reads_back_the_same() -> None:
     ]
 
 
+def test_a_string_is_written_by_the_same_rule_at_any_length_and_every_time() -> None:
+    # The written form of a short string is kept from one receipt to the next (a long one is
+    # not): either way, and the first time as after, a string is plain only when it reads
+    # back as itself.
+    for n in (199, 200, 201, 400):
+        pad, digits = "x" * (n - 4), "4" * n
+        fields = {
+            "plain": f"{pad}okay",
+            "number": digits,
+            "spaced": f" {pad}abc",
+            "items": [f"{pad}a: b", digits, f"{pad}okay", 7],
+            "map": {f"{pad}k y": "v", f"{pad}key": "null"},
+        }
+        expected = [
+            f"plain: {pad}okay",
+            f'number: "{digits}"',
+            f'spaced: " {pad}abc"',
+            "items:",
+            f'  - "{pad}a: b"',
+            f'  - "{digits}"',
+            f"  - {pad}okay",
+            "  - 7",
+            "map:",
+            f'  "{pad}k y": v',
+            f'  {pad}key: "null"',
+        ]
+        assert render_fields(fields) == expected
+        assert render_fields(fields) == expected
+        assert parse_fields(expected) == (fields, None)
+
+
 def test_fields_alone_are_numbered_from_line_1() -> None:
     assert parse_fields(["ok: 1", "no colon"]) == (
         {"ok": 1},

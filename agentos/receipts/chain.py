@@ -209,6 +209,8 @@ class Chain(Chained):
     The anchor is a file outside the folder (``.agentos/receipts.anchor``).
     """
 
+    directory: Path
+
     def __init__(self, directory: Path, *, exclusive: bool, anchor: Path | None = None) -> None:
         self.directory = directory
         self.where = str(directory)
@@ -240,7 +242,7 @@ class Chain(Chained):
         return read_regular(name, self.fd)
 
     def path(self, name: str) -> Path:
-        return Path(self.where) / name
+        return self.directory / name
 
     def exists(self, name: str) -> bool:
         try:

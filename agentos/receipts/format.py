@@ -17,6 +17,7 @@ written as. It never raises: what it cannot read is named in the result's ``prob
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -32,6 +33,7 @@ _JSON_ESCAPE = re.compile(r"[\x7f-\x9f\u2028\u2029]")  # json.dumps leaves these
 # How a mapping's line starts: a plain or a JSON-quoted key, then ':' and a space or nothing.
 _KEY_START = re.compile(r'(?:[A-Za-z_][A-Za-z0-9_.-]*|"(?:[^"\\]|\\.)*"):(?: |$)')
 _INT_RE = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_SCALARS = frozenset({type(None), bool, int, float})  # written by _scalar alone
 
 
 # --- writing ------------------------------------------------------------------------------
@@ -65,7 +67,23 @@ def _scalar(value: object) -> str:
     if isinstance(value, int | float):
         return repr(value)
     text = str(value)
+    return _text(text) if type(text) is str else _written(text)
+
+
+def _written(text: str) -> str:
     return text if _plain_reads_back(text) else _quoted(text)
+
+
+_written_short = functools.lru_cache(maxsize=2048)(_written)
+
+
+def _text(text: str) -> str:
+    """A string scalar as written. Receipts repeat their short strings (card, agent and
+    check names, reasons), so those are kept; a long one (a request) is not."""
+    return _written_short(text) if len(text) <= _KEPT else _written(text)
+
+
+_KEPT = 200  # the longest string whose written form is kept
 
 
 def _is_block(value: object) -> bool:
@@ -83,6 +101,9 @@ def _key(key: object) -> str:
     return text if KEY_RE.match(text) else _quoted(text)
 
 
+_plain_key = functools.lru_cache(maxsize=1024)(_key)  # a str key (a short name, repeated)
+
+
 def _items(
     value: list[object] | tuple[object, ...] | set[object] | frozenset[object],
 ) -> list[object]:
@@ -91,13 +112,16 @@ def _items(
 
 def render(key: str, value: object, pad: str, out: list[str]) -> None:
     """Append the lines of ``key: value`` at indentation ``pad`` to ``out``."""
-    if isinstance(value, Mapping):
+    if type(value) is str and "\n" not in value:  # most values: a string of one line
+        out.append(f"{pad}{key}: {_text(value)}")
+    elif type(value) in _SCALARS:
+        out.append(f"{pad}{key}: {_scalar(value)}")
+    elif isinstance(value, Mapping):
         if not value:
             out.append(f"{pad}{key}: {{}}")
             return
         out.append(f"{pad}{key}:")
-        for k, v in value.items():
-            render(_key(k), v, pad + "  ", out)
+        _render_mapping(value, pad + "  ", out)
     elif isinstance(value, list | tuple | set | frozenset):
         items = _items(value)
         if not items:
@@ -113,11 +137,22 @@ def render(key: str, value: object, pad: str, out: list[str]) -> None:
         out.append(f"{pad}{key}: {_scalar(value)}")
 
 
+def _render_mapping(value: Mapping[object, object], pad: str, out: list[str]) -> None:
+    """A mapping's items at ``pad``; a short string key or value is taken as kept."""
+    for k, v in value.items():
+        key = _plain_key(k) if type(k) is str and len(k) <= _KEPT else _key(k)
+        if type(v) is str and "\n" not in v:
+            out.append(f"{pad}{key}: {_text(v)}")
+        else:
+            render(key, v, pad, out)
+
+
 def _render_item(item: object, pad: str, out: list[str]) -> None:
-    if isinstance(item, Mapping) and item:
+    if type(item) is str and "\n" not in item:  # most items: a string of one line
+        out.append(f"{pad}- {_item_text(item)}")
+    elif isinstance(item, Mapping) and item:
         first = len(out)
-        for k, v in item.items():
-            render(_key(k), v, pad + "  ", out)
+        _render_mapping(item, pad + "  ", out)
         out[first] = f"{pad}- {out[first][len(pad) + 2 :]}"
     elif isinstance(item, list | tuple | set | frozenset) and item:
         out.append(f"{pad}-")
@@ -127,12 +162,27 @@ def _render_item(item: object, pad: str, out: list[str]) -> None:
         out.append(f"{pad}- |")
         out.extend(f"{pad}    {line}" if line else "" for line in str(item).split("\n"))
     else:
-        rendered: list[str] = []
-        render("", item, "", rendered)
-        text = rendered[0][2:]
-        if _KEY_START.match(text):  # a string that would read as a mapping's first key
-            text = _quoted(str(item))
-        out.append(f"{pad}- {text}")
+        out.append(f"{pad}- {_item_scalar(item)}")
+
+
+def _item_scalar(item: object) -> str:
+    """A list item's scalar as written."""
+    rendered: list[str] = []
+    render("", item, "", rendered)
+    text = rendered[0][2:]
+    if _KEY_START.match(text):  # a string that would read as a mapping's first key
+        text = _quoted(str(item))
+    return text
+
+
+@functools.lru_cache(maxsize=2048)
+def _item_short(item: str) -> str:
+    return _item_scalar(item)
+
+
+def _item_text(item: str) -> str:
+    """A list item's string as written (kept when short, as :func:`_text` does)."""
+    return _item_short(item) if len(item) <= _KEPT else _item_scalar(item)
 
 
 def render_fields(fields: Mapping[str, object]) -> list[str]:

@@ -14,7 +14,6 @@ rekey``, whose receipt says so. Several writers of one chain share one key
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ class Key:
     first_signed: int
 
     def mac(self, *parts: str) -> str:
-        return hmac.new(self.secret, " ".join(parts).encode(), hashlib.sha256).hexdigest()
+        return hmac.digest(self.secret, " ".join(parts).encode(), "sha256").hex()
 
     def matches(self, mac: str, *parts: str) -> bool:
         return hmac.compare_digest(mac, self.mac(*parts))
