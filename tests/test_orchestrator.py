@@ -5,9 +5,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -444,6 +446,37 @@ def test_a_large_repository_is_checked_out_sparsely_to_the_paths_a_package_names
         Path(f).name for f in files
     )  # the merge kept what the agent never saw
     assert (repo / "docs" / "notes.md").read_text() == "outside\n"  # new files outside count
+
+
+def test_a_git_without_add_sparse_still_commits_and_merges_the_agents_work(
+    ws: Workspace, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `git add --sparse` is git 2.34's: an older git refuses the option (exit 129), and its
+    # plain `add -A` takes everything.
+    old = tmp_path / "old-git"
+    old.mkdir()
+    (old / "git").write_text(
+        textwrap.dedent(f"""\
+            #!/bin/sh
+            for a in "$@"; do
+              if [ "$a" = --sparse ] && [ -n "$add" ]; then
+                touch {old}/refused; echo "error: unknown option 'sparse'" >&2; exit 129
+              fi
+              [ "$a" = add ] && add=1
+            done
+            exec {shutil.which("git")} "$@"
+            """)
+    )
+    (old / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{old}:{os.environ['PATH']}")
+    add_agent(ws, tmp_path, "elder", "mkdir -p docs && echo kept > docs/notes.md\n")
+
+    report = start_run(ws, "elder-task", repo, force=True)
+
+    assert (old / "refused").exists()
+    assert report.status == "succeeded", report.message
+    assert (repo / "docs" / "notes.md").read_text() == "kept\n"
+    assert branches(repo) == ["main"]
 
 
 def test_a_vague_request_is_refused_unless_forced_and_the_receipt_says_so(

@@ -27,6 +27,7 @@ from _projects import (  # noqa: F401 -- fixtures
 from conftest import CliRunner, git, make_repo
 
 from agentos.errors import NotFound, ValidationFailed
+from agentos.gate.prepare import IgnoredFiles
 from agentos.gate.repo import (
     SITE_DIR,
     SITE_MAP_VARIABLE,
@@ -549,6 +550,28 @@ def test_prepare_worktree_copies_built_files_and_says_where_they_came_from(
     assert not (tree / ".env").exists() and not (tree / "build").exists()
     assert git(tree, "status", "--porcelain") == ""  # nothing to commit by accident
     assert prepare_worktree(profile, tree) == []  # already there
+
+
+def test_a_runs_worktrees_get_the_build_products_of_one_listing(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    # A run lists the main checkout's ignored files once (IgnoredFiles): every worktree of
+    # the run, at its set-up and before each gate, gets the same build products.
+    repo = make_repo(tmp_path / "repo", {".gitignore": "*.so\n", "src/pkg/__init__.py": ""})
+    (repo / "src/pkg/_a.so").write_text("ELF")
+    trees = [tmp_path / name for name in ("one", "two")]
+    for tree in trees:
+        git(repo, "worktree", "add", "-q", "-b", tree.name, str(tree))
+    profile, ignored = repo_profile(ws, repo), IgnoredFiles(repo)
+
+    prepare_worktree(profile, trees[0], ignored)
+    (repo / "src/pkg/_b.so").write_text("ELF")  # built in the main checkout meanwhile
+    prepare_worktree(profile, trees[1], ignored)
+
+    for tree in trees:
+        assert sorted(p.name for p in (tree / "src/pkg").glob("*.so")) == ["_a.so"]
+    prepare_worktree(profile, trees[1])  # without the run's listing: listed now
+    assert sorted(p.name for p in (trees[1] / "src/pkg").glob("*.so")) == ["_a.so", "_b.so"]
 
 
 # --- the import shim on real editable installs --------------------------------------------

@@ -54,6 +54,7 @@ from agentos.errors import AgentOSError, EnvironmentBroken, NotFound, OperationF
 from agentos.gate.detect import venv_python
 from agentos.gate.environment import gate_environment, missing_programs
 from agentos.gate.judge import TestChanges
+from agentos.gate.prepare import IgnoredFiles
 from agentos.gate.repo import RepoProfile, check_profile, prepare_worktree
 from agentos.gate.results import GateResult
 from agentos.hub.manifest import Manifest
@@ -509,6 +510,7 @@ class _Attempt:
             spec.named,
             spec.allow,
             record_gate=self._keep_gate,
+            ignored=IgnoredFiles(self.cache),
         )
 
     def _keep_gate(self, fields: dict[str, Any]) -> str:
@@ -526,7 +528,7 @@ class _Attempt:
             spec.repo.start,
             sparse_paths=spec.manifest.paths or None,
         )
-        for note in prepare_worktree(self.profile, agent.worktree):
+        for note in prepare_worktree(self.profile, agent.worktree, ctx.ignored):
             self.say(Note(f"{agent.name}: {note}"))
         agent.egress = open_egress(ctx.sandbox, spec.manifest, self.files)
         atomic_write(agent.worktree / "AGENTOS_CONTEXT.md", spec.context, durable=False)

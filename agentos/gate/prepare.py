@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 EXTENSION_SUFFIXES = (".so", ".pyd")
@@ -87,13 +88,32 @@ def _listing(names: list[str]) -> str:
     return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
 
 
-def copy_built_files(repo: Path, worktree: Path, venv: Path | None) -> list[str]:
-    """Copy the main checkout's ignored build products into ``worktree``; notes on what."""
+class IgnoredFiles:
+    """The main checkout's git-ignored files, listed once: a run's agents get the same
+    build products at their set-up and before each gate, for one git process a run."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self._lock = threading.Lock()
+        self._names: list[str] | None = None
+
+    def names(self) -> list[str]:
+        with self._lock:
+            if self._names is None:
+                self._names = _ignored_files(self.repo)
+            return self._names
+
+
+def copy_built_files(
+    repo: Path, worktree: Path, venv: Path | None, ignored: IgnoredFiles | None = None
+) -> list[str]:
+    """Copy the main checkout's ignored build products into ``worktree``; notes on what.
+    ``ignored``: the listing of them, when the caller keeps one (else listed now)."""
     if worktree == repo.resolve() or not worktree.is_dir():
         return []
     extensions: list[str] = []
     generated: list[str] = []
-    for rel in _ignored_files(repo):
+    for rel in ignored.names() if ignored is not None else _ignored_files(repo):
         if not _wanted(repo, rel, venv):
             continue
         source, target = repo / rel, worktree / rel

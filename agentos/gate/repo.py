@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentos.errors import BadInput, NotFound, ValidationFailed
 from agentos.gate.detect import SETTINGS_HINT, detect, pytest_command, python3_problems
-from agentos.gate.prepare import copy_built_files, editable_notes
+from agentos.gate.prepare import IgnoredFiles, copy_built_files, editable_notes
 from agentos.workspace.layout import Workspace
 from agentos.workspace.settings import RepoSettings
 
@@ -450,15 +450,18 @@ def _findable(program: str, path: str | None) -> bool:
 # --- the worktree -------------------------------------------------------------------------
 
 
-def prepare_worktree(profile: RepoProfile, worktree: Path) -> list[str]:
+def prepare_worktree(
+    profile: RepoProfile, worktree: Path, ignored: IgnoredFiles | None = None
+) -> list[str]:
     """Ready ``worktree`` to be tested like the main checkout; return notes for the person.
 
     Files the main checkout built and git ignores, inside its Python packages, are copied
     to the same place in the worktree when it has none: compiled extensions (``*.so``,
     ``*.pyd``; built from the main checkout's sources, which the notes say), generated
     version modules, compiled translations. Editable installs that the import shim cannot
-    redirect are named too."""
-    notes = copy_built_files(profile.repo, worktree.resolve(), profile.venv)
+    redirect are named too. ``ignored``: the run's listing of the main checkout's ignored
+    files (listed now without one)."""
+    notes = copy_built_files(profile.repo, worktree.resolve(), profile.venv, ignored)
     notes += editable_notes(profile.repo, profile.venv)
     return notes
 

@@ -20,6 +20,7 @@ from typing import Any
 from agentos.errors import AgentOSError, EnvironmentBroken
 from agentos.gate.environment import gate_environment
 from agentos.gate.judge import Judging, TestChanges
+from agentos.gate.prepare import IgnoredFiles
 from agentos.gate.repo import RepoProfile, check_profile, prepare_worktree
 from agentos.gate.results import GateResult, environment_failure, gate_receipt_fields, with_failure
 from agentos.gate.runner import run_gate, run_judging
@@ -78,6 +79,8 @@ class RunContext:
     # unless given. A node of a cluster hands them back to the driver, who writes the one
     # chain (agentos.cluster).
     record_gate: Callable[[dict[str, Any]], str] | None = None
+    # The main checkout's ignored files, listed once for the run's worktrees (set-up, gates).
+    ignored: IgnoredFiles | None = None
 
 
 def record_ended(ctx: RunContext, agent: AgentState) -> None:
@@ -113,7 +116,7 @@ class AgentDriver:
         )
         if self.ctx.guard is not None:
             self.ctx.guard.watch(wt.admin_dir(agent.worktree) / "config.worktree")
-        for note in prepare_worktree(self.ctx.profile, agent.worktree):
+        for note in prepare_worktree(self.ctx.profile, agent.worktree, self.ctx.ignored):
             self._note(agent, note)
         agent.egress = open_egress(self.ctx.sandbox, agent.manifest, agent.files)
 
@@ -241,14 +244,14 @@ class AgentDriver:
         )
         # The gate judges exactly what would land: the commit, not files git ignores.
         dropped = [p for p in wt.to_commit(agent.worktree) if not _CACHE.search(p)]
-        prepare_worktree(self.ctx.profile, agent.worktree)
+        prepare_worktree(self.ctx.profile, agent.worktree, self.ctx.ignored)
         if dropped:
             self._note(
                 agent,
                 "files git ignores are not part of the work and were removed "
                 f"before the gate: {', '.join(dropped[:10])}",
             )
-        gate = self._run_checks(agent)
+        gate = self._run_checks(agent, head)
         # Past its budget, its work is not taken, whatever the gate says.
         passed = agent.exit_code == 0 and gate.passed and agent.limit != "budget"
         fields = {
@@ -290,9 +293,10 @@ class AgentDriver:
             # environment broke (an agent deleting its test script is the agent's failure).
             raise EnvironmentBroken(broken, file=self.ctx.repo, field="tests")
 
-    def _run_checks(self, agent: AgentState) -> GateResult:
-        """The agent's checks on its worktree, confined; then the worktree is put back to
-        the commit (what the checks wrote is not the agent's work)."""
+    def _run_checks(self, agent: AgentState, head: str) -> GateResult:
+        """The agent's checks on its worktree at commit ``head``, confined; then the
+        worktree is put back to the commit (what the checks wrote is not the agent's
+        work)."""
         gate_env = gate_environment(self.ctx.profile, agent.worktree)
         gate = run_gate(
             agent.checks,
@@ -313,7 +317,7 @@ class AgentDriver:
         agent.files.check_pid.unlink(missing_ok=True)
         if agent.checks:  # (no check ran, none wrote anything: the worktree is the commit)
             wt.reset_to_head(agent.worktree)
-        nested = wt.new_gitlinks(agent.worktree, agent.base or self.ctx.base)
+        nested = wt.new_gitlinks(agent.worktree, agent.base or self.ctx.base, head)
         if nested:
             gate = with_failure(
                 gate,

@@ -30,6 +30,7 @@ from agentos.errors import (
 from agentos.gate.detect import SETTINGS_HINT
 from agentos.gate.environment import gate_environment, missing_programs
 from agentos.gate.judge import TestChanges, reported_outcome
+from agentos.gate.prepare import IgnoredFiles
 from agentos.gate.repo import (
     COLLECT_TIMEOUT,
     REPO_FILE,
@@ -160,6 +161,7 @@ class Orchestrator:
         self.scene: Scene | None = None
         self.guard: GitGuard | None = None
         self.git_admin_restored: list[str] = []
+        self._kept_tips: dict[str, str] | None = None  # the branches the teardown kept
         self.named: tuple[str, ...] = ()  # what the request names (the interview's)
         self.allow = (  # the test changes the agents may make
             TestChanges(True, (), "--allow-test-changes")
@@ -573,6 +575,7 @@ class Orchestrator:
                 dict(self.options.env),
                 self.named,
                 self.allow,
+                ignored=IgnoredFiles(self.repo),
             )
         )
         return self._dispatcher
@@ -801,9 +804,15 @@ class Orchestrator:
             empty = [
                 a for a in self.agents if tips is not None and tips.get(a.branch, a.base) == a.base
             ]
-            self._tolerant(
+            deleted = self._tolerant(
                 "delete empty branches", wt.delete_branch, self.repo, *(a.branch for a in empty)
             )
+            others = {a.branch: tips[a.branch] for a in self.agents if tips and a not in empty}
+            succeeded = self.report.status is RunStatus.SUCCEEDED
+            if tips is not None and deleted and not (others and succeeded):
+                # What git said before it deleted the empty ones is what stays: the run's
+                # receipt need not ask again.
+                self._kept_tips = {b: t for b, t in others.items() if t}
             if self.report.status is RunStatus.SUCCEEDED:  # merged: attempts kept out of sight
                 self._tolerant(
                     "archive merged branches",
@@ -873,7 +882,9 @@ class Orchestrator:
 
     def _final_receipt(self) -> None:
         try:
-            kept = wt.branch_tips(self.repo, (a.branch for a in self.report.agents))
+            kept = self._kept_tips
+            if kept is None:
+                kept = wt.branch_tips(self.repo, (a.branch for a in self.report.agents))
         except AgentOSError:  # git cannot tell: every branch is said to be kept
             kept = {a.branch: "" for a in self.report.agents}
         fields = {

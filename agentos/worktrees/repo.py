@@ -115,14 +115,20 @@ def git_result(
         missing = "git is not installed" if exc.filename == "git" else str(exc)
         raise MissingTool(f"{missing} (or {repo_dir} is gone)", field="git") from None
     if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        # The subcommand, past any `-c key=value` options given before it.
-        words = iter(args)
-        command = next((a for a in words if not (a == "-c" and next(words, None))), "?")
-        raise OperationFailed(
-            f"git {command} failed in {repo_dir}: {detail[-1] if detail else result.returncode}"
-        )
+        raise _failed(repo_dir, args, result)
     return result
+
+
+def _failed(
+    repo_dir: Path, args: tuple[str, ...], result: subprocess.CompletedProcess[str]
+) -> OperationFailed:
+    detail = (result.stderr or result.stdout).strip().splitlines()
+    # The subcommand, past any `-c key=value` options given before it.
+    words = iter(args)
+    command = next((a for a in words if not (a == "-c" and next(words, None))), "?")
+    return OperationFailed(
+        f"git {command} failed in {repo_dir}: {detail[-1] if detail else result.returncode}"
+    )
 
 
 # --- one writer of a repository's refs and worktrees at a time ------------------------------
@@ -342,10 +348,19 @@ def commit_all(worktree: Path, message: str, author: str) -> str | None:
     """Commit everything the agent changed; returns the commit, or None when nothing changed."""
     if not worktree.is_dir():
         return None
-    sparse = git_result(worktree, "sparse-checkout", "list", check=False).returncode == 0
-    # In a sparse worktree, new files outside the sparse paths are the agent's work too.
-    git_result(worktree, "add", "-A", *(["--sparse"] if sparse else []))
+    # In a sparse worktree, new files outside the sparse paths are the agent's work too:
+    # `add --sparse` takes them (and is plain `add` in a worktree that is not sparse). A git
+    # before 2.34 has no --sparse, and its `add` takes them without it.
+    add = ("add", "-A", "--sparse")
+    added = git_result(worktree, *add, check=False)
+    if added.returncode == _USAGE:
+        git_result(worktree, *add[:2])
+    elif added.returncode != 0:
+        raise _failed(worktree, add, added)
     return commit_staged(worktree, message, author) or None
+
+
+_USAGE = 129  # git's exit code for an option it does not know
 
 
 def commit_staged(worktree: Path, message: str, author: str) -> str:
@@ -387,11 +402,13 @@ def touches(repo_dir: Path, base: str, commit: str, path: str) -> bool:
     return bool(out.strip())
 
 
-def new_gitlinks(worktree: Path, base: str) -> list[str]:
-    """Paths that HEAD records as a nested repository (a gitlink) and ``base`` did not: a
-    repository an agent made inside its worktree lands as a pointer to a commit the target
-    does not have, never as its files."""
-    out = git_result(worktree, "diff", "--raw", "--no-renames", base, "HEAD", check=False).stdout
+def new_gitlinks(worktree: Path, base: str, commit: str = "HEAD") -> list[str]:
+    """Paths that ``commit`` records as a nested repository (a gitlink) and ``base`` did
+    not: a repository an agent made inside its worktree lands as a pointer to a commit the
+    target does not have, never as its files."""
+    if commit == base:  # no work: nothing new
+        return []
+    out = git_result(worktree, "diff", "--raw", "--no-renames", base, commit, check=False).stdout
     found = []
     for line in out.splitlines():
         meta, _, path = line.partition("\t")
@@ -439,10 +456,12 @@ def branch_exists(repo_dir: Path, branch: str) -> bool:
     )
 
 
-def delete_branch(repo_dir: Path, *branches: str) -> None:
-    if branches:
-        with repo_lock(repo_dir):
-            git_result(repo_dir, "branch", "-D", *branches, check=False)
+def delete_branch(repo_dir: Path, *branches: str) -> bool:
+    """Delete ``branches``; whether git deleted every one."""
+    if not branches:
+        return True
+    with repo_lock(repo_dir):
+        return git_result(repo_dir, "branch", "-D", *branches, check=False).returncode == 0
 
 
 def head(repo_dir: Path) -> tuple[str | None, str]:
