@@ -108,7 +108,24 @@ def take(repo: Path, data: bytes, ref: str, into: str) -> str:
 def unbundle(repo: Path, data: bytes) -> dict[str, str]:
     """The objects of the bundle ``data`` into ``repo`` (no ref moves: what points to them is
     the caller's to decide, once checked); the refs it carries, name -> commit.
-    :class:`VerifyFailed` when git does not take it (a prerequisite missing, a bad pack)."""
+    :class:`VerifyFailed` when git does not take it (a bad pack, a delta whose base
+    ``repo`` lacks). A prerequisite ``repo`` lacks is told by :func:`descendants`.
+
+    A pack of fewer than 100 objects (an attempt's commits) is unpacked by one git process,
+    as ``git fetch`` does below ``transfer.unpackLimit``; a larger one, or a bundle of a
+    form not read here, goes through ``git bundle unbundle`` (two: it starts index-pack)."""
+    small = _small_bundle(data)
+    if small is not None:
+        refs, pack = small
+        # The pack goes to git's stdin as text decoded with surrogateescape, which
+        # git_result encodes back to the very same bytes (PEP 383).
+        out = wt.git_result(
+            repo, "unpack-objects", "-q", input=pack.decode("utf-8", "surrogateescape"), check=False
+        )
+        if out.returncode != 0:
+            why = out.stderr.strip().splitlines()
+            raise VerifyFailed(f"git does not take the bundle's pack: {why[-1] if why else '?'}")
+        return refs
     with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
         path = Path(tmp) / "in.bundle"
         path.write_bytes(data)
@@ -124,11 +141,42 @@ def unbundle(repo: Path, data: bytes) -> dict[str, str]:
     return refs
 
 
+_UNPACK_LIMIT = 100  # git's transfer.unpackLimit: fewer objects are unpacked, not kept
+_BUNDLE_V2 = b"# v2 git bundle\n"
+
+
+def _small_bundle(data: bytes) -> tuple[dict[str, str], bytes] | None:
+    """A v2 bundle's refs and pack, when its pack holds fewer than :data:`_UNPACK_LIMIT`
+    objects; None for anything else (git reads it then)."""
+    if not data.startswith(_BUNDLE_V2):
+        return None
+    header, blank, pack = data[len(_BUNDLE_V2) :].partition(b"\n\n")
+    if not blank or pack[:4] != b"PACK" or len(pack) < 12:
+        return None
+    if int.from_bytes(pack[8:12], "big") >= _UNPACK_LIMIT:
+        return None
+    refs = {}
+    for line in header.decode("utf-8", "surrogateescape").split("\n"):
+        sha, _, name = line.partition(" ")
+        if sha.startswith("-"):  # a prerequisite: descendants() finds it, or fails
+            continue
+        if not name or not _SHA.match(sha):
+            return None
+        refs[name] = sha
+    return refs, pack
+
+
 def descendants(repo: Path, start: str, tip: str) -> list[str]:
     """The commits ``start..tip``, oldest first, when ``tip`` descends from ``start`` through
     them alone (each one's parents are ``start`` or listed before it); else
-    :class:`VerifyFailed`. One git process."""
-    out = wt.run_git(repo, "rev-list", "--reverse", "--parents", f"{start}..{tip}")
+    :class:`VerifyFailed` (a commit ``repo`` lacks among the reasons). One git process."""
+    walked = wt.git_result(
+        repo, "rev-list", "--reverse", "--parents", f"{start}..{tip}", check=False
+    )
+    if walked.returncode != 0:
+        why = walked.stderr.strip().splitlines()
+        raise VerifyFailed(f"git cannot walk {start[:12]}..{tip[:12]}: {why[-1] if why else '?'}")
+    out = walked.stdout
     seen = {start}
     listed = []
     for line in out.splitlines():
