@@ -168,6 +168,27 @@ git update-ref "$branch" "$commit" && touch /tmp/{marker}-moved
     assert merge.fields["landed"] == {"mover": gate["commit"]}
 
 
+def test_a_branch_the_agent_moved_itself_is_kept_though_agentos_committed_nothing(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    # Without a sandbox an agent can commit on its own branch, leaving its worktree clean:
+    # AgentOS commits nothing for it, yet its branch is not at its base, so the failed run
+    # keeps it (it is not deleted with the empty ones) and its receipt says so.
+    _use(ws, "none")
+    repo = make_repo(tmp_path / "repo")
+    script = "echo mine > mine.txt\ngit add mine.txt\ngit commit -qm mine\n"
+    add_agent(ws, tmp_path, "sly", script, checks=[{"name": "never", "file_exists": "no.txt"}])
+
+    report = start_run(ws, "sly-task", repo, force=True)
+
+    assert report.status == "failed", report.message
+    (agent,) = report.agents
+    assert agent.commits == ()  # AgentOS committed nothing for it
+    assert git(repo, "log", "-1", "--format=%s", agent.branch) == "mine"
+    run = next(p for p in (load_receipt(ws, r) for r in report.receipts) if p.kind == "run")
+    assert run.fields["kept_branches"] == [agent.branch]
+
+
 def test_landing_takes_the_gated_commit_whatever_its_branch_says_later(tmp_path: Path) -> None:
     from agentos.worktrees import landing
 

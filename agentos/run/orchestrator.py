@@ -792,38 +792,52 @@ class Orchestrator:
                         + ", ".join(restored)
                     )
             self._tolerant("prune worktrees", wt.prune, self.repo)
-            # A branch still at its base holds no work (one at another commit is kept, even
-            # one behind its base: nothing is deleted that could hold work).
-            # git cannot tell: none is deleted.
-            tips = self._tolerant(
-                "read the agents' branches",
-                wt.branch_tips,
-                self.repo,
-                [a.branch for a in self.agents],
-            )
-            empty = [
-                a for a in self.agents if tips is not None and tips.get(a.branch, a.base) == a.base
-            ]
-            deleted = self._tolerant(
-                "delete empty branches", wt.delete_branch, self.repo, *(a.branch for a in empty)
-            )
-            others = {a.branch: tips[a.branch] for a in self.agents if tips and a not in empty}
-            succeeded = self.report.status is RunStatus.SUCCEEDED
-            if tips is not None and deleted and not (others and succeeded):
-                # What git said before it deleted the empty ones is what stays: the run's
-                # receipt need not ask again.
-                self._kept_tips = {b: t for b, t in others.items() if t}
-            if self.report.status is RunStatus.SUCCEEDED:  # merged: attempts kept out of sight
-                self._tolerant(
-                    "archive merged branches",
-                    review.archive_branches,
-                    self.repo,
-                    self.run_id,
-                    [(a.name, a.branch) for a in self.agents if a not in empty],
-                )
+            # No agent committed anything: their branches go if each is still at its base
+            # (one compare-and-delete for all), and none is kept.
+            bases = {a.branch: a.base for a in self.agents if a.branch and a.base}
+            if (
+                len(bases) == len(self.agents)
+                and not any(a.commits for a in self.agents)
+                and self._tolerant("delete empty branches", wt.delete_unmoved, self.repo, bases)
+            ):
+                self._kept_tips = {}
+            else:
+                self._delete_empty_branches()
         self.report.agents = [agent.result() for agent in self.agents]
         with suppress(OSError):  # gone unless a worktree had to be kept
             (self.ws.worktrees_dir / self.run_id).rmdir()
+
+    def _delete_empty_branches(self) -> None:
+        """The agents' branches that hold no work deleted, the merged ones archived."""
+        # A branch still at its base holds no work (one at another commit is kept, even
+        # one behind its base: nothing is deleted that could hold work).
+        # git cannot tell: none is deleted.
+        tips = self._tolerant(
+            "read the agents' branches",
+            wt.branch_tips,
+            self.repo,
+            [a.branch for a in self.agents],
+        )
+        empty = [
+            a for a in self.agents if tips is not None and tips.get(a.branch, a.base) == a.base
+        ]
+        deleted = self._tolerant(
+            "delete empty branches", wt.delete_branch, self.repo, *(a.branch for a in empty)
+        )
+        others = {a.branch: tips[a.branch] for a in self.agents if tips and a not in empty}
+        succeeded = self.report.status is RunStatus.SUCCEEDED
+        if tips is not None and deleted and not (others and succeeded):
+            # What git said before it deleted the empty ones is what stays: the run's
+            # receipt need not ask again.
+            self._kept_tips = {b: t for b, t in others.items() if t}
+        if self.report.status is RunStatus.SUCCEEDED:  # merged: attempts kept out of sight
+            self._tolerant(
+                "archive merged branches",
+                review.archive_branches,
+                self.repo,
+                self.run_id,
+                [(a.name, a.branch) for a in self.agents if a not in empty],
+            )
 
     def _teardown_agent(self, agent: AgentState) -> None:
         """End the session, commit what is left, delete the worktree's files (the caller

@@ -456,6 +456,19 @@ def branch_exists(repo_dir: Path, branch: str) -> bool:
     )
 
 
+def delete_unmoved(repo_dir: Path, tips: Mapping[str, str]) -> bool:
+    """Delete each branch of ``tips`` that still points at its commit there, all or none
+    (one ``git update-ref`` transaction: a branch that moved, or is gone, deletes none);
+    whether they were deleted."""
+    if not tips:
+        return True
+    lines = "".join(f"delete refs/heads/{b} {tip}\n" for b, tip in tips.items())
+    with repo_lock(repo_dir):
+        return (
+            git_result(repo_dir, "update-ref", "--stdin", input=lines, check=False).returncode == 0
+        )
+
+
 def delete_branch(repo_dir: Path, *branches: str) -> bool:
     """Delete ``branches``; whether git deleted every one."""
     if not branches:
