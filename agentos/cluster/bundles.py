@@ -105,27 +105,63 @@ def take(repo: Path, data: bytes, ref: str, into: str) -> str:
     return _sha(wt.run_git(repo, "rev-parse", "--verify", f"{into}^{{commit}}"))
 
 
-def unbundle(repo: Path, data: bytes) -> dict[str, str]:
-    """The objects of the bundle ``data`` into ``repo`` (no ref moves: what points to them is
-    the caller's to decide, once checked); the refs it carries, name -> commit.
-    :class:`VerifyFailed` when git does not take it (a bad pack, a delta whose base
-    ``repo`` lacks). A prerequisite ``repo`` lacks is told by :func:`descendants`.
+def take_back(repo: Path, data: bytes, ref: str, head: str, start: str) -> list[str]:
+    """An attempt's commits, sent back from a node as the bundle ``data``, into ``repo``
+    once checked: the bundle's ``ref`` is ``head``, which descends from ``start`` through
+    the commits returned (oldest first) alone. No ref moves: what points to them is the
+    caller's to decide. :class:`VerifyFailed` when any of it does not hold.
 
-    A pack of fewer than 100 objects (an attempt's commits) is unpacked by one git process,
-    as ``git fetch`` does below ``transfer.unpackLimit``; a larger one, or a bundle of a
-    form not read here, goes through ``git bundle unbundle`` (two: it starts index-pack)."""
+    A small bundle (:func:`_small_bundle`: an attempt's few commits) is unpacked into a
+    quarantine first, an object folder of its own whose alternate is ``repo``'s objects,
+    and checked there (git's strict unpacking: every object well formed, every object it
+    links to there; then the walk); only then is it unpacked into ``repo``. A refused one
+    leaves nothing behind. Three short git processes, against ``git bundle unbundle``'s two
+    (it starts ``index-pack``), which takes anything else."""
     small = _small_bundle(data)
-    if small is not None:
-        refs, pack = small
-        # The pack goes to git's stdin as text decoded with surrogateescape, which
-        # git_result encodes back to the very same bytes (PEP 383).
-        out = wt.git_result(
-            repo, "unpack-objects", "-q", input=pack.decode("utf-8", "surrogateescape"), check=False
-        )
-        if out.returncode != 0:
-            why = out.stderr.strip().splitlines()
-            raise VerifyFailed(f"git does not take the bundle's pack: {why[-1] if why else '?'}")
-        return refs
+    if small is None:
+        # Git reads every ref while it checks a bundle, the HEAD of every worktree too: a
+        # worktree another run of this repository is adding (its merge's) has a HEAD that
+        # is not yet a commit ("bad object worktrees/_merge/HEAD"), so a bundle is taken
+        # while the repository is held, as worktrees are added.
+        with wt.repo_lock(repo):
+            refs = _unbundle(repo, data)
+        return _walked(repo, refs, ref, head, start)
+    refs, pack = small
+    with tempfile.TemporaryDirectory(prefix="agentos-quarantine-") as quarantine:
+        objects = wt.git_dir(repo) / "objects"
+        env = {"GIT_OBJECT_DIRECTORY": quarantine, "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects)}
+        _unpack(repo, pack, "--strict", env=env)
+        listed = _walked(repo, refs, ref, head, start, env)
+    _unpack(repo, pack)
+    return listed
+
+
+def _walked(
+    repo: Path,
+    refs: dict[str, str],
+    ref: str,
+    head: str,
+    start: str,
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    fetched = refs.get(ref)
+    if fetched != head:
+        raise VerifyFailed(f"the bundle holds {fetched} as {ref}, not {head}")
+    return descendants(repo, start, head, env)
+
+
+def _unpack(repo: Path, pack: bytes, *options: str, env: dict[str, str] | None = None) -> None:
+    out = wt.git_bytes(repo, "unpack-objects", "-q", *options, data=pack, env=env)
+    if out.returncode != 0:
+        why = out.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise VerifyFailed(f"git does not take the bundle's pack: {why[-1] if why else '?'}")
+    if out.stdout:  # git passes on what follows the pack's checksum
+        raise VerifyFailed(f"the bundle holds {len(out.stdout)} bytes after its pack")
+
+
+def _unbundle(repo: Path, data: bytes) -> dict[str, str]:
+    """The objects of the bundle ``data`` into ``repo`` by ``git bundle unbundle``; the refs
+    it carries, name -> commit."""
     with tempfile.TemporaryDirectory(prefix="agentos-bundle-") as tmp:
         path = Path(tmp) / "in.bundle"
         path.write_bytes(data)
@@ -142,13 +178,20 @@ def unbundle(repo: Path, data: bytes) -> dict[str, str]:
 
 
 _UNPACK_LIMIT = 100  # git's transfer.unpackLimit: fewer objects are unpacked, not kept
+# At most this many bytes: what the quarantine's unpacking holds in memory (deltas waiting
+# for their base) stays within ~1,000 times it (zlib's best ratio); a larger bundle (an
+# agent that adds a large file) goes to git bundle unbundle, which streams.
+_SMALL_BYTES = 64 * 1024
 _BUNDLE_V2 = b"# v2 git bundle\n"
+_PREREQUISITE = re.compile(r"-[0-9a-f]{40}(?: .*)?")
+_REF_NAME = re.compile(r"refs/[^\x00-\x20\x7f]+")
 
 
 def _small_bundle(data: bytes) -> tuple[dict[str, str], bytes] | None:
-    """A v2 bundle's refs and pack, when its pack holds fewer than :data:`_UNPACK_LIMIT`
-    objects; None for anything else (git reads it then)."""
-    if not data.startswith(_BUNDLE_V2):
+    """A v2 bundle's refs and pack, when it is small (fewer than :data:`_UNPACK_LIMIT`
+    objects, at most :data:`_SMALL_BYTES`) and its header reads as git writes it; None for
+    anything else (git reads it then, and says what it refuses)."""
+    if len(data) > _SMALL_BYTES or not data.startswith(_BUNDLE_V2):
         return None
     header, blank, pack = data[len(_BUNDLE_V2) :].partition(b"\n\n")
     if not blank or pack[:4] != b"PACK" or len(pack) < 12:
@@ -157,21 +200,22 @@ def _small_bundle(data: bytes) -> tuple[dict[str, str], bytes] | None:
         return None
     refs = {}
     for line in header.decode("utf-8", "surrogateescape").split("\n"):
-        sha, _, name = line.partition(" ")
-        if sha.startswith("-"):  # a prerequisite: descendants() finds it, or fails
+        if _PREREQUISITE.fullmatch(line):  # one the walk finds in repo, or fails on
             continue
-        if not name or not _SHA.match(sha):
+        sha, _, name = line.partition(" ")
+        if not _SHA.match(sha) or len(sha) != 40 or not _REF_NAME.fullmatch(name):
             return None
         refs[name] = sha
     return refs, pack
 
 
-def descendants(repo: Path, start: str, tip: str) -> list[str]:
+def descendants(repo: Path, start: str, tip: str, env: dict[str, str] | None = None) -> list[str]:
     """The commits ``start..tip``, oldest first, when ``tip`` descends from ``start`` through
     them alone (each one's parents are ``start`` or listed before it); else
-    :class:`VerifyFailed` (a commit ``repo`` lacks among the reasons). One git process."""
+    :class:`VerifyFailed` (a commit ``repo`` lacks among the reasons). One git process
+    (``env``: a quarantine's object folder)."""
     walked = wt.git_result(
-        repo, "rev-list", "--reverse", "--parents", f"{start}..{tip}", check=False
+        repo, "rev-list", "--reverse", "--parents", f"{start}..{tip}", check=False, env=env
     )
     if walked.returncode != 0:
         why = walked.stderr.strip().splitlines()

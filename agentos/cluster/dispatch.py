@@ -481,17 +481,12 @@ class RayDispatch:
         if not result.bundle or not result.ref.startswith("refs/heads/agentos/"):
             raise VerifyFailed(f"no bundle of {result.head}")
         try:
-            # Git reads every ref while it checks a bundle, the HEAD of every worktree too: a
-            # worktree another run of this repository is adding (its merge's) has a HEAD
-            # that is not yet a commit ("bad object worktrees/_merge/HEAD"), so bundles are
-            # made and taken while the repository is held, as worktrees are added.
-            with wt.repo_lock(self.ctx.repo):
-                fetched = bundles.unbundle(self.ctx.repo, result.bundle).get(result.ref)
+            listed = bundles.take_back(self.ctx.repo, result.bundle, result.ref, result.head, start)
+        except VerifyFailed:
+            raise
         except AgentOSError as exc:
             raise VerifyFailed(f"its bundle could not be taken: {exc}") from None
-        if fetched != result.head:
-            raise VerifyFailed(f"the bundle holds {fetched} as {result.ref}, not {result.head}")
-        listed = bundles.descendants(self.ctx.repo, start, fetched)
+        fetched = result.head
         if listed != list(result.commits):
             raise VerifyFailed(
                 f"{start[:12]}..{fetched[:12]} holds {len(listed)} commits, "

@@ -84,23 +84,9 @@ def git_result(
     """Run a git command in ``repo_dir``: no hooks, no file-system monitor, no signing
     program, with :func:`git_env` (so a filter or program a configuration names does not
     get the secrets of the run) and ``env`` added to it."""
-    argv = [
-        "git",
-        "-c",
-        "user.name=AgentOS",
-        "-c",
-        "user.email=agentos@localhost",
-        "-c",
-        f"core.hooksPath={os.devnull}",  # AgentOS's own git operations never run hooks,
-        "-c",
-        "core.fsmonitor=false",  # nor a file-system monitor a configuration names,
-        "-c",
-        "commit.gpgSign=false",  # nor a signing program
-        *args,
-    ]
     try:
         result = subprocess.run(
-            argv,
+            _argv(args),
             cwd=repo_dir,
             env={**git_env(), **(env or {})},
             input=input,
@@ -117,6 +103,41 @@ def git_result(
     if check and result.returncode != 0:
         raise _failed(repo_dir, args, result)
     return result
+
+
+def git_bytes(
+    repo_dir: Path, *args: str, data: bytes, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """As :func:`git_result` (check=False), with ``data`` on git's stdin and bytes back."""
+    try:
+        return subprocess.run(
+            _argv(args),
+            cwd=repo_dir,
+            env={**git_env(), **(env or {})},
+            input=data,
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        missing = "git is not installed" if exc.filename == "git" else str(exc)
+        raise MissingTool(f"{missing} (or {repo_dir} is gone)", field="git") from None
+
+
+def _argv(args: tuple[str, ...]) -> list[str]:
+    return [
+        "git",
+        "-c",
+        "user.name=AgentOS",
+        "-c",
+        "user.email=agentos@localhost",
+        "-c",
+        f"core.hooksPath={os.devnull}",  # AgentOS's own git operations never run hooks,
+        "-c",
+        "core.fsmonitor=false",  # nor a file-system monitor a configuration names,
+        "-c",
+        "commit.gpgSign=false",  # nor a signing program
+        *args,
+    ]
 
 
 def _failed(
