@@ -15,6 +15,10 @@ Claude Code (from scripts/install-mcp-clients) talks to the scripted model API o
    asks for no MCP tools, and one that also has the host's network (no proxy).
 3. The fixed cost of a run, as benchmarks/run_bench.py measures it: a run of one shell
    agent (here the benchmarks' `writer`, which writes a file, so that its run merges too).
+4. Where the difference goes: each run split at the CLI's first and last request to the
+   model (the scripted API notes when each arrives): before the first (AgentOS's set-up,
+   the sandbox, the CLI's own start and its MCP servers), the conversation, and after the
+   last (the CLI's exit, then AgentOS's gate, merge and teardown).
 
 AgentOS's overhead around the CLI is (2) - (1); it is printed next to (3) and as a ratio of
 it. All three are measured in this run, medians of --rounds; each round runs each kind once,
@@ -110,14 +114,29 @@ def raw_cli(
             ",".join(allowed), "--output-format", "text", "--mcp-config",
             json.dumps({"mcpServers": servers}), "--strict-mcp-config"]  # fmt: skip
     try:
-        t0 = time.perf_counter()
+        t0 = time.monotonic()
         subprocess.run(argv, cwd=work, env=env, check=True, capture_output=True, timeout=120)
-        elapsed = time.perf_counter() - t0
+        elapsed = time.monotonic() - t0
     finally:
         if server is not None:
             server.stop()
     assert (work / "notes.txt").read_text() == "ran\n"
+    PHASES.setdefault("claude -p alone" + (" (MCP server up)" if mcp else ""), []).append(
+        phases(model, t0, elapsed)
+    )
     return elapsed
+
+
+# kind -> (before the first request, the conversation, after the last) of each run
+PHASES: dict[str, list[tuple[float, float, float]]] = {}
+
+
+def phases(model: ScriptedModel, t0: float, elapsed: float) -> tuple[float, float, float]:
+    """A run that started at ``t0`` (time.monotonic) and took ``elapsed``, split at its
+    first and last request to the model."""
+    times = [r.at for r in model.main_requests() if r.at >= t0]
+    first, last = (min(times), max(times)) if times else (t0, t0)
+    return first - t0, last - first, t0 + elapsed - last
 
 
 def variant(ws: Workspace, root: Path, name: str, **fields: object) -> str:
@@ -133,11 +152,15 @@ def variant(ws: Workspace, root: Path, name: str, **fields: object) -> str:
     return name
 
 
-def timed_run(ws: Workspace, repo: Path, request: str, agent: str | None) -> float:
-    t0 = time.perf_counter()
+def timed_run(
+    ws: Workspace, repo: Path, request: str, agent: str | None, model: ScriptedModel | None = None
+) -> float:
+    t0 = time.monotonic()
     report = start_run(ws, request, repo, RunOptions(force=True, agent=agent))
-    elapsed = time.perf_counter() - t0
+    elapsed = time.monotonic() - t0
     assert report.status == "succeeded", report.message
+    if model is not None:
+        PHASES.setdefault(f"agentos run, {agent}", []).append(phases(model, t0, elapsed))
     return elapsed
 
 
@@ -168,11 +191,12 @@ def main() -> int:
                 git = ["git", "-c", "user.name=b", "-c", "user.email=b@b"]
                 subprocess.run([*git, "rm", "-q", "notes.txt"], cwd=repo, check=True)
                 subprocess.run([*git, "commit", "-qm", "again"], cwd=repo, check=True)
-            return timed_run(ws, repo, REQUEST, agent)
+            return timed_run(ws, repo, REQUEST, agent, model)
 
         for agent in ("claude-coder", plain, open_net):  # warm up: knowledge store, caches
             agentos(agent)
         raw_cli(str(claude), model, root, prompt, -1)  # the CLI's first start
+        PHASES.clear()
         # Round by round, each kind once per round, not one kind after the other: on a
         # shared machine the load drifts over a minute, and kinds measured in blocks are
         # compared at different loads (by several hundred ms either way, whichever ran
@@ -227,6 +251,11 @@ def main() -> int:
         f"= {served / true:.2f}x (AgentOS's part alone: the server's start on demand, the "
         "sandbox, the run)"
     )
+    print("where each run's time goes (p50 ms): before the first model request, the")
+    print("conversation, after the last request:")
+    for kind, split in PHASES.items():
+        before, talk, after = (statistics.median(x[i] for x in split) * ms for i in range(3))
+        print(f"  {kind:44} {before:6.0f} {talk:6.0f} {after:6.0f}")
     return 0
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ class Request:
     conversation: int | None = None  # which conversation of the script; None: a side request
     turn: int | None = None
     usage: tuple[int, int] | None = None  # the input and output tokens its answer reported
+    at: float = field(default_factory=time.monotonic)  # when it arrived (for benchmarks)
 
     def text(self) -> str:
         """Everything the request says, as one JSON text (for `in` assertions)."""
