@@ -502,6 +502,45 @@ def test_a_repository_made_inside_the_worktree_fails_the_gate(
     assert failing[0]["output_tail"].startswith("sub: a git repository made inside the worktree")
 
 
+@needs_bwrap
+def test_a_nested_repository_is_found_though_a_check_points_the_worktrees_git_elsewhere(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    # A check that may write (a formatter's kind) rewrites the worktree's .git to point at
+    # a repository of its own, where git would see no gitlink: the gate asks the main
+    # repository about the commit it judged.
+    from agentos.run.orchestrator import start_run
+
+    repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
+    script = (
+        "unset GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES\n"
+        "mkdir sub && cd sub && git init -q && echo impl > impl.txt && git add . && "
+        "git -c user.name=a -c user.email=a@a commit -qm impl\n"
+    )
+    decoy = (
+        "git init -q ../decoy 2>/dev/null || git init -q \"$TMPDIR/decoy\"; "
+        'echo "gitdir: $(cd ../decoy 2>/dev/null || cd "$TMPDIR/decoy"; pwd)/.git" > .git'
+    )
+    add_agent(
+        ws,
+        tmp_path,
+        "nester",
+        script,
+        checks=[{"name": "decoy", "run": decoy, "writes": True}],
+    )
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    main_before = git(repo, "rev-parse", "main")
+
+    report = start_run(ws, "nester-task", repo, force=True)
+
+    assert report.status == "failed", report.message
+    assert git(repo, "rev-parse", "main") == main_before
+    gate = report.agents[0].gate
+    assert gate is not None
+    failing = [c["name"] for c in gate.as_dict()["checks"] if not c["passed"]]
+    assert failing == ["no nested repositories"]
+
+
 def test_an_agents_egress_proxy_serves_a_bounded_number_of_connections(tmp_path: Path) -> None:
     """Each connection is a thread of the run's process: an agent that opens them without
     end (the proxy's socket is in its reach) gets no more than MAX_CONNECTIONS at once."""

@@ -41,8 +41,13 @@ _SHOWN = 5  # file names listed in a note before "and N more"
 
 def _ignored_files(repo: Path) -> list[str]:
     """The git-ignored files of the main checkout (wholly ignored directories left out)."""
+    return _listed(repo) or []
+
+
+def _listed(repo: Path) -> list[str] | None:
+    """As :func:`_ignored_files`; None when git cannot say."""
     if shutil.which("git") is None:
-        return []
+        return None
     out = subprocess.run(
         [
             "git",
@@ -61,7 +66,7 @@ def _ignored_files(repo: Path) -> list[str]:
         env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
     )
     if out.returncode != 0:
-        return []
+        return None
     names = out.stdout.decode("utf-8", errors="surrogateescape").split("\0")
     return [n for n in names if n and not n.endswith("/")]
 
@@ -90,7 +95,9 @@ def _listing(names: list[str]) -> str:
 
 class IgnoredFiles:
     """The main checkout's git-ignored files, listed once: a run's agents get the same
-    build products at their set-up and before each gate, for one git process a run."""
+    build products at their set-up and before each gate, for one git process a run (what
+    the main checkout builds during the run is the next run's). A listing git could not
+    make is not kept: the next asks again."""
 
     def __init__(self, repo: Path) -> None:
         self.repo = repo
@@ -100,8 +107,8 @@ class IgnoredFiles:
     def names(self) -> list[str]:
         with self._lock:
             if self._names is None:
-                self._names = _ignored_files(self.repo)
-            return self._names
+                self._names = _listed(self.repo)
+            return self._names or []
 
 
 def copy_built_files(

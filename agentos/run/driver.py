@@ -317,7 +317,9 @@ class AgentDriver:
         agent.files.check_pid.unlink(missing_ok=True)
         if agent.checks:  # (no check ran, none wrote anything: the worktree is the commit)
             wt.reset_to_head(agent.worktree)
-        nested = wt.new_gitlinks(agent.worktree, agent.base or self.ctx.base, head)
+        # Asked of the main repository (the same objects): a check that may write could
+        # have pointed the worktree's .git at a repository of its own.
+        nested = wt.new_gitlinks(self.ctx.repo, agent.base or self.ctx.base, head)
         if nested:
             gate = with_failure(
                 gate,

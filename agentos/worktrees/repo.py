@@ -423,13 +423,13 @@ def touches(repo_dir: Path, base: str, commit: str, path: str) -> bool:
     return bool(out.strip())
 
 
-def new_gitlinks(worktree: Path, base: str, commit: str = "HEAD") -> list[str]:
+def new_gitlinks(repo_dir: Path, base: str, commit: str) -> list[str]:
     """Paths that ``commit`` records as a nested repository (a gitlink) and ``base`` did
     not: a repository an agent made inside its worktree lands as a pointer to a commit the
     target does not have, never as its files."""
     if commit == base:  # no work: nothing new
         return []
-    out = git_result(worktree, "diff", "--raw", "--no-renames", base, commit, check=False).stdout
+    out = git_result(repo_dir, "diff", "--raw", "--no-renames", base, commit, check=False).stdout
     found = []
     for line in out.splitlines():
         meta, _, path = line.partition("\t")
