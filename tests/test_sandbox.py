@@ -518,7 +518,7 @@ def test_a_nested_repository_is_found_though_a_check_points_the_worktrees_git_el
         "git -c user.name=a -c user.email=a@a commit -qm impl\n"
     )
     decoy = (
-        "git init -q ../decoy 2>/dev/null || git init -q \"$TMPDIR/decoy\"; "
+        'git init -q ../decoy 2>/dev/null || git init -q "$TMPDIR/decoy"; '
         'echo "gitdir: $(cd ../decoy 2>/dev/null || cd "$TMPDIR/decoy"; pwd)/.git" > .git'
     )
     add_agent(
