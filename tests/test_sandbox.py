@@ -509,7 +509,9 @@ def test_a_nested_repository_is_found_though_a_check_points_the_worktrees_git_el
     # A check that may write (a formatter's kind) rewrites the worktree's .git to point at
     # a repository of its own, where git would see no gitlink: the gate asks the main
     # repository about the commit it judged.
+    from agentos.run.events import read_events
     from agentos.run.orchestrator import start_run
+    from agentos.workspace.files import RunFiles
 
     repo = make_repo(tmp_path / "repo", {"README.md": "# target\n"})
     script = (
@@ -539,6 +541,10 @@ def test_a_nested_repository_is_found_though_a_check_points_the_worktrees_git_el
     assert gate is not None
     failing = [c["name"] for c in gate.as_dict()["checks"] if not c["passed"]]
     assert failing == ["no nested repositories"]
+    events, _ = read_events(RunFiles.of(ws, report.run_id).events)
+    assert "nester: a check rewrote its worktree's .git file; restored" in [
+        e.message for e in events
+    ]
 
 
 def test_an_agents_egress_proxy_serves_a_bounded_number_of_connections(tmp_path: Path) -> None:

@@ -316,6 +316,10 @@ class AgentDriver:
         )
         agent.files.check_pid.unlink(missing_ok=True)
         if agent.checks:  # (no check ran, none wrote anything: the worktree is the commit)
+            # A check that may write could have rewritten the worktree's .git: put back
+            # first, so that git resets this worktree and not a repository it named.
+            if wt.restore_gitfile(self.ctx.repo, agent.worktree):
+                self._note(agent, "a check rewrote its worktree's .git file; restored")
             wt.reset_to_head(agent.worktree)
         # Asked of the main repository (the same objects): a check that may write could
         # have pointed the worktree's .git at a repository of its own.
