@@ -189,6 +189,32 @@ def test_a_branch_the_agent_moved_itself_is_kept_though_agentos_committed_nothin
     assert run.fields["kept_branches"] == [agent.branch]
 
 
+def test_branches_go_all_or_none_each_only_at_its_commit_and_a_gone_one_leaves_no_folder(
+    tmp_path: Path,
+) -> None:
+    from agentos.worktrees.repo import delete_unmoved
+
+    repo = make_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "later")
+    later = git(repo, "rev-parse", "HEAD")
+    refs = repo / ".git" / "refs"
+
+    def folders() -> list[str]:
+        return sorted(str(p.relative_to(refs)) for p in refs.rglob("*"))
+
+    git(repo, "branch", "agentos/r1/a", base)
+    git(repo, "branch", "agentos/r1/b", later)  # moved on from the base it is told
+    assert not delete_unmoved(repo, {"agentos/r1/a": base, "agentos/r1/b": base})
+    assert git(repo, "rev-parse", "agentos/r1/a", "agentos/r1/b").split() == [base, later]
+
+    assert delete_unmoved(repo, {"agentos/r1/a": base, "agentos/r1/b": later})
+    assert folders() == ["heads", "heads/main", "tags"]
+
+    assert not delete_unmoved(repo, {"agentos/r2/gone": base})  # never made
+    assert folders() == ["heads", "heads/main", "tags"]
+
+
 def test_landing_takes_the_gated_commit_whatever_its_branch_says_later(tmp_path: Path) -> None:
     from agentos.worktrees import landing
 

@@ -792,11 +792,12 @@ class Orchestrator:
                         + ", ".join(restored)
                     )
             self._tolerant("prune worktrees", wt.prune, self.repo)
-            # No agent committed anything: their branches go if each is still at its base
-            # (one compare-and-delete for all), and none is kept.
+            # Every agent worked and none committed anything: their branches go if each is
+            # still at its base (one compare-and-delete for all), and none is kept.
             bases = {a.branch: a.base for a in self.agents if a.branch and a.base}
             if (
                 len(bases) == len(self.agents)
+                and all(a.attempts for a in self.agents)
                 and not any(a.commits for a in self.agents)
                 and self._tolerant("delete empty branches", wt.delete_unmoved, self.repo, bases)
             ):

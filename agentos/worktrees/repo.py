@@ -485,9 +485,19 @@ def delete_unmoved(repo_dir: Path, tips: Mapping[str, str]) -> bool:
         return True
     lines = "".join(f"delete refs/heads/{b} {tip}\n" for b, tip in tips.items())
     with repo_lock(repo_dir):
-        return (
-            git_result(repo_dir, "update-ref", "--stdin", input=lines, check=False).returncode == 0
-        )
+        done = git_result(repo_dir, "update-ref", "--stdin", input=lines, check=False)
+        if done.returncode != 0:
+            # git made the folders of a branch that is gone to lock it, and leaves them.
+            heads = git_dir(repo_dir) / "refs" / "heads"
+            for branch in tips:
+                folder = (heads / branch).parent
+                while folder != heads and folder.is_relative_to(heads):
+                    try:
+                        folder.rmdir()  # only an empty one: it holds no branch
+                    except OSError:
+                        break
+                    folder = folder.parent
+    return done.returncode == 0
 
 
 def delete_branch(repo_dir: Path, *branches: str) -> bool:
