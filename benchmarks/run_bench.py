@@ -27,7 +27,6 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -182,7 +181,7 @@ def step_times(ws: Workspace, agents: Agents, repo: Path, rounds: int) -> dict[s
                 seen[_n].append(time.perf_counter() - t0)
 
         originals.append((owner, name, original))
-        setattr(owner, name, functools.wraps(original)(timed))  # type: ignore[arg-type]
+        setattr(owner, name, functools.wraps(original)(timed))
     per_run: dict[str, list[float]] = {name: [] for name, _ in STEPS}
     per_run["run"] = []
     try:
@@ -217,9 +216,19 @@ def main() -> None:
         sleep8 = add_agents(ws, root / "src", "sleepeight", 8, "sleep 2\n")
         try:
             timed_run(ws, one, repo)  # warm up: knowledge store, caches
-            singles = [timed_run(ws, one, repo) for _ in range(args.rounds)]
-            multis = [timed_run(ws, many, repo) for _ in range(args.rounds)]
-            raws = [raw_agent(repo, socket, i) for i in range(args.rounds * k)]
+            # Round by round, each kind once per round, not one kind after the other: on a
+            # shared machine the load drifts, and kinds measured in blocks are compared at
+            # different loads. The fixed cost is taken per round (from the same round's
+            # runs of one and of k agents), then its median.
+            singles: list[float] = []
+            multis: list[float] = []
+            raws: list[float] = []
+            fixeds: list[float] = []
+            for r in range(args.rounds):
+                singles.append(timed_run(ws, one, repo))
+                multis.append(timed_run(ws, many, repo))
+                raws += [raw_agent(repo, socket, r * k + i) for i in range(k)]
+                fixeds.append(singles[-1] - (multis[-1] - singles[-1]) / (k - 1))
             single, multi, raw = (statistics.median(x) for x in (singles, multis, raws))
             step_times_found = step_times(ws, one, repo, args.rounds)
             per_agent = (multi - single) / (k - 1)
@@ -240,10 +249,12 @@ def main() -> None:
                 f"package check (Hub.check_intact) per package: p50 {check * 1000:.2f} ms "
                 f"= {check / raw:.3f}x raw, {check / per_agent:.3f}x the per-agent cost"
             )
-            fixed = (single - per_agent) * 1000
+            fixed = statistics.median(fixeds) * 1000
             print(
-                f"fixed cost of a run beyond its one agent: {fixed:.1f} ms (target <= "
-                f"{FIXED_TARGET_MS:.0f} ms: {'meets' if fixed <= FIXED_TARGET_MS else 'MISSES'})"
+                f"fixed cost of a run beyond its one agent: {fixed:.1f} ms, the median of the "
+                f"rounds' (rounds {', '.join(f'{f * 1000:.0f}' for f in sorted(fixeds))}; "
+                f"target <= {FIXED_TARGET_MS:.0f} ms: "
+                f"{'meets' if fixed <= FIXED_TARGET_MS else 'MISSES'})"
             )
             print(
                 "where a one-agent run's time goes (median wall time per step; the run "
@@ -263,4 +274,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
