@@ -540,6 +540,43 @@ def test_receipts_are_written_on_a_file_system_without_hard_links(
     assert (ws.state_dir / KEY).stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.parametrize("where", ["a file without a name", "no O_TMPFILE", "no /proc"])
+def test_receipts_are_written_whether_a_file_can_be_made_without_a_name_or_not(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A receipt is written as a file without a name (O_TMPFILE) and linked through
+    /proc/self/fd; where the file system has no such file, or /proc is not mounted, it is
+    written to a temporary name and linked from there. Either way the same chain, and no
+    temporary file left."""
+    real_open, real_link = os.open, os.link
+    named: list[str] = []
+
+    def open_(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE and where == "no O_TMPFILE":
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        if flags & os.O_CREAT:
+            named.append(os.fspath(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    def link(src: str, *args: Any, **kwargs: Any) -> None:
+        if str(src).startswith("/proc/") and where == "no /proc":
+            raise OSError(errno.ENOENT, "No such file or directory")
+        real_link(src, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "link", link)
+    assert chain(ws, 3) == ["00000001", "00000002", "00000003"]
+    assert verify_chain(ws) == []
+    assert sorted(p.name for p in ws.receipts_dir.iterdir()) == [
+        HEAD_FILE,
+        "00000001.txt",
+        "00000002.txt",
+        "00000003.txt",
+    ]
+    temporary = [n for n in named if re.fullmatch(r"\.\d{8}\.\d+\.[0-9a-f]{8}\.tmp", n)]
+    assert len(temporary) == (0 if where == "a file without a name" else 3)
+
+
 def test_a_lost_head_and_a_lost_key_are_both_named_the_head_first(ws: Workspace) -> None:
     chain(ws, 3)
     (ws.receipts_dir / HEAD_FILE).unlink()

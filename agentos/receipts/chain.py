@@ -270,16 +270,35 @@ class Chain(Chained):
         os.ftruncate(self.head_fd, len(data))
 
     def add(self, rid: str, data: bytes) -> bool:
-        """Write the receipt to a temporary name, fsync it and hard-link it into place
-        (which fails rather than overwrite)."""
+        """Write the receipt as a file without a name (``O_TMPFILE``), fsync it and link it
+        into place (which fails rather than overwrite): the folder changes once, and a
+        crash leaves no temporary file. Where the file system or a missing ``/proc`` does
+        not allow that, a temporary name beside it (:meth:`_add_named`)."""
         final = f"{rid}{SUFFIX}"
-        tmp = f".{rid}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        try:
+            fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, file_mode(), dir_fd=self.fd)
+        except OSError:
+            return self._add_named(final, data)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+            try:
+                os.link(f"/proc/self/fd/{fd}", final, dst_dir_fd=self.fd)
+            except FileExistsError:
+                return False
+            except OSError:  # no /proc, or no hard links here
+                return self._add_named(final, data)
+        finally:
+            os.close(fd)
+        return True
+
+    def _add_named(self, final: str, data: bytes) -> bool:
+        """As :meth:`add`, through a temporary name, hard-linked to ``final``."""
+        tmp = f".{final.removesuffix(SUFFIX)}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode(), dir_fd=self.fd)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                _write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -336,6 +355,12 @@ class Chain(Chained):
             if self.exists(final):
                 raise FileExistsError(final) from None
             os.rename(tmp, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def file_of(rid: str, file: Path | None) -> Path:
