@@ -64,11 +64,13 @@ class GcReport:
         return not any(self.as_dict().values())
 
 
-def collect_garbage(ws: Workspace) -> GcReport:
+def collect_garbage(ws: Workspace, store: RunStore | None = None) -> GcReport:
     """Clean up after orchestrators that died. A step that fails is reported in
-    ``problems`` and the rest still runs, so one broken leftover never blocks a new run."""
+    ``problems`` and the rest still runs, so one broken leftover never blocks a new run.
+    ``store``: the caller's connection to the state (kept open), else one of its own."""
     report = GcReport()
-    store = RunStore(ws)
+    own = store is None
+    store = RunStore(ws) if store is None else store
     try:
         now = time.time()
         runs = {r.id: r for r in store.list(statuses=ACTIVE, limit=10_000)}
@@ -101,7 +103,8 @@ def collect_garbage(ws: Workspace) -> GcReport:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     finally:
-        store.close()
+        if own:
+            store.close()
     return report
 
 

@@ -187,10 +187,14 @@ class Orchestrator:
     def run(self) -> RunReport:
         from agentos.run.gc import collect_garbage
 
-        collect_garbage(self.ws)
-        self.target, self.base = check_repo(self.repo)
-        check_agent(self.ws, self.options.agent)
-        self.store = RunStore(self.ws)
+        self.store = RunStore(self.ws)  # gc's too: one connection to the state, not two
+        try:
+            collect_garbage(self.ws, self.store)
+            self.target, self.base = check_repo(self.repo)
+            check_agent(self.ws, self.options.agent)
+        except BaseException:
+            self.store.close()
+            raise
         self.store.create(self.run_id, self.request, self.repo)
         self.store.update(
             self.run_id,
