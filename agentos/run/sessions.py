@@ -160,8 +160,9 @@ class Sessions:
         if pane_pid:
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(pane_pid, signal.SIGKILL)
-        if shutil.which("tmux") is None:
-            return False
+        socket = self.socket_path()
+        if shutil.which("tmux") is None or (socket is not None and not _listening(socket)):
+            return False  # no server: no session (an agent that ended took its server along)
         result = self.server.cmd("kill-session", "-t", f"={name}")
         return result.returncode == 0
 
