@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -477,6 +479,37 @@ def test_a_git_without_add_sparse_still_commits_and_merges_the_agents_work(
     assert report.status == "succeeded", report.message
     assert (repo / "docs" / "notes.md").read_text() == "kept\n"
     assert branches(repo) == ["main"]
+
+
+def test_a_run_never_starts_the_repositorys_maintenance(
+    ws: Workspace, tmp_path: Path, repo: Path
+) -> None:
+    # AgentOS's commits and merges would start `git maintenance run --auto` (a repack, in
+    # a large repository minutes long, the repository held): its git commands turn it off,
+    # and the user's own git commands keep doing it. git guesses the loose objects from its
+    # objects/17 folder: two loose objects there, and gc.auto 1, make any git that runs
+    # maintenance pack the repository.
+    seventeen = (i for i in itertools.count() if _blob_id(f"{i}\n").startswith("17"))
+    for n in itertools.islice(seventeen, 2):
+        (tmp_path / "seventeen").write_text(f"{n}\n")
+        git(repo, "hash-object", "-w", str(tmp_path / "seventeen"))
+    git(repo, "config", "gc.auto", "1")
+    git(repo, "config", "gc.autoDetach", "false")
+    packs = repo / ".git" / "objects" / "pack"
+    add_agent(ws, tmp_path, "packer", "echo packed > packed.txt\n")
+
+    report = start_run(ws, "packer-task", repo, force=True)
+
+    assert report.status == "succeeded", report.message
+    assert (repo / "packed.txt").read_text() == "packed\n"  # committed and merged
+    assert list(packs.glob("*.pack")) == []  # nothing was packed
+    git(repo, "commit", "-q", "--allow-empty", "-m", "the user's own")
+    assert list(packs.glob("*.pack")) != []  # the user's commit packs, as git does
+
+
+def _blob_id(text: str) -> str:
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def test_a_vague_request_is_refused_unless_forced_and_the_receipt_says_so(

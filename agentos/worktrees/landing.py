@@ -10,10 +10,10 @@ from pathlib import Path
 
 from agentos.errors import OperationFailed
 from agentos.worktrees.repo import (
+    checked_out,
     commit_staged,
     delete_branch,
     git_result,
-    head,
     remove_worktree,
     repo_lock,
 )
@@ -152,7 +152,8 @@ def _integrated(
             authors = ", ".join(dict.fromkeys(item.author for item in landings))
             landed.append(commit_staged(scratch, message, authors))
         landed = [c for c in landed if c]
-        merged = git_result(scratch, "rev-parse", "HEAD").stdout.strip()
+        # The last commit made is the worktree's HEAD; none made: it is still at onto.
+        merged = landed[-1] if landed else onto
         return MergeResult(True, merged if landed else None, commits=landed, onto=onto)
     finally:
         if not keep or not merged:
@@ -249,8 +250,7 @@ def integrated_ref(run_id: str) -> str:
 def _advance(repo_dir: Path, target: str, merged: str, tip: str) -> None:
     """Move ``target`` from ``tip`` (the commit the work was integrated onto and judged on)
     to ``merged``, by compare and swap: if it moved meanwhile, nothing moves."""
-    checked_out, _ = head(repo_dir)
-    if checked_out == target:
+    if checked_out(repo_dir) == target:
         # The user's checkout is on the target: a fast-forward keeps their working tree
         # right, and refuses when the branch is no longer at the judged commit.
         result = git_result(repo_dir, "merge", "--ff-only", "--no-edit", merged, check=False)

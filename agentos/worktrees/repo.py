@@ -135,7 +135,11 @@ def _argv(args: tuple[str, ...]) -> list[str]:
         "-c",
         "core.fsmonitor=false",  # nor a file-system monitor a configuration names,
         "-c",
-        "commit.gpgSign=false",  # nor a signing program
+        "commit.gpgSign=false",  # nor a signing program,
+        "-c",
+        "maintenance.auto=false",  # nor the repository's maintenance (a repack can take
+        "-c",
+        "gc.auto=0",  # minutes): the user's own git commands do it, as ever
         *args,
     ]
 
@@ -510,9 +514,14 @@ def delete_branch(repo_dir: Path, *branches: str) -> bool:
 
 def head(repo_dir: Path) -> tuple[str | None, str]:
     """(the checked-out branch or None when detached, the HEAD commit)."""
-    branch = git_result(repo_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     commit = git_result(repo_dir, "rev-parse", "HEAD").stdout.strip()
-    return (branch.stdout.strip() or None) if branch.returncode == 0 else None, commit
+    return checked_out(repo_dir), commit
+
+
+def checked_out(repo_dir: Path) -> str | None:
+    """The checked-out branch, or None when HEAD is detached."""
+    branch = git_result(repo_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return (branch.stdout.strip() or None) if branch.returncode == 0 else None
 
 
 def archive_ref(run_id: str, agent: str) -> str:
