@@ -91,6 +91,13 @@ def take(repo: Path, data: bytes, ref: str, into: str) -> str:
         with wt.repo_lock(repo):
             fetched = wt.git_result(
                 repo,
+                # The node's cache clone is AgentOS's alone: no one else's git keeps it
+                # packed, so its fetches keep git's own maintenance (AgentOS's git commands
+                # turn it off in the user's repositories).
+                "-c",
+                "maintenance.auto=true",
+                "-c",
+                "gc.auto=6700",
                 "fetch",
                 "-q",
                 "--no-tags",
