@@ -5,23 +5,36 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
-from conftest import CliRunner, add_agent, agent_started, branches, git, make_repo, needs_tmux
+from conftest import (
+    CliRunner,
+    add_agent,
+    agent_started,
+    branches,
+    git,
+    make_repo,
+    needs_tmux,
+    wait_until,
+)
 
 from agentos.gate.judge import TestChanges as Allowed  # "Test..." is not a test class
 from agentos.receipts import list_receipts, load_receipt, read_receipt
+from agentos.run.gc import collect_garbage
 from agentos.run.orchestrator import RunOptions, start_run
-from agentos.run.review import AgentWork, GateSpec, landing_message
-from agentos.run.store import RunStore
+from agentos.run.review import AgentWork, GateSpec, MergeOutcome, landing_message, merge_run
+from agentos.run.store import RunStatus, RunStore, process_start
 from agentos.shared.checks import CheckSpec
-from agentos.workspace.layout import Workspace
+from agentos.workspace.layout import Workspace, init_workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
@@ -133,6 +146,77 @@ def test_runs_diff_of_a_failed_run_shows_the_tip_of_its_branch_kept_or_discarded
     assert json.loads(cli("runs", "diff", run_id, "--json").stdout) == expected  # archived
 
 
+def failed_pair(ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path) -> str:
+    """A failed run of two agents, left and right, each with its work on its branch."""
+    for name in ("left", "right"):
+        add_agent(
+            ws,
+            tmp_path,
+            name,
+            WRITER,
+            card={"triggers": {"keywords": ["pair"]}},
+            checks=[{"name": "never", "run": "false"}],
+        )
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    code, report = run_json(cli, "run", "pair up on the notes", "--repo", str(repo), "--force")
+    assert (code, report["status"]) == (1, "failed"), report
+    return str(report["run"])
+
+
+def test_runs_diff_shows_nothing_committed_for_an_agent_whose_branch_is_gone(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    run_id = failed_pair(ws, cli, tmp_path, repo)
+    git(repo, "branch", "-D", f"agentos/{run_id}/left")  # the person deleted it
+    base = git(repo, "rev-parse", "main")
+    tip = git(repo, "rev-parse", f"agentos/{run_id}/right")
+    diff = subprocess.run(["git", "diff", base, tip], cwd=repo, capture_output=True, text=True)
+    stat = subprocess.run(
+        ["git", "diff", "--stat", base, tip], cwd=repo, capture_output=True, text=True
+    )
+
+    out = cli("runs", "diff", run_id, "--json")
+
+    assert json.loads(out.stdout) == {
+        "run": run_id,
+        "agents": [
+            {"agent": "left", "base": base, "commit": None, "stat": "", "patch": ""},
+            {
+                "agent": "right",
+                "base": base,
+                "commit": tip,
+                "stat": stat.stdout,
+                "patch": diff.stdout,
+            },
+        ],
+    }
+    assert cli("runs", "diff", run_id, "left").stdout == (
+        f"== left ({base[:12]}..nothing committed)\n(no changes)\n"
+    )
+
+
+def test_an_agent_a_run_does_not_have_is_refused_naming_the_agents_it_has(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    pair = failed_pair(ws, cli, tmp_path, repo)
+    code, report = run_json(
+        cli, "run", "add a sentence about apples", "--repo", str(repo), "--force"
+    )
+    assert (code, report["status"]) == (1, "no_match"), report
+
+    for run_id, agents in ((pair, "left, right"), (report["run"], "none")):
+        diff = cli("runs", "diff", run_id, "nobody")
+        merge = cli("runs", "merge", run_id, "--agent", "nobody")
+        assert (diff.returncode, diff.stderr) == (
+            2,
+            f"error: AGENT: no agent 'nobody' in run {run_id} (agents: {agents})\n",
+        )
+        assert (merge.returncode, merge.stderr) == (
+            2,
+            f"error: --agent: no agent 'nobody' in run {run_id} (agents: {agents})\n",
+        )
+
+
 def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
@@ -172,6 +256,85 @@ def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
     again = cli("runs", "merge", run_id)
     assert again.returncode == 2
     assert "only a run that passed its gate and was not merged" in again.stderr
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_gc_records_a_merge_whose_process_died_after_it_landed_as_succeeded(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    run_id = ready_run(cli, repo)
+    assert run_json(cli, "runs", "merge", run_id)[0] == 0
+    gated = RunStore(ws).get(run_id).agents[0].gated_commit
+    # As if its process died once the commit landed, before it moved the branch out of sight
+    # and recorded the run's end; the person committed on the target since.
+    git(repo, "branch", f"agentos/{run_id}/writer", f"refs/agentos/runs/{run_id}/writer")
+    git(repo, "update-ref", "-d", f"refs/agentos/runs/{run_id}/writer")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "the person's own")
+    store = RunStore(ws)
+    store.update(run_id, status="merging", pid=dead_pid(), pid_start=None)
+    store.close()
+
+    gc = run_json(cli, "gc")
+
+    assert gc == (
+        0,
+        {
+            "aborted_runs": [run_id], "killed_sessions": [], "removed_worktrees": [],
+            "saved_commits": [], "problems": [],
+        },
+    )  # fmt: skip
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == (
+        "succeeded",
+        "the merge had landed when its process died; gc recorded it",
+    )
+    assert branches(repo) == ["main"]
+    assert git(repo, "rev-parse", f"refs/agentos/runs/{run_id}/writer") == gated
+
+
+@pytest.mark.process  # the run is made by a process of its own, ended before the merge
+def test_a_run_being_merged_is_the_merging_processs_and_gc_leaves_it_alone(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    hold, held = tmp_path / "hold", tmp_path / "held"
+    waits = f"if [ -e {hold} ]; then touch {held}; while [ -e {hold} ]; do sleep 0.05; done; fi"
+    add_agent(ws, tmp_path, "writer", WRITER, checks=[{"name": "waits", "run": waits}])
+    ws.settings_file.write_text("run: {guardian: false}\nsandbox: {backend: none}\n")
+    run_id = ready_run(cli, repo)
+    (repo / "README.md").write_text("# target, edited meanwhile\n")
+    git(repo, "commit", "-qam", "meanwhile")  # so the integration gate runs the check again
+    hold.touch()
+    merged: list[MergeOutcome] = []
+    merging = threading.Thread(target=lambda: merged.append(merge_run(ws, run_id)))
+    merging.start()
+    try:
+        wait_until(held.exists, what="the integration gate's check under way")
+        store = RunStore(ws)
+        record = store.get(run_id)
+        store.close()
+        gc = collect_garbage(ws)
+        again = cli("runs", "merge", run_id)
+    finally:
+        hold.unlink()
+        merging.join()
+
+    me = os.getpid()
+    assert (record.status, record.pid, record.pid_start) == ("merging", me, process_start(me))
+    assert gc.as_dict() == {
+        "aborted_runs": [], "killed_sessions": [], "removed_worktrees": [],
+        "saved_commits": [], "problems": [],
+    }  # fmt: skip
+    assert again.returncode == 2
+    assert f"run {run_id} has status merging;" in again.stderr
+    (outcome,) = merged
+    assert (outcome.status, outcome.result.merged) == ("succeeded", True)
+    assert (repo / "notes.txt").read_text() == "start\nwritten by writer\n"
 
 
 def test_runs_merge_keeps_what_the_target_gained_and_refuses_a_conflict(
@@ -223,8 +386,101 @@ def test_runs_discard_drops_the_branches_and_marks_the_run(
         "via": "agentos runs discard",
         "branches": [f"agentos/{run_id}/writer"],
     }
-    assert cli("runs", "merge", run_id).returncode == 2
+    for agents, which in (
+        (
+            (),
+            "a run that passed its gate and was not merged (run --no-merge: ready, or a conflict)",
+        ),
+        (("--agent", "writer"), "a ready, conflict or failed run"),
+    ):
+        refused = cli("runs", "merge", run_id, *agents)
+        assert (refused.returncode, refused.stderr) == (
+            2,
+            f"error: ID: run {run_id} has status discarded; only {which} can be merged\n",
+        )
     assert run_json(cli, "runs", "discard", run_id) == (0, {"run": run_id, "dropped": []})
+
+
+def test_a_live_run_cannot_be_discarded(ws: Workspace, cli: CliRunner, repo: Path) -> None:
+    run_id = "20000101-000000-live01"
+    store = RunStore(ws)
+    store.create(run_id, "work under way", repo)  # by this process, which is alive
+    store.update(run_id, status=RunStatus.RUNNING)
+    store.add_agent(run_id, "writer", "1.0.0", branch=f"agentos/{run_id}/writer")
+    store.close()
+    git(repo, "branch", f"agentos/{run_id}/writer")
+
+    out = cli("runs", "discard", run_id)
+
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: ID: run {run_id} is still running: cancel it first\n",
+    )
+    assert f"agentos/{run_id}/writer" in branches(repo)
+    assert RunStore(ws).get(run_id).status == "running"
+
+
+def test_a_run_whose_repository_is_gone_is_named_so_by_diff_merge_and_discard(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    run_id = ready_run(cli, repo)
+    shutil.rmtree(repo)
+
+    for command in ("diff", "merge", "discard"):
+        out = cli("runs", command, run_id)
+        assert (out.returncode, out.stderr) == (
+            2,
+            f"error: {repo}: repo: the repository of run {run_id} is gone\n",
+        ), command
+    assert RunStore(ws).get(run_id).status == "ready"
+
+
+def test_runs_diff_merge_and_discard_of_another_hosts_run_say_which_host_has_it(
+    ws: Workspace,
+    cli: CliRunner,
+    tmp_path: Path,
+    repo: Path,
+    pg_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    monkeypatch.setenv("AGENTOS_HOST_ID", "alpha")
+    run_id = ready_run(cli, repo)
+    beta, _ = init_workspace(tmp_path / "beta")  # another machine, the same state
+
+    for command in ("diff", "merge", "discard"):
+        out = cli("runs", command, run_id, env={"AGENTOS_HOST_ID": "beta"}, workspace=beta.root)
+        assert (out.returncode, out.stderr) == (
+            2,
+            f"error: run {run_id} runs on host alpha, not this one (beta): review and merge it "
+            "there\n",
+        ), command
+    store = RunStore(ws)
+    assert store.get(run_id).status == "ready"
+    store.close()
+    assert branches(repo) == [f"agentos/{run_id}/writer", "main"]
+
+
+def test_a_run_whose_agents_changed_the_git_administration_is_never_merged_even_by_agent(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    ws.settings_file.write_text("run: {guardian: false}\nsandbox: {backend: none}\n")
+    add_agent(ws, tmp_path, "hooker", WRITER + "git config core.hooksPath hooks\n")
+    code, report = run_json(cli, "run", "hooker-task", "--repo", str(repo), "--force")
+    assert (code, report["status"]) == (1, "failed"), report
+    run_id = report["run"]
+    before = git(repo, "rev-parse", "main")
+
+    out = cli("runs", "merge", run_id, "--agent", "hooker")
+
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: ID: run {run_id} must not be merged: its agents changed the repository's git "
+        "administration\n",
+    )
+    assert git(repo, "rev-parse", "main") == before
+    assert RunStore(ws).get(run_id).status == "failed"
 
 
 def test_a_failed_first_attempt_never_reaches_the_target_branch(
