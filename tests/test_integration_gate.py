@@ -72,7 +72,7 @@ def test_runs_merge_onto_a_target_that_moved_judges_the_combination_and_refuses_
 
 
 def test_two_agents_whose_combination_fails_are_not_merged_together(
-    ws: Workspace, tmp_path: Path
+    ws: Workspace, cli: CliRunner, tmp_path: Path
 ) -> None:
     repo = _repo(ws, tmp_path)
     before = git(repo, "rev-parse", "main")
@@ -89,6 +89,14 @@ def test_two_agents_whose_combination_fails_are_not_merged_together(
     assert {f"agentos/{report.run_id}/grower", f"agentos/{report.run_id}/shrinker"} <= set(
         branches(repo)
     )
+    # Both together failed: `runs merge` does not try again; one of them may land (--agent).
+    refused = cli("runs", "merge", report.run_id)
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        f"error: ID: run {report.run_id} has status failed; only a run that passed its gate "
+        "and was not merged (run --no-merge: ready, or a conflict) can be merged\n",
+    )
+    assert git(repo, "rev-parse", "main") == before
 
 
 def test_one_agent_onto_the_target_it_started_from_is_not_gated_twice(
@@ -108,6 +116,43 @@ def test_one_agent_onto_the_target_it_started_from_is_not_gated_twice(
         "receipt": None,
         "skipped": "the tree was already gated",
     }
+
+
+@pytest.mark.parametrize("node", [None, "node-1"], ids=["gated-here", "gated-on-a-node"])
+def test_runs_merge_judges_again_the_tree_a_cluster_node_gated_never_one_gated_here(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, node: str | None
+) -> None:
+    repo = _repo(ws, tmp_path)
+    add_agent(ws, tmp_path, "grower", GROW, card={"triggers": {"keywords": ["quota"]}})
+    report = start_run(ws, REQUEST, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    if node is not None:  # where the agent ran, as a cluster's driver records it
+        store = RunStore(ws)
+        options = store.get(report.run_id).options or {}
+        store.update(report.run_id, options={**options, "cluster": {"grower": {"node": node}}})
+        store.close()
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    assert out.returncode == 0, out.stderr
+    merge = load_receipt(ws, json.loads(out.stdout)["receipt"])
+    gate = merge.fields["integration_gate"]
+    assert isinstance(gate, dict)
+    if node is None:
+        assert gate == {
+            "passed": True,
+            "summary": "the integrated tree is the one grower's gate passed",
+            "receipt": None,
+            "skipped": "the tree was already gated",
+        }
+    else:
+        judged = load_receipt(ws, gate["receipt"])
+        assert (judged.kind, judged.fields["via"], judged.fields["passed"]) == (
+            "gate",
+            "integration gate",
+            True,
+        )
+        assert (gate["passed"], gate["skipped"]) == (True, None)
 
 
 # --- task forces ----------------------------------------------------------------------------
@@ -144,6 +189,33 @@ def test_bundled_cards_and_a_default_agent_fix_a_failing_test_and_verify_the_fix
     fixed_at = load_receipt(ws, fixer.receipts[-1]).time
     runner_started = load_receipt(ws, runner.receipts[0]).time
     assert fixed_at < runner_started
+
+
+def test_runs_merge_of_a_task_force_lands_the_changers_work_and_nothing_of_its_verifier(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo", {**FILES, "calc.py": "def total():\n    return 40\n"})
+    base = git(repo, "rev-parse", "main")
+    add_agent(ws, tmp_path, "fixer", "sed -i 's/return 40/return 4/' calc.py\n")
+    ws.settings_file.write_text("run: {guardian: false, retries: 0, default_agent: fixer}\n")
+    report = start_run(
+        ws,
+        "Fix the failing test in tests/test_calc.py",
+        repo,
+        RunOptions(force=True, merge=False),
+    )
+    assert report.status == "ready", report.message
+    fixer, runner = report.agents
+    assert (fixer.agent, runner.agent) == ("fixer", "test-runner")
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["status"]) == (0, "succeeded"), out.stderr
+    assert merged["commits"] == [git(repo, "rev-parse", "main")]
+    assert git(repo, "rev-list", "--count", f"{base}..main") == "1"
+    assert git(repo, "show", "main:calc.py") == "def total():\n    return 4"
+    assert load_receipt(ws, merged["receipt"]).fields["landed"] == {"fixer": fixer.gated_commit}
 
 
 def test_a_change_request_only_a_verifier_matches_says_so_once(

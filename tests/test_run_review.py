@@ -258,6 +258,28 @@ def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
     assert "only a run that passed its gate and was not merged" in again.stderr
 
 
+def test_runs_merge_of_a_run_whose_passing_commit_was_pruned_says_so(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    run_id = ready_run(cli, repo)
+    gated = RunStore(ws).get(run_id).agents[0].gated_commit
+    assert gated
+    git(repo, "branch", "-D", f"agentos/{run_id}/writer")  # the person deleted it, and git
+    git(repo, "reflog", "expire", "--expire=now", "--all")  # pruned what nothing reaches
+    git(repo, "gc", "-q", "--prune=now")
+    before = git(repo, "rev-parse", "main")
+
+    out = cli("runs", "merge", run_id)
+
+    assert (out.returncode, out.stderr) == (
+        1,
+        f"error: the commit {gated[:12]} that writer's gate passed is gone from {repo} (pruned?)\n",
+    )
+    assert git(repo, "rev-parse", "main") == before
+    assert RunStore(ws).get(run_id).status == "ready"
+
+
 def dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
