@@ -16,7 +16,7 @@ from _projects import ProjectRepo, _built_projects, project_repo  # noqa: F401 -
 from conftest import CliRunner, add_agent, branches, git, make_repo, needs_tmux, write_package
 
 from agentos.hub.store import Hub
-from agentos.receipts import load_receipt
+from agentos.receipts import list_receipts, load_receipt
 from agentos.routing.router import decide
 from agentos.run.orchestrator import RunOptions, start_run
 from agentos.run.review import prune
@@ -69,6 +69,54 @@ def test_runs_merge_onto_a_target_that_moved_judges_the_combination_and_refuses_
     assert gate.fields["via"] == "integration gate" and gate.fields["onto"] == moved
     assert gate.fields["passed"] is False
     assert RunStore(ws).get(report.run_id).status == "ready"  # it may be merged later
+
+
+@pytest.mark.parametrize("first", ["silent", "long"])
+def test_runs_merge_names_the_first_check_the_combination_fails_and_the_receipt_what_it_judged(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, first: str
+) -> None:
+    repo = _repo(ws, tmp_path)
+    said = "the limit: " + "0" * 450
+    silent = {"name": "limit kept", "run": "grep -q 'LIMIT = 10' config.py"}
+    loud = {
+        "name": "limit said",
+        "run": f"grep -q 'LIMIT = 10' config.py || {{ printf '\\n  {said}\\n'; exit 1; }}",
+    }
+    checks = [silent, loud] if first == "silent" else [loud, silent]
+    card = {"triggers": {"keywords": ["quota"]}}
+    add_agent(ws, tmp_path, "grower", GROW, card=card, checks=checks)
+    report = start_run(ws, REQUEST, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "config.py").write_text("LIMIT = 5\n")
+    git(repo, "commit", "-qam", "A smaller limit")
+    moved = git(repo, "rev-parse", "main")
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    verdict = load_receipt(ws, merged["receipt"]).fields["integration_gate"]
+    assert isinstance(verdict, dict)
+    gate = load_receipt(ws, verdict["receipt"])
+    # Its first failing check's first line that says something, within 400 characters
+    failure = "; limit kept: " if first == "silent" else f"; limit said: {said}"[:400]
+    summary = f"{gate.fields['summary']}{failure}"
+    assert verdict == {"passed": False, "summary": summary, "receipt": gate.id, "skipped": None}
+    assert (
+        merged["message"]
+        == f"not merged: grower on main ({moved[:12]}) fails its checks: {summary}"
+    )
+    assert gate.id in [r.id for r in list_receipts(ws, run_id=report.run_id)]
+    context = {k: gate.fields[k] for k in ("via", "agents", "onto", "passed")}
+    assert context == {
+        "via": "integration gate",
+        "agents": ["grower"],
+        "onto": moved,
+        "passed": False,
+    }
+    integrated = str(gate.fields["commit"])  # the grower's work made on the moved target
+    assert git(repo, "rev-parse", f"{integrated}^") == moved
+    assert git(repo, "show", f"{integrated}:calc.py") == "def total():\n    return 8"
+    assert git(repo, "rev-parse", "main") == moved
 
 
 def test_two_agents_whose_combination_fails_are_not_merged_together(
@@ -153,6 +201,59 @@ def test_runs_merge_judges_again_the_tree_a_cluster_node_gated_never_one_gated_h
             True,
         )
         assert (gate["passed"], gate["skipped"]) == (True, None)
+
+
+def test_runs_merge_judges_the_combination_by_the_targets_settings_whatever_is_checked_out(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    repo = _repo(ws, tmp_path)
+    add_agent(ws, tmp_path, "grower", GROW, card={"triggers": {"keywords": ["quota"]}})
+    report = start_run(ws, REQUEST, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "notes.txt").write_text("meanwhile\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "meanwhile")  # the target moved: the checks run again
+    moved = git(repo, "rev-parse", "main")
+    git(repo, "checkout", "-qb", "elsewhere")  # a branch tested otherwise is checked out
+    (repo / ".agentos.yaml").write_text(f"python: {sys.executable}\ntest: 'false'\n")
+    git(repo, "commit", "-qam", "tested otherwise")
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["merged"]) == (0, True), merged
+    assert git(repo, "rev-parse", "main^") == moved
+    assert git(repo, "show", "main:calc.py") == "def total():\n    return 8"
+
+
+def test_runs_merge_judges_the_combination_with_the_tests_the_request_named_and_let_change(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    files = {
+        **FILES,
+        "tests/test_other.py": "def test_already_broken():\n    assert False\n",
+    }
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    repo = make_repo(tmp_path / "repo", files)
+    raise_limit = (
+        "sed -i 's/return 4/return 12/' calc.py\n"
+        "sed -i 's/<= config.LIMIT/<= config.LIMIT + 2/' tests/test_calc.py\n"
+    )
+    add_agent(ws, tmp_path, "raiser", raise_limit, card={"triggers": {"keywords": ["quota"]}})
+    request = (
+        "Raise the quota in calc.py and update tests/test_calc.py to allow it; done when tests pass"
+    )
+    report = start_run(ws, request, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "notes.txt").write_text("meanwhile\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "meanwhile")  # the target moved: the checks run again
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["merged"]) == (0, True), merged
+    assert "return 12" in git(repo, "show", "main:calc.py")
 
 
 # --- task forces ----------------------------------------------------------------------------
