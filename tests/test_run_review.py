@@ -597,6 +597,34 @@ def test_prune_discards_a_ready_run_whose_branches_it_removes_saying_why(
     assert (record.status, record.message) == ("discarded", "not merged within 7 days; pruned")
 
 
+def test_prune_goes_on_past_runs_whose_repository_or_branches_are_gone(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    kept, gone = make_repo(tmp_path / "kept"), make_repo(tmp_path / "gone")
+    month = time.time() - 40 * 86400
+    store = RunStore(ws)
+    for n, (run_id, repo) in enumerate(  # listed newest first: gone, bare, then old
+        (
+            ("20000101-000000-old001", kept),
+            ("20000102-000000-bare01", kept),
+            ("20000103-000000-gone01", gone),
+        )
+    ):
+        store.create(run_id, "old work", repo)
+        store.update(run_id, status=RunStatus.FAILED, created_at=month + n, ended_at=month + n)
+    store.close()
+    git(kept, "branch", "agentos/20000101-000000-old001/agent")
+    shutil.rmtree(gone)
+
+    pruned = run_json(cli, "runs", "prune", "--older-than", "1")
+
+    assert pruned == (
+        0,
+        {"removed": [f"{kept}: refs/heads/agentos/20000101-000000-old001/agent"], "problems": []},
+    )
+    assert branches(kept) == ["main"]
+
+
 def test_the_default_agent_takes_requests_no_card_matches_and_the_receipt_says_so(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
