@@ -324,8 +324,11 @@ def test_gc_records_a_merge_whose_process_died_after_it_landed_as_succeeded(
 def test_a_run_being_merged_is_the_merging_processs_and_gc_leaves_it_alone(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
-    hold, held = tmp_path / "hold", tmp_path / "held"
-    waits = f"if [ -e {hold} ]; then touch {held}; while [ -e {hold} ]; do sleep 0.05; done; fi"
+    hold, held, release = tmp_path / "hold", tmp_path / "held", tmp_path / "release"
+    # The first check that finds `hold` takes it and waits for `release`; others pass.
+    waits = (
+        f"if mv {hold} {held} 2>/dev/null; then while [ ! -e {release} ]; do sleep 0.05; done; fi"
+    )
     add_agent(ws, tmp_path, "writer", WRITER, checks=[{"name": "waits", "run": waits}])
     ws.settings_file.write_text("run: {guardian: false}\nsandbox: {backend: none}\n")
     run_id = ready_run(cli, repo)
@@ -340,14 +343,14 @@ def test_a_run_being_merged_is_the_merging_processs_and_gc_leaves_it_alone(
         store = RunStore(ws)
         record = store.get(run_id)
         store.close()
+        me = os.getpid()  # before gc: gc of a merge it took for dead would wait on its lock
+        assert (record.status, record.pid, record.pid_start) == ("merging", me, process_start(me))
         gc = collect_garbage(ws)
         again = cli("runs", "merge", run_id)
     finally:
-        hold.unlink()
+        release.touch()
         merging.join()
 
-    me = os.getpid()
-    assert (record.status, record.pid, record.pid_start) == ("merging", me, process_start(me))
     assert gc.as_dict() == {
         "aborted_runs": [], "killed_sessions": [], "removed_worktrees": [],
         "saved_commits": [], "problems": [],
