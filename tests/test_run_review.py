@@ -362,6 +362,44 @@ def test_a_run_being_merged_is_the_merging_processs_and_gc_leaves_it_alone(
     assert (repo / "notes.txt").read_text() == "start\nwritten by writer\n"
 
 
+def test_runs_merge_of_agents_named_lands_one_commit_each_in_their_order_and_keeps_how(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    for name in ("left", "right"):
+        card = {"triggers": {"keywords": ["pair"]}}
+        add_agent(ws, tmp_path, name, f"echo {name} > {name}.txt\n", card=card)
+    code, report = run_json(
+        cli, "run", "pair up on the notes", "--repo", str(repo), "--force", "--no-merge"
+    )
+    assert (code, report["status"]) == (0, "ready"), report
+    run_id = report["run"]
+    base = git(repo, "rev-parse", "main")
+    gated = {a.agent: a.gated_commit for a in RunStore(ws).get(run_id).agents}
+
+    code, merged = run_json(cli, "runs", "merge", run_id, "--agent", "right", "--agent", "left")
+
+    assert code == 0, merged
+    right, left = git(repo, "rev-list", "--reverse", f"{base}..main").split()
+    assert git(repo, "show", "--name-only", "--format=", right) == "right.txt"
+    assert git(repo, "show", "--name-only", "--format=", left) == "left.txt"
+    message = f"merged agentos/{run_id}/right, agentos/{run_id}/left into main (2 commits)"
+    receipt = load_receipt(ws, merged["receipt"])
+    assert receipt.fields == {
+        "via": "agentos runs merge --agent right --agent left",
+        "merged": True,
+        "commit": left,
+        "commits": [right, left],
+        "conflicts": [],
+        "conflicting_branch": None,
+        "message": message,
+        "target": "main",
+        "onto": base,
+        "landed": {"right": gated["right"], "left": gated["left"]},
+    }
+    assert receipt.id in [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "merge"]
+    assert (merged["status"], merged["message"]) == ("succeeded", message)
+
+
 def test_runs_merge_keeps_what_the_target_gained_and_refuses_a_conflict(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
