@@ -400,6 +400,29 @@ def test_runs_merge_of_agents_named_lands_one_commit_each_in_their_order_and_kee
     assert (merged["status"], merged["message"]) == ("succeeded", message)
 
 
+def test_a_merge_that_fails_midway_leaves_the_run_as_it_was_saying_so(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    checks = [{"name": "notes kept", "run": "test -s notes.txt"}]
+    add_agent(ws, tmp_path, "writer", WRITER, checks=checks)
+    run_id = ready_run(cli, repo)
+    (repo / ".agentos.yaml").write_text("tests: pytest\n")  # a setting that does not exist
+    git(repo, "add", ".agentos.yaml")
+    git(repo, "commit", "-qm", "settings the integration gate cannot read")
+    before = git(repo, "rev-parse", "main")
+
+    out = cli("runs", "merge", run_id)
+
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: {repo}/.agentos.yaml@{before[:12]}: tests: unknown field\n",
+    )
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == ("ready", "the merge failed; nothing was merged")
+    assert git(repo, "rev-parse", "main") == before
+    assert branches(repo) == [f"agentos/{run_id}/writer", "main"]
+
+
 def test_runs_merge_keeps_what_the_target_gained_and_refuses_a_conflict(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
