@@ -452,6 +452,28 @@ def test_runs_merge_keeps_what_the_target_gained_and_refuses_a_conflict(
     assert f"agentos/{conflicting}/writer" in branches(repo)
 
 
+def test_a_merge_receipt_of_a_redacting_workspace_names_no_file_the_request_named(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {redact: true}\n")
+    code, report = run_json(
+        cli, "run", "writer-task: one more line in notes.txt", "--repo", str(repo), "--force",
+        "--no-merge",
+    )  # fmt: skip
+    assert (code, report["status"]) == (0, "ready"), report
+    (repo / "notes.txt").write_text("rewritten by the person\n")
+    git(repo, "commit", "-qam", "meanwhile: notes")
+
+    out = cli("runs", "merge", report["run"], "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["conflicts"]) == (1, ["notes.txt"])
+    merge = load_receipt(ws, merged["receipt"])
+    assert merge.fields["conflicts"] == ["[redacted: 9 characters]"]
+    assert "notes.txt" not in read_receipt(ws, merge.id)
+
+
 def test_runs_discard_drops_the_branches_and_marks_the_run(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
