@@ -365,39 +365,43 @@ def test_a_run_being_merged_is_the_merging_processs_and_gc_leaves_it_alone(
 def test_runs_merge_of_agents_named_lands_one_commit_each_in_their_order_and_keeps_how(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
-    for name in ("left", "right"):
-        card = {"triggers": {"keywords": ["pair"]}}
+    for name in ("east", "north", "south", "west"):
+        card = {"triggers": {"keywords": ["compass"]}}
         add_agent(ws, tmp_path, name, f"echo {name} > {name}.txt\n", card=card)
     code, report = run_json(
-        cli, "run", "pair up on the notes", "--repo", str(repo), "--force", "--no-merge"
+        cli, "run", "compass points in the notes", "--repo", str(repo), "--force", "--no-merge"
     )
     assert (code, report["status"]) == (0, "ready"), report
     run_id = report["run"]
     base = git(repo, "rev-parse", "main")
     gated = {a.agent: a.gated_commit for a in RunStore(ws).get(run_id).agents}
 
-    code, merged = run_json(cli, "runs", "merge", run_id, "--agent", "right", "--agent", "left")
+    code, merged = run_json(cli, "runs", "merge", run_id, "--agent", "west", "--agent", "east")
 
     assert code == 0, merged
-    right, left = git(repo, "rev-list", "--reverse", f"{base}..main").split()
-    assert git(repo, "show", "--name-only", "--format=", right) == "right.txt"
-    assert git(repo, "show", "--name-only", "--format=", left) == "left.txt"
-    message = f"merged agentos/{run_id}/right, agentos/{run_id}/left into main (2 commits)"
+    west, east = git(repo, "rev-list", "--reverse", f"{base}..main").split()
+    assert git(repo, "show", "--name-only", "--format=", west) == "west.txt"
+    assert git(repo, "show", "--name-only", "--format=", east) == "east.txt"
+    landed = f"merged agentos/{run_id}/west, agentos/{run_id}/east into main (2 commits)"
+    message = f"{landed}; not landed: north, south (their branches are kept)"
     receipt = load_receipt(ws, merged["receipt"])
     assert receipt.fields == {
-        "via": "agentos runs merge --agent right --agent left",
+        "via": "agentos runs merge --agent west --agent east",
         "merged": True,
-        "commit": left,
-        "commits": [right, left],
+        "commit": east,
+        "commits": [west, east],
         "conflicts": [],
         "conflicting_branch": None,
-        "message": message,
+        "message": landed,
         "target": "main",
         "onto": base,
-        "landed": {"right": gated["right"], "left": gated["left"]},
+        "landed": {"west": gated["west"], "east": gated["east"]},
     }
     assert receipt.id in [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "merge"]
     assert (merged["status"], merged["message"]) == ("succeeded", message)
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == ("succeeded", message)
+    assert branches(repo) == [f"agentos/{run_id}/north", f"agentos/{run_id}/south", "main"]
 
 
 def test_a_merge_that_fails_midway_leaves_the_run_as_it_was_saying_so(
@@ -448,7 +452,11 @@ def test_runs_merge_keeps_what_the_target_gained_and_refuses_a_conflict(
     assert refused["merged"] is False and refused["conflicts"] == ["notes.txt"]
     assert git(repo, "rev-parse", "main") == tip
     assert git(repo, "status", "--porcelain") == ""
-    assert RunStore(ws).get(conflicting).status == "ready"
+    record = RunStore(ws).get(conflicting)
+    assert (record.status, record.message) == (
+        "ready",
+        f"{refused['message']}; nothing was merged",
+    )
     assert f"agentos/{conflicting}/writer" in branches(repo)
 
 
