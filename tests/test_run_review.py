@@ -427,6 +427,29 @@ def test_a_merge_that_fails_midway_leaves_the_run_as_it_was_saying_so(
     assert branches(repo) == [f"agentos/{run_id}/writer", "main"]
 
 
+@pytest.mark.parametrize("kept", ["no-checks", "no-gate-spec"])
+def test_runs_merge_onto_a_moved_target_gates_nothing_where_the_run_kept_no_checks(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path, kept: str
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)  # no checks of its own, none asked for
+    run_id = ready_run(cli, repo)
+    if kept == "no-gate-spec":  # a run of an AgentOS that kept none
+        store = RunStore(ws)
+        options = dict(store.get(run_id).options or {})
+        del options["gate"]
+        store.update(run_id, options=options)
+        store.close()
+    (repo / "README.md").write_text("# target, edited meanwhile\n")
+    git(repo, "commit", "-qam", "meanwhile: README")
+    gates = [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "gate"]
+
+    code, merged = run_json(cli, "runs", "merge", run_id)
+
+    assert (code, merged["merged"]) == (0, True), merged
+    assert "integration_gate" not in load_receipt(ws, merged["receipt"]).fields
+    assert [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "gate"] == gates
+
+
 def test_runs_merge_keeps_what_the_target_gained_and_refuses_a_conflict(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
