@@ -6,6 +6,7 @@ nothing AgentOS runs writes into an agent's commit)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +14,16 @@ from pathlib import Path
 
 import pytest
 from _projects import ProjectRepo, _built_projects, project_repo  # noqa: F401 -- fixtures
-from conftest import CliRunner, add_agent, branches, git, make_repo, needs_tmux, write_package
+from conftest import (
+    CliRunner,
+    add_agent,
+    branches,
+    git,
+    make_repo,
+    needs_bwrap,
+    needs_tmux,
+    write_package,
+)
 
 from agentos.hub.store import Hub
 from agentos.receipts import list_receipts, load_receipt
@@ -254,6 +264,64 @@ def test_runs_merge_judges_the_combination_with_the_tests_the_request_named_and_
     merged = json.loads(out.stdout)
     assert (out.returncode, merged["merged"]) == (0, True), merged
     assert "return 12" in git(repo, "show", "main:calc.py")
+
+
+def test_runs_merge_judges_the_combination_in_the_repositorys_environment_on_its_own_code(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            ".agentos.yaml": "env: {QUOTA_EXPECTED: '8'}\n",
+            "src/quota/__init__.py": "def total():\n    return 4\n",
+            "notes.txt": "start\n",
+        },
+    )
+    (repo / ".git" / "info" / "exclude").write_text("/.venv\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", repo / ".venv"], check=True)
+    site = next((repo / ".venv" / "lib").glob("python*/site-packages"))
+    (site / "quota.pth").write_text(f"{repo}/src\n")  # an editable install of the checkout
+    expected = "import os, sys, quota; sys.exit(quota.total() != int(os.environ['QUOTA_EXPECTED']))"
+    add_agent(
+        ws,
+        tmp_path,
+        "grower",
+        "sed -i 's/return 4/return 8/' src/quota/__init__.py\n",
+        card={"triggers": {"keywords": ["quota"]}},
+        checks=[{"name": "the quota expected", "run": f'python -c "{expected}"'}],
+    )
+    report = start_run(ws, "Raise the quota", repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "notes.txt").write_text("meanwhile\n")
+    git(repo, "commit", "-qam", "meanwhile")  # the target moved: the checks run again
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["merged"]) == (0, True), merged
+    assert "return 8" in git(repo, "show", "main:src/quota/__init__.py")
+
+
+@needs_bwrap
+def test_runs_merge_judges_the_combination_confined_as_the_agents_gates_did(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    repo = _repo(ws, tmp_path)
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\nsandbox: {backend: bwrap}\n")
+    hidden = {"name": "the workspace out of sight", "run": f"test ! -e {ws.settings_file}"}
+    card = {"triggers": {"keywords": ["quota"]}}
+    add_agent(ws, tmp_path, "grower", GROW, card=card, checks=[hidden])
+    report = start_run(ws, REQUEST, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "notes.txt").write_text("meanwhile\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "meanwhile")  # the target moved: the checks run again
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["merged"]) == (0, True), merged
 
 
 # --- task forces ----------------------------------------------------------------------------
