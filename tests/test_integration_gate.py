@@ -6,6 +6,7 @@ nothing AgentOS runs writes into an agent's commit)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -13,10 +14,19 @@ from pathlib import Path
 
 import pytest
 from _projects import ProjectRepo, _built_projects, project_repo  # noqa: F401 -- fixtures
-from conftest import CliRunner, add_agent, branches, git, make_repo, needs_tmux, write_package
+from conftest import (
+    CliRunner,
+    add_agent,
+    branches,
+    git,
+    make_repo,
+    needs_bwrap,
+    needs_tmux,
+    write_package,
+)
 
 from agentos.hub.store import Hub
-from agentos.receipts import load_receipt
+from agentos.receipts import list_receipts, load_receipt
 from agentos.routing.router import decide
 from agentos.run.orchestrator import RunOptions, start_run
 from agentos.run.review import prune
@@ -71,8 +81,56 @@ def test_runs_merge_onto_a_target_that_moved_judges_the_combination_and_refuses_
     assert RunStore(ws).get(report.run_id).status == "ready"  # it may be merged later
 
 
+@pytest.mark.parametrize("first", ["silent", "long"])
+def test_runs_merge_names_the_first_check_the_combination_fails_and_the_receipt_what_it_judged(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, first: str
+) -> None:
+    repo = _repo(ws, tmp_path)
+    said = "the limit: " + "0" * 450
+    silent = {"name": "limit kept", "run": "grep -q 'LIMIT = 10' config.py"}
+    loud = {
+        "name": "limit said",
+        "run": f"grep -q 'LIMIT = 10' config.py || {{ printf '\\n  {said}\\n'; exit 1; }}",
+    }
+    checks = [silent, loud] if first == "silent" else [loud, silent]
+    card = {"triggers": {"keywords": ["quota"]}}
+    add_agent(ws, tmp_path, "grower", GROW, card=card, checks=checks)
+    report = start_run(ws, REQUEST, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "config.py").write_text("LIMIT = 5\n")
+    git(repo, "commit", "-qam", "A smaller limit")
+    moved = git(repo, "rev-parse", "main")
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    verdict = load_receipt(ws, merged["receipt"]).fields["integration_gate"]
+    assert isinstance(verdict, dict)
+    gate = load_receipt(ws, verdict["receipt"])
+    # Its first failing check's first line that says something, within 400 characters
+    failure = "; limit kept: " if first == "silent" else f"; limit said: {said}"[:400]
+    summary = f"{gate.fields['summary']}{failure}"
+    assert verdict == {"passed": False, "summary": summary, "receipt": gate.id, "skipped": None}
+    assert (
+        merged["message"]
+        == f"not merged: grower on main ({moved[:12]}) fails its checks: {summary}"
+    )
+    assert gate.id in [r.id for r in list_receipts(ws, run_id=report.run_id)]
+    context = {k: gate.fields[k] for k in ("via", "agents", "onto", "passed")}
+    assert context == {
+        "via": "integration gate",
+        "agents": ["grower"],
+        "onto": moved,
+        "passed": False,
+    }
+    integrated = str(gate.fields["commit"])  # the grower's work made on the moved target
+    assert git(repo, "rev-parse", f"{integrated}^") == moved
+    assert git(repo, "show", f"{integrated}:calc.py") == "def total():\n    return 8"
+    assert git(repo, "rev-parse", "main") == moved
+
+
 def test_two_agents_whose_combination_fails_are_not_merged_together(
-    ws: Workspace, tmp_path: Path
+    ws: Workspace, cli: CliRunner, tmp_path: Path
 ) -> None:
     repo = _repo(ws, tmp_path)
     before = git(repo, "rev-parse", "main")
@@ -89,6 +147,14 @@ def test_two_agents_whose_combination_fails_are_not_merged_together(
     assert {f"agentos/{report.run_id}/grower", f"agentos/{report.run_id}/shrinker"} <= set(
         branches(repo)
     )
+    # Both together failed: `runs merge` does not try again; one of them may land (--agent).
+    refused = cli("runs", "merge", report.run_id)
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        f"error: ID: run {report.run_id} has status failed; only a run that passed its gate "
+        "and was not merged (run --no-merge: ready, or a conflict) can be merged\n",
+    )
+    assert git(repo, "rev-parse", "main") == before
 
 
 def test_one_agent_onto_the_target_it_started_from_is_not_gated_twice(
@@ -108,6 +174,154 @@ def test_one_agent_onto_the_target_it_started_from_is_not_gated_twice(
         "receipt": None,
         "skipped": "the tree was already gated",
     }
+
+
+@pytest.mark.parametrize("node", [None, "node-1"], ids=["gated-here", "gated-on-a-node"])
+def test_runs_merge_judges_again_the_tree_a_cluster_node_gated_never_one_gated_here(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, node: str | None
+) -> None:
+    repo = _repo(ws, tmp_path)
+    add_agent(ws, tmp_path, "grower", GROW, card={"triggers": {"keywords": ["quota"]}})
+    report = start_run(ws, REQUEST, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    if node is not None:  # where the agent ran, as a cluster's driver records it
+        store = RunStore(ws)
+        options = store.get(report.run_id).options or {}
+        store.update(report.run_id, options={**options, "cluster": {"grower": {"node": node}}})
+        store.close()
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    assert out.returncode == 0, out.stderr
+    merge = load_receipt(ws, json.loads(out.stdout)["receipt"])
+    gate = merge.fields["integration_gate"]
+    assert isinstance(gate, dict)
+    if node is None:
+        assert gate == {
+            "passed": True,
+            "summary": "the integrated tree is the one grower's gate passed",
+            "receipt": None,
+            "skipped": "the tree was already gated",
+        }
+    else:
+        judged = load_receipt(ws, gate["receipt"])
+        assert (judged.kind, judged.fields["via"], judged.fields["passed"]) == (
+            "gate",
+            "integration gate",
+            True,
+        )
+        assert (gate["passed"], gate["skipped"]) == (True, None)
+
+
+def test_runs_merge_judges_the_combination_by_the_targets_settings_whatever_is_checked_out(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    repo = _repo(ws, tmp_path)
+    add_agent(ws, tmp_path, "grower", GROW, card={"triggers": {"keywords": ["quota"]}})
+    report = start_run(ws, REQUEST, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "notes.txt").write_text("meanwhile\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "meanwhile")  # the target moved: the checks run again
+    moved = git(repo, "rev-parse", "main")
+    git(repo, "checkout", "-qb", "elsewhere")  # a branch tested otherwise is checked out
+    (repo / ".agentos.yaml").write_text(f"python: {sys.executable}\ntest: 'false'\n")
+    git(repo, "commit", "-qam", "tested otherwise")
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["merged"]) == (0, True), merged
+    assert git(repo, "rev-parse", "main^") == moved
+    assert git(repo, "show", "main:calc.py") == "def total():\n    return 8"
+
+
+def test_runs_merge_judges_the_combination_with_the_tests_the_request_named_and_let_change(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    files = {
+        **FILES,
+        "tests/test_other.py": "def test_already_broken():\n    assert False\n",
+    }
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    repo = make_repo(tmp_path / "repo", files)
+    raise_limit = (
+        "sed -i 's/return 4/return 12/' calc.py\n"
+        "sed -i 's/<= config.LIMIT/<= config.LIMIT + 2/' tests/test_calc.py\n"
+    )
+    add_agent(ws, tmp_path, "raiser", raise_limit, card={"triggers": {"keywords": ["quota"]}})
+    request = (
+        "Raise the quota in calc.py and update tests/test_calc.py to allow it; done when tests pass"
+    )
+    report = start_run(ws, request, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "notes.txt").write_text("meanwhile\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "meanwhile")  # the target moved: the checks run again
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["merged"]) == (0, True), merged
+    assert "return 12" in git(repo, "show", "main:calc.py")
+
+
+def test_runs_merge_judges_the_combination_in_the_repositorys_environment_on_its_own_code(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            ".agentos.yaml": "env: {QUOTA_EXPECTED: '8'}\n",
+            "src/quota/__init__.py": "def total():\n    return 4\n",
+            "notes.txt": "start\n",
+        },
+    )
+    (repo / ".git" / "info" / "exclude").write_text("/.venv\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", repo / ".venv"], check=True)
+    site = next((repo / ".venv" / "lib").glob("python*/site-packages"))
+    (site / "quota.pth").write_text(f"{repo}/src\n")  # an editable install of the checkout
+    expected = "import os, sys, quota; sys.exit(quota.total() != int(os.environ['QUOTA_EXPECTED']))"
+    add_agent(
+        ws,
+        tmp_path,
+        "grower",
+        "sed -i 's/return 4/return 8/' src/quota/__init__.py\n",
+        card={"triggers": {"keywords": ["quota"]}},
+        checks=[{"name": "the quota expected", "run": f'python -c "{expected}"'}],
+    )
+    report = start_run(ws, "Raise the quota", repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "notes.txt").write_text("meanwhile\n")
+    git(repo, "commit", "-qam", "meanwhile")  # the target moved: the checks run again
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["merged"]) == (0, True), merged
+    assert "return 8" in git(repo, "show", "main:src/quota/__init__.py")
+
+
+@needs_bwrap
+def test_runs_merge_judges_the_combination_confined_as_the_agents_gates_did(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    repo = _repo(ws, tmp_path)
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\nsandbox: {backend: bwrap}\n")
+    hidden = {"name": "the workspace out of sight", "run": f"test ! -e {ws.settings_file}"}
+    card = {"triggers": {"keywords": ["quota"]}}
+    add_agent(ws, tmp_path, "grower", GROW, card=card, checks=[hidden])
+    report = start_run(ws, REQUEST, repo, RunOptions(force=True, merge=False))
+    assert report.status == "ready", report.message
+    (repo / "notes.txt").write_text("meanwhile\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "meanwhile")  # the target moved: the checks run again
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["merged"]) == (0, True), merged
 
 
 # --- task forces ----------------------------------------------------------------------------
@@ -144,6 +358,33 @@ def test_bundled_cards_and_a_default_agent_fix_a_failing_test_and_verify_the_fix
     fixed_at = load_receipt(ws, fixer.receipts[-1]).time
     runner_started = load_receipt(ws, runner.receipts[0]).time
     assert fixed_at < runner_started
+
+
+def test_runs_merge_of_a_task_force_lands_the_changers_work_and_nothing_of_its_verifier(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo", {**FILES, "calc.py": "def total():\n    return 40\n"})
+    base = git(repo, "rev-parse", "main")
+    add_agent(ws, tmp_path, "fixer", "sed -i 's/return 40/return 4/' calc.py\n")
+    ws.settings_file.write_text("run: {guardian: false, retries: 0, default_agent: fixer}\n")
+    report = start_run(
+        ws,
+        "Fix the failing test in tests/test_calc.py",
+        repo,
+        RunOptions(force=True, merge=False),
+    )
+    assert report.status == "ready", report.message
+    fixer, runner = report.agents
+    assert (fixer.agent, runner.agent) == ("fixer", "test-runner")
+
+    out = cli("runs", "merge", report.run_id, "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["status"]) == (0, "succeeded"), out.stderr
+    assert merged["commits"] == [git(repo, "rev-parse", "main")]
+    assert git(repo, "rev-list", "--count", f"{base}..main") == "1"
+    assert git(repo, "show", "main:calc.py") == "def total():\n    return 4"
+    assert load_receipt(ws, merged["receipt"]).fields["landed"] == {"fixer": fixer.gated_commit}
 
 
 def test_a_change_request_only_a_verifier_matches_says_so_once(

@@ -5,23 +5,36 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
-from conftest import CliRunner, add_agent, agent_started, branches, git, make_repo, needs_tmux
+from conftest import (
+    CliRunner,
+    add_agent,
+    agent_started,
+    branches,
+    git,
+    make_repo,
+    needs_tmux,
+    wait_until,
+)
 
 from agentos.gate.judge import TestChanges as Allowed  # "Test..." is not a test class
 from agentos.receipts import list_receipts, load_receipt, read_receipt
+from agentos.run.gc import collect_garbage
 from agentos.run.orchestrator import RunOptions, start_run
-from agentos.run.review import AgentWork, GateSpec, landing_message
-from agentos.run.store import RunStore
+from agentos.run.review import AgentWork, GateSpec, MergeOutcome, landing_message, merge_run
+from agentos.run.store import RunStatus, RunStore, process_start
 from agentos.shared.checks import CheckSpec
-from agentos.workspace.layout import Workspace
+from agentos.workspace.layout import Workspace, init_workspace
 
 pytestmark = [needs_tmux, pytest.mark.usefixtures("tmux_socket")]
 
@@ -133,6 +146,77 @@ def test_runs_diff_of_a_failed_run_shows_the_tip_of_its_branch_kept_or_discarded
     assert json.loads(cli("runs", "diff", run_id, "--json").stdout) == expected  # archived
 
 
+def failed_pair(ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path) -> str:
+    """A failed run of two agents, left and right, each with its work on its branch."""
+    for name in ("left", "right"):
+        add_agent(
+            ws,
+            tmp_path,
+            name,
+            WRITER,
+            card={"triggers": {"keywords": ["pair"]}},
+            checks=[{"name": "never", "run": "false"}],
+        )
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    code, report = run_json(cli, "run", "pair up on the notes", "--repo", str(repo), "--force")
+    assert (code, report["status"]) == (1, "failed"), report
+    return str(report["run"])
+
+
+def test_runs_diff_shows_nothing_committed_for_an_agent_whose_branch_is_gone(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    run_id = failed_pair(ws, cli, tmp_path, repo)
+    git(repo, "branch", "-D", f"agentos/{run_id}/left")  # the person deleted it
+    base = git(repo, "rev-parse", "main")
+    tip = git(repo, "rev-parse", f"agentos/{run_id}/right")
+    diff = subprocess.run(["git", "diff", base, tip], cwd=repo, capture_output=True, text=True)
+    stat = subprocess.run(
+        ["git", "diff", "--stat", base, tip], cwd=repo, capture_output=True, text=True
+    )
+
+    out = cli("runs", "diff", run_id, "--json")
+
+    assert json.loads(out.stdout) == {
+        "run": run_id,
+        "agents": [
+            {"agent": "left", "base": base, "commit": None, "stat": "", "patch": ""},
+            {
+                "agent": "right",
+                "base": base,
+                "commit": tip,
+                "stat": stat.stdout,
+                "patch": diff.stdout,
+            },
+        ],
+    }
+    assert cli("runs", "diff", run_id, "left").stdout == (
+        f"== left ({base[:12]}..nothing committed)\n(no changes)\n"
+    )
+
+
+def test_an_agent_a_run_does_not_have_is_refused_naming_the_agents_it_has(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    pair = failed_pair(ws, cli, tmp_path, repo)
+    code, report = run_json(
+        cli, "run", "add a sentence about apples", "--repo", str(repo), "--force"
+    )
+    assert (code, report["status"]) == (1, "no_match"), report
+
+    for run_id, agents in ((pair, "left, right"), (report["run"], "none")):
+        diff = cli("runs", "diff", run_id, "nobody")
+        merge = cli("runs", "merge", run_id, "--agent", "nobody")
+        assert (diff.returncode, diff.stderr) == (
+            2,
+            f"error: AGENT: no agent 'nobody' in run {run_id} (agents: {agents})\n",
+        )
+        assert (merge.returncode, merge.stderr) == (
+            2,
+            f"error: --agent: no agent 'nobody' in run {run_id} (agents: {agents})\n",
+        )
+
+
 def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
@@ -174,6 +258,198 @@ def test_runs_merge_lands_one_squashed_commit_naming_request_agent_and_receipts(
     assert "only a run that passed its gate and was not merged" in again.stderr
 
 
+def test_runs_merge_of_a_run_whose_passing_commit_was_pruned_says_so(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    run_id = ready_run(cli, repo)
+    gated = RunStore(ws).get(run_id).agents[0].gated_commit
+    assert gated
+    git(repo, "branch", "-D", f"agentos/{run_id}/writer")  # the person deleted it, and git
+    git(repo, "reflog", "expire", "--expire=now", "--all")  # pruned what nothing reaches
+    git(repo, "gc", "-q", "--prune=now")
+    before = git(repo, "rev-parse", "main")
+
+    out = cli("runs", "merge", run_id)
+
+    assert (out.returncode, out.stderr) == (
+        1,
+        f"error: the commit {gated[:12]} that writer's gate passed is gone from {repo} (pruned?)\n",
+    )
+    assert git(repo, "rev-parse", "main") == before
+    assert RunStore(ws).get(run_id).status == "ready"
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_gc_records_a_merge_whose_process_died_after_it_landed_as_succeeded(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    run_id = ready_run(cli, repo)
+    assert run_json(cli, "runs", "merge", run_id)[0] == 0
+    gated = RunStore(ws).get(run_id).agents[0].gated_commit
+    # As if its process died once the commit landed, before it moved the branch out of sight
+    # and recorded the run's end; the person committed on the target since.
+    git(repo, "branch", f"agentos/{run_id}/writer", f"refs/agentos/runs/{run_id}/writer")
+    git(repo, "update-ref", "-d", f"refs/agentos/runs/{run_id}/writer")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "the person's own")
+    store = RunStore(ws)
+    store.update(run_id, status="merging", pid=dead_pid(), pid_start=None)
+    store.close()
+
+    gc = run_json(cli, "gc")
+
+    assert gc == (
+        0,
+        {
+            "aborted_runs": [run_id], "killed_sessions": [], "removed_worktrees": [],
+            "saved_commits": [], "problems": [],
+        },
+    )  # fmt: skip
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == (
+        "succeeded",
+        "the merge had landed when its process died; gc recorded it",
+    )
+    assert branches(repo) == ["main"]
+    assert git(repo, "rev-parse", f"refs/agentos/runs/{run_id}/writer") == gated
+
+
+@pytest.mark.process  # the run is made by a process of its own, ended before the merge
+def test_a_run_being_merged_is_the_merging_processs_and_gc_leaves_it_alone(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    hold, held, release = tmp_path / "hold", tmp_path / "held", tmp_path / "release"
+    # The first check that finds `hold` takes it and waits for `release`; others pass.
+    waits = (
+        f"if mv {hold} {held} 2>/dev/null; then while [ ! -e {release} ]; do sleep 0.05; done; fi"
+    )
+    add_agent(ws, tmp_path, "writer", WRITER, checks=[{"name": "waits", "run": waits}])
+    ws.settings_file.write_text("run: {guardian: false}\nsandbox: {backend: none}\n")
+    run_id = ready_run(cli, repo)
+    (repo / "README.md").write_text("# target, edited meanwhile\n")
+    git(repo, "commit", "-qam", "meanwhile")  # so the integration gate runs the check again
+    hold.touch()
+    merged: list[MergeOutcome] = []
+    merging = threading.Thread(target=lambda: merged.append(merge_run(ws, run_id)))
+    merging.start()
+    try:
+        wait_until(held.exists, what="the integration gate's check under way")
+        store = RunStore(ws)
+        record = store.get(run_id)
+        store.close()
+        me = os.getpid()  # before gc: gc of a merge it took for dead would wait on its lock
+        assert (record.status, record.pid, record.pid_start) == ("merging", me, process_start(me))
+        gc = collect_garbage(ws)
+        again = cli("runs", "merge", run_id)
+    finally:
+        release.touch()
+        merging.join()
+
+    assert gc.as_dict() == {
+        "aborted_runs": [], "killed_sessions": [], "removed_worktrees": [],
+        "saved_commits": [], "problems": [],
+    }  # fmt: skip
+    assert again.returncode == 2
+    assert f"run {run_id} has status merging;" in again.stderr
+    (outcome,) = merged
+    assert (outcome.status, outcome.result.merged) == ("succeeded", True)
+    assert (repo / "notes.txt").read_text() == "start\nwritten by writer\n"
+
+
+def test_runs_merge_of_agents_named_lands_one_commit_each_in_their_order_and_keeps_how(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    for name in ("east", "north", "south", "west"):
+        card = {"triggers": {"keywords": ["compass"]}}
+        add_agent(ws, tmp_path, name, f"echo {name} > {name}.txt\n", card=card)
+    code, report = run_json(
+        cli, "run", "compass points in the notes", "--repo", str(repo), "--force", "--no-merge"
+    )
+    assert (code, report["status"]) == (0, "ready"), report
+    run_id = report["run"]
+    base = git(repo, "rev-parse", "main")
+    gated = {a.agent: a.gated_commit for a in RunStore(ws).get(run_id).agents}
+
+    code, merged = run_json(cli, "runs", "merge", run_id, "--agent", "west", "--agent", "east")
+
+    assert code == 0, merged
+    west, east = git(repo, "rev-list", "--reverse", f"{base}..main").split()
+    assert git(repo, "show", "--name-only", "--format=", west) == "west.txt"
+    assert git(repo, "show", "--name-only", "--format=", east) == "east.txt"
+    landed = f"merged agentos/{run_id}/west, agentos/{run_id}/east into main (2 commits)"
+    message = f"{landed}; not landed: north, south (their branches are kept)"
+    receipt = load_receipt(ws, merged["receipt"])
+    assert receipt.fields == {
+        "via": "agentos runs merge --agent west --agent east",
+        "merged": True,
+        "commit": east,
+        "commits": [west, east],
+        "conflicts": [],
+        "conflicting_branch": None,
+        "message": landed,
+        "target": "main",
+        "onto": base,
+        "landed": {"west": gated["west"], "east": gated["east"]},
+    }
+    assert receipt.id in [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "merge"]
+    assert (merged["status"], merged["message"]) == ("succeeded", message)
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == ("succeeded", message)
+    assert branches(repo) == [f"agentos/{run_id}/north", f"agentos/{run_id}/south", "main"]
+
+
+def test_a_merge_that_fails_midway_leaves_the_run_as_it_was_saying_so(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    checks = [{"name": "notes kept", "run": "test -s notes.txt"}]
+    add_agent(ws, tmp_path, "writer", WRITER, checks=checks)
+    run_id = ready_run(cli, repo)
+    (repo / ".agentos.yaml").write_text("tests: pytest\n")  # a setting that does not exist
+    git(repo, "add", ".agentos.yaml")
+    git(repo, "commit", "-qm", "settings the integration gate cannot read")
+    before = git(repo, "rev-parse", "main")
+
+    out = cli("runs", "merge", run_id)
+
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: {repo}/.agentos.yaml@{before[:12]}: tests: unknown field\n",
+    )
+    record = RunStore(ws).get(run_id)
+    assert (record.status, record.message) == ("ready", "the merge failed; nothing was merged")
+    assert git(repo, "rev-parse", "main") == before
+    assert branches(repo) == [f"agentos/{run_id}/writer", "main"]
+
+
+@pytest.mark.parametrize("kept", ["no-checks", "no-gate-spec"])
+def test_runs_merge_onto_a_moved_target_gates_nothing_where_the_run_kept_no_checks(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path, kept: str
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)  # no checks of its own, none asked for
+    run_id = ready_run(cli, repo)
+    if kept == "no-gate-spec":  # a run of an AgentOS that kept none
+        store = RunStore(ws)
+        options = dict(store.get(run_id).options or {})
+        del options["gate"]
+        store.update(run_id, options=options)
+        store.close()
+    (repo / "README.md").write_text("# target, edited meanwhile\n")
+    git(repo, "commit", "-qam", "meanwhile: README")
+    gates = [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "gate"]
+
+    code, merged = run_json(cli, "runs", "merge", run_id)
+
+    assert (code, merged["merged"]) == (0, True), merged
+    assert "integration_gate" not in load_receipt(ws, merged["receipt"]).fields
+    assert [r.id for r in list_receipts(ws, run_id=run_id) if r.kind == "gate"] == gates
+
+
 def test_runs_merge_keeps_what_the_target_gained_and_refuses_a_conflict(
     ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
 ) -> None:
@@ -199,8 +475,34 @@ def test_runs_merge_keeps_what_the_target_gained_and_refuses_a_conflict(
     assert refused["merged"] is False and refused["conflicts"] == ["notes.txt"]
     assert git(repo, "rev-parse", "main") == tip
     assert git(repo, "status", "--porcelain") == ""
-    assert RunStore(ws).get(conflicting).status == "ready"
+    record = RunStore(ws).get(conflicting)
+    assert (record.status, record.message) == (
+        "ready",
+        f"{refused['message']}; nothing was merged",
+    )
     assert f"agentos/{conflicting}/writer" in branches(repo)
+
+
+def test_a_merge_receipt_of_a_redacting_workspace_names_no_file_the_request_named(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    ws.settings_file.write_text("run: {guardian: false}\nreceipts: {redact: true}\n")
+    code, report = run_json(
+        cli, "run", "writer-task: one more line in notes.txt", "--repo", str(repo), "--force",
+        "--no-merge",
+    )  # fmt: skip
+    assert (code, report["status"]) == (0, "ready"), report
+    (repo / "notes.txt").write_text("rewritten by the person\n")
+    git(repo, "commit", "-qam", "meanwhile: notes")
+
+    out = cli("runs", "merge", report["run"], "--json")
+
+    merged = json.loads(out.stdout)
+    assert (out.returncode, merged["conflicts"]) == (1, ["notes.txt"])
+    merge = load_receipt(ws, merged["receipt"])
+    assert merge.fields["conflicts"] == ["[redacted: 9 characters]"]
+    assert "notes.txt" not in read_receipt(ws, merge.id)
 
 
 def test_runs_discard_drops_the_branches_and_marks_the_run(
@@ -223,8 +525,101 @@ def test_runs_discard_drops_the_branches_and_marks_the_run(
         "via": "agentos runs discard",
         "branches": [f"agentos/{run_id}/writer"],
     }
-    assert cli("runs", "merge", run_id).returncode == 2
+    for agents, which in (
+        (
+            (),
+            "a run that passed its gate and was not merged (run --no-merge: ready, or a conflict)",
+        ),
+        (("--agent", "writer"), "a ready, conflict or failed run"),
+    ):
+        refused = cli("runs", "merge", run_id, *agents)
+        assert (refused.returncode, refused.stderr) == (
+            2,
+            f"error: ID: run {run_id} has status discarded; only {which} can be merged\n",
+        )
     assert run_json(cli, "runs", "discard", run_id) == (0, {"run": run_id, "dropped": []})
+
+
+def test_a_live_run_cannot_be_discarded(ws: Workspace, cli: CliRunner, repo: Path) -> None:
+    run_id = "20000101-000000-live01"
+    store = RunStore(ws)
+    store.create(run_id, "work under way", repo)  # by this process, which is alive
+    store.update(run_id, status=RunStatus.RUNNING)
+    store.add_agent(run_id, "writer", "1.0.0", branch=f"agentos/{run_id}/writer")
+    store.close()
+    git(repo, "branch", f"agentos/{run_id}/writer")
+
+    out = cli("runs", "discard", run_id)
+
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: ID: run {run_id} is still running: cancel it first\n",
+    )
+    assert f"agentos/{run_id}/writer" in branches(repo)
+    assert RunStore(ws).get(run_id).status == "running"
+
+
+def test_a_run_whose_repository_is_gone_is_named_so_by_diff_merge_and_discard(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    run_id = ready_run(cli, repo)
+    shutil.rmtree(repo)
+
+    for command in ("diff", "merge", "discard"):
+        out = cli("runs", command, run_id)
+        assert (out.returncode, out.stderr) == (
+            2,
+            f"error: {repo}: repo: the repository of run {run_id} is gone\n",
+        ), command
+    assert RunStore(ws).get(run_id).status == "ready"
+
+
+def test_runs_diff_merge_and_discard_of_another_hosts_run_say_which_host_has_it(
+    ws: Workspace,
+    cli: CliRunner,
+    tmp_path: Path,
+    repo: Path,
+    pg_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    add_agent(ws, tmp_path, "writer", WRITER)
+    monkeypatch.setenv("AGENTOS_HOST_ID", "alpha")
+    run_id = ready_run(cli, repo)
+    beta, _ = init_workspace(tmp_path / "beta")  # another machine, the same state
+
+    for command in ("diff", "merge", "discard"):
+        out = cli("runs", command, run_id, env={"AGENTOS_HOST_ID": "beta"}, workspace=beta.root)
+        assert (out.returncode, out.stderr) == (
+            2,
+            f"error: run {run_id} runs on host alpha, not this one (beta): review and merge it "
+            "there\n",
+        ), command
+    store = RunStore(ws)
+    assert store.get(run_id).status == "ready"
+    store.close()
+    assert branches(repo) == [f"agentos/{run_id}/writer", "main"]
+
+
+def test_a_run_whose_agents_changed_the_git_administration_is_never_merged_even_by_agent(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+) -> None:
+    ws.settings_file.write_text("run: {guardian: false}\nsandbox: {backend: none}\n")
+    add_agent(ws, tmp_path, "hooker", WRITER + "git config core.hooksPath hooks\n")
+    code, report = run_json(cli, "run", "hooker-task", "--repo", str(repo), "--force")
+    assert (code, report["status"]) == (1, "failed"), report
+    run_id = report["run"]
+    before = git(repo, "rev-parse", "main")
+
+    out = cli("runs", "merge", run_id, "--agent", "hooker")
+
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: ID: run {run_id} must not be merged: its agents changed the repository's git "
+        "administration\n",
+    )
+    assert git(repo, "rev-parse", "main") == before
+    assert RunStore(ws).get(run_id).status == "failed"
 
 
 def test_a_failed_first_attempt_never_reaches_the_target_branch(
@@ -317,6 +712,34 @@ def test_prune_discards_a_ready_run_whose_branches_it_removes_saying_why(
     ]
     record = RunStore(ws).get(run_id)
     assert (record.status, record.message) == ("discarded", "not merged within 7 days; pruned")
+
+
+def test_prune_goes_on_past_runs_whose_repository_or_branches_are_gone(
+    ws: Workspace, cli: CliRunner, tmp_path: Path
+) -> None:
+    kept, gone = make_repo(tmp_path / "kept"), make_repo(tmp_path / "gone")
+    month = time.time() - 40 * 86400
+    store = RunStore(ws)
+    for n, (run_id, repo) in enumerate(  # listed newest first: gone, bare, then old
+        (
+            ("20000101-000000-old001", kept),
+            ("20000102-000000-bare01", kept),
+            ("20000103-000000-gone01", gone),
+        )
+    ):
+        store.create(run_id, "old work", repo)
+        store.update(run_id, status=RunStatus.FAILED, created_at=month + n, ended_at=month + n)
+    store.close()
+    git(kept, "branch", "agentos/20000101-000000-old001/agent")
+    shutil.rmtree(gone)
+
+    pruned = run_json(cli, "runs", "prune", "--older-than", "1")
+
+    assert pruned == (
+        0,
+        {"removed": [f"{kept}: refs/heads/agentos/20000101-000000-old001/agent"], "problems": []},
+    )
+    assert branches(kept) == ["main"]
 
 
 def test_the_default_agent_takes_requests_no_card_matches_and_the_receipt_says_so(
