@@ -643,18 +643,20 @@ def test_cards_changed_between_new_processes_are_seen_through_the_index_each_one
     tmp_path: Path,
 ) -> None:
     """A new process updates the newest index kept on disk with the cards changed since and
-    keeps it for the next one: a card removed, then another edited, then one added, each is
-    seen by the next new process as a whole compile of the same cards sees it."""
+    keeps it for the next one: a card removed (with its phrase), then another edited (to
+    take that phrase), then one added, each is seen by the next new process as a whole
+    compile of the same cards sees it."""
     ws, _ = init_workspace(tmp_path / "ws")
     for old in ws.cards_dir.glob("*.yaml"):
         old.unlink()
-    for card_id, word in (("a", "lint"), ("b", "docs"), ("c", "tests")):
-        _own_group(ws, card_id, keywords=[word])
-    request = "lint docs tests typo"
-    assert _selected(ws, request) == ["a", "b", "c"]
+    _own_group(ws, "a", keywords=["lint"], phrases=["lint errors"])
+    _own_group(ws, "b", keywords=["docs"])
+    _own_group(ws, "c", keywords=["tests", "errors"])  # "lint errors" is filed under "lint"
+    request = "the lint errors of the docs and tests, a typo"
+    assert _selected(ws, request) == ["a", "c", "b"]
     steps: list[tuple[Callable[[], object], list[str]]] = [
-        ((ws.cards_dir / "a.yaml").unlink, ["b", "c"]),
-        (lambda: _own_group(ws, "b", keywords=["typo"]), ["b", "c"]),
+        ((ws.cards_dir / "a.yaml").unlink, ["c", "b"]),
+        (lambda: _own_group(ws, "b", keywords=["typo"], phrases=["lint errors"]), ["b", "c"]),
         (lambda: _own_group(ws, "d", keywords=["docs"]), ["b", "c", "d"]),
     ]
     for change, selected in steps:
