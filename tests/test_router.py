@@ -361,6 +361,34 @@ def test_selected_cards_carry_agent_version_fired_triggers_and_checks(bare: Work
     assert d.hub_revision == Hub(bare.hub_dir).revision()
 
 
+def test_a_cards_tests_check_takes_the_repositorys_timeout_unless_it_sets_one(
+    bare: Workspace, tmp_path: Path
+) -> None:
+    """A `tests` check runs the repository's tests with the repository's timeout unless the
+    check sets one: a card's checks reach the gate as the card wrote them, compiled now or
+    read from the cache by a new process (the default timeout written into the index was
+    taken for one the card set: 300 s for a suite the repository gives 1800)."""
+    from agentos.gate.repo import RepoProfile
+    from agentos.gate.selection import describe
+    from agentos.routing import router
+
+    checks = [
+        {"name": "all", "tests": []},
+        {"name": "quick", "tests": ["tests/test_a.py"], "timeout": 60},
+        {"name": "lint", "run": "ruff check ."},
+    ]
+    write_card(bare, "suite", {"keywords": ["tests"]}, checks=checks)
+    profile = RepoProfile(tmp_path, "agentos.yaml", "pytest", "pytest", None, None, timeout=1800)
+    for _ in range(2):  # the second as a new process: the index is read from the cache
+        [selected] = decide(bare, "run the tests").selected
+        assert [describe(c, profile) for c in selected.checks] == [
+            "the repository's tests (the whole suite): `pytest`, timeout 1800s",
+            "the repository's tests (tests/test_a.py): `pytest tests/test_a.py`, timeout 60s",
+            "`ruff check .`, timeout 300s",
+        ]
+        router._INDEXES.clear()
+
+
 def fixer_versions(ws: Workspace, tmp_path: Path) -> Hub:
     """The workspace's hub with ``fixer`` 1.0.0, 1.4.0 and 2.0.0 installed (2.0.0 active)."""
     hub = Hub(ws.hub_dir)
