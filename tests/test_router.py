@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import marshal
@@ -24,7 +25,7 @@ from agentos.errors import NotFound
 from agentos.hub.store import Hub
 from agentos.receipts import read_receipt, verify_chain
 from agentos.routing.cards import Card, cards_revision, load_cards
-from agentos.routing.index import Index, necessary_keys, normalize, reference_match
+from agentos.routing.index import FORMAT, Index, necessary_keys, normalize, reference_match
 from agentos.routing.router import cache_dir, current_revision, decide, route
 from agentos.shared import patterns
 from agentos.workspace.layout import Workspace, init_workspace
@@ -360,6 +361,34 @@ def test_selected_cards_carry_agent_version_fired_triggers_and_checks(bare: Work
     assert d.hub_revision == Hub(bare.hub_dir).revision()
 
 
+def test_a_cards_tests_check_takes_the_repositorys_timeout_unless_it_sets_one(
+    bare: Workspace, tmp_path: Path
+) -> None:
+    """A `tests` check runs the repository's tests with the repository's timeout unless the
+    check sets one: a card's checks reach the gate as the card wrote them, compiled now or
+    read from the cache by a new process (the default timeout written into the index was
+    taken for one the card set: 300 s for a suite the repository gives 1800)."""
+    from agentos.gate.repo import RepoProfile
+    from agentos.gate.selection import describe
+    from agentos.routing import router
+
+    checks = [
+        {"name": "all", "tests": []},
+        {"name": "quick", "tests": ["tests/test_a.py"], "timeout": 60},
+        {"name": "lint", "run": "ruff check ."},
+    ]
+    write_card(bare, "suite", {"keywords": ["tests"]}, checks=checks)
+    profile = RepoProfile(tmp_path, "agentos.yaml", "pytest", "pytest", None, None, timeout=1800)
+    for _ in range(2):  # the second as a new process: the index is read from the cache
+        [selected] = decide(bare, "run the tests").selected
+        assert [describe(c, profile) for c in selected.checks] == [
+            "the repository's tests (the whole suite): `pytest`, timeout 1800s",
+            "the repository's tests (tests/test_a.py): `pytest tests/test_a.py`, timeout 60s",
+            "`ruff check .`, timeout 300s",
+        ]
+        router._INDEXES.clear()
+
+
 def fixer_versions(ws: Workspace, tmp_path: Path) -> Hub:
     """The workspace's hub with ``fixer`` 1.0.0, 1.4.0 and 2.0.0 installed (2.0.0 active)."""
     hub = Hub(ws.hub_dir)
@@ -571,6 +600,7 @@ PATTERNS = [
     r"(?i)hel{2}o",
     r"\.py\b",
     r"(ab)?cd",
+    r"(?:xyz)?a",
     r"q*rst",
     r"[[:alpha:]]+\]",  # RE2 reads a POSIX class where Python reads a nested set
     r"cd$",
@@ -632,6 +662,15 @@ def test_regex_prefilter_reads_literals_off_the_pattern() -> None:
     assert necessary_keys(r"[0-9]+") is None
     assert necessary_keys(r"a|\d") is None
     assert necessary_keys(r"[[:alpha:]]x") is None  # Python's parse may not be RE2's
+    # Of the literals every match holds, the most selective: the longest (here not the
+    # first), then the fewest alternatives; a space is a literal like any other.
+    assert necessary_keys(r"a.*traceback") == frozenset({"tra"})
+    assert necessary_keys(r"(?:abc|def|ghi)\s(?:jkl|mno)") == frozenset({"jkl", "mno"})
+    assert necessary_keys(r"x y") == frozenset({"x y"})
+    # A literal in a group, or repeated at least once, is needed; an optional one is not.
+    assert necessary_keys(r"(abc)\d") == frozenset({"abc"})
+    assert necessary_keys(r"\d(?:abc)+") == frozenset({"abc"})
+    assert necessary_keys(r"(?:abc)*d") == frozenset({"d"})
 
 
 # --- the compiled cards, cached by revision -----------------------------------------------
@@ -641,8 +680,30 @@ def test_compiled_cards_are_cached_on_disk_by_the_card_sets_revision(ws: Workspa
     d = decide(ws, "fix the lint errors")
     assert cache_dir(ws) == ws.root / ".agentos" / "cache"
     cached = list(cache_dir(ws).glob("router-*.idx"))
-    assert [p.name.split("-")[1] for p in cached] == [d.cards_revision]
+    # The name says the index's format and the Python that wrote it: marshal's format may
+    # change between Python versions.
+    python = f"py{sys.version_info.major}{sys.version_info.minor}"
+    assert [p.name for p in cached] == [f"router-{d.cards_revision}-f{FORMAT}-{python}.idx"]
     assert d.cards_revision == cards_revision(ws.cards_dir) == current_revision(ws)
+
+
+def test_a_process_that_reads_the_cached_cards_keeps_its_garbage_collector_on(
+    ws: Workspace,
+) -> None:
+    """The index is read from the cache with the garbage collector paused (marshal makes
+    many objects and no cycles); a process that routes (the MCP server, all day) has it on
+    again after, and one that had it off keeps it off."""
+    from agentos.routing import router
+
+    before = decide(ws, "fix the lint errors").as_dict()
+    for enabled in (True, False):
+        router._INDEXES.clear()  # as a new process: the index is read from the cache
+        gc.enable() if enabled else gc.disable()
+        try:
+            assert decide(ws, "fix the lint errors").as_dict() == before
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
 
 
 def test_an_edited_card_is_seen_by_the_very_next_decision(bare: Workspace) -> None:

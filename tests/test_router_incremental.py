@@ -12,6 +12,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -630,3 +631,78 @@ def test_a_new_process_hashes_again_no_card_the_last_one_hashed(tmp_path: Path) 
         _as_a_new_process()
         revision = decide(ws, "fix the ruff errors").cards_revision
         assert revision == load_cards(ws.cards_dir).revision
+
+
+def _own_group(ws: Workspace, card_id: str, **triggers: list[str]) -> Path:
+    """Card ``card_id``, in a group of its own, written to ``<card_id>.yaml``."""
+    data = {"id": card_id, "agent": "ruff-fixer", "group": card_id, "triggers": triggers}
+    return _write(ws, f"{card_id}.yaml", data)
+
+
+def test_cards_changed_between_new_processes_are_seen_through_the_index_each_one_kept(
+    tmp_path: Path,
+) -> None:
+    """A new process updates the newest index kept on disk with the cards changed since and
+    keeps it for the next one: a card removed (with its phrase), then another edited (to
+    take that phrase), then one added, each is seen by the next new process as a whole
+    compile of the same cards sees it."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    for old in ws.cards_dir.glob("*.yaml"):
+        old.unlink()
+    _own_group(ws, "a", keywords=["lint"], phrases=["lint errors"])
+    _own_group(ws, "b", keywords=["docs"])
+    _own_group(ws, "c", keywords=["tests", "errors"])  # "lint errors" is filed under "lint"
+    request = "the lint errors of the docs and tests, a typo"
+    assert _selected(ws, request) == ["a", "c", "b"]
+    steps: list[tuple[Callable[[], object], list[str]]] = [
+        ((ws.cards_dir / "a.yaml").unlink, ["c", "b"]),
+        (lambda: _own_group(ws, "b", keywords=["typo"], phrases=["lint errors"]), ["b", "c"]),
+        (lambda: _own_group(ws, "d", keywords=["docs"]), ["b", "c", "d"]),
+    ]
+    for change, selected in steps:
+        change()
+        _as_a_new_process()
+        decision = decide(ws, request)
+        whole = load_cards(ws.cards_dir)
+        reference = Index.build(whole.cards, whole.revision)
+        want = decide_with(reference, request, decision.hub_revision, _fixed)
+        assert decision.as_dict() == want.as_dict()
+        assert [s.card for s in decision.selected] == selected
+        assert _kept_revisions(ws) == [whole.revision]  # kept for the next process
+
+
+def test_regexes_new_to_the_card_set_are_matched_after_an_update_as_after_a_whole_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A card edited in a process that routes again, and one added, bring regexes no card
+    had: one with a literal every match holds (run only on requests holding it) and one
+    without (run on every request). The next decisions, compiling only those cards, match
+    them as a whole compile of the same cards does."""
+    ws, _ = init_workspace(tmp_path / "ws")
+    for old in ws.cards_dir.glob("*.yaml"):
+        old.unlink()
+    _own_group(ws, "a", keywords=["lint"])
+    _own_group(ws, "b", keywords=["docs"], regex=[r"\bE\d{3}\b"])
+    assert _route_twice(ws, "lint docs") == ["a", "b"]
+
+    def no_whole_compile(_ws: Workspace) -> Index:
+        raise AssertionError("the whole card set was compiled again")
+
+    monkeypatch.setattr(router, "compile_cards", no_whole_compile)
+    _own_group(ws, "a", keywords=["lint"], regex=[r"\bTICKET-\d+", r"\d{5}"])
+    _own_group(ws, "c", regex=[r"\d{5}", r"\bE\d{3}\b"])
+    requests = {
+        "see TICKET-12": ["a"],
+        "port 12345": ["a", "c"],
+        "TICKET-7 and 99999 and E501": ["a", "c", "b"],
+        "lint the docs": ["a", "b"],
+        "nothing here": [],
+    }
+    got = {request: decide(ws, request) for request in requests}
+    monkeypatch.undo()
+    whole = load_cards(ws.cards_dir)
+    reference = Index.build(whole.cards, whole.revision)
+    for request, selected in requests.items():
+        want = decide_with(reference, request, got[request].hub_revision, _fixed)
+        assert got[request].as_dict() == want.as_dict(), request
+        assert [s.card for s in got[request].selected] == selected, request
