@@ -214,6 +214,22 @@ def test_branches_go_all_or_none_each_only_at_its_commit_and_a_gone_one_leaves_n
     assert not delete_unmoved(repo, {"agentos/r2/gone": base})  # never made
     assert folders() == ["heads", "heads/main", "tags"]
 
+    # A branch made a symbolic ref to the user's branch: the ref itself goes, never main.
+    git(repo, "symbolic-ref", "refs/heads/agentos/r3/a", "refs/heads/main")
+    assert delete_unmoved(repo, {"agentos/r3/a": later})
+    assert git(repo, "rev-parse", "main") == later
+    assert folders() == ["heads", "heads/main", "tags"]
+
+    # A branch checked out in a worktree (or the main checkout) is not deleted: git branch -D
+    # refuses it, and so does the run's teardown.
+    git(repo, "branch", "agentos/r4/a", base)
+    git(repo, "worktree", "add", "-q", str(tmp_path / "kept"), "agentos/r4/a")
+    assert not delete_unmoved(repo, {"agentos/r4/a": base})
+    assert git(repo, "rev-parse", "agentos/r4/a") == base
+    git(repo, "checkout", "-q", "-b", "agentos/r5/a", base)
+    assert not delete_unmoved(repo, {"agentos/r5/a": base})
+    assert git(repo, "rev-parse", "agentos/r5/a") == base
+
 
 def test_landing_takes_the_gated_commit_whatever_its_branch_says_later(tmp_path: Path) -> None:
     from agentos.worktrees import landing

@@ -481,14 +481,13 @@ def test_a_git_without_add_sparse_still_commits_and_merges_the_agents_work(
     assert branches(repo) == ["main"]
 
 
-def test_a_run_never_starts_the_repositorys_maintenance(
+def test_a_run_maintains_the_repository_once_it_lands_and_not_before(
     ws: Workspace, tmp_path: Path, repo: Path
 ) -> None:
-    # AgentOS's commits and merges would start `git maintenance run --auto` (a repack, in
-    # a large repository minutes long, the repository held): its git commands turn it off,
-    # and the user's own git commands keep doing it. git guesses the loose objects from its
-    # objects/17 folder: two loose objects there, and gc.auto 1, make any git that runs
-    # maintenance pack the repository.
+    # Each commit and merge of AgentOS's would start `git maintenance run --auto` (three a
+    # landing, and a repack can take minutes): its git commands do not, and a landing asks
+    # for it once, as a commit of the user's would. git guesses the loose objects from its
+    # objects/17 folder: two loose objects there, and gc.auto 1, make maintenance pack.
     seventeen = (i for i in itertools.count() if _blob_id(f"{i}\n").startswith("17"))
     for n in itertools.islice(seventeen, 2):
         (tmp_path / "seventeen").write_text(f"{n}\n")
@@ -496,15 +495,27 @@ def test_a_run_never_starts_the_repositorys_maintenance(
     git(repo, "config", "gc.auto", "1")
     git(repo, "config", "gc.autoDetach", "false")
     packs = repo / ".git" / "objects" / "pack"
+    ws.settings_file.write_text("run: {guardian: false, retries: 0}\n")
+    add_agent(
+        ws,
+        tmp_path,
+        "failer",
+        "echo unfinished > unfinished.txt\n",
+        checks=[{"name": "never", "file_exists": "done.txt"}],
+    )
     add_agent(ws, tmp_path, "packer", "echo packed > packed.txt\n")
 
-    report = start_run(ws, "packer-task", repo, force=True)
+    failed = start_run(ws, "failer-task", repo, force=True)
 
-    assert report.status == "succeeded", report.message
-    assert (repo / "packed.txt").read_text() == "packed\n"  # committed and merged
-    assert list(packs.glob("*.pack")) == []  # nothing was packed
-    git(repo, "commit", "-q", "--allow-empty", "-m", "the user's own")
-    assert list(packs.glob("*.pack")) != []  # the user's commit packs, as git does
+    assert failed.status == "failed", failed.message
+    assert failed.agents[0].commits  # AgentOS committed its work to its branch...
+    assert list(packs.glob("*.pack")) == []  # ...and started no maintenance: nothing landed
+
+    landed = start_run(ws, "packer-task", repo, force=True)
+
+    assert landed.status == "succeeded", landed.message
+    assert (repo / "packed.txt").read_text() == "packed\n"
+    assert list(packs.glob("*.pack")) != []  # maintained after the landing
 
 
 def _blob_id(text: str) -> str:
@@ -657,6 +668,38 @@ def test_what_an_agent_started_does_not_outlive_it(
 
     assert report.status == "failed" and report.agents[0].exit_code == 124
     wait_until(lambda: not processes_named(marker), timeout=10)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
+def test_a_session_is_found_and_ended_where_proc_is_not_this_processs(
+    ws: Workspace, tmp_path: Path, tmux_socket: str
+) -> None:
+    """Whether a tmux server listens is asked by the socket's path, not through
+    /proc/self/fd: in a mount namespace whose /proc is an empty tmpfs, a live session is
+    still listed and ended (it was taken for none, and survived a guardian's stop)."""
+    from agentos.run.sessions import Sessions
+
+    sessions = Sessions(ws.root)
+    sessions.start("agentos-probe-2", ["sleep", "60"], tmp_path)
+    probe = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from agentos.run.sessions import Sessions\n"
+        "s = Sessions(Path(sys.argv[1]))\n"
+        "print(json.dumps([s.names(), s.kill('agentos-probe-2')]))\n"
+    )
+    in_namespace = ["unshare", "--mount", "--map-root-user", "sh", "-c"]
+    shell = 'mount -t tmpfs none /proc && exec "$@"'
+    result = subprocess.run(
+        [*in_namespace, shell, "sh", sys.executable, "-c", probe, str(ws.root)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AGENTOS_TMUX_SOCKET": tmux_socket},
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [["agentos-probe-2"], True]
+    assert sessions.names() == []
 
 
 def test_a_tmux_server_that_has_ended_is_not_asked_for_its_sessions(

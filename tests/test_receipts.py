@@ -540,7 +540,9 @@ def test_receipts_are_written_on_a_file_system_without_hard_links(
     assert (ws.state_dir / KEY).stat().st_mode & 0o777 == 0o600
 
 
-@pytest.mark.parametrize("where", ["a file without a name", "no O_TMPFILE", "no /proc"])
+@pytest.mark.parametrize(
+    "where", ["a file without a name", "no O_TMPFILE", "no /proc", "a /proc that lies"]
+)
 def test_receipts_are_written_whether_a_file_can_be_made_without_a_name_or_not(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
@@ -558,9 +560,13 @@ def test_receipts_are_written_whether_a_file_can_be_made_without_a_name_or_not(
             named.append(os.fspath(path))
         return real_open(path, flags, *args, **kwargs)
 
+    first = ws.receipts_dir / "00000001.txt"
+
     def link(src: str, *args: Any, **kwargs: Any) -> None:
         if str(src).startswith("/proc/") and where == "no /proc":
             raise OSError(errno.ENOENT, "No such file or directory")
+        if str(src).startswith("/proc/") and where == "a /proc that lies" and first.exists():
+            src = str(first)  # what a /proc of someone else's could link instead
         real_link(src, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", open_)
@@ -574,7 +580,8 @@ def test_receipts_are_written_whether_a_file_can_be_made_without_a_name_or_not(
         "00000003.txt",
     ]
     temporary = [n for n in named if re.fullmatch(r"\.\d{8}\.\d+\.[0-9a-f]{8}\.tmp", n)]
-    assert len(temporary) == (0 if where == "a file without a name" else 3)
+    expected = {"a file without a name": 0, "a /proc that lies": 2}.get(where, 3)
+    assert len(temporary) == expected
 
 
 def test_a_lost_head_and_a_lost_key_are_both_named_the_head_first(ws: Workspace) -> None:

@@ -96,8 +96,6 @@ def take(repo: Path, data: bytes, ref: str, into: str) -> str:
                 # turn it off in the user's repositories).
                 "-c",
                 "maintenance.auto=true",
-                "-c",
-                "gc.auto=6700",
                 "fetch",
                 "-q",
                 "--no-tags",

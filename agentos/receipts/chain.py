@@ -288,6 +288,10 @@ class Chain(Chained):
                 return False
             except OSError:  # no /proc, or no hard links here
                 return self._add_named(final, data)
+            if not _same_file(os.fstat(fd), os.stat(final, dir_fd=self.fd, follow_symlinks=False)):
+                # A /proc that is not the kernel's linked another file: that name goes.
+                os.unlink(final, dir_fd=self.fd)
+                return self._add_named(final, data)
         finally:
             os.close(fd)
         return True
@@ -355,6 +359,10 @@ class Chain(Chained):
             if self.exists(final):
                 raise FileExistsError(final) from None
             os.rename(tmp, final, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -236,14 +236,26 @@ def _listening(path: Path) -> bool:
 
     from agentos.shared.sockets import UnixAddress
 
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        with UnixAddress(path) as address:
-            probe.connect(address)
-    except (FileNotFoundError, ConnectionRefusedError):
+        if len(os.fsencode(path)) < _SUN_PATH:  # by its path: no /proc needed
+            probe.connect(os.fspath(path))
+        else:  # through /proc/self/fd: where /proc is not this process's, tmux is asked
+            with UnixAddress(path) as address:
+                probe.connect(address)
+    except ConnectionRefusedError:
         return False
     except OSError:
         return True
     finally:
         probe.close()
     return True
+
+
+_SUN_PATH = 108  # the bytes of a Unix socket's address, its final NUL among them

@@ -14,6 +14,7 @@ from agentos.worktrees.repo import (
     commit_staged,
     delete_branch,
     git_result,
+    maintain,
     remove_worktree,
     repo_lock,
 )
@@ -198,6 +199,7 @@ def _land(
         finally:
             remove_worktree(repo_dir, scratch)
         _advance(repo_dir, target, merged, tip)
+        maintain(repo_dir)  # the repository's maintenance, once, as a commit of its own
     finally:
         delete_branch(repo_dir, integration)
     result.message = (

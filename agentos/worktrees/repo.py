@@ -137,10 +137,8 @@ def _argv(args: tuple[str, ...]) -> list[str]:
         "-c",
         "commit.gpgSign=false",  # nor a signing program,
         "-c",
-        "maintenance.auto=false",  # nor the repository's maintenance (a repack can take
-        "-c",
-        "gc.auto=0",  # minutes): the user's own git commands do it, as ever
-        *args,
+        "maintenance.auto=false",  # nor start the repository's maintenance at every
+        *args,  # commit or merge (a landing asks for it once: maintain())
     ]
 
 
@@ -487,9 +485,14 @@ def delete_unmoved(repo_dir: Path, tips: Mapping[str, str]) -> bool:
     whether they were deleted."""
     if not tips:
         return True
+    # A symbolic ref is deleted itself, never the branch it names (--no-deref), as `git
+    # branch -D` does; a branch a worktree has checked out is not deleted here (git
+    # branch -D refuses it, update-ref would not).
     lines = "".join(f"delete refs/heads/{b} {tip}\n" for b, tip in tips.items())
     with repo_lock(repo_dir):
-        done = git_result(repo_dir, "update-ref", "--stdin", input=lines, check=False)
+        if _checked_out_anywhere(repo_dir, tips):
+            return False
+        done = git_result(repo_dir, "update-ref", "--no-deref", "--stdin", input=lines, check=False)
         if done.returncode != 0:
             # git made the folders of a branch that is gone to lock it, and leaves them.
             heads = git_dir(repo_dir) / "refs" / "heads"
@@ -502,6 +505,30 @@ def delete_unmoved(repo_dir: Path, tips: Mapping[str, str]) -> bool:
                         break
                     folder = folder.parent
     return done.returncode == 0
+
+
+def maintain(repo_dir: Path) -> None:
+    """What a commit of the user's own does after it: ``git maintenance run --auto``, as the
+    repository's settings say (mostly nothing; a gc it starts goes to the background).
+    AgentOS's own commits and merges do not start it (:func:`_argv`): a landing asks once."""
+    git_result(repo_dir, "maintenance", "run", "--auto", "--quiet", check=False)
+
+
+def _checked_out_anywhere(repo_dir: Path, branches: Iterable[str]) -> bool:
+    """Whether the main checkout or a worktree has one of ``branches`` checked out (their
+    HEAD files, read: no git process). True when one cannot be read."""
+    common = git_dir(repo_dir)
+    wanted = {f"ref: refs/heads/{b}" for b in branches}
+    heads = [common / "HEAD", *(common / "worktrees").glob("*/HEAD")]
+    for head_file in heads:
+        try:
+            if head_file.read_text(encoding="utf-8", errors="replace").strip() in wanted:
+                return True
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+    return False
 
 
 def delete_branch(repo_dir: Path, *branches: str) -> bool:
