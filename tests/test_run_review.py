@@ -345,6 +345,8 @@ def test_a_run_being_merged_is_the_merging_processs_and_gc_leaves_it_alone(
         store.close()
         me = os.getpid()  # before gc: gc of a merge it took for dead would wait on its lock
         assert (record.status, record.pid, record.pid_start) == ("merging", me, process_start(me))
+        # What it lands is on a branch named for the run (gc's to remove, were it cut short)
+        assert branches(repo) == [f"agentos-merge/{run_id}", f"agentos/{run_id}/writer", "main"]
         gc = collect_garbage(ws)
         again = cli("runs", "merge", run_id)
     finally:
@@ -362,12 +364,14 @@ def test_a_run_being_merged_is_the_merging_processs_and_gc_leaves_it_alone(
     assert (repo / "notes.txt").read_text() == "start\nwritten by writer\n"
 
 
-def test_runs_merge_of_agents_named_lands_one_commit_each_in_their_order_and_keeps_how(
-    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path
+@pytest.mark.parametrize("squash", ["agent", "run"])
+def test_runs_merge_of_agents_named_lands_their_work_in_their_order_and_keeps_how(
+    ws: Workspace, cli: CliRunner, tmp_path: Path, repo: Path, squash: str
 ) -> None:
     for name in ("east", "north", "south", "west"):
         card = {"triggers": {"keywords": ["compass"]}}
         add_agent(ws, tmp_path, name, f"echo {name} > {name}.txt\n", card=card)
+    ws.settings_file.write_text(f"run: {{guardian: false, squash: {squash}}}\n")
     code, report = run_json(
         cli, "run", "compass points in the notes", "--repo", str(repo), "--force", "--no-merge"
     )
@@ -379,17 +383,23 @@ def test_runs_merge_of_agents_named_lands_one_commit_each_in_their_order_and_kee
     code, merged = run_json(cli, "runs", "merge", run_id, "--agent", "west", "--agent", "east")
 
     assert code == 0, merged
-    west, east = git(repo, "rev-list", "--reverse", f"{base}..main").split()
-    assert git(repo, "show", "--name-only", "--format=", west) == "west.txt"
-    assert git(repo, "show", "--name-only", "--format=", east) == "east.txt"
-    landed = f"merged agentos/{run_id}/west, agentos/{run_id}/east into main (2 commits)"
+    commits = git(repo, "rev-list", "--reverse", f"{base}..main").split()
+    changed = [git(repo, "show", "--name-only", "--format=", c).split() for c in commits]
+    # One commit per agent in the order named, or one for the run (run.squash)
+    assert changed == (
+        [["west.txt"], ["east.txt"]] if squash == "agent" else [["east.txt", "west.txt"]]
+    )
+    n = len(commits)
+    landed = (
+        f"merged agentos/{run_id}/west, agentos/{run_id}/east into main ({n} commit{'s' * (n > 1)})"
+    )
     message = f"{landed}; not landed: north, south (their branches are kept)"
     receipt = load_receipt(ws, merged["receipt"])
     assert receipt.fields == {
         "via": "agentos runs merge --agent west --agent east",
         "merged": True,
-        "commit": east,
-        "commits": [west, east],
+        "commit": commits[-1],
+        "commits": commits,
         "conflicts": [],
         "conflicting_branch": None,
         "message": landed,
