@@ -172,6 +172,12 @@ RULES: list[tuple[str, list[dict[str, Any]], str, dict[str, Any]]] = [
         {"decision": "no_match", "rejected": {"a": "requires 'claude'"}},
     ),
     (
+        "require-missing-names-each-word-missing",
+        [{"id": "a", "triggers": {"keywords": ["fix"], "require": ["claude", "tests", "codex"]}}],
+        "fix the tests",
+        {"decision": "no_match", "rejected": {"a": "requires 'claude', 'codex'"}},
+    ),
+    (
         "require-present-matches",
         [{"id": "a", "triggers": {"keywords": ["fix", "bug"], "require": ["claude"]}}],
         "fix the bug with Claude",
